@@ -1,0 +1,5 @@
+"""Entry point for `python -m buildmatrix`."""
+
+from buildmatrix.cli import main
+
+raise SystemExit(main())

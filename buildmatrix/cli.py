@@ -1,0 +1,135 @@
+"""Command line: the only layer that talks to the terminal. `python -m buildmatrix --help`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+from rich.text import Text
+
+from buildmatrix.cells import Cell, Selection, expand
+from buildmatrix.errors import UserError
+from buildmatrix.matrix import Matrix, load_matrix
+from buildmatrix.registry import Registry
+from buildmatrix.workspace import Workspace
+
+EXIT_CELLS_FAILED = 1
+
+
+def _cache_dir(root: Path) -> Path:
+    return root / "build" / "cache"
+
+
+def load_cells(args: argparse.Namespace) -> tuple[Matrix, list[Cell], Registry]:
+    matrix = load_matrix(Path(args.matrix).resolve())
+    registry = Registry(_cache_dir(matrix.root) / "registry", offline=args.offline)
+    available = {release: registry.pythons(release) for release in matrix.torch}
+    cells = expand(matrix, available)
+    selection = Selection(tuple(args.torch or ()), tuple(args.python or ()), tuple(args.driver or ()), tuple(args.variant or ()))
+    return matrix, selection.apply(cells), registry
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--matrix", default="matrix.yaml", help="path to matrix.yaml (default: %(default)s)")
+    parser.add_argument("--offline", action="store_true", help="use the cached registry answers only")
+    parser.add_argument("--torch", action="append", metavar="X.Y", help="only these torch minors (repeatable)")
+    parser.add_argument("--python", action="append", metavar="X.Y", help="only these Pythons (repeatable)")
+    parser.add_argument("--driver", action="append", metavar="N", help="only these driver API majors (repeatable)")
+    parser.add_argument("--variant", action="append", choices=("cpu", "cuda"), help="only these torch variants")
+
+
+def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix import report_matrix
+
+    _matrix, cells, _registry = load_cells(args)
+    if args.github:
+        print(json.dumps(report_matrix.github_matrix(cells)))
+    elif args.json:
+        print(json.dumps([c.as_dict() for c in cells], indent=2))
+    else:
+        console.print(report_matrix.cells_table(cells))
+        console.print(f"{len(cells)} cell(s)")
+    return 0
+
+
+def cmd_build(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix.engine import Engine, RunOptions
+    from buildmatrix.progress import ProgressDisplay, summary_table
+    from buildmatrix.runners import select_runner
+    from buildmatrix.workspace import RunLock
+
+    matrix, cells, registry = load_cells(args)
+    if not cells:
+        raise UserError("the selection matches no cell of the matrix; `nox -s matrix` lists them")
+    runner, why = select_runner(args.runner or matrix.runner)
+    console.print(f"[bold]{len(cells)} cell(s)[/bold], {why}, {args.jobs} job(s)")
+    workspace = Workspace.for_root(matrix.root)
+    with RunLock(workspace), ProgressDisplay(console, cells) as display:
+        engine = Engine(matrix, workspace, runner, registry, progress=display.update)
+        results = engine.run(cells, RunOptions(jobs=args.jobs, fail_fast=args.fail_fast, force=args.force))
+    console.print(summary_table(results))
+    failed = [r for r in results if r.status != "passed"]
+    for result in failed:
+        console.print(Text.assemble((result.id, "red"), f" failed in {result.failed_step}: {result.error}  (log: {workspace.wheels_dir / (result.log or '')})"))
+    console.print(f"results: {workspace.results_dir / 'summary.json'}")
+    return EXIT_CELLS_FAILED if failed else 0
+
+
+def cmd_merge_results(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix.results import ResultStore, merge_result_dirs
+
+    into = ResultStore(Path(args.into))
+    merged = merge_result_dirs([Path(p) for p in args.sources], into)
+    console.print(f"merged {len(merged)} cell result(s) into {into.directory / 'summary.json'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="buildmatrix", description="Build and test a PyTorch backend across a torch x Python x driver matrix.")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    matrix = sub.add_parser("matrix", help="show the expanded cells")
+    add_common(matrix)
+    fmt = matrix.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="cells as JSON")
+    fmt.add_argument("--github", action="store_true", help="a GitHub Actions strategy.matrix object")
+    matrix.set_defaults(func=cmd_matrix)
+
+    build = sub.add_parser("build", help="build and smoke-test the selected cells")
+    add_common(build)
+    build.add_argument("--jobs", "-j", type=int, default=1, help="cells built at once (default: %(default)s)")
+    build.add_argument("--fail-fast", action="store_true", help="start no new cell after a failure")
+    build.add_argument("--force", action="store_true", help="rebuild cells whose inputs are unchanged")
+    build.add_argument("--runner", choices=("auto", "local", "docker"), help="default: matrix.yaml's runner")
+    build.set_defaults(func=cmd_build)
+
+    merge = sub.add_parser("merge-results", help="merge per-cell results made on several machines")
+    merge.add_argument("sources", nargs="+", help="results directories (each with cells/*.json)")
+    merge.add_argument("--into", default="wheels/results", help="destination (default: %(default)s)")
+    merge.set_defaults(func=cmd_merge_results)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    console = Console(stderr=False)
+    try:
+        code: int = args.func(args, console)
+        return code
+    except UserError as exc:
+        Console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(exc)), highlight=False)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        Console(stderr=True).print("interrupted; finished cells are recorded, the next run resumes")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Builds the emulated driver's wheel once per API version and driver source state."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+from buildmatrix.atomic import copy_file_atomic
+from buildmatrix.errors import StepFailed
+from buildmatrix.fingerprint import tree_hash
+from buildmatrix.matrix import DriverVersion
+from buildmatrix.process import run_logged
+from buildmatrix.sourcetree import copy_pristine
+
+
+class DriverWheels:
+    """Cache of driver wheels under build_dir/driver-wheels/<api>-<source hash>/; safe across threads."""
+
+    def __init__(self, source: Path, cache_dir: Path, uv: str) -> None:
+        self.source = source
+        self.cache_dir = cache_dir
+        self.uv = uv
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def wheel(self, driver: DriverVersion, log_file: Path) -> Path:
+        key = f"{driver.api}-{tree_hash(self.source)[:16]}"
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            target = self.cache_dir / key
+            existing = sorted(target.glob("emu_driver-*.whl")) if target.is_dir() else []
+            if existing:
+                return existing[0]
+            scratch = self.cache_dir / f".{key}.building"
+            if scratch.exists():
+                shutil.rmtree(scratch)  # left by an interrupted run
+            # Build from a copy: builds write build/ and *.egg-info into the tree they build.
+            tree = copy_pristine(self.source, scratch / "src")
+            run_logged("driver", [self.uv, "build", "--wheel", "--out-dir", scratch, tree], log_file,
+                       env={"EMU_DRIVER_API_VERSION": str(driver.api)}, timeout=1800)
+            built = sorted(scratch.glob("emu_driver-*.whl"))
+            if len(built) != 1:
+                raise StepFailed("driver", f"expected one emu_driver wheel in {scratch}, found {[p.name for p in built]}")
+            copy_file_atomic(built[0], target / built[0].name)
+            shutil.rmtree(scratch, ignore_errors=True)
+            return target / built[0].name

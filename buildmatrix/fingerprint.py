@@ -1,0 +1,52 @@
+"""Content hashes of everything a cell's result depends on, so unchanged cells are not rebuilt."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+# Build outputs and caches inside source trees never count as inputs.
+IGNORED_DIRS = {"build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".nox", ".git"}
+IGNORED_SUFFIXES = (".pyc", ".so", ".o", ".egg-info")
+GENERATED_FILES = {"_build_info.py", "emu_driver_version.h"}
+
+
+def source_files(root: Path) -> list[Path]:
+    """Files of a source tree in a stable order, without build outputs."""
+    out = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part in IGNORED_DIRS or part.endswith(".egg-info") for part in rel.parts):
+            continue
+        if path.is_file() and not path.name.endswith(IGNORED_SUFFIXES) and path.name not in GENERATED_FILES:
+            out.append(path)
+    return out
+
+
+def tree_hash(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in source_files(root):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def files_hash(paths: Iterable[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def inputs_hash(inputs: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()

@@ -1,0 +1,67 @@
+"""Live progress and the final summary for the terminal (rich); fed by the engine's progress events."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from buildmatrix.cells import Cell
+from buildmatrix.results import CellResult
+
+STYLE = {"passed": "green", "failed": "red", "up-to-date": "cyan", "queued": "dim"}
+
+
+class ProgressDisplay:
+    """A live table on a terminal; one line per event elsewhere (CI logs)."""
+
+    def __init__(self, console: Console, cells: list[Cell]) -> None:
+        self.console = console
+        self.state = {cell.id: ("queued", time.monotonic()) for cell in cells}
+        self.lock = threading.Lock()
+        self.live: Live | None = Live(self._table(), console=console, refresh_per_second=4, transient=True) if console.is_terminal else None
+
+    def __enter__(self) -> ProgressDisplay:
+        if self.live:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
+        if self.live:
+            self.live.__exit__(kind, value, tb)
+
+    def update(self, cell_id: str, what: str) -> None:
+        with self.lock:
+            self.state[cell_id] = (what, time.monotonic())
+            if self.live:
+                self.live.update(self._table())
+            elif what != "queued":
+                self.console.print(f"{cell_id}: {what}", highlight=False)
+
+    def _table(self) -> Table:
+        table = Table(title="nox -s build-matrix")
+        table.add_column("cell")
+        table.add_column("state")
+        now = time.monotonic()
+        for cell_id, (what, since) in self.state.items():
+            style = STYLE.get(what, "yellow")
+            running = "" if what in STYLE else f" ({now - since:.0f} s)"
+            table.add_row(cell_id, f"[{style}]{what}{running}[/{style}]")
+        return table
+
+
+def summary_table(results: list[CellResult]) -> Table:
+    table = Table(title="summary")
+    for column in ("cell", "status", "smoke (pass/fail/skip)", "time", "wheel"):
+        table.add_column(column)
+    for result in results:
+        style = STYLE.get(result.status, "yellow")
+        smoke = result.smoke
+        counts = f"{smoke.passed}/{smoke.failed + smoke.errors}/{smoke.skipped}" if smoke else "-"
+        status = result.status if result.status == "passed" else f"{result.status} ({result.failed_step})"
+        table.add_row(result.id, f"[{style}]{status}[/{style}]", counts, f"{result.seconds:.0f} s", result.wheel.filename if result.wheel else "-")
+    return table

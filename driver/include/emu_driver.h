@@ -1,0 +1,159 @@
+/*
+ * emu_driver.h: the C API of the emulated accelerator runtime ("emu").
+ *
+ * It stands in for a vendor SDK (CUDA runtime, AscendCL): the PyTorch plugin
+ * talks to the device only through these functions, so a real SDK can take
+ * its place. Device memory lives in an address range the host cannot read:
+ * dereferencing a device pointer from host code faults at once. Kernels are
+ * host functions queued on a stream; inside a kernel, and only there,
+ * emuKernelTranslate gives the kernel's view of device memory.
+ *
+ * API versions: the library is built at one API version, written into
+ * emu_driver_version.h at build time. The header and the library agree:
+ *   1.x  devices, memory, synchronous copies, streams that run work at once
+ *        on the caller's thread; no events, no asynchronous copies.
+ *   2.x  adds asynchronous streams (one worker thread per stream, in-order),
+ *        asynchronous copies and memsets, and events with timing.
+ * Symbols of a newer API are absent from a library built at an older one.
+ */
+#ifndef EMU_DRIVER_H_
+#define EMU_DRIVER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "emu_driver_version.h" /* EMU_DRIVER_VERSION_MAJOR, _MINOR, EMU_DRIVER_VERSION */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EMU_API __attribute__((visibility("default")))
+
+/* EMU_DRIVER_VERSION is major * 1000 + minor, e.g. 2001 for 2.1. */
+#define EMU_DRIVER_HAS_ASYNC (EMU_DRIVER_VERSION_MAJOR >= 2)
+#define EMU_DRIVER_HAS_EVENTS (EMU_DRIVER_VERSION_MAJOR >= 2)
+
+typedef enum emuError_t {
+  emuSuccess = 0,
+  emuErrorInvalidValue = 1,          /* a bad argument (null out-pointer, bad kind, ...) */
+  emuErrorMemoryAllocation = 2,      /* device memory exhausted */
+  emuErrorInvalidDevice = 3,         /* device index out of range */
+  emuErrorInvalidDevicePointer = 4,  /* not inside a live device allocation, or range overruns it */
+  emuErrorInvalidResourceHandle = 5, /* unknown or destroyed stream or event */
+  emuErrorNotReady = 6,              /* query: work still pending */
+  emuErrorNotPermitted = 7,          /* e.g. emuKernelTranslate outside a kernel */
+  emuErrorLaunchFailure = 8,         /* a kernel returned non-zero; sticky on its stream until synchronized */
+  emuErrorInitialization = 9,        /* the runtime could not reserve its address ranges */
+} emuError_t;
+
+EMU_API const char* emuGetErrorName(emuError_t error);
+EMU_API const char* emuGetErrorString(emuError_t error);
+/* Details of the last error on this thread (which pointer, which sizes), or "". */
+EMU_API const char* emuGetLastErrorMessage(void);
+
+/* ---- version ------------------------------------------------------------ */
+/* The API version the library was built at (major * 1000 + minor). */
+EMU_API emuError_t emuDriverGetVersion(int* version);
+
+/* ---- devices ------------------------------------------------------------ */
+/* Device count comes from EMU_DEVICE_COUNT (default 2, 1..16); memory per
+ * device from EMU_DEVICE_MEMORY_MB (default 4096). Read once, at first use. */
+typedef struct emuDeviceProp {
+  char name[64];          /* "Emu Accelerator E2 (API 2.1)" */
+  size_t totalGlobalMem;  /* bytes */
+  int major;              /* API version of the driver */
+  int minor;
+  int multiProcessorCount;
+} emuDeviceProp;
+
+EMU_API emuError_t emuGetDeviceCount(int* count);
+EMU_API emuError_t emuSetDevice(int device); /* per host thread, like CUDA */
+EMU_API emuError_t emuGetDevice(int* device);
+EMU_API emuError_t emuGetDeviceProperties(emuDeviceProp* prop, int device);
+EMU_API emuError_t emuMemGetInfo(size_t* free_bytes, size_t* total_bytes); /* current device */
+EMU_API emuError_t emuDeviceSynchronize(void); /* waits for every stream of the current device */
+
+/* ---- memory ------------------------------------------------------------- */
+typedef enum emuMemcpyKind {
+  emuMemcpyHostToHost = 0,
+  emuMemcpyHostToDevice = 1,
+  emuMemcpyDeviceToHost = 2,
+  emuMemcpyDeviceToDevice = 3, /* also across devices */
+} emuMemcpyKind;
+
+typedef enum emuMemoryType { emuMemoryTypeHost = 0, emuMemoryTypeDevice = 1 } emuMemoryType;
+
+typedef struct emuPointerAttributes {
+  emuMemoryType type;
+  int device;       /* -1 for host memory */
+  void* basePtr;    /* start of the live allocation holding the pointer (device only) */
+  size_t size;      /* size of that allocation */
+} emuPointerAttributes;
+
+/* Allocations are 256-byte aligned; size 0 gives a null pointer and success. */
+EMU_API emuError_t emuMalloc(void** devPtr, size_t size); /* on the current device */
+EMU_API emuError_t emuFree(void* devPtr);                 /* null is a no-op; waits for the device */
+EMU_API emuError_t emuPointerGetAttributes(emuPointerAttributes* attr, const void* ptr);
+
+/* Synchronous: ordered after all work queued on the default stream of the
+ * devices involved, and complete when the call returns. Every device range
+ * is checked against the live allocations. */
+EMU_API emuError_t emuMemcpy(void* dst, const void* src, size_t count, emuMemcpyKind kind);
+EMU_API emuError_t emuMemset(void* devPtr, int value, size_t count);
+
+/* ---- streams ------------------------------------------------------------ */
+/* A null emuStream_t is the default stream of the current device. */
+typedef struct emuStream_st* emuStream_t;
+
+EMU_API emuError_t emuStreamCreate(emuStream_t* stream); /* on the current device */
+EMU_API emuError_t emuStreamDestroy(emuStream_t stream); /* waits for its work first */
+EMU_API emuError_t emuStreamSynchronize(emuStream_t stream);
+EMU_API emuError_t emuStreamQuery(emuStream_t stream); /* emuSuccess or emuErrorNotReady */
+EMU_API emuError_t emuStreamGetDevice(emuStream_t stream, int* device);
+
+/* ---- kernels ------------------------------------------------------------ */
+/* A kernel is a host function run by the stream's executor (API 1.x: at once
+ * on the calling thread, before emuLaunchKernel returns; API 2.x: later, on
+ * the stream's worker thread, in queue order). A non-zero return marks the
+ * stream failed with emuErrorLaunchFailure; the failure is reported (and
+ * cleared) by the next synchronize or query of that stream. The driver never
+ * frees args: the kernel owns it. */
+typedef int (*emuKernelFn)(void* args);
+EMU_API emuError_t emuLaunchKernel(emuKernelFn fn, void* args, emuStream_t stream);
+
+/* Only inside a running kernel: the kernel's view of a device pointer.
+ * Checks that [devPtr, devPtr + bytes) is inside one live allocation. */
+EMU_API emuError_t emuKernelTranslate(const void* devPtr, size_t bytes, void** kernelPtr);
+/* A kernel can leave a message that the failing synchronize reports. */
+EMU_API void emuKernelSetErrorMessage(const char* message);
+
+#if EMU_DRIVER_HAS_ASYNC
+/* ---- asynchronous copies (API 2.x) -------------------------------------- */
+/* Queued on the stream; a host buffer must stay valid until the stream reaches the copy. */
+EMU_API emuError_t emuMemcpyAsync(void* dst, const void* src, size_t count, emuMemcpyKind kind,
+                                  emuStream_t stream);
+EMU_API emuError_t emuMemsetAsync(void* devPtr, int value, size_t count, emuStream_t stream);
+#endif
+
+#if EMU_DRIVER_HAS_EVENTS
+/* ---- events (API 2.x) --------------------------------------------------- */
+typedef struct emuEvent_st* emuEvent_t;
+#define emuEventDefault 0x0
+#define emuEventDisableTiming 0x2
+EMU_API emuError_t emuEventCreateWithFlags(emuEvent_t* event, unsigned int flags);
+EMU_API emuError_t emuEventDestroy(emuEvent_t event);
+EMU_API emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream);
+EMU_API emuError_t emuEventQuery(emuEvent_t event); /* emuSuccess, or emuErrorNotReady */
+EMU_API emuError_t emuEventSynchronize(emuEvent_t event);
+/* Makes future work on stream wait until the event's recorded work is done. */
+EMU_API emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event);
+/* Milliseconds between two completed events recorded with timing. */
+EMU_API emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t end);
+#endif
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* EMU_DRIVER_H_ */

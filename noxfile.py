@@ -1,0 +1,52 @@
+"""Sessions are thin: each installs the orchestration package and calls its CLI (`python -m buildmatrix`)."""
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["lint", "unit"]
+
+ORCHESTRATION = [".", "uv"]
+TEST_DEPS = [".[test]", "uv"]
+
+
+@nox.session(name="build-matrix")
+def build_matrix(session: nox.Session) -> None:
+    """Build and smoke-test every selected cell of matrix.yaml (args after -- go to `buildmatrix build`)."""
+    session.install(*ORCHESTRATION)
+    session.run("python", "-m", "buildmatrix", "build", *session.posargs)
+
+
+@nox.session
+def matrix(session: nox.Session) -> None:
+    """Show the expanded cells (-- --json, -- --github for a GitHub Actions strategy.matrix)."""
+    session.install(*ORCHESTRATION)
+    session.run("python", "-m", "buildmatrix", "matrix", *session.posargs)
+
+
+@nox.session(name="merge-results")
+def merge_results(session: nox.Session) -> None:
+    """Merge per-cell results made on several machines (-- DIR [DIR ...] [--into wheels/results])."""
+    session.install(*ORCHESTRATION)
+    session.run("python", "-m", "buildmatrix", "merge-results", *session.posargs)
+
+
+@nox.session
+def unit(session: nox.Session) -> None:
+    """Fast tests of the pure logic (no compiler, no torch)."""
+    session.install(*TEST_DEPS)
+    session.run("pytest", "-m", "not integration", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Everything CI runs: unit tests, driver tests, runner integration tests and the real torch 2.13 cell."""
+    session.install(*TEST_DEPS)
+    session.run("pytest", "-m", "not docker and not browser", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff and mypy over the orchestration package."""
+    session.install(".", "ruff", "mypy", "types-PyYAML")
+    session.run("ruff", "check", "buildmatrix", "tests", "noxfile.py")
+    session.run("mypy", "buildmatrix")

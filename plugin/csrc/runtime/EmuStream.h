@@ -1,0 +1,27 @@
+// Streams of the emu device as c10::Stream values, and the current-stream state.
+//
+// A c10::Stream of DeviceType::PrivateUse1 stands for one emuStream_t. Stream id 0
+// is the device's default stream (the driver's null stream); other ids come from a
+// per-device pool created lazily, like c10/cuda's stream pool.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+#include <emu_driver.h>
+
+namespace torch_emu {
+
+// The device of the calling thread (driver's emuGetDevice).
+c10::DeviceIndex current_device();
+c10::DeviceIndex device_count();
+
+// The raw driver stream behind a c10::Stream of the emu device.
+emuStream_t raw_stream(const c10::Stream& stream);
+
+c10::Stream getDefaultEmuStream(c10::DeviceIndex device = -1);
+c10::Stream getCurrentEmuStream(c10::DeviceIndex device = -1);
+void setCurrentEmuStream(const c10::Stream& stream);
+// A stream from the device's pool (round robin), for torch.emu.Stream().
+c10::Stream getStreamFromPool(c10::DeviceIndex device = -1);
+
+}  // namespace torch_emu

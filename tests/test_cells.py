@@ -1,0 +1,118 @@
+"""Expansion of a matrix into cells: intersection with published Pythons, exclude/include, selection, ids."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from packaging.version import Version
+
+from buildmatrix.cells import Cell, Selection, expand
+from buildmatrix.errors import MatrixError
+from buildmatrix.matrix import load_matrix
+
+from conftest import VALID
+
+V = Version
+PUBLISHED = {"2.4.1": {V("3.8"), V("3.9"), V("3.10"), V("3.11"), V("3.12")}, "2.13.0": {V("3.11")}}
+
+
+def available(matrix, table=PUBLISHED):  # type: ignore[no-untyped-def]
+    return {r: table[str(r.version)] for r in matrix.torch}
+
+
+def ids(cells: list[Cell]) -> list[str]:
+    return [c.id for c in cells]
+
+
+def test_expansion_intersects_with_published_pythons(write_matrix) -> None:
+    matrix = load_matrix(write_matrix())
+    assert ids(expand(matrix, available(matrix))) == [
+        "torch2.4-cuda-cp39-drv1", "torch2.4-cuda-cp39-drv2",
+        "torch2.4-cuda-cp310-drv1", "torch2.4-cuda-cp310-drv2",
+        "torch2.4-cuda-cp311-drv1", "torch2.4-cuda-cp311-drv2",
+        "torch2.13-cpu-cp311-drv1", "torch2.13-cpu-cp311-drv2",
+    ]
+
+
+def test_declared_python_a_release_lacks_is_an_error(write_matrix) -> None:
+    text = VALID.replace("    wheels: pip-find-links", "    wheels: pip-find-links\n    python: [\"3.11\", \"3.9\"]")
+    matrix = load_matrix(write_matrix(text))
+    with pytest.raises(MatrixError) as info:
+        expand(matrix, available(matrix))
+    message = str(info.value.problems[0])
+    assert "matrix.yaml:17: torch[1].python[1]" in message
+    assert "publishes no wheel for Python 3.9 (published: 3.11)" in message
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected_missing", "expected_count"),
+    [
+        ("exclude: [{torch: \"2.4\", python: \"3.9\"}]", ["torch2.4-cuda-cp39-drv1", "torch2.4-cuda-cp39-drv2"], 6),
+        ("exclude: [{driver: \"1\"}]", ["torch2.4-cuda-cp39-drv1", "torch2.13-cpu-cp311-drv1"], 4),
+        ("exclude: [{variant: cpu}]", ["torch2.13-cpu-cp311-drv2"], 6),
+        ("exclude: [{torch: \">=2.5\"}]", ["torch2.13-cpu-cp311-drv1"], 6),
+    ],
+)
+def test_exclude(write_matrix, rules: str, expected_missing: list[str], expected_count: int) -> None:
+    matrix = load_matrix(write_matrix(VALID + rules + "\n"))
+    cells = ids(expand(matrix, available(matrix)))
+    assert len(cells) == expected_count
+    assert not set(expected_missing) & set(cells)
+
+
+def test_include_adds_a_python_outside_the_global_list(write_matrix) -> None:
+    matrix = load_matrix(write_matrix(VALID + "include: [{torch: \"2.4\", python: \"3.12\", driver: \"2\"}]\n"))
+    assert "torch2.4-cuda-cp312-drv2" in ids(expand(matrix, available(matrix)))
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        ("{torch: \"2.4\", python: \"3.7\", driver: \"2\"}", "publishes no wheel for Python 3.7"),
+        ("{torch: \"2.9\", python: \"3.11\", driver: \"2\"}", "matches no torch release"),
+        ("{torch: \"2.4\", python: \"3.11\", driver: \"3\"}", "driver 3 is not in driver.versions"),
+    ],
+)
+def test_bad_include(write_matrix, rule: str, message: str) -> None:
+    matrix = load_matrix(write_matrix(VALID + f"include: [{rule}]\n"))
+    with pytest.raises(MatrixError, match=message):
+        expand(matrix, available(matrix))
+
+
+@pytest.mark.parametrize(
+    ("selection", "expected"),
+    [
+        (Selection(torch=("2.13",)), ["torch2.13-cpu-cp311-drv1", "torch2.13-cpu-cp311-drv2"]),
+        (Selection(torch=("2.4",), python=("3.10",), driver=("2",)), ["torch2.4-cuda-cp310-drv2"]),
+        (Selection(python=("cp311",), driver=("2.1",)), ["torch2.4-cuda-cp311-drv2", "torch2.13-cpu-cp311-drv2"]),
+        (Selection(variant=("cpu",), driver=("1",)), ["torch2.13-cpu-cp311-drv1"]),
+        (Selection(torch=("2.5",)), []),
+    ],
+)
+def test_selection(write_matrix, selection: Selection, expected: list[str]) -> None:
+    matrix = load_matrix(write_matrix())
+    assert ids(selection.apply(expand(matrix, available(matrix)))) == expected
+
+
+def test_cell_naming(write_matrix) -> None:
+    matrix = load_matrix(write_matrix())
+    cell = expand(matrix, available(matrix))[-1]
+    assert cell.local_version_label == "torch2.13.drv2"
+    assert cell.as_dict()["python"] == "3.11" and cell.python_tag == "cp311"
+
+
+pythons = st.sets(st.sampled_from([V(f"3.{m}") for m in range(8, 15)]))
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # the matrix file is read-only here
+@given(published_24=pythons, published_213=pythons)
+def test_expansion_properties(write_matrix, published_24: set[Version], published_213: set[Version]) -> None:
+    matrix = load_matrix(write_matrix())
+    cells = expand(matrix, available(matrix, {"2.4.1": published_24, "2.13.0": published_213}))
+    # ids are unique, every cell's Python is both declared and published, and both drivers appear per pair
+    assert len(set(ids(cells))) == len(cells)
+    for cell in cells:
+        assert cell.python in matrix.python
+        assert cell.python in (published_24 if cell.torch.minor == "2.4" else published_213)
+    assert len(cells) == 2 * (len(published_24 & set(matrix.python)) + len(published_213 & set(matrix.python)))

@@ -1,0 +1,34 @@
+"""Interpreter discovery: real interpreters on PATH or under pyenv; a clear error when none exists."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from buildmatrix.errors import InterpreterNotFound
+from buildmatrix.interpreters import find_interpreter
+
+
+def test_finds_the_running_interpreter_series() -> None:
+    series = Version(f"{sys.version_info.major}.{sys.version_info.minor}")
+    found = find_interpreter(series)
+    assert (found.version.major, found.version.minor) == (series.major, series.minor)
+    assert found.executable.is_file()
+
+
+def test_missing_interpreter_says_where_it_looked(tmp_path: Path) -> None:
+    with pytest.raises(InterpreterNotFound) as info:
+        find_interpreter(Version("3.7"), path_env=str(tmp_path), pyenv_root=tmp_path)
+    message = str(info.value)
+    assert "no CPython 3.7 interpreter found" in message and "pyenv install 3.7" in message
+
+
+def test_broken_candidate_is_skipped(tmp_path: Path) -> None:
+    fake = tmp_path / "python3.7"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(InterpreterNotFound):
+        find_interpreter(Version("3.7"), path_env=str(tmp_path), pyenv_root=None)

@@ -1,0 +1,84 @@
+"""matrix.yaml parsing: every user mistake names file, line, key, the bad value and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from buildmatrix.errors import MatrixError
+from buildmatrix.matrix import load_matrix, torch_selector
+
+from conftest import VALID
+
+
+def problems(path: Path) -> list[str]:
+    with pytest.raises(MatrixError) as info:
+        load_matrix(path)
+    return [str(p) for p in info.value.problems]
+
+
+def test_valid_matrix_parses(write_matrix) -> None:
+    matrix = load_matrix(write_matrix())
+    assert [str(r.version) for r in matrix.torch] == ["2.4.1", "2.13.0"]
+    assert matrix.torch[0].variant == "cuda" and matrix.torch[0].wheels.kind == "registry"
+    assert matrix.torch[1].variant == "cpu" and matrix.torch[1].requirement_version == "2.13.0+cpu"
+    assert [d.major for d in matrix.drivers] == [1, 2]
+    assert matrix.python == (Version("3.9"), Version("3.10"), Version("3.11"))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("runner: auto", "runner: autp", ["matrix.yaml:17: runner: 'autp' is not allowed (allowed: auto, local, docker); did you mean 'auto'?"]),
+        ("python: [\"3.9\", \"3.10\", \"3.11\"]", "python: [3.9, 3.10]",
+         ["matrix.yaml:10: python[0]: 3.9 is a number; quote versions", "matrix.yaml:10: python[1]: 3.1 is a number"]),
+        ("    variant: cpu", "    variant: rocm", ["matrix.yaml:15: torch[1].variant: 'rocm' is not allowed (allowed: cpu, cuda)"]),
+        ("    patches: [pre-2.7]", "    patches: [pre-2.8]", ["torch[0].patches[0]: no patch series 'pre-2.8'", "did you mean 'pre-2.7'?"]),
+        ("  - version: \"2.4.1\"", "  - version: \"two\"", ["matrix.yaml:12: torch[0].version: 'two' is not a valid version"]),
+        ("runner: auto", "runner: auto\nrunners: local", ["matrix.yaml:18: runners: unknown key 'runners'", "did you mean 'runner'?"]),
+        ("  version: 0.1.0\n", "", ["plugin: missing required key 'version'"]),
+        ("    wheels: pip-find-links", "    wheels: ftp", ["torch[1].wheels: str 'ftp' is not allowed"]),
+        ("  - version: \"2.13.0\"\n    variant: cpu", "  - version: \"2.4.0\"\n    variant: cuda", ["torch 2.4 (cuda) is already declared at torch[0]"]),
+        ("runner: auto", "runner: auto\nexclude: [{torch: \"x.y\"}]", ["exclude[0].torch: 'x.y' is neither a version"]),
+        ("runner: auto", "runner: auto\ninclude: [{torch: \"2.4\"}]", ["include[0]: an include rule names torch, python and driver"]),
+        ("versions: [\"1.4\", \"2.1\"]", "versions: [\"2.0\", \"2.1\"]", ["two versions share an API major"]),
+    ],
+)
+def test_bad_matrix_names_line_key_and_allowed(write_matrix, old: str, new: str, expected: list[str]) -> None:
+    assert old in VALID
+    found = "\n".join(problems(write_matrix(VALID.replace(old, new))))
+    for fragment in expected:
+        assert fragment in found, found
+
+
+def test_all_problems_reported_at_once(write_matrix) -> None:
+    text = VALID.replace("runner: auto", "runner: nope").replace("variant: cpu", "variant: tpu")
+    assert len(problems(write_matrix(text))) == 2
+
+
+def test_yaml_syntax_error_names_line(write_matrix) -> None:
+    found = problems(write_matrix(VALID + "torch: [\n"))
+    # The unclosed bracket opens on line 18; the parser notices at the end of the file.
+    assert found and "(syntax)" in found[0] and "matrix.yaml:19:" in found[0]
+
+
+def test_missing_file_is_a_matrix_error(tmp_path: Path) -> None:
+    found = problems(tmp_path / "nope.yaml")
+    assert "cannot read the matrix file" in found[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "inside", "outside"),
+    [("2.4", ["2.4.0", "2.4.1"], ["2.5.0", "2.3.1"]), ("2.4.1", ["2.4.1"], ["2.4.0"]), (">=2.4,<2.6", ["2.5.1"], ["2.6.0"])],
+)
+def test_torch_selector(text: str, inside: list[str], outside: list[str]) -> None:
+    spec = torch_selector(text)
+    assert all(spec.contains(v) for v in inside)
+    assert not any(spec.contains(v) for v in outside)
+
+
+def test_project_matrix_is_valid() -> None:
+    matrix = load_matrix(Path(__file__).parent.parent / "matrix.yaml")
+    assert any(r.minor == "2.13" and r.variant == "cpu" for r in matrix.torch)

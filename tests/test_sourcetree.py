@@ -1,0 +1,89 @@
+"""Pristine copies and patch series: applied in order, failures name the patch and the hunk, no path outside plugin/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from buildmatrix.errors import PatchError
+from buildmatrix.sourcetree import PatchSeries, apply_series, copy_pristine, touched_paths
+
+PATCH = """\
+--- a/plugin/csrc/hooks.cpp
++++ b/plugin/csrc/hooks.cpp
+@@ -1,3 +1,3 @@
+ int a = 1;
+-int b = 2;
++int b = 3;
+ int c = 4;
+"""
+
+
+@pytest.fixture
+def plugin(tmp_path: Path) -> Path:
+    root = tmp_path / "src" / "plugin"
+    (root / "csrc").mkdir(parents=True)
+    (root / "csrc" / "hooks.cpp").write_text("int a = 1;\nint b = 2;\nint c = 4;\n")
+    (root / "build").mkdir()
+    (root / "build" / "junk.o").write_text("x")
+    (root / "pkg.egg-info").mkdir()
+    return root
+
+
+def series(tmp_path: Path, name: str, patches: dict[str, str]) -> PatchSeries:
+    directory = tmp_path / "patches" / name
+    directory.mkdir(parents=True)
+    for file, text in patches.items():
+        (directory / file).write_text(text)
+    (directory / "series").write_text("# order matters\n" + "".join(f"{f}\n" for f in patches))
+    return PatchSeries(name, directory)
+
+
+def test_copy_leaves_build_outputs_behind(plugin: Path, tmp_path: Path) -> None:
+    copy = copy_pristine(plugin, tmp_path / "work")
+    assert (copy / "csrc" / "hooks.cpp").is_file()
+    assert not (copy / "build").exists() and not (copy / "pkg.egg-info").exists()
+
+
+def test_series_applies_to_the_copy_only(plugin: Path, tmp_path: Path) -> None:
+    copy = copy_pristine(plugin, tmp_path / "work")
+    applied = apply_series([series(tmp_path, "pre-2.7", {"0001-b.patch": PATCH})], copy.parent, "plugin")
+    assert applied == ["pre-2.7/0001-b.patch"]
+    assert "int b = 3;" in (copy / "csrc" / "hooks.cpp").read_text()
+    assert "int b = 2;" in (plugin / "csrc" / "hooks.cpp").read_text()
+
+
+def test_patch_that_does_not_apply_names_patch_and_hunk(plugin: Path, tmp_path: Path) -> None:
+    copy = copy_pristine(plugin, tmp_path / "work")
+    (copy / "csrc" / "hooks.cpp").write_text("int a = 1;\nint b = 9;\nint c = 4;\n")
+    with pytest.raises(PatchError) as info:
+        apply_series([series(tmp_path, "pre-2.7", {"0001-b.patch": PATCH})], copy.parent, "plugin")
+    assert "pre-2.7/0001-b.patch does not apply" in info.value.message
+    assert "plugin/csrc/hooks.cpp:1" in info.value.message  # git names the file and the hunk's line
+
+
+def test_patch_outside_plugin_is_rejected(plugin: Path, tmp_path: Path) -> None:
+    evil = PATCH.replace("plugin/csrc/hooks.cpp", "driver/src/memory.cpp")
+    copy = copy_pristine(plugin, tmp_path / "work")
+    with pytest.raises(PatchError, match="touches paths outside plugin/: driver/src/memory.cpp"):
+        apply_series([series(tmp_path, "bad", {"0001-evil.patch": evil})], copy.parent, "plugin")
+
+
+def test_series_listing_a_missing_file(tmp_path: Path) -> None:
+    one = series(tmp_path, "s", {})
+    (one.directory / "series").write_text("0001-missing.patch\n")
+    with pytest.raises(PatchError, match="series:1: patch file '0001-missing.patch' does not exist"):
+        one.patches()
+
+
+def test_touched_paths() -> None:
+    assert touched_paths_of(PATCH) == ["plugin/csrc/hooks.cpp"]
+
+
+def touched_paths_of(text: str) -> list[str]:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as handle:
+        handle.write(text)
+    return touched_paths(Path(handle.name))
