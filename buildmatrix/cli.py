@@ -21,13 +21,9 @@ from buildmatrix.workspace import Workspace
 EXIT_CELLS_FAILED = 1
 
 
-def _cache_dir(root: Path) -> Path:
-    return root / "build" / "cache"
-
-
 def load_cells(args: argparse.Namespace) -> tuple[Matrix, list[Cell], Registry]:
     matrix = load_matrix(Path(args.matrix).resolve())
-    registry = Registry(_cache_dir(matrix.root) / "registry", offline=args.offline)
+    registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=args.offline)
     available = {release: registry.pythons(release) for release in matrix.torch}
     cells = expand(matrix, available)
     selection = Selection(tuple(args.torch or ()), tuple(args.python or ()), tuple(args.driver or ()), tuple(args.variant or ()))
@@ -119,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    console = Console(stderr=False)
+    # Logs and CI output are not terminals: keep lines whole rather than wrapped at 80 columns.
+    console = Console(width=None if sys.stdout.isatty() else 200)
     try:
         code: int = args.func(args, console)
         return code

@@ -17,8 +17,9 @@ from buildmatrix.sourcetree import copy_pristine
 class DriverWheels:
     """Cache of driver wheels under build_dir/driver-wheels/<api>-<source hash>/; safe across threads."""
 
-    def __init__(self, source: Path, cache_dir: Path, uv: str) -> None:
+    def __init__(self, source: Path, distribution: str, cache_dir: Path, uv: str) -> None:
         self.source = source
+        self.pattern = distribution.replace("-", "_") + "-*.whl"
         self.cache_dir = cache_dir
         self.uv = uv
         self._locks: dict[str, threading.Lock] = {}
@@ -30,7 +31,7 @@ class DriverWheels:
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
             target = self.cache_dir / key
-            existing = sorted(target.glob("emu_driver-*.whl")) if target.is_dir() else []
+            existing = sorted(target.glob(self.pattern)) if target.is_dir() else []
             if existing:
                 return existing[0]
             scratch = self.cache_dir / f".{key}.building"
@@ -40,9 +41,9 @@ class DriverWheels:
             tree = copy_pristine(self.source, scratch / "src")
             run_logged("driver", [self.uv, "build", "--wheel", "--out-dir", scratch, tree], log_file,
                        env={"EMU_DRIVER_API_VERSION": str(driver.api)}, timeout=1800)
-            built = sorted(scratch.glob("emu_driver-*.whl"))
+            built = sorted(scratch.glob(self.pattern))
             if len(built) != 1:
-                raise StepFailed("driver", f"expected one emu_driver wheel in {scratch}, found {[p.name for p in built]}")
+                raise StepFailed("driver", f"expected one {self.pattern} in {scratch}, found {[p.name for p in built]}")
             copy_file_atomic(built[0], target / built[0].name)
             shutil.rmtree(scratch, ignore_errors=True)
             return target / built[0].name

@@ -20,7 +20,7 @@ WHEEL_SOURCES = ("registry", "pip-find-links")
 
 TOP_KEYS = ("schema-version", "plugin", "driver", "python", "torch", "exclude", "include", "images", "runner")
 PLUGIN_KEYS = ("distribution", "version", "source", "smoke-tests")
-DRIVER_KEYS = ("source", "versions")
+DRIVER_KEYS = ("distribution", "source", "versions")
 TORCH_KEYS = ("version", "variant", "wheels", "python", "patches")
 RULE_KEYS = ("torch", "python", "driver", "variant")
 IMAGE_KEYS = ("base", "python")
@@ -96,6 +96,7 @@ class Matrix:
     path: Path
     plugin: PluginSpec
     driver_source: Path
+    driver_distribution: str
     drivers: tuple[DriverVersion, ...]
     python: tuple[Version, ...]
     torch: tuple[TorchRelease, ...]
@@ -218,6 +219,7 @@ def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
         path=path,
         plugin=plugin,
         driver_source=path.parent / str(driver_raw["source"]),
+        driver_distribution=str(driver_raw.get("distribution", "emu-driver")),
         drivers=drivers,
         python=python,
         torch=torch,

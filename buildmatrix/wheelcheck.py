@@ -42,7 +42,7 @@ def read_build_info(wheel: Path, package: str) -> dict[str, Any]:
     return facts
 
 
-def check_plugin_wheel(wheel: Path, cell: Cell, distribution: str, package: str) -> dict[str, Any]:
+def check_plugin_wheel(wheel: Path, cell: Cell, distribution: str, driver_distribution: str) -> dict[str, Any]:
     """Raises StepFailed naming what is wrong; returns the wheel's build facts."""
     name, version, _build, _tags = parse_wheel_filename(wheel.name)
     problems = []
@@ -56,11 +56,11 @@ def check_plugin_wheel(wheel: Path, cell: Cell, distribution: str, package: str)
     next_minor = Version(f"{cell.torch.version.major}.{cell.torch.version.minor + 1}")
     if torch_req is None or not torch_req.specifier.contains(cell.torch.version) or torch_req.specifier.contains(next_minor):
         problems.append(f"Requires-Dist for torch is '{torch_req}', expected a pin to {cell.torch.minor}.*")
-    driver_req = by_name.get(canonicalize_name("emu-driver"))
+    driver_req = by_name.get(canonicalize_name(driver_distribution))
     next_major = Version(f"{cell.driver.major + 1}")
     if driver_req is None or not driver_req.specifier.contains(cell.driver.api) or driver_req.specifier.contains(next_major):
-        problems.append(f"Requires-Dist for emu-driver is '{driver_req}', expected a pin to {cell.driver.major}.x")
-    facts = read_build_info(wheel, package)
+        problems.append(f"Requires-Dist for {driver_distribution} is '{driver_req}', expected a pin to {cell.driver.major}.x")
+    facts = read_build_info(wheel, distribution.replace("-", "_"))
     built_torch = Version(str(facts.get("TORCH_VERSION", "0")))
     if (built_torch.major, built_torch.minor) != (cell.torch.version.major, cell.torch.version.minor) or built_torch.public != str(cell.torch.version):
         problems.append(f"built against torch {facts.get('TORCH_VERSION')}, the cell's torch is {cell.torch.requirement_version}")
@@ -76,8 +76,10 @@ def _dynamic_symbols(library: Path, undefined: bool) -> set[str]:
         raise StepFailed("check", f"nm failed on {library}: {out.stderr.strip()}")
     symbols = set()
     for line in out.stdout.splitlines():
-        name = line.split()[-1]
-        symbols.add(name)
+        fields = line.split()
+        # Weak undefined symbols ("w", "v") may stay unresolved; only "U" must be found.
+        if len(fields) >= 2 and (not undefined or fields[-2] == "U"):
+            symbols.add(fields[-1])
     return symbols
 
 

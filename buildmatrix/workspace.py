@@ -16,10 +16,12 @@ class Workspace:
     root: Path  # the project (holds matrix.yaml)
     build_dir: Path  # scratch: per-cell work trees, cached driver wheels
     wheels_dir: Path  # published artefacts: wheels, logs, results
+    cache_dir: Path  # kept across runs and shared by cells: driver wheels, registry answers
 
     @classmethod
-    def for_root(cls, root: Path, build_dir: Path | None = None, wheels_dir: Path | None = None) -> Workspace:
-        return cls(root, build_dir or root / "build" / "matrix", wheels_dir or root / "wheels")
+    def for_root(cls, root: Path, build_dir: Path | None = None, wheels_dir: Path | None = None,
+                 cache_dir: Path | None = None) -> Workspace:
+        return cls(root, build_dir or root / "build" / "matrix", wheels_dir or root / "wheels", cache_dir or root / "build" / "cache")
 
     @property
     def results_dir(self) -> Path:

@@ -45,7 +45,7 @@ class LocalRunner:
 
     def _drivers(self, job: CellJob, uv: str) -> DriverWheels:
         if self._driver_wheels is None:
-            self._driver_wheels = DriverWheels(job.matrix.driver_source, job.workspace.build_dir / "driver-wheels", uv)
+            self._driver_wheels = DriverWheels(job.matrix.driver_source, job.matrix.driver_distribution, job.workspace.cache_dir / "driver-wheels", uv)
         return self._driver_wheels
 
     def run(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
@@ -78,10 +78,10 @@ class LocalRunner:
             output.plugin_wheel = wheels[0]
 
         with steps.step("check"):
-            facts = check_plugin_wheel(wheels[0], cell, job.matrix.plugin.distribution, _package(job.matrix.plugin.distribution))
-            torch_lib = _site_packages(build_env) / "torch" / "lib"
-            driver_lib = _site_packages(build_env) / "emu_driver" / "lib"
-            missing = unresolved_symbols(wheels[0], [torch_lib, driver_lib])
+            facts = check_plugin_wheel(wheels[0], cell, job.matrix.plugin.distribution, job.matrix.driver_distribution)
+            site = _site_packages(build_env)
+            driver_libs = sorted({p.parent for p in (site / _package(job.matrix.driver_distribution)).rglob("*.so*")})
+            missing = unresolved_symbols(wheels[0], [site / "torch" / "lib", *driver_libs])
             if missing:
                 shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
                 raise StepFailed("check", f"{len(missing)} symbol(s) not provided by torch {output.torch_build.get('version')}: {shown}")

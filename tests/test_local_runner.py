@@ -1,0 +1,147 @@
+"""The local runner end to end on a tiny plugin-shaped project: real uv environments, compiler, torch 2.13 CPU wheel."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
+REPO = Path(__file__).parent.parent
+# The CLI runs as a subprocess from the project directory, like a user would; find this checkout's package.
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+MATRIX = """\
+schema-version: 1
+plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
+driver: {distribution: tiny-driver, source: driver, versions: ["1.4", "2.1"]}
+python: ["3.11"]
+torch:
+  - {version: "2.13.0", variant: cpu, wheels: pip-find-links}
+runner: local
+"""
+CELLS = ["torch2.13-cpu-cp311-drv1", "torch2.13-cpu-cp311-drv2"]
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    shutil.copytree(FIXTURE, root)
+    (root / "matrix.yaml").write_text(MATRIX)
+    return root
+
+
+def build(root: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=root, env=ENV)
+
+
+def record(root: Path, cell: str) -> dict:  # type: ignore[type-arg]
+    return json.loads((root / "wheels" / "results" / "cells" / f"{cell}.json").read_text())
+
+
+def wheel_files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root / "wheels")) for p in (root / "wheels").rglob("*") if p.is_file() and "results" not in p.parts and "logs" not in p.parts)
+
+
+def test_green_build_then_noop_rerun(tiny: Path) -> None:
+    first = build(tiny)
+    assert first.returncode == 0, first.stdout + first.stderr
+    for cell in CELLS:
+        result = record(tiny, cell)
+        assert result["status"] == "passed"
+        assert result["smoke"] == {"passed": 3, "failed": 0, "skipped": 0, "errors": 0}
+        assert result["features"] == {"tiny": "passed"}
+        assert result["torch_build"]["version"] == "2.13.0+cpu" and result["torch_build"]["cxx11_abi"] is True
+        assert [s["name"] for s in result["steps"]] == ["source", "interpreter", "driver", "build-env", "build", "check", "smoke-env", "smoke", "publish"]
+    assert wheel_files(tiny) == [
+        "driver/tiny_driver-1.4.0-py3-none-any.whl", "driver/tiny_driver-2.1.0-py3-none-any.whl",
+        "torch2.13/tiny_plugin-0.1.0+torch2.13.drv1-cp311-cp311-linux_x86_64.whl",
+        "torch2.13/tiny_plugin-0.1.0+torch2.13.drv2-cp311-cp311-linux_x86_64.whl",
+    ]
+    summary = json.loads((tiny / "wheels" / "results" / "summary.json").read_text())
+    assert summary["counts"] == {"passed": 2, "failed": 0}
+
+    mtimes = {p: p.stat().st_mtime_ns for p in (tiny / "wheels").rglob("*.whl")}
+    start = time.monotonic()
+    again = build(tiny)
+    elapsed = time.monotonic() - start
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.count("up-to-date") == 2
+    assert elapsed < 30, f"no-op rerun took {elapsed:.1f} s"
+    assert mtimes == {p: p.stat().st_mtime_ns for p in (tiny / "wheels").rglob("*.whl")}
+
+    # A change to the plugin's sources makes both cells stale again.
+    (tiny / "plugin" / "tiny_plugin" / "extra.py").write_text("X = 1\n")
+    third = build(tiny, "--driver", "2")
+    assert third.returncode == 0 and "up-to-date" not in third.stdout
+
+
+def test_broken_cell_fails_alone(tiny: Path) -> None:
+    (tiny / "plugin" / "BREAK_DRIVER_1").write_text("")
+    result = build(tiny)
+    assert result.returncode == 1
+    broken, fine = record(tiny, CELLS[0]), record(tiny, CELLS[1])
+    assert broken["status"] == "failed" and broken["failed_step"] == "build"
+    assert "broken on purpose" in (tiny / "wheels" / broken["log"]).read_text()
+    assert fine["status"] == "passed" and fine["wheel"]["filename"].endswith(".whl")
+    assert f"{CELLS[0]} failed in build" in result.stdout
+    # The failure is recorded for these inputs: a rerun does not rebuild it, --force does.
+    assert build(tiny).stdout.count("up-to-date") == 2
+
+
+def test_failing_smoke_suite_keeps_counts(tiny: Path) -> None:
+    (tiny / "plugin" / "tests" / "FAIL_SMOKE").write_text("")
+    result = build(tiny, "--driver", "2")
+    assert result.returncode == 1
+    failed = record(tiny, CELLS[1])
+    assert failed["failed_step"] == "smoke" and failed["smoke"]["failed"] == 1 and failed["smoke"]["passed"] == 2
+    assert failed["wheel"] is None
+
+
+def test_fail_fast_starts_no_new_cell(tiny: Path) -> None:
+    (tiny / "plugin" / "BREAK_DRIVER_1").write_text("")
+    result = build(tiny, "--fail-fast")
+    assert result.returncode == 1
+    assert record(tiny, CELLS[0])["status"] == "failed"
+    assert not (tiny / "wheels" / "results" / "cells" / f"{CELLS[1]}.json").exists()
+
+
+def test_sigkill_mid_run_then_clean_resume(tiny: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "buildmatrix", "build", "--matrix", str(tiny / "matrix.yaml")],
+                            cwd=tiny, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=ENV)
+    # Kill while the second cell is being built: the first is recorded, the second is half done.
+    deadline = time.monotonic() + 600
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(f"{CELLS[1]}: build-env") or time.monotonic() > deadline:
+            break
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert record(tiny, CELLS[0])["status"] == "passed"
+    assert not (tiny / "wheels" / "results" / "cells" / f"{CELLS[1]}.json").exists()
+
+    resumed = build(tiny)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"{CELLS[0]}: up-to-date" in resumed.stdout
+    assert record(tiny, CELLS[1])["status"] == "passed"
+    leftovers = [p for p in (tiny / "wheels").rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"]
+    assert leftovers == []
+
+
+def test_second_concurrent_run_is_refused(tiny: Path) -> None:
+    from buildmatrix.errors import RunLocked
+    from buildmatrix.workspace import RunLock, Workspace
+
+    with RunLock(Workspace.for_root(tiny)):
+        result = build(tiny)
+    assert result.returncode == RunLocked.exit_code
+    assert "another build-matrix run" in result.stderr
