@@ -77,13 +77,7 @@ def test_series_listing_a_missing_file(tmp_path: Path) -> None:
         one.patches()
 
 
-def test_touched_paths() -> None:
-    assert touched_paths_of(PATCH) == ["plugin/csrc/hooks.cpp"]
-
-
-def touched_paths_of(text: str) -> list[str]:
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as handle:
-        handle.write(text)
-    return touched_paths(Path(handle.name))
+def test_touched_paths(tmp_path: Path) -> None:
+    patch = tmp_path / "x.patch"
+    patch.write_text(PATCH + PATCH.replace("plugin/csrc/hooks.cpp", "plugin/new.cpp").replace("--- a/plugin/new.cpp", "--- /dev/null"))
+    assert touched_paths(patch) == ["plugin/csrc/hooks.cpp", "plugin/new.cpp"]

@@ -29,14 +29,17 @@ TORCH_FACTS = (
 class LocalRunner:
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, search_path: str | None = None, pyenv_root: Path | None | str = "auto") -> None:
+        """search_path and pyenv_root narrow interpreter discovery (default: PATH and the user's pyenv)."""
+        self._search_path = search_path
+        self._pyenv_root = pyenv_root
         self._interpreters: dict[str, Interpreter] = {}
         self._driver_wheels: DriverWheels | None = None
 
     def interpreter(self, cell: Cell) -> Interpreter:
         key = str(cell.python)
         if key not in self._interpreters:
-            self._interpreters[key] = find_interpreter(cell.python)
+            self._interpreters[key] = find_interpreter(cell.python, self._search_path, self._pyenv_root)
         return self._interpreters[key]
 
     def python_identity(self, cell: Cell) -> str:

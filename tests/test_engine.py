@@ -1,0 +1,61 @@
+"""Engine behaviour a user can hit without building anything: missing interpreter, stale records, planning."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from buildmatrix.cells import expand
+from buildmatrix.engine import Engine, RunOptions
+from buildmatrix.matrix import load_matrix
+from buildmatrix.registry import Registry
+from buildmatrix.runners.local import LocalRunner
+from buildmatrix.workspace import Workspace
+
+FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
+MATRIX = """\
+plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
+driver: {distribution: tiny-driver, source: driver, versions: ["2.1"]}
+python: ["3.11"]
+torch:
+  - {version: "2.13.0", variant: cpu, wheels: {find-links: wheelhouse}}
+"""
+
+
+def setup_project(tmp_path: Path) -> tuple[Engine, list]:  # type: ignore[type-arg]
+    root = tmp_path / "project"
+    shutil.copytree(FIXTURE, root)
+    (root / "wheelhouse").mkdir()
+    (root / "wheelhouse" / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    (root / "matrix.yaml").write_text(MATRIX.replace("wheelhouse", str(root / "wheelhouse")))
+    matrix = load_matrix(root / "matrix.yaml")
+    registry = Registry(tmp_path / "cache")
+    registry.machine = "x86_64"
+    cells = expand(matrix, {r: registry.pythons(r) for r in matrix.torch})
+    empty = tmp_path / "no-interpreters"
+    empty.mkdir()
+    engine = Engine(matrix, Workspace.for_root(root), LocalRunner(search_path=str(empty), pyenv_root=empty), registry)
+    return engine, cells
+
+
+def test_missing_interpreter_fails_the_cell_with_advice(tmp_path: Path) -> None:
+    engine, cells = setup_project(tmp_path)
+    [result] = engine.run(cells, RunOptions())
+    assert result.status == "failed" and result.failed_step == "interpreter"
+    assert "no CPython 3.11 interpreter found" in (result.error or "")
+    assert engine.store.load(result.id) is not None
+
+
+def test_plan_reuses_only_matching_records(tmp_path: Path) -> None:
+    engine, cells = setup_project(tmp_path)
+    engine.runner = LocalRunner()  # a real interpreter, so the cell can be planned
+    [first] = engine.plan(cells)
+    assert first.reusable is None and first.problem is None
+    from buildmatrix.results import CellResult
+
+    engine.store.save(CellResult(cell=cells[0].as_dict(), inputs_hash=first.inputs_hash, inputs=first.inputs, runner="local"))
+    assert engine.plan(cells)[0].reusable is not None  # a failure with the same inputs is reused
+    assert engine.plan(cells, force=True)[0].reusable is None
+    (engine.matrix.plugin.source / "new_file.py").write_text("")
+    engine._shared_hashes = None
+    assert engine.plan(cells)[0].reusable is None  # changed sources: rebuilt
