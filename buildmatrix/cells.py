@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from packaging.version import Version
 
@@ -90,14 +90,14 @@ def expand(matrix: Matrix, available_pythons: Mapping[TorchRelease, set[Version]
             assert rule.torch is not None and rule.python is not None
             if not rule_matches(CellRule(torch=rule.torch, variant=rule.variant), Cell(release, rule.python, matrix.drivers[0])):
                 continue
-            driver = next((d for d in matrix.drivers if d.major == rule.driver), None)
-            if driver is None:
+            rule_driver = next((d for d in matrix.drivers if d.major == rule.driver), None)
+            if rule_driver is None:
                 problems.append(Problem(file, matrix.lines.line(key), key, f"driver {rule.driver} is not in driver.versions"))
                 break
             if rule.python not in available_pythons.get(release, set()):
                 problems.append(Problem(file, matrix.lines.line(key), key, f"torch {release.version} publishes no wheel for Python {rule.python}"))
                 break
-            cell = Cell(release, rule.python, driver)
+            cell = Cell(release, rule.python, rule_driver)
             if cell not in cells:
                 cells.append(cell)
             matched = True

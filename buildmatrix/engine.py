@@ -6,10 +6,11 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import buildmatrix
 from buildmatrix.atomic import copy_file_atomic

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 # Build outputs and caches inside source trees never count as inputs.
 IGNORED_DIRS = {"build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".nox", ".git"}

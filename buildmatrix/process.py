@@ -7,8 +7,8 @@ import os
 import shlex
 import subprocess
 from collections import deque
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from buildmatrix.errors import StepFailed
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
+from buildmatrix.atomic import write_text_atomic
 from buildmatrix.errors import UserError
 from buildmatrix.matrix import TorchRelease, WheelSource
-from buildmatrix.atomic import write_text_atomic
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 from buildmatrix.errors import StepFailed
 from buildmatrix.results import FAILED, PASSED, CellResult, StepResult

@@ -49,7 +49,8 @@ def record(root: Path, cell: str) -> dict:  # type: ignore[type-arg]
 
 
 def wheel_files(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root / "wheels")) for p in (root / "wheels").rglob("*") if p.is_file() and "results" not in p.parts and "logs" not in p.parts)
+    wheels = root / "wheels"
+    return sorted(str(p.relative_to(wheels)) for p in wheels.rglob("*.whl"))
 
 
 def test_green_build_then_noop_rerun(tiny: Path) -> None:

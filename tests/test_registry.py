@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -67,7 +68,7 @@ def test_unreachable_registry_without_cache_says_so(tmp_path: Path) -> None:
 
 
 def test_cached_answer_is_used_offline(tmp_path: Path) -> None:
-    (tmp_path / "torch.json").write_text('{"files": [{"filename": "%s", "url": "x"}]}' % FILES[0][0])
+    (tmp_path / "torch.json").write_text(json.dumps({"files": [{"filename": FILES[0][0], "url": "x"}]}))
     release = TorchRelease(Version("2.4.1"), "cuda", WheelSource("registry"), None, ())
     registry = Registry(tmp_path, offline=True)
     registry.machine = "x86_64"
