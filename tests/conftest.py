@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess  # noqa: F401  (for the annotation of run_cli)
 import textwrap
 from pathlib import Path
 
@@ -45,3 +46,43 @@ def write_matrix(project: Path):  # type: ignore[no-untyped-def]
         return path
 
     return write
+
+
+REPO = Path(__file__).parent.parent
+PROJECT_PARTS = ("matrix.yaml", "matrix.schema.json", "plugin", "driver", "patches")
+
+
+def copy_project(dest: Path) -> Path:
+    """A copy of this project's build inputs, so tests never touch the checkout's wheels/ and build/."""
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for part in PROJECT_PARTS:
+        source = REPO / part
+        if source.is_dir():
+            shutil.copytree(source, dest / part, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "_build_info.py"))
+        elif source.is_file():
+            shutil.copy2(source, dest / part)
+    return dest
+
+
+def run_cli(root: Path, *args: str, timeout: float = 3600) -> subprocess.CompletedProcess[str]:
+    """`python -m buildmatrix ...` from the project directory, importing this checkout's package."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "buildmatrix", *args], capture_output=True, text=True, timeout=timeout, cwd=root, env=env)
+
+
+@pytest.fixture(scope="session")
+def real_cells(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real plugin built and smoke-tested on the cheap torch 2.13 CPU cells (both drivers), once per session.
+
+    Returns the project copy's root: wheels/, wheels/results/ and wheels/logs/ hold what a release engineer gets.
+    """
+    root = copy_project(tmp_path_factory.mktemp("real") / "project")
+    result = run_cli(root, "build", "--matrix", str(root / "matrix.yaml"), "--torch", "2.13", "--python", "3.11", "--runner", "local")
+    (root / "build-output.txt").write_text(result.stdout + result.stderr)
+    return root
