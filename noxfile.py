@@ -31,6 +31,13 @@ def merge_results(session: nox.Session) -> None:
 
 
 @nox.session
+def patches(session: nox.Session) -> None:
+    """Shim series: `-- check` (all apply, none unused), `-- edit 2.4`, `-- refresh 2.4`."""
+    session.install(*ORCHESTRATION)
+    session.run("python", "-m", "buildmatrix", "patches", *session.posargs)
+
+
+@nox.session
 def unit(session: nox.Session) -> None:
     """Fast tests of the pure logic (no compiler, no torch)."""
     session.install(*TEST_DEPS)

@@ -85,6 +85,36 @@ def cmd_merge_results(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_patches(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix import patchtool
+
+    matrix = load_matrix(Path(args.matrix).resolve())
+    edit_root = Workspace.for_root(matrix.root).build_dir.parent / "patch-edit"
+    if args.action == "check":
+        report = patchtool.check(matrix)
+        for release, applied in report.applied.items():
+            console.print(f"{release}: {len(applied)} patch(es) apply cleanly" + (f" ({', '.join(applied)})" if applied else ""), highlight=False)
+        for line in report.failures:
+            console.print(Text.assemble(("FAIL ", "red"), line))
+        for name in report.unused_series:
+            console.print(Text.assemble(("UNUSED ", "red"), f"patches/{name}: no torch release of the matrix uses this series; delete it"))
+        for line in report.dead_gates:
+            console.print(Text.assemble(("DEAD ", "red"), line))
+        return 0 if report.ok else EXIT_CELLS_FAILED
+    if not args.release:
+        raise UserError(f"`patches {args.action}` needs a torch release, e.g. `patches {args.action} 2.4`")
+    if args.action == "edit":
+        tree = patchtool.edit_tree(matrix, args.release, edit_root)
+        console.print(f"edit the plugin for torch {args.release} in {tree / matrix.plugin.source.name}, then run `nox -s patches -- refresh {args.release}`")
+        return 0
+    result = patchtool.refresh(matrix, args.release, edit_root / f"torch{args.release}")
+    for path in result.files:
+        console.print(f"wrote {path.relative_to(matrix.root)}", highlight=False)
+    if result.missing_from_matrix:
+        console.print(f"now add '{args.release}' as the last entry of the patches of torch {args.release} in {matrix.path.name}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="buildmatrix", description="Build and test a PyTorch backend across a torch x Python x driver matrix.")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -104,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--force", action="store_true", help="rebuild cells whose inputs are unchanged")
     build.add_argument("--runner", choices=("auto", "local", "docker"), help="default: matrix.yaml's runner")
     build.set_defaults(func=cmd_build)
+
+    patches = sub.add_parser("patches", help="check, edit and refresh the per-release shim series")
+    patches.add_argument("action", choices=("check", "edit", "refresh"))
+    patches.add_argument("release", nargs="?", help="torch minor for edit/refresh, e.g. 2.4")
+    patches.add_argument("--matrix", default="matrix.yaml")
+    patches.set_defaults(func=cmd_patches)
 
     merge = sub.add_parser("merge-results", help="merge per-cell results made on several machines")
     merge.add_argument("sources", nargs="+", help="results directories (each with cells/*.json)")
