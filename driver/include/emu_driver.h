@@ -96,9 +96,9 @@ EMU_API emuError_t emuMalloc(void** devPtr, size_t size); /* on the current devi
 EMU_API emuError_t emuFree(void* devPtr);                 /* null is a no-op; waits for the device */
 EMU_API emuError_t emuPointerGetAttributes(emuPointerAttributes* attr, const void* ptr);
 
-/* Synchronous: ordered after all work queued on the default stream of the
- * devices involved, and complete when the call returns. Every device range
- * is checked against the live allocations. */
+/* Synchronous: ordered after all work queued on any stream of the devices
+ * involved, and complete when the call returns. Every device range is checked
+ * against the live allocations; a host range must not be device memory. */
 EMU_API emuError_t emuMemcpy(void* dst, const void* src, size_t count, emuMemcpyKind kind);
 EMU_API emuError_t emuMemset(void* devPtr, int value, size_t count);
 

@@ -1,0 +1,103 @@
+// Internal state of the emulated runtime: devices, their memory ranges, streams and errors.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "emu_driver.h"
+
+namespace emu {
+
+// Records the detail message of a failing call on this thread and returns its code.
+emuError_t fail(emuError_t code, const std::string& message);
+emuError_t succeed();
+
+struct Stream;
+
+// One device: a range of addresses the host cannot touch (PROT_NONE), and a
+// second, readable mapping of the same size that holds the bytes. Device
+// address dev_base + off is backed by host_base + off; only the driver (and
+// kernels, through emuKernelTranslate) know host_base.
+struct Device {
+  int index = 0;
+  size_t capacity = 0;
+  char* dev_base = nullptr;
+  char* host_base = nullptr;
+
+  std::mutex mu;                    // guards live, free_blocks, used, streams
+  std::map<size_t, size_t> live;    // offset -> size of live allocations
+  std::map<size_t, size_t> free_blocks;  // offset -> size, coalesced
+  size_t used = 0;
+  std::vector<Stream*> streams;     // every live stream of the device, default first
+  Stream* default_stream = nullptr;
+
+  bool contains(const void* p) const {
+    auto c = static_cast<const char*>(p);
+    return c >= dev_base && c < dev_base + capacity;
+  }
+};
+
+struct Runtime {
+  std::vector<std::unique_ptr<Device>> devices;
+  char* reserved = nullptr;  // all device ranges, PROT_NONE
+  char* backing = nullptr;   // all host mappings, read-write
+  size_t reserved_bytes = 0;
+};
+
+// The runtime, created on first use; null (with the error recorded) when it could not start.
+Runtime* runtime(emuError_t* error);
+Device* device_of(Runtime* rt, const void* p);
+
+// Checks [p, p + bytes) lies inside one live allocation and gives the host-side address.
+emuError_t translate(Runtime* rt, const void* p, size_t bytes, const char* what, char** host, Device** device);
+
+int& current_device_index();
+
+// ---- streams ----
+using Task = std::function<int()>;
+
+struct Stream {
+  Device* device = nullptr;
+  bool is_default = false;
+  std::mutex mu;
+  std::condition_variable work_cv;  // worker waits for tasks
+  std::condition_variable idle_cv;  // synchronizers wait for completion
+  std::deque<Task> queue;
+  std::atomic<uint64_t> enqueued{0};
+  std::atomic<uint64_t> completed{0};
+  bool stopping = false;
+  emuError_t sticky = emuSuccess;  // a failed kernel, reported by the next sync/query
+  std::string sticky_message;
+  std::thread worker;               // API 2.x only
+};
+
+// Resolves a handle (null: the current device's default stream); null with the error recorded if unknown.
+Stream* resolve_stream(Runtime* rt, emuStream_t handle, emuError_t* error);
+// Queues (2.x) or runs at once (1.x) a task on the stream.
+emuError_t submit(Stream* s, Task task);
+emuError_t synchronize_stream(Stream* s);
+emuError_t synchronize_device(Device* d);
+Stream* create_stream(Device* d, bool is_default);
+void destroy_stream(Stream* s);
+
+// Marks the calling thread as running a kernel (translate is allowed only then).
+bool& in_kernel();
+std::string& kernel_message();
+
+}  // namespace emu
+
+// Starts the runtime on first use; returns its error from the calling API function if it cannot start.
+#define EMU_RUNTIME(rt)                        \
+  emuError_t rt##_error = emuSuccess;          \
+  emu::Runtime* rt = emu::runtime(&rt##_error); \
+  if (rt == nullptr) return rt##_error

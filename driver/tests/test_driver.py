@@ -1,0 +1,237 @@
+"""The emulated driver through its C API (ctypes), at API 1.4 and 2.1."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from emu_ctypes import (
+    D2D,
+    D2H,
+    H2D,
+    INITIALIZATION,
+    INVALID_DEVICE,
+    INVALID_DEVICE_POINTER,
+    INVALID_RESOURCE_HANDLE,
+    INVALID_VALUE,
+    LAUNCH_FAILURE,
+    MEMORY_ALLOCATION,
+    NOT_PERMITTED,
+    NOT_READY,
+    DeviceProp,
+    Driver,
+    EmuError,
+)
+
+pytestmark = pytest.mark.integration
+TESTS = Path(__file__).parent
+
+
+@pytest.fixture
+def drv(driver_lib: tuple[Path, tuple[int, int]]) -> Driver:
+    return Driver(driver_lib[0])
+
+
+def run_script(lib: Path, body: str, **env: str) -> subprocess.CompletedProcess[str]:
+    script = f"import sys; sys.path.insert(0, {str(TESTS)!r})\nfrom emu_ctypes import *\nd = Driver({str(lib)!r})\n" + textwrap.dedent(body)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+
+
+def test_version_query_matches_header_macro(driver_lib: tuple[Path, tuple[int, int]]) -> None:
+    lib, (major, minor) = driver_lib
+    header = (lib.parent / "include" / "emu_driver_version.h").read_text()
+    assert re.search(rf"EMU_DRIVER_VERSION_MAJOR {major}\b", header)
+    assert Driver(lib).version() == major * 1000 + minor
+
+
+def test_devices_and_properties(drv: Driver) -> None:
+    count = ctypes.c_int()
+    drv.call("emuGetDeviceCount", ctypes.byref(count))
+    assert count.value == int(os.environ.get("EMU_DEVICE_COUNT", "2"))
+    prop = DeviceProp()
+    drv.call("emuGetDeviceProperties", ctypes.byref(prop), 1)
+    assert prop.name.decode().startswith("Emu Accelerator")
+    assert prop.totalGlobalMem == 4096 << 20
+    with pytest.raises(EmuError) as bad:
+        drv.call("emuSetDevice", 7)
+    assert bad.value.code == INVALID_DEVICE and "there are 2 device(s)" in bad.value.message
+
+
+def test_device_count_from_environment(driver_lib: tuple[Path, tuple[int, int]]) -> None:
+    ok = run_script(driver_lib[0], "c = ctypes.c_int(); d.call('emuGetDeviceCount', ctypes.byref(c)); print(c.value)",
+                    EMU_DEVICE_COUNT="5", EMU_DEVICE_MEMORY_MB="64")
+    assert ok.stdout.strip() == "5", ok.stderr
+    bad = run_script(driver_lib[0], "c = ctypes.c_int(); print(d.code('emuGetDeviceCount', ctypes.byref(c)), "
+                     "d.lib.emuGetLastErrorMessage().decode())", EMU_DEVICE_COUNT="99")
+    assert bad.stdout.startswith(f"{INITIALIZATION} EMU_DEVICE_COUNT='99'"), bad.stdout + bad.stderr
+
+
+def test_round_trip_memset_and_copies_across_devices(drv: Driver) -> None:
+    a = drv.malloc(1000)
+    assert a % 256 == 0
+    drv.to_device(a, bytes(range(200)) * 5)
+    assert drv.to_host(a, 1000) == bytes(range(200)) * 5
+    drv.call("emuMemset", ctypes.c_void_p(a), 7, ctypes.c_size_t(10))
+    assert drv.to_host(a, 12) == b"\x07" * 10 + bytes([10, 11])
+    drv.call("emuSetDevice", 1)
+    b = drv.malloc(1000)
+    drv.call("emuMemcpy", ctypes.c_void_p(b), ctypes.c_void_p(a), ctypes.c_size_t(1000), D2D)
+    assert drv.to_host(b, 1000) == drv.to_host(a, 1000)
+    attrs = (ctypes.c_int * 8)()
+    drv.call("emuPointerGetAttributes", attrs, ctypes.c_void_p(b + 100))
+    assert attrs[0] == 1 and attrs[1] == 1  # device memory, on device 1
+    drv.free(b)
+    drv.call("emuSetDevice", 0)
+    drv.free(a)
+
+
+def test_bad_pointers_are_named(drv: Driver) -> None:
+    a = drv.malloc(256)
+    host = ctypes.create_string_buffer(512)
+    with pytest.raises(EmuError) as overrun:
+        drv.call("emuMemcpy", host, ctypes.c_void_p(a), ctypes.c_size_t(512), D2H)
+    assert overrun.value.code == INVALID_DEVICE_POINTER and "overruns its allocation of 256 bytes" in overrun.value.message
+    with pytest.raises(EmuError) as wrong_kind:
+        drv.call("emuMemcpy", ctypes.c_void_p(a), ctypes.c_void_p(a), ctypes.c_size_t(4), H2D)
+    assert wrong_kind.value.code == INVALID_VALUE and "is a device pointer" in wrong_kind.value.message
+    with pytest.raises(EmuError) as not_device:
+        drv.call("emuMemcpy", host, host, ctypes.c_size_t(4), D2H)
+    assert not_device.value.code == INVALID_DEVICE_POINTER and "not device memory" in not_device.value.message
+    drv.free(a)
+    with pytest.raises(EmuError) as freed:
+        drv.to_host(a, 4)
+    assert "not in a live allocation (freed?)" in freed.value.message
+    with pytest.raises(EmuError) as double:
+        drv.free(a)
+    assert "double free" in double.value.message
+
+
+def test_out_of_memory_says_how_much_is_free(driver_lib: tuple[Path, tuple[int, int]]) -> None:
+    done = run_script(driver_lib[0], """
+        p = ctypes.c_void_p()
+        print(d.code('emuMalloc', ctypes.byref(p), ctypes.c_size_t(65 << 20)), d.lib.emuGetLastErrorMessage().decode())
+    """, EMU_DEVICE_MEMORY_MB="64")
+    assert done.stdout.startswith(f"{MEMORY_ALLOCATION} cannot allocate 68157440 bytes on device 0"), done.stdout + done.stderr
+
+
+def test_host_dereference_of_device_pointer_fails_loudly(driver_lib: tuple[Path, tuple[int, int]]) -> None:
+    done = run_script(driver_lib[0], """
+        p = d.malloc(64)
+        d.to_device(p, b'x' * 64)
+        print('reading', flush=True)
+        ctypes.string_at(p, 1)
+        print('read it')
+    """)
+    assert done.returncode != 0 and "reading" in done.stdout and "read it" not in done.stdout
+    assert "host code dereferenced device pointer 0x" in done.stderr
+
+
+def test_translate_only_inside_a_kernel(drv: Driver) -> None:
+    a = drv.malloc(64)
+    out = ctypes.c_void_p()
+    assert drv.code("emuKernelTranslate", ctypes.c_void_p(a), ctypes.c_size_t(64), ctypes.byref(out)) == NOT_PERMITTED
+    seen: list[bytes] = []
+
+    def kernel(_args: int) -> int:
+        p = ctypes.c_void_p()
+        if drv.code("emuKernelTranslate", ctypes.c_void_p(a), ctypes.c_size_t(4), ctypes.byref(p)) != 0:
+            return 1
+        ctypes.memmove(p, b"kern", 4)
+        seen.append(ctypes.string_at(p, 4))
+        return 0
+
+    drv.call("emuLaunchKernel", drv.kernel(kernel), None, None)
+    drv.call("emuStreamSynchronize", None)
+    assert seen == [b"kern"] and drv.to_host(a, 4) == b"kern"
+    drv.free(a)
+
+
+def test_failed_kernel_is_reported_by_the_next_synchronize(drv: Driver) -> None:
+    def kernel(_args: int) -> int:
+        drv.lib.emuKernelSetErrorMessage(b"index 9 out of range")
+        return 3
+
+    s = drv.stream()
+    drv.call("emuLaunchKernel", drv.kernel(kernel), None, s)
+    with pytest.raises(EmuError) as failed:
+        drv.call("emuStreamSynchronize", s)
+    assert failed.value.code == LAUNCH_FAILURE and "index 9 out of range" in failed.value.message
+    drv.call("emuStreamSynchronize", s)  # reported once, then cleared
+    drv.call("emuStreamDestroy", s)
+    assert drv.code("emuStreamSynchronize", s) == INVALID_RESOURCE_HANDLE
+
+
+def test_api_1_lacks_async_and_events(driver_lib: tuple[Path, tuple[int, int]]) -> None:
+    lib, (major, _minor) = driver_lib
+    drv = Driver(lib)
+    newer = ("emuMemcpyAsync", "emuMemsetAsync", "emuEventCreateWithFlags", "emuEventElapsedTime", "emuStreamWaitEvent")
+    assert all(drv.has(name) == (major >= 2) for name in newer)
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True).stdout
+    assert ("emuEventRecord" in symbols) == (major >= 2)
+
+
+def test_api_1_runs_kernels_before_launch_returns(driver_lib: tuple[Path, tuple[int, int]]) -> None:
+    lib, (major, _minor) = driver_lib
+    drv = Driver(lib)
+    start = time.perf_counter()
+    drv.call("emuLaunchKernel", drv.kernel(lambda _a: time.sleep(0.3) or 0), None, None)
+    launch = time.perf_counter() - start
+    drv.call("emuStreamSynchronize", None)
+    total = time.perf_counter() - start
+    if major == 1:
+        assert launch >= 0.3
+    else:
+        assert launch < 0.25 and total >= 0.3
+
+
+def test_api_2_streams_run_asynchronously_in_order_with_events(driver_v2: Path) -> None:
+    drv = Driver(driver_v2)
+    s = drv.stream()
+    order: list[int] = []
+    start_evt, end_evt = ctypes.c_void_p(), ctypes.c_void_p()
+    drv.call("emuEventCreateWithFlags", ctypes.byref(start_evt), 0)
+    drv.call("emuEventCreateWithFlags", ctypes.byref(end_evt), 0)
+    drv.call("emuEventRecord", start_evt, s)
+    for i in range(3):
+        drv.call("emuLaunchKernel", drv.kernel(lambda _a, i=i: time.sleep(0.1) or order.append(i) or 0), None, s)
+    drv.call("emuEventRecord", end_evt, s)
+    assert drv.code("emuStreamQuery", s) == NOT_READY
+    assert drv.code("emuEventQuery", end_evt) == NOT_READY
+    ms = ctypes.c_float()
+    assert drv.code("emuEventElapsedTime", ctypes.byref(ms), start_evt, end_evt) == NOT_READY
+    drv.call("emuEventSynchronize", end_evt)
+    assert order == [0, 1, 2]
+    drv.call("emuEventElapsedTime", ctypes.byref(ms), start_evt, end_evt)
+    assert 250 <= ms.value < 2000
+    # Another stream waits for an event recorded on the first.
+    other = drv.stream()
+    drv.call("emuLaunchKernel", drv.kernel(lambda _a: time.sleep(0.2) or order.append(3) or 0), None, s)
+    drv.call("emuEventRecord", end_evt, s)
+    drv.call("emuStreamWaitEvent", other, end_evt)
+    drv.call("emuLaunchKernel", drv.kernel(lambda _a: order.append(4) or 0), None, other)
+    drv.call("emuStreamSynchronize", other)
+    assert order == [0, 1, 2, 3, 4]
+    for e in (start_evt, end_evt):
+        drv.call("emuEventDestroy", e)
+    assert drv.code("emuEventQuery", start_evt) == INVALID_RESOURCE_HANDLE
+
+
+def test_api_2_async_copy_is_checked_at_enqueue(driver_v2: Path) -> None:
+    drv = Driver(driver_v2)
+    a = drv.malloc(128)
+    src = ctypes.create_string_buffer(b"y" * 128, 128)
+    s = drv.stream()
+    drv.call("emuMemcpyAsync", ctypes.c_void_p(a), src, ctypes.c_size_t(128), H2D, s)
+    drv.call("emuStreamSynchronize", s)
+    assert drv.to_host(a, 128) == b"y" * 128
+    with pytest.raises(EmuError) as bad:
+        drv.call("emuMemcpyAsync", ctypes.c_void_p(a), src, ctypes.c_size_t(257), H2D, s)
+    assert "overruns" in bad.value.message
+    drv.free(a)
