@@ -21,6 +21,19 @@ emuStream_t raw_stream(const c10::Stream& stream);
 c10::Stream getDefaultEmuStream(c10::DeviceIndex device = -1);
 c10::Stream getCurrentEmuStream(c10::DeviceIndex device = -1);
 void setCurrentEmuStream(const c10::Stream& stream);
+// Makes a device current for a scope: the driver's null stream, emuMalloc and
+// emuMemGetInfo act on the calling thread's current device.
+class DeviceSwitch {
+ public:
+  explicit DeviceSwitch(c10::DeviceIndex device);
+  ~DeviceSwitch();
+  DeviceSwitch(const DeviceSwitch&) = delete;
+  DeviceSwitch& operator=(const DeviceSwitch&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
 // A stream from the device's pool (round robin), for torch.emu.Stream().
 c10::Stream getStreamFromPool(c10::DeviceIndex device = -1);
 

@@ -1,0 +1,162 @@
+// torch_emu._C: the Python-facing functions of the runtime (devices, streams, events,
+// memory statistics, generators, fallback counts). The only file that includes
+// torch/extension.h: it is the slow one to compile.
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include <c10/core/Event.h>
+
+#include "aten/Fallback.h"
+#include "runtime/EmuAllocator.h"
+#include "runtime/EmuException.h"
+#include "runtime/EmuGenerator.h"
+#include "runtime/EmuStream.h"
+
+namespace py = pybind11;
+
+namespace torch_emu {
+namespace {
+
+constexpr c10::DeviceType kEmu = c10::DeviceType::PrivateUse1;
+
+c10::DeviceIndex index_or_current(int64_t device) {
+  if (device < 0) return current_device();
+  TORCH_CHECK(device < device_count(), "emu device index ", device, " is out of range: there are ", int(device_count()),
+              " emu device(s)");
+  return static_cast<c10::DeviceIndex>(device);
+}
+
+c10::Stream stream_of(int64_t stream_id, int64_t device) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kEmu, index_or_current(device)), static_cast<c10::StreamId>(stream_id));
+}
+
+py::tuple as_tuple(const c10::Stream& s) { return py::make_tuple(s.id(), s.device_index()); }
+
+py::dict properties(int64_t device) {
+  emuDeviceProp prop{};
+  EMU_CHECK(emuGetDeviceProperties(&prop, index_or_current(device)));
+  py::dict d;
+  d["name"] = std::string(prop.name);
+  d["total_memory"] = prop.totalGlobalMem;
+  d["major"] = prop.major;
+  d["minor"] = prop.minor;
+  d["multi_processor_count"] = prop.multiProcessorCount;
+  return d;
+}
+
+py::dict stats(int64_t device) {
+  const MemoryStats s = memory_stats(index_or_current(device));
+  py::dict d;
+  d["allocated_bytes.all.current"] = s.allocated_bytes;
+  d["allocated_bytes.all.peak"] = s.peak_allocated_bytes;
+  d["reserved_bytes.all.current"] = s.reserved_bytes;
+  d["reserved_bytes.all.peak"] = s.peak_reserved_bytes;
+  d["num_alloc_retries"] = 0;
+  d["allocation.all.allocated"] = s.allocations;
+  d["num_device_alloc"] = s.driver_mallocs;
+  d["num_device_free"] = s.driver_frees;
+  return d;
+}
+
+EmuGeneratorImpl* generator_impl(int64_t device) {
+  return default_generator(index_or_current(device)).get<EmuGeneratorImpl>();
+}
+
+}  // namespace
+}  // namespace torch_emu
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_emu;
+  m.doc() = "torch_emu runtime bindings";
+  m.attr("DRIVER_API_BUILT") = py::make_tuple(EMU_DRIVER_VERSION_MAJOR, EMU_DRIVER_VERSION_MINOR);
+  m.attr("HAS_ASYNC") = bool(EMU_DRIVER_HAS_ASYNC);
+  m.attr("HAS_EVENTS") = bool(EMU_DRIVER_HAS_EVENTS);
+
+  m.def("driver_version", [] {
+    int v = 0;
+    EMU_CHECK(emuDriverGetVersion(&v));
+    return v;
+  });
+  m.def("device_count", [] { return int(device_count()); });
+  m.def("current_device", [] { return int(current_device()); });
+  m.def("set_device", [](int64_t device) { EMU_CHECK(emuSetDevice(index_or_current(device))); });
+  m.def("get_device_properties", &properties);
+  m.def("mem_get_info", [](int64_t device) {
+    DeviceSwitch on(index_or_current(device));
+    size_t free_bytes = 0, total = 0;
+    EMU_CHECK(emuMemGetInfo(&free_bytes, &total));
+    return py::make_tuple(free_bytes, total);
+  });
+  m.def("synchronize", [](int64_t device) {
+    DeviceSwitch on(index_or_current(device));
+    EMU_CHECK(emuDeviceSynchronize());
+  }, py::call_guard<py::gil_scoped_release>());
+
+  // Streams travel to Python as (stream_id, device_index).
+  m.def("current_stream", [](int64_t device) { return as_tuple(getCurrentEmuStream(index_or_current(device))); });
+  m.def("default_stream", [](int64_t device) { return as_tuple(getDefaultEmuStream(index_or_current(device))); });
+  m.def("stream_from_pool", [](int64_t device) { return as_tuple(getStreamFromPool(index_or_current(device))); });
+  m.def("set_stream", [](int64_t id, int64_t device) { setCurrentEmuStream(stream_of(id, device)); });
+  m.def("stream_query", [](int64_t id, int64_t device) {
+    const c10::Stream s = stream_of(id, device);
+    DeviceSwitch on(s.device_index());
+    const emuError_t err = emuStreamQuery(raw_stream(s));
+    if (err == emuErrorNotReady) return false;
+    EMU_CHECK(err);
+    return true;
+  });
+  m.def("stream_synchronize", [](int64_t id, int64_t device) {
+    const c10::Stream s = stream_of(id, device);
+    DeviceSwitch on(s.device_index());
+    EMU_CHECK(emuStreamSynchronize(raw_stream(s)));
+  }, py::call_guard<py::gil_scoped_release>());
+
+  // Events go through c10::Event, i.e. the same guard code the autograd engine uses.
+  py::class_<c10::Event, std::shared_ptr<c10::Event>>(m, "_Event")
+      .def(py::init([](bool enable_timing) {
+             return std::make_shared<c10::Event>(kEmu, enable_timing ? c10::EventFlag::PYTORCH_DEFAULT : c10::EventFlag::BACKEND_DEFAULT);
+           }),
+           py::arg("enable_timing") = false)
+      .def("record", [](c10::Event& e, int64_t id, int64_t device) { e.record(stream_of(id, device)); })
+      .def("block", [](c10::Event& e, int64_t id, int64_t device) { e.block(stream_of(id, device)); })
+      .def("query", [](c10::Event& e) { return e.query(); })
+      .def("synchronize", [](c10::Event& e) { e.synchronize(); }, py::call_guard<py::gil_scoped_release>())
+      .def("elapsed_time", [](c10::Event& e, c10::Event& end) { return e.elapsedTime(end); })
+      .def_property_readonly("was_recorded", [](c10::Event& e) { return e.was_marked_for_recording(); });
+
+  m.def("memory_stats", &stats);
+  m.def("reset_peak_memory_stats", [](int64_t device) { reset_peak_stats(index_or_current(device)); });
+  m.def("empty_cache", [] { empty_cache(); }, py::call_guard<py::gil_scoped_release>());
+
+  m.def("manual_seed", [](int64_t device, uint64_t seed) {
+    auto* g = generator_impl(device);
+    std::lock_guard<std::mutex> lock(g->mutex_);
+    g->set_current_seed(seed);
+  });
+  m.def("seed", [](int64_t device) {
+    auto* g = generator_impl(device);
+    std::lock_guard<std::mutex> lock(g->mutex_);
+    return g->seed();
+  });
+  m.def("initial_seed", [](int64_t device) {
+    auto* g = generator_impl(device);
+    std::lock_guard<std::mutex> lock(g->mutex_);
+    return g->current_seed();
+  });
+  m.def("get_rng_state", [](int64_t device) {
+    auto* g = generator_impl(device);
+    std::lock_guard<std::mutex> lock(g->mutex_);
+    return at::Tensor(g->get_state());
+  });
+  m.def("set_rng_state", [](int64_t device, const at::Tensor& state) {
+    auto* g = generator_impl(device);
+    std::lock_guard<std::mutex> lock(g->mutex_);
+    g->set_state(*state.unsafeGetTensorImpl());
+  });
+  m.def("default_generator", [](int64_t device) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(index_or_current(device))));
+  });
+
+  m.def("fallback_counts", [] { return fallback_counts(); });
+  m.def("reset_fallback_counts", [] { reset_fallback_counts(); });
+}

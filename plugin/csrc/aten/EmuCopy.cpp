@@ -1,0 +1,122 @@
+// copy_ in every direction. Bytes move as stream work: host<->device copies are one
+// memcpy through the kernel view; anything needing a dtype change, broadcast or a
+// strided layout goes through a contiguous staging tensor, converted where it is cheapest.
+#include <ATen/ExpandUtils.h>
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+#include "Launch.h"
+
+namespace torch_emu {
+
+namespace {
+
+bool is_emu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+
+// Same bytes as dst would hold: contiguous, same dtype and shape, no lazy conj/neg bits.
+bool plain_copy_of(const at::Tensor& src, const at::Tensor& dst) {
+  return src.is_contiguous() && src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() && !src.is_conj() &&
+         !src.is_neg();
+}
+
+// The device address of the first element (never dereferenced on the host).
+char* device_address(const at::Tensor& t) {
+  return static_cast<char*>(t.storage().mutable_data()) + t.storage_offset() * static_cast<int64_t>(t.itemsize());
+}
+
+void sync_current(c10::DeviceIndex device) {
+  DeviceSwitch on(device);
+  EMU_CHECK(emuStreamSynchronize(raw_stream(getCurrentEmuStream(device))));
+}
+
+void copy_same_device(const at::Tensor& dst, const at::Tensor& src) {
+  const c10::DeviceIndex device = common_device("copy_", {&dst, &src});
+  launch(device, [dst, src] { kernel_view(dst).copy_(kernel_view(src)); });
+}
+
+void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  // Convert on the host (dtype, broadcast, layout, conj): then one memcpy into device memory.
+  at::Tensor host = src.expand(dst.sizes());
+  if (!plain_copy_of(host, dst)) host = host.to(dst.scalar_type()).resolve_conj().resolve_neg().contiguous();
+  const at::Tensor staged = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
+  const c10::DeviceIndex device = common_device("copy_", {&staged});
+  const size_t bytes = static_cast<size_t>(staged.numel()) * staged.itemsize();
+  launch(device, [staged, host, bytes] { std::memcpy(kernel_view(staged).data_ptr(), host.data_ptr(), bytes); });
+  if (!staged.is_same(dst)) copy_same_device(dst, staged);
+  if (!non_blocking) sync_current(device);
+}
+
+void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  at::Tensor device_src = src;
+  if (!plain_copy_of(src, dst)) {
+    device_src = at::empty(dst.sizes(), src.options().dtype(dst.scalar_type()));
+    copy_same_device(device_src, src);
+  }
+  const at::Tensor host = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
+  const c10::DeviceIndex device = common_device("copy_", {&device_src});
+  const size_t bytes = static_cast<size_t>(host.numel()) * host.itemsize();
+  launch(device, [host, device_src, bytes] { std::memcpy(host.data_ptr(), kernel_view(device_src).data_ptr(), bytes); });
+  if (!non_blocking || !host.is_same(dst)) sync_current(device);
+  if (!host.is_same(dst)) dst.copy_(host);
+}
+
+void copy_across_devices(const at::Tensor& dst, const at::Tensor& src) {
+  at::Tensor from = src;
+  if (!plain_copy_of(src, dst)) {
+    from = at::empty(dst.sizes(), src.options().dtype(dst.scalar_type()));
+    copy_same_device(from, src);
+  }
+  const at::Tensor to = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
+  // emuMemcpy is ordered after all work on both devices and complete on return.
+  EMU_CHECK(emuMemcpy(device_address(to), device_address(from), static_cast<size_t>(to.numel()) * to.itemsize(),
+                      emuMemcpyDeviceToDevice));
+  if (!to.is_same(dst)) copy_same_device(dst, to);
+}
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  TORCH_CHECK(self.defined() && src.defined(), "copy_: undefined tensor");
+  TORCH_CHECK(at::is_expandable_to(src.sizes(), self.sizes()), "copy_: cannot copy a tensor of shape ", src.sizes(),
+              " into one of shape ", self.sizes(), " (the shapes must match, or the source must broadcast to the destination)");
+  if (self.is_same(src) || self.numel() == 0) return self;
+  check_storage(self, "copy_ (destination)");
+  check_storage(src, "copy_ (source)");
+  if (is_emu(self) && is_emu(src)) {
+    if (self.device() == src.device()) {
+      copy_same_device(self, src);
+    } else {
+      copy_across_devices(self, src);
+    }
+  } else if (is_emu(self)) {
+    TORCH_CHECK(src.is_cpu(), "copy_: cannot copy from ", src.device(), " to emu");
+    copy_host_to_device(self, src, non_blocking);
+  } else {
+    TORCH_CHECK(self.is_cpu(), "copy_: cannot copy from emu to ", self.device());
+    copy_device_to_host(self, src, non_blocking);
+  }
+  return self;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor out = dst;
+  copy_(out, self, non_blocking);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  at::Tensor out = dst;
+  copy_(out, self, false);
+  return dst;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("copy_", copy_);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+}
+
+}  // namespace torch_emu

@@ -1,0 +1,224 @@
+// The ops every backend must provide natively: creation, views, resize/set, reading one
+// scalar, and the boxed CPU fallback (with counts) for everything else.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "../runtime/EmuAllocator.h"
+#include "Fallback.h"
+#include "Launch.h"
+#include "Storage.h"
+
+namespace torch_emu {
+
+namespace {
+
+constexpr c10::DispatchKeySet kEmuKeys(c10::DispatchKey::PrivateUse1);
+
+c10::DeviceIndex checked_index(const c10::Device& device) {
+  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "expected an emu device, got ", device);
+  if (!device.has_index()) return current_device();
+  TORCH_CHECK(device.index() < device_count(), "emu device index ", int(device.index()),
+              " is out of range: there are ", int(device_count()), " emu device(s) (emu:0 to emu:",
+              int(device_count()) - 1, ")");
+  return device.index();
+}
+
+void check_options(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, "emu supports only strided tensors, not ", *layout);
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "pin_memory applies to CPU tensors only, not emu tensors");
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  check_options(layout, pin_memory);
+  DeviceSwitch on(checked_index(c10::device_or_default(device)));
+  return at::detail::empty_generic(size, emu_allocator(), kEmuKeys, c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout, std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  check_options(layout, pin_memory);
+  DeviceSwitch on(checked_index(c10::device_or_default(device)));
+  return at::detail::empty_strided_generic(size, stride, emu_allocator(), kEmuKeys, c10::dtype_or_default(dtype));
+}
+
+// Views share storage and only change metadata: ATen's device-generic implementations serve.
+at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<int64_t> offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, offset);
+}
+at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
+at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) { return at::native::unfold(self, dim, size, step); }
+at::Tensor view_as_real(const at::Tensor& self) { return at::native::view_as_real(self); }
+at::Tensor view_as_complex(const at::Tensor& self) { return at::native::view_as_complex(self); }
+
+int64_t bytes_needed(const at::Tensor& self) {
+  if (self.numel() == 0) return 0;
+  int64_t extent = 1;
+  for (int64_t d = 0; d < self.dim(); ++d) extent += (self.size(d) - 1) * self.stride(d);
+  return (self.storage_offset() + extent) * static_cast<int64_t>(self.itemsize());
+}
+
+void grow_to_fit(const at::Tensor& self) {
+  const int64_t needed = bytes_needed(self);
+  if (needed > static_cast<int64_t>(self.storage().nbytes()))
+    resize_storage_bytes(self.storage().unsafeGetStorageImpl(), static_cast<size_t>(needed));
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> memory_format) {
+  for (int64_t s : size) TORCH_CHECK(s >= 0, "resize_: negative size ", s, " in ", size);
+  auto* impl = self.unsafeGetTensorImpl();
+  if (self.sizes() == size && !memory_format.has_value()) return self;
+  impl->set_sizes_contiguous(size);
+  if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(*memory_format);
+  grow_to_fit(self);
+  return self;
+}
+
+at::Tensor& set_storage_offset(at::Tensor& self, at::Storage storage, int64_t offset, c10::IntArrayRef size, c10::IntArrayRef stride) {
+  TORCH_CHECK(!storage.data() || storage.device().type() == c10::DeviceType::PrivateUse1,
+              "set_: an emu tensor can only take emu storage, not storage on ", storage.device());
+  TORCH_CHECK(offset >= 0, "set_: negative storage offset ", offset);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(storage));
+  impl->set_storage_offset(offset);
+  if (stride.empty()) {
+    impl->set_sizes_contiguous(size);
+  } else {
+    TORCH_CHECK(stride.size() == size.size(), "set_: ", size.size(), " sizes but ", stride.size(), " strides");
+    impl->set_sizes_and_strides(size, stride);
+  }
+  grow_to_fit(self);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, at::Storage storage) {
+  const int64_t n = static_cast<int64_t>(storage.nbytes() / self.itemsize());
+  return set_storage_offset(self, std::move(storage), 0, {n}, {});
+}
+
+at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.is_same(source)) return self;
+  return set_storage_offset(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  at::Storage storage(at::Storage::use_byte_size_t(), 0, emu_allocator(), /*resizable=*/true);
+  return set_storage_offset(self, std::move(storage), 0, {0}, {});
+}
+
+// .item(): waits for the stream, then reads the element through the driver.
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  const c10::DeviceIndex device = common_device("item", {&self});
+  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  DeviceSwitch on(device);
+  EMU_CHECK(emuStreamSynchronize(raw_stream(getCurrentEmuStream(device))));
+  EMU_CHECK(emuMemcpy(host.data_ptr(), static_cast<const char*>(self.storage().data()) + self.storage_offset() * self.itemsize(),
+                      self.itemsize(), emuMemcpyDeviceToHost));
+  if (self.is_conj()) host = host.conj().resolve_conj();
+  if (self.is_neg()) host = host.neg();
+  return host.item();
+}
+
+// ---- fallback ----
+struct FallbackCounts {
+  std::mutex mu;
+  std::map<std::string, int64_t> counts;
+};
+
+FallbackCounts& counts() {
+  static auto* c = new FallbackCounts();
+  return *c;
+}
+
+bool fallback_disabled() {
+  static const bool disabled = [] {
+    const char* mode = std::getenv("TORCH_EMU_FALLBACK");
+    return mode != nullptr && std::strcmp(mode, "error") == 0;
+  }();
+  return disabled;
+}
+
+void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& name = op.schema().operator_name();
+  const std::string key = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+  TORCH_CHECK(!fallback_disabled(), "operator ", key, " has no native emu kernel and the CPU fallback is off "
+              "(TORCH_EMU_FALLBACK=error)");
+  {
+    std::lock_guard<std::mutex> lock(counts().mu);
+    counts().counts[key] += 1;
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+}  // namespace
+
+std::map<std::string, int64_t> fallback_counts() {
+  std::lock_guard<std::mutex> lock(counts().mu);
+  return counts().counts;
+}
+
+void reset_fallback_counts() {
+  std::lock_guard<std::mutex> lock(counts().mu);
+  counts().counts.clear();
+}
+
+void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes) {
+  TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
+  const c10::DeviceIndex device = storage->device().has_index() ? storage->device().index() : current_device();
+  DeviceSwitch on(device);
+  c10::DataPtr fresh = emu_allocator()->allocate(new_bytes);
+  void* fresh_ptr = fresh.get();
+  const size_t keep = std::min(storage->nbytes(), new_bytes);
+  auto old = std::make_shared<c10::DataPtr>(storage->set_data_ptr(std::move(fresh)));
+  storage->set_nbytes(new_bytes);
+  if (keep == 0) return;
+  // The old block lives until the copy has run on the stream.
+  launch(device, [old, fresh_ptr, keep] {
+    void* from = nullptr;
+    void* to = nullptr;
+    EMU_CHECK(emuKernelTranslate(old->get(), keep, &from));
+    EMU_CHECK(emuKernelTranslate(fresh_ptr, keep, &to));
+    std::memcpy(to, from, keep);
+  });
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", as_strided);
+  m.impl("view", view);
+  m.impl("_reshape_alias", reshape_alias);
+  m.impl("unfold", unfold);
+  m.impl("view_as_real", view_as_real);
+  m.impl("view_as_complex", view_as_complex);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage_storage_offset", set_storage_offset);
+  m.impl("set_.source_Storage", set_storage);
+  m.impl("set_.source_Tensor", set_tensor);
+  m.impl("set_", set_empty);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
+}
+
+}  // namespace torch_emu

@@ -1,0 +1,470 @@
+// Native compute kernels. Shapes, dtypes and devices are settled on the caller's thread
+// (so user errors raise where the op is called); the arithmetic runs as stream work, on
+// CPU tensors aliasing device memory, with ATen's CPU kernels.
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/bmm.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/cos.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/fill.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/le.h>
+#include <ATen/ops/log.h>
+#include <ATen/ops/_log_softmax.h>
+#include <ATen/ops/_log_softmax_backward_data.h>
+#include <ATen/ops/lt.h>
+#include <ATen/ops/max.h>
+#include <ATen/ops/mean.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/neg.h>
+#include <ATen/ops/reciprocal.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/rsqrt.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/sin.h>
+#include <ATen/ops/_softmax.h>
+#include <ATen/ops/_softmax_backward_data.h>
+#include <ATen/ops/sqrt.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/tanh.h>
+#include <ATen/ops/where.h>
+#include <c10/core/DefaultDtype.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <vector>
+
+#include "Launch.h"
+
+namespace torch_emu {
+
+namespace {
+
+using at::Tensor;
+
+at::TensorOptions on_emu(c10::DeviceIndex device, c10::ScalarType dtype) {
+  return at::TensorOptions().dtype(dtype).device(c10::Device(c10::DeviceType::PrivateUse1, device));
+}
+
+c10::ScalarType default_float() { return c10::typeMetaToScalarType(c10::get_default_dtype()); }
+
+c10::ScalarType float_result(c10::ScalarType t) { return c10::isIntegralType(t, /*includeBool=*/true) ? default_float() : t; }
+
+void check_inplace(const char* op, const Tensor& self, c10::IntArrayRef shape, c10::ScalarType result) {
+  TORCH_CHECK(shape == self.sizes(), op, ": output with shape ", self.sizes(), " doesn't match the broadcast shape ", shape);
+  TORCH_CHECK(c10::canCast(result, self.scalar_type()), op, ": result type ", result,
+              " can't be cast to the desired output type ", self.scalar_type());
+}
+
+// ---- elementwise binary: K(out, a, b) runs the CPU op ----
+template <typename K>
+Tensor binary(const char* op, const Tensor& a, const Tensor& b, c10::ScalarType dtype, K k) {
+  const auto device = common_device(op, {&a, &b});
+  Tensor out = at::empty(at::infer_size(a.sizes(), b.sizes()), on_emu(device, dtype));
+  launch(device, [out, a, b, k] { k(kernel_view(out), kernel_view(a), kernel_view(b)); });
+  return out;
+}
+
+template <typename K>
+Tensor& binary_(const char* op, Tensor& self, const Tensor& other, c10::ScalarType result, K k) {
+  const auto device = common_device(op, {&self, &other});
+  check_inplace(op, self, at::infer_size(self.sizes(), other.sizes()), result);
+  launch(device, [self, other, k] {
+    Tensor s = kernel_view(self);
+    k(s, s, kernel_view(other));
+  });
+  return self;
+}
+
+// ---- elementwise unary (and tensor-with-scalar): K(out, a) ----
+template <typename K>
+Tensor unary(const char* op, const Tensor& a, c10::ScalarType dtype, K k) {
+  const auto device = common_device(op, {&a});
+  Tensor out = at::empty(a.sizes(), on_emu(device, dtype));
+  launch(device, [out, a, k] { k(kernel_view(out), kernel_view(a)); });
+  return out;
+}
+
+template <typename K>
+Tensor& unary_(const char* op, Tensor& self, c10::ScalarType result, K k) {
+  const auto device = common_device(op, {&self});
+  check_inplace(op, self, self.sizes(), result);
+  launch(device, [self, k] {
+    Tensor s = kernel_view(self);
+    k(s, s);
+  });
+  return self;
+}
+
+// ---- arithmetic ----
+Tensor add(const Tensor& a, const Tensor& b, const at::Scalar& alpha) {
+  return binary("add", a, b, at::result_type(a, b), [alpha](Tensor o, const Tensor& x, const Tensor& y) { at::add_out(o, x, y, alpha); });
+}
+Tensor& add_(Tensor& self, const Tensor& other, const at::Scalar& alpha) {
+  return binary_("add_", self, other, at::result_type(self, other),
+                 [alpha](Tensor o, const Tensor& x, const Tensor& y) { at::add_out(o, x, y, alpha); });
+}
+Tensor sub(const Tensor& a, const Tensor& b, const at::Scalar& alpha) {
+  return binary("sub", a, b, at::result_type(a, b), [alpha](Tensor o, const Tensor& x, const Tensor& y) { at::sub_out(o, x, y, alpha); });
+}
+Tensor& sub_(Tensor& self, const Tensor& other, const at::Scalar& alpha) {
+  return binary_("sub_", self, other, at::result_type(self, other),
+                 [alpha](Tensor o, const Tensor& x, const Tensor& y) { at::sub_out(o, x, y, alpha); });
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary("mul", a, b, at::result_type(a, b), [](Tensor o, const Tensor& x, const Tensor& y) { at::mul_out(o, x, y); });
+}
+Tensor& mul_(Tensor& self, const Tensor& other) {
+  return binary_("mul_", self, other, at::result_type(self, other), [](Tensor o, const Tensor& x, const Tensor& y) { at::mul_out(o, x, y); });
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary("div", a, b, float_result(at::result_type(a, b)), [](Tensor o, const Tensor& x, const Tensor& y) { at::div_out(o, x, y); });
+}
+Tensor& div_(Tensor& self, const Tensor& other) {
+  return binary_("div_", self, other, float_result(at::result_type(self, other)),
+                 [](Tensor o, const Tensor& x, const Tensor& y) { at::div_out(o, x, y); });
+}
+
+// ---- comparisons (bool results) ----
+#define EMU_COMPARISON(NAME)                                                                                        \
+  Tensor NAME##_tensor(const Tensor& a, const Tensor& b) {                                                          \
+    return binary(#NAME, a, b, at::kBool, [](Tensor o, const Tensor& x, const Tensor& y) { at::NAME##_out(o, x, y); }); \
+  }                                                                                                                 \
+  Tensor NAME##_scalar(const Tensor& a, const at::Scalar& s) {                                                      \
+    return unary(#NAME, a, at::kBool, [s](Tensor o, const Tensor& x) { at::NAME##_out(o, x, s); });                 \
+  }
+EMU_COMPARISON(eq)
+EMU_COMPARISON(ne)
+EMU_COMPARISON(lt)
+EMU_COMPARISON(le)
+EMU_COMPARISON(gt)
+EMU_COMPARISON(ge)
+#undef EMU_COMPARISON
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
+  const auto device = common_device("where", {&cond, &a, &b});
+  const auto shape = at::infer_size(cond.sizes(), at::infer_size(a.sizes(), b.sizes()));
+  Tensor out = at::empty(shape, on_emu(device, at::result_type(a, b)));
+  launch(device, [out, cond, a, b] { at::where_out(as_lvalue(kernel_view(out)), kernel_view(cond), kernel_view(a), kernel_view(b)); });
+  return out;
+}
+
+// ---- unary math ----
+#define EMU_UNARY(NAME, RESULT)                                                                              \
+  Tensor NAME(const Tensor& a) {                                                                             \
+    return unary(#NAME, a, RESULT(a.scalar_type()), [](Tensor o, const Tensor& x) { at::NAME##_out(o, x); }); \
+  }                                                                                                          \
+  Tensor& NAME##_(Tensor& self) {                                                                            \
+    return unary_(#NAME "_", self, RESULT(self.scalar_type()), [](Tensor o, const Tensor& x) { at::NAME##_out(o, x); }); \
+  }
+c10::ScalarType same(c10::ScalarType t) { return t; }
+EMU_UNARY(abs, same)
+EMU_UNARY(neg, same)
+EMU_UNARY(exp, float_result)
+EMU_UNARY(log, float_result)
+EMU_UNARY(sqrt, float_result)
+EMU_UNARY(rsqrt, float_result)
+EMU_UNARY(sin, float_result)
+EMU_UNARY(cos, float_result)
+EMU_UNARY(tanh, float_result)
+EMU_UNARY(sigmoid, float_result)
+EMU_UNARY(reciprocal, float_result)
+#undef EMU_UNARY
+
+Tensor relu(const Tensor& a) {
+  return unary("relu", a, a.scalar_type(), [](Tensor o, const Tensor& x) { o.copy_(at::relu(x)); });
+}
+Tensor& relu_(Tensor& self) {
+  const auto device = common_device("relu_", {&self});
+  launch(device, [self] { kernel_view(self).clamp_min_(0); });
+  return self;
+}
+
+Tensor& fill_scalar(Tensor& self, const at::Scalar& value) {
+  const auto device = common_device("fill_", {&self});
+  launch(device, [self, value] { kernel_view(self).fill_(value); });
+  return self;
+}
+Tensor& fill_tensor(Tensor& self, const Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(), " dimensions.");
+  const auto device = common_device("fill_", {&self, &value});
+  launch(device, [self, value] { kernel_view(self).fill_(kernel_view(value)); });
+  return self;
+}
+Tensor& zero_(Tensor& self) { return fill_scalar(self, 0); }
+
+// ---- reductions ----
+std::vector<int64_t> reduced_shape(const Tensor& self, const std::vector<int64_t>& dims, bool keepdim) {
+  std::vector<bool> reduce(static_cast<size_t>(self.dim()), dims.empty());
+  for (int64_t d : dims) reduce[static_cast<size_t>(d)] = true;
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (!reduce[static_cast<size_t>(d)]) shape.push_back(self.size(d));
+    else if (keepdim) shape.push_back(1);
+  }
+  return shape;
+}
+
+std::vector<int64_t> wrap_dims(const Tensor& self, at::OptionalIntArrayRef dim) {
+  std::vector<int64_t> dims;
+  if (!dim.has_value()) return dims;
+  for (int64_t d : *dim) dims.push_back(at::maybe_wrap_dim(d, std::max<int64_t>(self.dim(), 1)));
+  if (self.dim() == 0) dims.clear();
+  return dims;
+}
+
+Tensor sum_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  const auto device = common_device("sum", {&self});
+  const auto dims = wrap_dims(self, dim);
+  const auto result = dtype.value_or(c10::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
+  Tensor out = at::empty(reduced_shape(self, dims, keepdim), on_emu(device, result));
+  launch(device, [out, self, dims, keepdim, dtype] { at::sum_out(as_lvalue(kernel_view(out)), kernel_view(self), dims, keepdim, dtype); });
+  return out;
+}
+
+Tensor mean_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  const auto result = dtype.value_or(self.scalar_type());
+  TORCH_CHECK(c10::isFloatingType(result) || c10::isComplexType(result),
+              "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ", result);
+  const auto device = common_device("mean", {&self});
+  const auto dims = wrap_dims(self, dim);
+  Tensor out = at::empty(reduced_shape(self, dims, keepdim), on_emu(device, result));
+  launch(device, [out, self, dims, keepdim, dtype] { at::mean_out(as_lvalue(kernel_view(out)), kernel_view(self), dims, keepdim, dtype); });
+  return out;
+}
+
+Tensor max_all(const Tensor& self) {
+  TORCH_CHECK(self.numel() > 0, "max(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  const auto device = common_device("max", {&self});
+  Tensor out = at::empty({}, on_emu(device, self.scalar_type()));
+  launch(device, [out, self] { kernel_view(out).copy_(at::max(kernel_view(self))); });
+  return out;
+}
+
+std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim) {
+  const auto device = common_device("max", {&self});
+  dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  TORCH_CHECK(self.dim() == 0 || self.size(dim) > 0, "max(): Expected reduction dim ", dim, " to have non-zero size.");
+  const auto shape = reduced_shape(self, self.dim() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{dim}, keepdim);
+  Tensor values = at::empty(shape, on_emu(device, self.scalar_type()));
+  Tensor indices = at::empty(shape, on_emu(device, at::kLong));
+  launch(device, [values, indices, self, dim, keepdim] {
+    Tensor v = kernel_view(values), i = kernel_view(indices);
+    at::max_out(v, i, kernel_view(self), dim, keepdim);
+  });
+  return {values, indices};
+}
+
+// ---- linear algebra ----
+void check_matmul_dtypes(const char* op, const Tensor& a, const Tensor& b) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ", a.scalar_type(),
+              " != ", b.scalar_type(), " (in ", op, ")");
+}
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  TORCH_CHECK(a.dim() == 2, "self must be a matrix");
+  TORCH_CHECK(b.dim() == 2, "mat2 must be a matrix");
+  TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1), " and ",
+              b.size(0), "x", b.size(1), ")");
+  check_matmul_dtypes("mm", a, b);
+  const auto device = common_device("mm", {&a, &b});
+  Tensor out = at::empty({a.size(0), b.size(1)}, on_emu(device, a.scalar_type()));
+  launch(device, [out, a, b] { at::mm_out(as_lvalue(kernel_view(out)), kernel_view(a), kernel_view(b)); });
+  return out;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
+  TORCH_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
+  TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "Expected size for first two dimensions of batch2 tensor to be: [",
+              a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
+  check_matmul_dtypes("bmm", a, b);
+  const auto device = common_device("bmm", {&a, &b});
+  Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, on_emu(device, a.scalar_type()));
+  launch(device, [out, a, b] { at::bmm_out(as_lvalue(kernel_view(out)), kernel_view(a), kernel_view(b)); });
+  return out;
+}
+
+Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const at::Scalar& beta, const at::Scalar& alpha) {
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "addmm: mat1 and mat2 must be matrices, got ", a.dim(), "-D and ", b.dim(), "-D");
+  TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1), " and ",
+              b.size(0), "x", b.size(1), ")");
+  check_matmul_dtypes("addmm", a, b);
+  const auto device = common_device("addmm", {&self, &a, &b});
+  Tensor out = at::empty({a.size(0), b.size(1)}, on_emu(device, a.scalar_type()));
+  TORCH_CHECK(at::is_expandable_to(self.sizes(), out.sizes()), "addmm: self of shape ", self.sizes(),
+              " cannot broadcast to the result shape ", out.sizes());
+  launch(device, [out, self, a, b, beta, alpha] {
+    at::addmm_out(as_lvalue(kernel_view(out)), kernel_view(self), kernel_view(a), kernel_view(b), beta, alpha);
+  });
+  return out;
+}
+
+// ---- softmax ----
+Tensor softmax(const Tensor& self, int64_t dim, bool half_to_float) {
+  const auto device = common_device("softmax", {&self});
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const auto dtype = half_to_float ? at::kFloat : self.scalar_type();
+  Tensor out = at::empty(self.sizes(), on_emu(device, dtype));
+  launch(device, [out, self, dim, half_to_float] { at::_softmax_out(as_lvalue(kernel_view(out)), kernel_view(self), dim, half_to_float); });
+  return out;
+}
+Tensor log_softmax(const Tensor& self, int64_t dim, bool half_to_float) {
+  const auto device = common_device("log_softmax", {&self});
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const auto dtype = half_to_float ? at::kFloat : self.scalar_type();
+  Tensor out = at::empty(self.sizes(), on_emu(device, dtype));
+  launch(device, [out, self, dim, half_to_float] { at::_log_softmax_out(as_lvalue(kernel_view(out)), kernel_view(self), dim, half_to_float); });
+  return out;
+}
+Tensor softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim, c10::ScalarType input_dtype) {
+  const auto device = common_device("softmax_backward", {&grad, &output});
+  Tensor out = at::empty(grad.sizes(), on_emu(device, input_dtype));
+  launch(device, [out, grad, output, dim, input_dtype] {
+    at::_softmax_backward_data_out(as_lvalue(kernel_view(out)), kernel_view(grad), kernel_view(output), dim, input_dtype);
+  });
+  return out;
+}
+Tensor log_softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim, c10::ScalarType input_dtype) {
+  const auto device = common_device("log_softmax_backward", {&grad, &output});
+  Tensor out = at::empty(grad.sizes(), on_emu(device, input_dtype));
+  launch(device, [out, grad, output, dim, input_dtype] {
+    at::_log_softmax_backward_data_out(as_lvalue(kernel_view(out)), kernel_view(grad), kernel_view(output), dim, input_dtype);
+  });
+  return out;
+}
+
+// ---- indexing and joining ----
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+  TORCH_CHECK(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+              "index_select(): Expected dtype int32 or int64 for index");
+  const auto device = common_device("index_select", {&self, &index});
+  dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  if (!shape.empty()) shape[static_cast<size_t>(dim)] = index.numel();
+  Tensor out = at::empty(shape, on_emu(device, self.scalar_type()));
+  launch(device, [out, self, dim, index] { at::index_select_out(as_lvalue(kernel_view(out)), kernel_view(self), dim, kernel_view(index)); });
+  return out;
+}
+
+Tensor cat(const at::ITensorListRef& list, int64_t dim) {
+  std::vector<Tensor> tensors(list.begin(), list.end());
+  TORCH_CHECK(!tensors.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  // Legacy rule: 1-D empty tensors are skipped when choosing the shape.
+  const Tensor* like = nullptr;
+  for (const Tensor& t : tensors)
+    if (!(t.dim() == 1 && t.numel() == 0)) { like = &t; break; }
+  if (like == nullptr) like = &tensors.front();
+  dim = at::maybe_wrap_dim(dim, like->dim());
+  c10::ScalarType dtype = tensors.front().scalar_type();
+  c10::DeviceIndex device = -1;
+  int64_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    dtype = c10::promoteTypes(dtype, t.scalar_type());
+    const auto d = common_device("cat", {&t});
+    TORCH_CHECK(device == -1 || device == d, "Expected all tensors to be on the same device, but found at least two devices, emu:",
+                int(device), " and emu:", int(d), "! (in cat)");
+    device = d;
+    if (t.dim() == 1 && t.numel() == 0) continue;
+    TORCH_CHECK(t.dim() == like->dim(), "Tensors must have same number of dimensions: got ", like->dim(), " and ", t.dim());
+    for (int64_t k = 0; k < t.dim(); ++k)
+      TORCH_CHECK(k == dim || t.size(k) == like->size(k), "Sizes of tensors must match except in dimension ", dim,
+                  ". Expected size ", like->size(k), " but got size ", t.size(k), " for tensor number ", i, " in the list.");
+    total += t.size(dim);
+  }
+  std::vector<int64_t> shape(like->sizes().begin(), like->sizes().end());
+  if (!shape.empty()) shape[static_cast<size_t>(dim)] = total;
+  Tensor out = at::empty(shape, on_emu(device, dtype));
+  launch(device, [out, tensors, dim] {
+    std::vector<Tensor> views;
+    views.reserve(tensors.size());
+    for (const Tensor& t : tensors) views.push_back(kernel_view(t));
+    at::cat_out(as_lvalue(kernel_view(out)), views, dim);
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("add.Tensor", add);
+  m.impl("add_.Tensor", add_);
+  m.impl("sub.Tensor", sub);
+  m.impl("sub_.Tensor", sub_);
+  m.impl("mul.Tensor", mul);
+  m.impl("mul_.Tensor", mul_);
+  m.impl("div.Tensor", div);
+  m.impl("div_.Tensor", div_);
+  m.impl("eq.Tensor", eq_tensor);
+  m.impl("eq.Scalar", eq_scalar);
+  m.impl("ne.Tensor", ne_tensor);
+  m.impl("ne.Scalar", ne_scalar);
+  m.impl("lt.Tensor", lt_tensor);
+  m.impl("lt.Scalar", lt_scalar);
+  m.impl("le.Tensor", le_tensor);
+  m.impl("le.Scalar", le_scalar);
+  m.impl("gt.Tensor", gt_tensor);
+  m.impl("gt.Scalar", gt_scalar);
+  m.impl("ge.Tensor", ge_tensor);
+  m.impl("ge.Scalar", ge_scalar);
+  m.impl("where.self", where);
+  m.impl("abs", abs);
+  m.impl("abs_", abs_);
+  m.impl("neg", neg);
+  m.impl("neg_", neg_);
+  m.impl("exp", exp);
+  m.impl("exp_", exp_);
+  m.impl("log", log);
+  m.impl("log_", log_);
+  m.impl("sqrt", sqrt);
+  m.impl("sqrt_", sqrt_);
+  m.impl("rsqrt", rsqrt);
+  m.impl("rsqrt_", rsqrt_);
+  m.impl("sin", sin);
+  m.impl("sin_", sin_);
+  m.impl("cos", cos);
+  m.impl("cos_", cos_);
+  m.impl("tanh", tanh);
+  m.impl("tanh_", tanh_);
+  m.impl("sigmoid", sigmoid);
+  m.impl("sigmoid_", sigmoid_);
+  m.impl("reciprocal", reciprocal);
+  m.impl("reciprocal_", reciprocal_);
+  m.impl("relu", relu);
+  m.impl("relu_", relu_);
+  m.impl("fill_.Scalar", fill_scalar);
+  m.impl("fill_.Tensor", fill_tensor);
+  m.impl("zero_", zero_);
+  m.impl("sum.dim_IntList", sum_dim);
+  m.impl("mean.dim", mean_dim);
+  m.impl("max", max_all);
+  m.impl("max.dim", max_dim);
+  m.impl("mm", mm);
+  m.impl("bmm", bmm);
+  m.impl("addmm", addmm);
+  m.impl("_softmax", softmax);
+  m.impl("_log_softmax", log_softmax);
+  m.impl("_softmax_backward_data", softmax_backward);
+  m.impl("_log_softmax_backward_data", log_softmax_backward);
+  m.impl("index_select", index_select);
+  m.impl("cat", cat);
+}
+
+}  // namespace torch_emu

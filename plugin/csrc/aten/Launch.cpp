@@ -1,0 +1,81 @@
+// Kernel launch and the kernel-side view of device memory.
+#include "Launch.h"
+
+#include <ATen/ops/_conj.h>
+#include <ATen/ops/_neg_view.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+
+namespace torch_emu {
+
+void check_storage(const at::Tensor& t, const char* what) {
+  if (!t.defined() || t.is_cpu() || t.numel() == 0) return;
+  int64_t extent = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
+  const int64_t needed = (t.storage_offset() + extent) * static_cast<int64_t>(t.itemsize());
+  const int64_t held = static_cast<int64_t>(t.storage().nbytes());
+  TORCH_CHECK(needed <= held && t.storage().data() != nullptr, what, ": the emu tensor needs ", needed,
+              " bytes of storage but its storage holds ", held,
+              " (was the storage freed or resized after the tensor was made?)");
+}
+
+c10::DeviceIndex common_device(const char* op, std::initializer_list<const at::Tensor*> tensors) {
+  c10::DeviceIndex device = -1;
+  const at::Tensor* cpu_operand = nullptr;
+  for (const at::Tensor* t : tensors) {
+    if (t == nullptr || !t->defined()) continue;
+    if (t->is_cpu()) {
+      if (t->dim() != 0) cpu_operand = t;
+      continue;
+    }
+    TORCH_CHECK(t->device().type() == c10::DeviceType::PrivateUse1, op, ": unexpected device ", t->device());
+    if (device == -1) {
+      device = t->device().index();
+    } else {
+      TORCH_CHECK(device == t->device().index(), "Expected all tensors to be on the same device, but found at least two devices, emu:",
+                  int(device), " and emu:", int(t->device().index()), "! (in ", op, ")");
+    }
+    check_storage(*t, op);
+  }
+  TORCH_CHECK(device >= 0, op, ": no emu tensor among the arguments");
+  TORCH_CHECK(cpu_operand == nullptr, "Expected all tensors to be on the same device, but found at least two devices, emu:",
+              int(device), " and cpu! (in ", op, ")");
+  return device;
+}
+
+at::Tensor kernel_view(const at::Tensor& t) {
+  if (!t.defined() || t.is_cpu()) return t;
+  const auto options = at::TensorOptions().dtype(t.scalar_type()).device(at::kCPU);
+  if (t.numel() == 0) return at::empty(t.sizes(), options);
+  const c10::Storage& storage = t.storage();
+  void* host = nullptr;
+  EMU_CHECK(emuKernelTranslate(storage.data(), storage.nbytes(), &host));
+  char* data = static_cast<char*>(host) + t.storage_offset() * static_cast<int64_t>(t.itemsize());
+  at::Tensor view = at::from_blob(data, t.sizes(), t.strides(), options);
+  // Lazy conjugation and negation are metadata: carry them over to the alias.
+  if (t.is_conj()) view = at::_conj(view);
+  if (t.is_neg()) view = at::_neg_view(view);
+  return view;
+}
+
+namespace detail {
+
+void set_kernel_error(const char* message) { emuKernelSetErrorMessage(message); }
+
+emuError_t launch_raw(c10::DeviceIndex device, emuKernelFn fn, void* args) {
+  DeviceSwitch on(device);
+  return emuLaunchKernel(fn, args, raw_stream(getCurrentEmuStream(device)));
+}
+
+void after_launch(c10::DeviceIndex device) {
+#if EMU_DRIVER_HAS_ASYNC
+  (void)device;
+#else
+  // API 1.x has run the kernel already: raise its failure here, where the op was called.
+  DeviceSwitch on(device);
+  EMU_CHECK(emuStreamSynchronize(raw_stream(getCurrentEmuStream(device))));
+#endif
+}
+
+}  // namespace detail
+}  // namespace torch_emu

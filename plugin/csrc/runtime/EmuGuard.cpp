@@ -1,0 +1,150 @@
+// c10's device guard for emu: device switching, streams and events, used by DeviceGuard,
+// StreamGuard, the autograd engine and torch.Stream / torch.Event.
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include "EmuAllocator.h"
+#include "EmuException.h"
+#include "EmuStream.h"
+
+namespace torch_emu {
+
+namespace {
+
+constexpr c10::DeviceType kEmu = c10::DeviceType::PrivateUse1;
+
+#if !EMU_DRIVER_HAS_EVENTS
+// API 1.x has no events: all work has completed when its call returns, so an event
+// only needs to exist; a marker object stands for it.
+struct SyncEventMarker {};
+#endif
+
+// torch >= 2.7 declares getStream/exchangeStream without noexcept; older releases need it (shim patch).
+#define EMU_STREAM_NOEXCEPT
+
+struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kEmu; }
+
+  c10::Device exchangeDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == kEmu, "expected an emu device, got ", d);
+    const c10::Device old = getDevice();
+    if (old.index() != d.index()) setDevice(d);
+    return old;
+  }
+
+  c10::Device getDevice() const override { return c10::Device(kEmu, current_device()); }
+
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == kEmu, "expected an emu device, got ", d);
+    TORCH_CHECK(d.index() >= 0 && d.index() < device_count(), "emu device index ", int(d.index()),
+                " is out of range: there are ", int(device_count()), " emu device(s)");
+    EMU_CHECK(emuSetDevice(d.index()));
+  }
+
+  void uncheckedSetDevice(c10::Device d) const noexcept override { (void)emuSetDevice(d.index()); }
+
+  c10::Stream getStream(c10::Device d) const EMU_STREAM_NOEXCEPT override { return getCurrentEmuStream(d.index()); }
+
+  c10::Stream getDefaultStream(c10::Device d) const override { return getDefaultEmuStream(d.index()); }
+
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*isHighPriority*/ = false) const override {
+    return getStreamFromPool(d.index());
+  }
+
+  c10::Stream getNewStream(c10::Device d, int /*priority*/ = 0) const override { return getStreamFromPool(d.index()); }
+
+  c10::Stream exchangeStream(c10::Stream s) const EMU_STREAM_NOEXCEPT override {
+    const c10::Stream old = getCurrentEmuStream(s.device_index());
+    setCurrentEmuStream(s);
+    return old;
+  }
+
+  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+
+  bool queryStream(const c10::Stream& s) const override {
+    DeviceSwitch on(s.device_index());
+    const emuError_t err = emuStreamQuery(raw_stream(s));
+    if (err == emuErrorNotReady) return false;
+    EMU_CHECK(err);
+    return true;
+  }
+
+  void synchronizeStream(const c10::Stream& s) const override {
+    DeviceSwitch on(s.device_index());
+    EMU_CHECK(emuStreamSynchronize(raw_stream(s)));
+  }
+
+  void synchronizeDevice(const c10::DeviceIndex device) const override {
+    DeviceSwitch on(device);
+    EMU_CHECK(emuDeviceSynchronize());
+  }
+
+  void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& s) const override {
+    record_stream(data_ptr, s);
+  }
+
+#if EMU_DRIVER_HAS_EVENTS
+  void record(void** event, const c10::Stream& s, const c10::DeviceIndex device, const c10::EventFlag flag) const override {
+    TORCH_CHECK(device == -1 || device == s.device_index(), "event on emu:", int(device),
+                " cannot be recorded on a stream of emu:", int(s.device_index()));
+    DeviceSwitch on(s.device_index());
+    if (*event == nullptr) {
+      emuEvent_t created = nullptr;
+      // BACKEND_DEFAULT leaves timing off, as CUDA does; torch.Event(enable_timing=True) asks for PYTORCH_DEFAULT.
+      const unsigned flags = flag == c10::EventFlag::BACKEND_DEFAULT ? emuEventDisableTiming : emuEventDefault;
+      EMU_CHECK(emuEventCreateWithFlags(&created, flags));
+      *event = created;
+    }
+    EMU_CHECK(emuEventRecord(static_cast<emuEvent_t>(*event), raw_stream(s)));
+  }
+
+  void block(void* event, const c10::Stream& s) const override {
+    if (event == nullptr) return;
+    DeviceSwitch on(s.device_index());
+    EMU_CHECK(emuStreamWaitEvent(raw_stream(s), static_cast<emuEvent_t>(event)));
+  }
+
+  bool queryEvent(void* event) const override {
+    if (event == nullptr) return true;
+    const emuError_t err = emuEventQuery(static_cast<emuEvent_t>(event));
+    if (err == emuErrorNotReady) return false;
+    EMU_CHECK(err);
+    return true;
+  }
+
+  void synchronizeEvent(void* event) const override {
+    if (event != nullptr) EMU_CHECK(emuEventSynchronize(static_cast<emuEvent_t>(event)));
+  }
+
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device*/) const override {
+    TORCH_CHECK(start != nullptr && end != nullptr, "both events must be recorded before asking for elapsed time");
+    float ms = 0;
+    EMU_CHECK(emuEventElapsedTime(&ms, static_cast<emuEvent_t>(start), static_cast<emuEvent_t>(end)));
+    return static_cast<double>(ms);
+  }
+
+  void destroyEvent(void* event, const c10::DeviceIndex /*device*/) const noexcept override {
+    if (event != nullptr) (void)emuEventDestroy(static_cast<emuEvent_t>(event));
+  }
+#else
+  void record(void** event, const c10::Stream& /*s*/, const c10::DeviceIndex /*device*/,
+              const c10::EventFlag /*flag*/) const override {
+    if (*event == nullptr) *event = new SyncEventMarker();
+  }
+  void block(void* /*event*/, const c10::Stream& /*s*/) const override {}
+  bool queryEvent(void* /*event*/) const override { return true; }
+  void synchronizeEvent(void* /*event*/) const override {}
+  double elapsedTime(void* /*start*/, void* /*end*/, const c10::DeviceIndex /*device*/) const override {
+    TORCH_CHECK(false, "emu event timing needs driver API 2.x; this torch_emu was built against driver API ",
+                EMU_DRIVER_VERSION_MAJOR, ".", EMU_DRIVER_VERSION_MINOR, " (synchronous streams, no events)");
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex /*device*/) const noexcept override {
+    delete static_cast<SyncEventMarker*>(event);
+  }
+#endif
+};
+
+}  // namespace
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, EmuGuardImpl);
+
+}  // namespace torch_emu

@@ -1,0 +1,117 @@
+// Per-device stream pools and the per-thread current stream, as c10::Stream values.
+#include "EmuStream.h"
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "EmuException.h"
+
+namespace torch_emu {
+
+namespace {
+
+constexpr int kPoolSize = 8;  // streams per device handed out round robin, as in c10/cuda
+constexpr int kMaxDevices = 16;
+
+struct DevicePool {
+  std::once_flag created;
+  std::array<emuStream_t, kPoolSize> streams{};
+  std::atomic<uint32_t> next{0};
+};
+
+std::array<DevicePool, kMaxDevices>& pools() {
+  static std::array<DevicePool, kMaxDevices> all;
+  return all;
+}
+
+// Current stream ids per device for this thread; 0 means the default stream.
+std::vector<c10::StreamId>& current_ids() {
+  thread_local std::vector<c10::StreamId> ids;
+  return ids;
+}
+
+c10::DeviceIndex resolve(c10::DeviceIndex device) {
+  if (device < 0) return current_device();
+  TORCH_CHECK(device < device_count(), "emu device index ", int(device), " is out of range: there are ",
+              int(device_count()), " emu device(s)");
+  return device;
+}
+
+void create_pool(c10::DeviceIndex device, DevicePool& pool) {
+  int previous = 0;
+  EMU_CHECK(emuGetDevice(&previous));
+  EMU_CHECK(emuSetDevice(device));
+  for (auto& s : pool.streams) EMU_CHECK(emuStreamCreate(&s));
+  EMU_CHECK(emuSetDevice(previous));
+}
+
+}  // namespace
+
+c10::DeviceIndex current_device() {
+  int device = 0;
+  EMU_CHECK(emuGetDevice(&device));
+  return static_cast<c10::DeviceIndex>(device);
+}
+
+c10::DeviceIndex device_count() {
+  static const c10::DeviceIndex count = [] {
+    int n = 0;
+    // No device is not an error for the guard's deviceCount(): report zero.
+    return emuGetDeviceCount(&n) == emuSuccess ? static_cast<c10::DeviceIndex>(n) : c10::DeviceIndex(0);
+  }();
+  return count;
+}
+
+// Stream ids: 0 is the default stream; 1..kPoolSize are pool entries.
+emuStream_t raw_stream(const c10::Stream& stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "not an emu stream: ", stream);
+  const c10::StreamId id = stream.id();
+  if (id == 0) return nullptr;  // the default stream of the current device: callers switch device first
+  TORCH_CHECK(id > 0 && id <= kPoolSize, "unknown emu stream id ", id);
+  auto& pool = pools()[static_cast<size_t>(stream.device_index())];
+  std::call_once(pool.created, create_pool, stream.device_index(), std::ref(pool));
+  return pool.streams[static_cast<size_t>(id - 1)];
+}
+
+c10::Stream getDefaultEmuStream(c10::DeviceIndex device) {
+  return c10::Stream(c10::Stream::DEFAULT, c10::Device(c10::DeviceType::PrivateUse1, resolve(device)));
+}
+
+c10::Stream getCurrentEmuStream(c10::DeviceIndex device) {
+  device = resolve(device);
+  auto& ids = current_ids();
+  const c10::StreamId id = static_cast<size_t>(device) < ids.size() ? ids[static_cast<size_t>(device)] : 0;
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id);
+}
+
+void setCurrentEmuStream(const c10::Stream& stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "not an emu stream: ", stream);
+  auto& ids = current_ids();
+  const auto device = static_cast<size_t>(stream.device_index());
+  if (ids.size() <= device) ids.resize(device + 1, 0);
+  ids[device] = stream.id();
+}
+
+DeviceSwitch::DeviceSwitch(c10::DeviceIndex device) {
+  int current = 0;
+  EMU_CHECK(emuGetDevice(&current));
+  if (current != device) {
+    EMU_CHECK(emuSetDevice(device));
+    previous_ = current;
+  }
+}
+
+DeviceSwitch::~DeviceSwitch() {
+  if (previous_ >= 0) emuSetDevice(previous_);
+}
+
+c10::Stream getStreamFromPool(c10::DeviceIndex device) {
+  device = resolve(device);
+  auto& pool = pools()[static_cast<size_t>(device)];
+  const auto id = static_cast<c10::StreamId>(pool.next.fetch_add(1) % kPoolSize + 1);
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id);
+}
+
+}  // namespace torch_emu

@@ -1,0 +1,70 @@
+"""Builds the torch-emu wheel against the torch and emu-driver installed in this environment.
+
+The wheel's version carries both as a PEP 440 local label (0.1.0+torch2.13.drv2), its
+Requires-Dist pins torch to that minor and emu-driver to that API major, and
+torch_emu/_build_info.py records what it was built against for the import-time guard.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import emu_driver
+import torch
+from packaging.version import Version
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+HERE = Path(__file__).parent.resolve()
+BASE_VERSION = os.environ.get("TORCH_EMU_VERSION", "0.1.0")
+
+torch_version = Version(torch.__version__)
+torch_minor = f"{torch_version.major}.{torch_version.minor}"
+driver_major, driver_minor = emu_driver.API_VERSION
+cxx11_abi = bool(torch._C._GLIBCXX_USE_CXX11_ABI)
+variant = "cuda" if torch.version.cuda else "cpu"
+local = f"torch{torch_minor}.drv{driver_major}"
+
+BUILD_INFO = f'''"""What this torch_emu wheel was built against (written by setup.py; read before the extension loads)."""
+
+PLUGIN_VERSION = {BASE_VERSION + "+" + local!r}
+TORCH_VERSION = {torch.__version__!r}
+TORCH_MINOR = {torch_minor!r}
+TORCH_VARIANT = {variant!r}
+CXX11_ABI = {cxx11_abi!r}
+DRIVER_API = {f"{driver_major}.{driver_minor}"!r}
+DRIVER_API_MAJOR = {driver_major!r}
+PYTHON = {f"{sys.version_info.major}.{sys.version_info.minor}"!r}
+'''
+(HERE / "torch_emu" / "_build_info.py").write_text(BUILD_INFO)
+
+sources = sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc").rglob("*.cpp"))
+extension = CppExtension(
+    name="torch_emu._C",
+    sources=sources,
+    include_dirs=[str(HERE / "csrc"), str(HERE / "csrc" / "runtime"), emu_driver.get_include()],
+    library_dirs=[emu_driver.get_library_dir()],
+    libraries=["emu_driver"],
+    # The driver wheel installs beside torch_emu in site-packages: find its library there.
+    extra_link_args=["-Wl,-rpath,$ORIGIN/../emu_driver/lib"],
+    extra_compile_args=["-O2", "-g0", "-fvisibility=hidden"],
+)
+
+setup(
+    name="torch-emu",
+    version=f"{BASE_VERSION}+{local}",
+    description="PyTorch PrivateUse1 backend for the emulated 'emu' accelerator",
+    packages=["torch_emu", "torch_emu.contrib"],
+    py_modules=["torch_emu_autoload"],
+    ext_modules=[extension],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    python_requires=">=3.8",
+    install_requires=[
+        f"torch>={torch_minor},<{torch_version.major}.{torch_version.minor + 1}",
+        f"emu-driver>={driver_major},<{driver_major + 1}",
+    ],
+    entry_points={"torch.backends": ["torch_emu = torch_emu_autoload:load"]},
+    zip_safe=False,
+)

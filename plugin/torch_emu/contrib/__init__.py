@@ -1,0 +1,1 @@
+"""Optional helpers that change global behaviour when imported (see transfer_to_emu)."""

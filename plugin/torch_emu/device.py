@@ -1,0 +1,200 @@
+"""The torch.emu module: devices, streams, events, memory, random state (registered as torch.emu)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from torch_emu import _C
+from torch_emu.streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
+
+__all__ = [
+    "is_available", "device_count", "current_device", "set_device", "device", "synchronize", "is_initialized",
+    "Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
+    "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state",
+    "get_rng_state_all", "set_rng_state_all", "default_generators",
+    "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
+    "reset_peak_memory_stats", "empty_cache", "mem_get_info", "get_device_name", "get_device_properties",
+    "get_device_capability", "driver_version",
+]
+
+
+def _index(device: Any = None) -> int:
+    if device is None:
+        return _C.current_device()
+    if isinstance(device, int):
+        index = device
+    else:
+        device = torch.device(device)
+        if device.type != "emu":
+            raise ValueError(f"expected an emu device, got {device}")
+        index = _C.current_device() if device.index is None else device.index
+    if not 0 <= index < _C.device_count():
+        raise RuntimeError(f"emu device index {index} is out of range: there are {_C.device_count()} emu device(s)")
+    return index
+
+
+def is_available() -> bool:
+    return _C.device_count() > 0
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def _lazy_init() -> None:
+    """The runtime starts on first use; kept for code written for torch.cuda."""
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def device_count() -> int:
+    return _C.device_count()
+
+
+def current_device() -> int:
+    return _C.current_device()
+
+
+def set_device(device: Any) -> None:
+    _C.set_device(_index(device))
+
+
+class device:
+    """`with torch.emu.device(1):` makes emu:1 current for the block."""
+
+    def __init__(self, device: Any) -> None:
+        self.index = _index(device)
+        self.previous = -1
+
+    def __enter__(self) -> None:
+        self.previous = _C.current_device()
+        _C.set_device(self.index)
+
+    def __exit__(self, *exc: object) -> None:
+        _C.set_device(self.previous)
+
+
+def synchronize(device: Any = None) -> None:
+    """Waits for all work queued on every stream of the device."""
+    _C.synchronize(_index(device))
+
+
+def driver_version() -> int:
+    """The driver's API version as major * 1000 + minor (e.g. 2001)."""
+    return _C.driver_version()
+
+
+# ---- random state ----
+def manual_seed(seed: int) -> None:
+    _C.manual_seed(_C.current_device(), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def manual_seed_all(seed: int) -> None:
+    for index in range(_C.device_count()):
+        _C.manual_seed(index, int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def seed() -> None:
+    _C.seed(_C.current_device())
+
+
+def seed_all() -> None:
+    for index in range(_C.device_count()):
+        _C.seed(index)
+
+
+def initial_seed() -> int:
+    return _C.initial_seed(_C.current_device())
+
+
+def get_rng_state(device: Any = "emu") -> torch.Tensor:
+    return _C.get_rng_state(_index(device))
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "emu") -> None:
+    _C.set_rng_state(_index(device), new_state)
+
+
+def get_rng_state_all() -> list:
+    return [_C.get_rng_state(i) for i in range(_C.device_count())]
+
+
+def set_rng_state_all(new_states: list) -> None:
+    for index, state in enumerate(new_states):
+        _C.set_rng_state(index, state)
+
+
+class _DefaultGenerators:
+    def __getitem__(self, index: int) -> torch.Generator:
+        return _C.default_generator(_index(index))
+
+    def __len__(self) -> int:
+        return _C.device_count()
+
+
+default_generators = _DefaultGenerators()
+
+
+# ---- memory ----
+def memory_stats(device: Any = None) -> dict:
+    return dict(_C.memory_stats(_index(device)))
+
+
+def memory_allocated(device: Any = None) -> int:
+    return int(_C.memory_stats(_index(device))["allocated_bytes.all.current"])
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    return int(_C.memory_stats(_index(device))["allocated_bytes.all.peak"])
+
+
+def memory_reserved(device: Any = None) -> int:
+    return int(_C.memory_stats(_index(device))["reserved_bytes.all.current"])
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    return int(_C.memory_stats(_index(device))["reserved_bytes.all.peak"])
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    _C.reset_peak_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    """Returns cached, unused device memory to the driver."""
+    _C.empty_cache()
+
+
+def mem_get_info(device: Any = None) -> tuple:
+    return tuple(_C.mem_get_info(_index(device)))
+
+
+# ---- properties ----
+class _DeviceProperties:
+    def __init__(self, facts: dict) -> None:
+        self.name = facts["name"]
+        self.total_memory = facts["total_memory"]
+        self.major = facts["major"]
+        self.minor = facts["minor"]
+        self.multi_processor_count = facts["multi_processor_count"]
+
+    def __repr__(self) -> str:
+        return f"_EmuDeviceProperties(name='{self.name}', total_memory={self.total_memory >> 20}MB, api={self.major}.{self.minor})"
+
+
+def get_device_properties(device: Any = None) -> _DeviceProperties:
+    return _DeviceProperties(_C.get_device_properties(_index(device)))
+
+
+def get_device_name(device: Any = None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: Any = None) -> tuple:
+    props = get_device_properties(device)
+    return (props.major, props.minor)
+

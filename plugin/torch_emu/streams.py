@@ -1,0 +1,135 @@
+"""torch.emu.Stream and torch.emu.Event, over the runtime's streams and the device guard's events."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from torch_emu import _C
+
+
+def _index(device) -> int:
+    if device is None:
+        return -1
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "emu":
+        raise ValueError(f"expected an emu device, got {device}")
+    return -1 if device.index is None else device.index
+
+
+class Stream:
+    """An in-order queue of work on one emu device. Stream() takes one from the device's pool."""
+
+    def __init__(self, device=None, priority: int = 0, *, stream_id: Optional[int] = None, device_index: Optional[int] = None) -> None:
+        if stream_id is None:
+            stream_id, device_index = _C.stream_from_pool(_index(device))
+        self.stream_id = int(stream_id)
+        self.device_index = int(device_index if device_index is not None else _C.current_device())
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("emu", self.device_index)
+
+    def query(self) -> bool:
+        return _C.stream_query(self.stream_id, self.device_index)
+
+    def synchronize(self) -> None:
+        _C.stream_synchronize(self.stream_id, self.device_index)
+
+    def record_event(self, event: Optional["Event"] = None) -> "Event":
+        event = event or Event()
+        event.record(self)
+        return event
+
+    def wait_event(self, event: "Event") -> None:
+        event.wait(self)
+
+    def wait_stream(self, stream: "Stream") -> None:
+        self.wait_event(stream.record_event())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stream) and (self.stream_id, self.device_index) == (other.stream_id, other.device_index)
+
+    def __hash__(self) -> int:
+        return hash((self.stream_id, self.device_index))
+
+    def __repr__(self) -> str:
+        return f"<torch.emu.Stream device=emu:{self.device_index} stream_id={self.stream_id}>"
+
+
+class Event:
+    """A marker in a stream's order: query, synchronize, wait on another stream, time (driver API 2.x)."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
+        if interprocess:
+            raise NotImplementedError("emu events cannot be shared between processes")
+        self._event = _C._Event(enable_timing)
+        self.enable_timing = enable_timing
+
+    def record(self, stream: Optional[Stream] = None) -> None:
+        stream = stream or current_stream()
+        self._event.record(stream.stream_id, stream.device_index)
+
+    def wait(self, stream: Optional[Stream] = None) -> None:
+        stream = stream or current_stream()
+        self._event.block(stream.stream_id, stream.device_index)
+
+    def query(self) -> bool:
+        return self._event.query()
+
+    def synchronize(self) -> None:
+        self._event.synchronize()
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        """Milliseconds from this event to end_event (both recorded with enable_timing=True)."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("elapsed_time needs two events created with enable_timing=True")
+        return self._event.elapsed_time(end_event._event)
+
+    def __repr__(self) -> str:
+        return f"<torch.emu.Event recorded={self._event.was_recorded}>"
+
+
+def current_stream(device=None) -> Stream:
+    stream_id, index = _C.current_stream(_index(device))
+    return Stream(stream_id=stream_id, device_index=index)
+
+
+def default_stream(device=None) -> Stream:
+    stream_id, index = _C.default_stream(_index(device))
+    return Stream(stream_id=stream_id, device_index=index)
+
+
+def set_stream(stream: Stream) -> None:
+    _C.set_stream(stream.stream_id, stream.device_index)
+
+
+class StreamContext:
+    """`with torch.emu.stream(s):` makes s current on its device (and its device current)."""
+
+    def __init__(self, stream: Optional[Stream]) -> None:
+        self.stream = stream
+        self._saved: Optional[Stream] = None
+        self._saved_device = -1
+
+    def __enter__(self) -> Optional[Stream]:
+        if self.stream is None:
+            return None
+        self._saved_device = _C.current_device()
+        _C.set_device(self.stream.device_index)
+        self._saved = current_stream(self.stream.device_index)
+        set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stream is None or self._saved is None:
+            return
+        set_stream(self._saved)
+        _C.set_device(self._saved_device)
+
+
+def stream(stream: Optional[Stream]) -> StreamContext:
+    return StreamContext(stream)
