@@ -114,7 +114,7 @@ PYBIND11_MODULE(_C, m) {
   // Events go through c10::Event, i.e. the same guard code the autograd engine uses.
   py::class_<c10::Event, std::shared_ptr<c10::Event>>(m, "_Event")
       .def(py::init([](bool enable_timing) {
-             return std::make_shared<c10::Event>(kEmu, enable_timing ? c10::EventFlag::PYTORCH_DEFAULT : c10::EventFlag::BACKEND_DEFAULT);
+             return std::make_shared<c10::Event>(kEmu, enable_timing ? c10::EventFlag::BACKEND_DEFAULT : c10::EventFlag::PYTORCH_DEFAULT);
            }),
            py::arg("enable_timing") = false)
       .def("record", [](c10::Event& e, int64_t id, int64_t device) { e.record(stream_of(id, device)); })

@@ -16,7 +16,7 @@ __all__ = [
     "get_rng_state_all", "set_rng_state_all", "default_generators",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
     "reset_peak_memory_stats", "empty_cache", "mem_get_info", "get_device_name", "get_device_properties",
-    "get_device_capability", "driver_version",
+    "get_device_capability", "driver_version", "get_amp_supported_dtype",
 ]
 
 
@@ -49,6 +49,11 @@ def _lazy_init() -> None:
 
 def _is_in_bad_fork() -> bool:
     return False
+
+
+def get_amp_supported_dtype() -> list:
+    """Lower-precision dtypes torch.autocast may use on emu."""
+    return [torch.float16, torch.bfloat16]
 
 
 def device_count() -> int:

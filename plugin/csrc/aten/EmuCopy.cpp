@@ -33,7 +33,7 @@ void sync_current(c10::DeviceIndex device) {
 
 void copy_same_device(const at::Tensor& dst, const at::Tensor& src) {
   const c10::DeviceIndex device = common_device("copy_", {&dst, &src});
-  launch(device, [dst, src] { kernel_view(dst).copy_(kernel_view(src)); });
+  launch(device, [dst = arg(dst), src = arg(src)] { kernel_view(dst).copy_(kernel_view(src)); });
 }
 
 void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
@@ -43,7 +43,7 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
   const at::Tensor staged = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
   const c10::DeviceIndex device = common_device("copy_", {&staged});
   const size_t bytes = static_cast<size_t>(staged.numel()) * staged.itemsize();
-  launch(device, [staged, host, bytes] { std::memcpy(kernel_view(staged).data_ptr(), host.data_ptr(), bytes); });
+  launch(device, [staged = arg(staged), host, bytes] { std::memcpy(kernel_view(staged).data_ptr(), host.data_ptr(), bytes); });
   if (!staged.is_same(dst)) copy_same_device(dst, staged);
   if (!non_blocking) sync_current(device);
 }
@@ -57,7 +57,7 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
   const at::Tensor host = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
   const c10::DeviceIndex device = common_device("copy_", {&device_src});
   const size_t bytes = static_cast<size_t>(host.numel()) * host.itemsize();
-  launch(device, [host, device_src, bytes] { std::memcpy(host.data_ptr(), kernel_view(device_src).data_ptr(), bytes); });
+  launch(device, [host, device_src = arg(device_src), bytes] { std::memcpy(host.data_ptr(), kernel_view(device_src).data_ptr(), bytes); });
   if (!non_blocking || !host.is_same(dst)) sync_current(device);
   if (!host.is_same(dst)) dst.copy_(host);
 }

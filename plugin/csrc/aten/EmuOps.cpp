@@ -74,7 +74,7 @@ template <typename K>
 Tensor binary(const char* op, const Tensor& a, const Tensor& b, c10::ScalarType dtype, K k) {
   const auto device = common_device(op, {&a, &b});
   Tensor out = at::empty(at::infer_size(a.sizes(), b.sizes()), on_emu(device, dtype));
-  launch(device, [out, a, b, k] { k(kernel_view(out), kernel_view(a), kernel_view(b)); });
+  launch(device, [out = arg(out), a = arg(a), b = arg(b), k] { k(kernel_view(out), kernel_view(a), kernel_view(b)); });
   return out;
 }
 
@@ -82,7 +82,7 @@ template <typename K>
 Tensor& binary_(const char* op, Tensor& self, const Tensor& other, c10::ScalarType result, K k) {
   const auto device = common_device(op, {&self, &other});
   check_inplace(op, self, at::infer_size(self.sizes(), other.sizes()), result);
-  launch(device, [self, other, k] {
+  launch(device, [self = arg(self), other = arg(other), k] {
     Tensor s = kernel_view(self);
     k(s, s, kernel_view(other));
   });
@@ -94,7 +94,7 @@ template <typename K>
 Tensor unary(const char* op, const Tensor& a, c10::ScalarType dtype, K k) {
   const auto device = common_device(op, {&a});
   Tensor out = at::empty(a.sizes(), on_emu(device, dtype));
-  launch(device, [out, a, k] { k(kernel_view(out), kernel_view(a)); });
+  launch(device, [out = arg(out), a = arg(a), k] { k(kernel_view(out), kernel_view(a)); });
   return out;
 }
 
@@ -102,7 +102,7 @@ template <typename K>
 Tensor& unary_(const char* op, Tensor& self, c10::ScalarType result, K k) {
   const auto device = common_device(op, {&self});
   check_inplace(op, self, self.sizes(), result);
-  launch(device, [self, k] {
+  launch(device, [self = arg(self), k] {
     Tensor s = kernel_view(self);
     k(s, s);
   });
@@ -160,7 +160,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const auto device = common_device("where", {&cond, &a, &b});
   const auto shape = at::infer_size(cond.sizes(), at::infer_size(a.sizes(), b.sizes()));
   Tensor out = at::empty(shape, on_emu(device, at::result_type(a, b)));
-  launch(device, [out, cond, a, b] { at::where_out(as_lvalue(kernel_view(out)), kernel_view(cond), kernel_view(a), kernel_view(b)); });
+  launch(device, [out = arg(out), cond = arg(cond), a = arg(a), b = arg(b)] { at::where_out(as_lvalue(kernel_view(out)), kernel_view(cond), kernel_view(a), kernel_view(b)); });
   return out;
 }
 
@@ -191,19 +191,19 @@ Tensor relu(const Tensor& a) {
 }
 Tensor& relu_(Tensor& self) {
   const auto device = common_device("relu_", {&self});
-  launch(device, [self] { kernel_view(self).clamp_min_(0); });
+  launch(device, [self = arg(self)] { kernel_view(self).clamp_min_(0); });
   return self;
 }
 
 Tensor& fill_scalar(Tensor& self, const at::Scalar& value) {
   const auto device = common_device("fill_", {&self});
-  launch(device, [self, value] { kernel_view(self).fill_(value); });
+  launch(device, [self = arg(self), value] { kernel_view(self).fill_(value); });
   return self;
 }
 Tensor& fill_tensor(Tensor& self, const Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(), " dimensions.");
   const auto device = common_device("fill_", {&self, &value});
-  launch(device, [self, value] { kernel_view(self).fill_(kernel_view(value)); });
+  launch(device, [self = arg(self), value = arg(value)] { kernel_view(self).fill_(kernel_view(value)); });
   return self;
 }
 Tensor& zero_(Tensor& self) { return fill_scalar(self, 0); }
@@ -233,7 +233,7 @@ Tensor sum_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, st
   const auto dims = wrap_dims(self, dim);
   const auto result = dtype.value_or(c10::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
   Tensor out = at::empty(reduced_shape(self, dims, keepdim), on_emu(device, result));
-  launch(device, [out, self, dims, keepdim, dtype] { at::sum_out(as_lvalue(kernel_view(out)), kernel_view(self), dims, keepdim, dtype); });
+  launch(device, [out = arg(out), self = arg(self), dims, keepdim, dtype] { at::sum_out(as_lvalue(kernel_view(out)), kernel_view(self), dims, keepdim, dtype); });
   return out;
 }
 
@@ -244,7 +244,7 @@ Tensor mean_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, s
   const auto device = common_device("mean", {&self});
   const auto dims = wrap_dims(self, dim);
   Tensor out = at::empty(reduced_shape(self, dims, keepdim), on_emu(device, result));
-  launch(device, [out, self, dims, keepdim, dtype] { at::mean_out(as_lvalue(kernel_view(out)), kernel_view(self), dims, keepdim, dtype); });
+  launch(device, [out = arg(out), self = arg(self), dims, keepdim, dtype] { at::mean_out(as_lvalue(kernel_view(out)), kernel_view(self), dims, keepdim, dtype); });
   return out;
 }
 
@@ -252,7 +252,7 @@ Tensor max_all(const Tensor& self) {
   TORCH_CHECK(self.numel() > 0, "max(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
   const auto device = common_device("max", {&self});
   Tensor out = at::empty({}, on_emu(device, self.scalar_type()));
-  launch(device, [out, self] { kernel_view(out).copy_(at::max(kernel_view(self))); });
+  launch(device, [out = arg(out), self = arg(self)] { kernel_view(out).copy_(at::max(kernel_view(self))); });
   return out;
 }
 
@@ -263,7 +263,7 @@ std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim
   const auto shape = reduced_shape(self, self.dim() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{dim}, keepdim);
   Tensor values = at::empty(shape, on_emu(device, self.scalar_type()));
   Tensor indices = at::empty(shape, on_emu(device, at::kLong));
-  launch(device, [values, indices, self, dim, keepdim] {
+  launch(device, [values = arg(values), indices = arg(indices), self = arg(self), dim, keepdim] {
     Tensor v = kernel_view(values), i = kernel_view(indices);
     at::max_out(v, i, kernel_view(self), dim, keepdim);
   });
@@ -284,7 +284,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   check_matmul_dtypes("mm", a, b);
   const auto device = common_device("mm", {&a, &b});
   Tensor out = at::empty({a.size(0), b.size(1)}, on_emu(device, a.scalar_type()));
-  launch(device, [out, a, b] { at::mm_out(as_lvalue(kernel_view(out)), kernel_view(a), kernel_view(b)); });
+  launch(device, [out = arg(out), a = arg(a), b = arg(b)] { at::mm_out(as_lvalue(kernel_view(out)), kernel_view(a), kernel_view(b)); });
   return out;
 }
 
@@ -296,7 +296,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   check_matmul_dtypes("bmm", a, b);
   const auto device = common_device("bmm", {&a, &b});
   Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, on_emu(device, a.scalar_type()));
-  launch(device, [out, a, b] { at::bmm_out(as_lvalue(kernel_view(out)), kernel_view(a), kernel_view(b)); });
+  launch(device, [out = arg(out), a = arg(a), b = arg(b)] { at::bmm_out(as_lvalue(kernel_view(out)), kernel_view(a), kernel_view(b)); });
   return out;
 }
 
@@ -309,7 +309,7 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const at::Sca
   Tensor out = at::empty({a.size(0), b.size(1)}, on_emu(device, a.scalar_type()));
   TORCH_CHECK(at::is_expandable_to(self.sizes(), out.sizes()), "addmm: self of shape ", self.sizes(),
               " cannot broadcast to the result shape ", out.sizes());
-  launch(device, [out, self, a, b, beta, alpha] {
+  launch(device, [out = arg(out), self = arg(self), a = arg(a), b = arg(b), beta, alpha] {
     at::addmm_out(as_lvalue(kernel_view(out)), kernel_view(self), kernel_view(a), kernel_view(b), beta, alpha);
   });
   return out;
@@ -321,7 +321,7 @@ Tensor softmax(const Tensor& self, int64_t dim, bool half_to_float) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   const auto dtype = half_to_float ? at::kFloat : self.scalar_type();
   Tensor out = at::empty(self.sizes(), on_emu(device, dtype));
-  launch(device, [out, self, dim, half_to_float] { at::_softmax_out(as_lvalue(kernel_view(out)), kernel_view(self), dim, half_to_float); });
+  launch(device, [out = arg(out), self = arg(self), dim, half_to_float] { at::_softmax_out(as_lvalue(kernel_view(out)), kernel_view(self), dim, half_to_float); });
   return out;
 }
 Tensor log_softmax(const Tensor& self, int64_t dim, bool half_to_float) {
@@ -329,13 +329,13 @@ Tensor log_softmax(const Tensor& self, int64_t dim, bool half_to_float) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   const auto dtype = half_to_float ? at::kFloat : self.scalar_type();
   Tensor out = at::empty(self.sizes(), on_emu(device, dtype));
-  launch(device, [out, self, dim, half_to_float] { at::_log_softmax_out(as_lvalue(kernel_view(out)), kernel_view(self), dim, half_to_float); });
+  launch(device, [out = arg(out), self = arg(self), dim, half_to_float] { at::_log_softmax_out(as_lvalue(kernel_view(out)), kernel_view(self), dim, half_to_float); });
   return out;
 }
 Tensor softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim, c10::ScalarType input_dtype) {
   const auto device = common_device("softmax_backward", {&grad, &output});
   Tensor out = at::empty(grad.sizes(), on_emu(device, input_dtype));
-  launch(device, [out, grad, output, dim, input_dtype] {
+  launch(device, [out = arg(out), grad = arg(grad), output = arg(output), dim, input_dtype] {
     at::_softmax_backward_data_out(as_lvalue(kernel_view(out)), kernel_view(grad), kernel_view(output), dim, input_dtype);
   });
   return out;
@@ -343,7 +343,7 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim, c
 Tensor log_softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim, c10::ScalarType input_dtype) {
   const auto device = common_device("log_softmax_backward", {&grad, &output});
   Tensor out = at::empty(grad.sizes(), on_emu(device, input_dtype));
-  launch(device, [out, grad, output, dim, input_dtype] {
+  launch(device, [out = arg(out), grad = arg(grad), output = arg(output), dim, input_dtype] {
     at::_log_softmax_backward_data_out(as_lvalue(kernel_view(out)), kernel_view(grad), kernel_view(output), dim, input_dtype);
   });
   return out;
@@ -359,7 +359,7 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   if (!shape.empty()) shape[static_cast<size_t>(dim)] = index.numel();
   Tensor out = at::empty(shape, on_emu(device, self.scalar_type()));
-  launch(device, [out, self, dim, index] { at::index_select_out(as_lvalue(kernel_view(out)), kernel_view(self), dim, kernel_view(index)); });
+  launch(device, [out = arg(out), self = arg(self), dim, index = arg(index)] { at::index_select_out(as_lvalue(kernel_view(out)), kernel_view(self), dim, kernel_view(index)); });
   return out;
 }
 
@@ -392,10 +392,13 @@ Tensor cat(const at::ITensorListRef& list, int64_t dim) {
   std::vector<int64_t> shape(like->sizes().begin(), like->sizes().end());
   if (!shape.empty()) shape[static_cast<size_t>(dim)] = total;
   Tensor out = at::empty(shape, on_emu(device, dtype));
-  launch(device, [out, tensors, dim] {
+  std::vector<KernelArg> args;
+  args.reserve(tensors.size());
+  for (const Tensor& t : tensors) args.push_back(arg(t));
+  launch(device, [out = arg(out), args = std::move(args), dim] {
     std::vector<Tensor> views;
-    views.reserve(tensors.size());
-    for (const Tensor& t : tensors) views.push_back(kernel_view(t));
+    views.reserve(args.size());
+    for (const KernelArg& t : args) views.push_back(kernel_view(t));
     at::cat_out(as_lvalue(kernel_view(out)), views, dim);
   });
   return out;

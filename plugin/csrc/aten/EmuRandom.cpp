@@ -17,7 +17,7 @@ template <typename F>
 Tensor& sample(const char* op, Tensor& self, const std::optional<at::Generator>& gen, F f) {
   const auto device = common_device(op, {&self});
   const uint64_t seed = draw_kernel_seed(gen, device);
-  launch(device, [self, seed, f] {
+  launch(device, [self = arg(self), seed, f] {
     at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>(seed);
     f(kernel_view(self), cpu);
   });
@@ -38,7 +38,7 @@ Tensor& bernoulli_float(Tensor& self, double p, std::optional<at::Generator> gen
 }
 Tensor& bernoulli_tensor(Tensor& self, const Tensor& p, std::optional<at::Generator> gen) {
   common_device("bernoulli_", {&self, &p});
-  return sample("bernoulli_", self, gen, [p](Tensor v, const at::Generator& g) { v.bernoulli_(kernel_view(p), g); });
+  return sample("bernoulli_", self, gen, [p = arg(p)](Tensor v, const at::Generator& g) { v.bernoulli_(kernel_view(p), g); });
 }
 Tensor& random_from(Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
   return sample("random_", self, gen, [from, to](Tensor v, const at::Generator& g) { v.random_(from, to, g); });

@@ -43,18 +43,38 @@ c10::DeviceIndex common_device(const char* op, std::initializer_list<const at::T
   return device;
 }
 
-at::Tensor kernel_view(const at::Tensor& t) {
-  if (!t.defined() || t.is_cpu()) return t;
-  const auto options = at::TensorOptions().dtype(t.scalar_type()).device(at::kCPU);
-  if (t.numel() == 0) return at::empty(t.sizes(), options);
-  const c10::Storage& storage = t.storage();
+KernelArg arg(const at::Tensor& t) {
+  KernelArg a;
+  if (!t.defined()) return a;
+  a.dtype = t.scalar_type();
+  if (t.is_cpu()) {
+    a.host = t;
+    return a;
+  }
+  a.storage = t.storage();
+  a.data = a.storage.data();
+  a.nbytes = a.storage.nbytes();
+  a.sizes.assign(t.sizes().begin(), t.sizes().end());
+  a.strides.assign(t.strides().begin(), t.strides().end());
+  a.offset = t.storage_offset();
+  a.conj = t.is_conj();
+  a.neg = t.is_neg();
+  return a;
+}
+
+at::Tensor kernel_view(const KernelArg& a) {
+  if (a.host.defined() || a.dtype == c10::ScalarType::Undefined) return a.host;
+  const auto options = at::TensorOptions().dtype(a.dtype).device(at::kCPU);
+  int64_t numel = 1;
+  for (int64_t s : a.sizes) numel *= s;
+  if (numel == 0) return at::empty(a.sizes, options);
   void* host = nullptr;
-  EMU_CHECK(emuKernelTranslate(storage.data(), storage.nbytes(), &host));
-  char* data = static_cast<char*>(host) + t.storage_offset() * static_cast<int64_t>(t.itemsize());
-  at::Tensor view = at::from_blob(data, t.sizes(), t.strides(), options);
+  EMU_CHECK(emuKernelTranslate(a.data, a.nbytes, &host));
+  char* data = static_cast<char*>(host) + a.offset * static_cast<int64_t>(c10::elementSize(a.dtype));
+  at::Tensor view = at::from_blob(data, a.sizes, a.strides, options);
   // Lazy conjugation and negation are metadata: carry them over to the alias.
-  if (t.is_conj()) view = at::_conj(view);
-  if (t.is_neg()) view = at::_neg_view(view);
+  if (a.conj) view = at::_conj(view);
+  if (a.neg) view = at::_neg_view(view);
   return view;
 }
 

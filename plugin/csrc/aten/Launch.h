@@ -4,7 +4,9 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Storage.h>
 #include <c10/util/ArrayRef.h>
+#include <c10/util/SmallVector.h>
 
 #include <memory>
 #include <type_traits>
@@ -23,8 +25,27 @@ void check_storage(const at::Tensor& t, const char* what);
 // are allowed only as 0-dim scalars (wrapped numbers), as on CUDA.
 c10::DeviceIndex common_device(const char* op, std::initializer_list<const at::Tensor*> tensors);
 
-// Kernel side: a CPU tensor that aliases the emu tensor's bytes (CPU tensors pass through).
-at::Tensor kernel_view(const at::Tensor& t);
+// A tensor argument of a kernel, taken when the kernel is queued: the device address of
+// its bytes and its layout then. Later changes to the tensor (resize_, set_, t_(), a freed
+// storage) do not reach work already queued, as with CUDA kernels and their pointers.
+struct KernelArg {
+  at::Tensor host;              // a CPU argument (0-dim scalar or a host buffer): used as is
+  c10::Storage storage;         // keeps the storage object alive until the kernel ran
+  const void* data = nullptr;   // device address of the storage's first byte, at launch
+  size_t nbytes = 0;
+  c10::SmallVector<int64_t, 5> sizes;
+  c10::SmallVector<int64_t, 5> strides;
+  int64_t offset = 0;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  bool conj = false;
+  bool neg = false;
+};
+
+// Caller side: capture a tensor for a kernel.
+KernelArg arg(const at::Tensor& t);
+
+// Kernel side: a CPU tensor that aliases the argument's device bytes (CPU arguments pass through).
+at::Tensor kernel_view(const KernelArg& a);
 
 // Kernel side: ATen's *_out functions take the output as Tensor&; a temporary view lives
 // until the end of the full expression, so as_lvalue(kernel_view(out)) is safe as an argument.

@@ -89,8 +89,9 @@ struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     DeviceSwitch on(s.device_index());
     if (*event == nullptr) {
       emuEvent_t created = nullptr;
-      // BACKEND_DEFAULT leaves timing off, as CUDA does; torch.Event(enable_timing=True) asks for PYTORCH_DEFAULT.
-      const unsigned flags = flag == c10::EventFlag::BACKEND_DEFAULT ? emuEventDisableTiming : emuEventDefault;
+      // torch's convention (c10::Event, torch.Event): BACKEND_DEFAULT means timing on,
+      // PYTORCH_DEFAULT means timing off (cheaper), as CUDA maps them.
+      const unsigned flags = flag == c10::EventFlag::BACKEND_DEFAULT ? emuEventDefault : emuEventDisableTiming;
       EMU_CHECK(emuEventCreateWithFlags(&created, flags));
       *event = created;
     }

@@ -1,0 +1,23 @@
+"""Gates for smoke tests: a test for something this torch or driver lacks skips as 'not available: <why>'."""
+
+import pytest
+import torch
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+import torch_emu
+
+TORCH = Version(torch.__version__.split("+")[0])
+DRIVER_MAJOR = torch_emu.driver_api_version()[0]
+
+
+def requires_torch(spec: str):
+    """Runs the test only on torch releases in spec (e.g. ">=2.5"); elsewhere it is 'not available'."""
+    return pytest.mark.skipif(TORCH not in SpecifierSet(spec), reason=f"not available: needs torch {spec}, this is {TORCH}")
+
+
+def requires_driver(major: int, what: str):
+    return pytest.mark.skipif(
+        DRIVER_MAJOR < major,
+        reason=f"not available: {what} needs driver API {major}.x, this build uses {'.'.join(map(str, torch_emu.driver_api_version()))}",
+    )

@@ -1,0 +1,59 @@
+"""torch features beyond kernels: autoload, autocast, profiler, torch.compile. Each records whether this torch offers it."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from smoke_gates import requires_torch
+
+import torch_emu
+
+
+@pytest.mark.feature("autoload")
+@requires_torch(">=2.5")
+def test_import_torch_alone_brings_up_emu():
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
+    code = "import torch; print(torch.ones(1, device='emu').device)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "emu:0"
+
+
+@pytest.mark.feature("profiler")
+def test_profiler_sees_emu_ops():
+    x = torch.randn(64, 64, device="emu")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        (x @ x).sum().item()
+    names = {e.key for e in prof.key_averages()}
+    assert "aten::mm" in names and "aten::sum" in names
+
+
+@pytest.mark.feature("autocast")
+def test_autocast_runs_matmul_in_bfloat16():
+    if not torch.amp.is_autocast_available("emu"):
+        pytest.skip("not available: this torch has no autocast for PrivateUse1 devices")
+    a = torch.randn(8, 8, device="emu")
+    with torch.autocast(device_type="emu", dtype=torch.bfloat16):
+        out = torch.mm(a, a)
+    assert out.dtype == torch.bfloat16
+
+
+@pytest.mark.feature("compile")
+def test_torch_compile_with_aot_eager():
+    def f(x, y):
+        return torch.relu(x @ y + 1).sum(0)
+
+    compiled = torch.compile(f, backend="aot_eager")
+    x, y = torch.randn(8, 8, device="emu"), torch.randn(8, 8, device="emu")
+    torch.testing.assert_close(compiled(x, y).cpu(), f(x, y).cpu())
+
+
+@pytest.mark.feature("fallback_listing")
+def test_fallback_listing_api():
+    torch_emu.reset_fallback_ops()
+    torch.cumprod(torch.ones(3, device="emu"), 0).cpu()
+    assert any(op.startswith("aten::cumprod") for op in torch_emu.fallback_ops())
+    torch_emu.reset_fallback_ops()
+    assert torch_emu.fallback_ops() == {}

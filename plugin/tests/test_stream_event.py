@@ -1,0 +1,120 @@
+"""Streams and events: asynchronous, in-order queues on driver API 2.x; synchronous on 1.x."""
+
+import time
+
+import pytest
+import torch
+from smoke_gates import DRIVER_MAJOR, requires_driver
+
+import torch_emu
+
+
+@pytest.mark.feature("streams")
+def test_stream_objects_and_context():
+    s = torch.emu.Stream()
+    assert s.device_index == 0 and s != torch.emu.default_stream()
+    assert torch.emu.current_stream() == torch.emu.default_stream()
+    with torch.emu.stream(s):
+        assert torch.emu.current_stream() == s
+        y = torch.ones(1000, device="emu") * 2
+    s.synchronize()
+    assert s.query()
+    assert torch.emu.current_stream() == torch.emu.default_stream()
+    assert y.sum().item() == 2000
+
+
+@pytest.mark.feature("streams")
+def test_stream_on_other_device():
+    s = torch.emu.Stream("emu:1")
+    with torch.emu.stream(s):
+        assert torch.emu.current_device() == 1
+        x = torch.arange(10.0, device="emu")
+    assert x.device.index == 1 and torch.emu.current_device() == 0
+    s.synchronize()
+    assert x.sum().item() == 45
+
+
+@pytest.mark.feature("async_streams")
+@requires_driver(2, "asynchronous streams")
+def test_work_runs_asynchronously_to_the_caller():
+    assert torch_emu.features()["async_streams"]
+    a = torch.randn(768, 768, device="emu")
+    torch.emu.synchronize()
+    s = torch.emu.current_stream()
+    start = time.perf_counter()
+    for _ in range(10):
+        a = a @ a / 768
+    queued = time.perf_counter() - start
+    pending = not s.query()
+    s.synchronize()
+    total = time.perf_counter() - start
+    assert pending, "work was already done when the calls returned"
+    assert queued < total
+
+
+@pytest.mark.feature("async_streams")
+@requires_driver(2, "asynchronous streams")
+def test_wait_stream_orders_work_across_streams():
+    producer, consumer = torch.emu.Stream(), torch.emu.Stream()
+    with torch.emu.stream(producer):
+        x = torch.randn(512, 512, device="emu")
+        for _ in range(5):
+            x = x @ x / 512
+        expected_sum = None
+    consumer.wait_stream(producer)
+    with torch.emu.stream(consumer):
+        y = x * 2
+    consumer.synchronize()
+    producer.synchronize()
+    expected_sum = (x.cpu() * 2).sum().item()
+    assert y.sum().item() == pytest.approx(expected_sum)
+
+
+@pytest.mark.feature("events")
+def test_events_record_query_synchronize():
+    e = torch.emu.Event()
+    torch.ones(100, device="emu").sum()
+    e.record()
+    e.synchronize()
+    assert e.query()
+
+
+@pytest.mark.feature("event_timing")
+@requires_driver(2, "event timing")
+def test_event_elapsed_time():
+    start, end = torch.emu.Event(enable_timing=True), torch.emu.Event(enable_timing=True)
+    a = torch.randn(512, 512, device="emu")
+    start.record()
+    for _ in range(5):
+        a = a @ a
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) > 0
+
+
+@pytest.mark.skipif(DRIVER_MAJOR >= 2, reason="checks the driver 1.x build")
+@pytest.mark.feature("sync_driver_paths")
+def test_driver_1_is_synchronous_and_says_timing_is_missing():
+    assert not torch_emu.features()["async_streams"]
+    s = torch.emu.current_stream()
+    a = torch.randn(256, 256, device="emu")
+    a = a @ a
+    assert s.query()
+    start, end = torch.emu.Event(enable_timing=True), torch.emu.Event(enable_timing=True)
+    start.record()
+    end.record()
+    with pytest.raises(RuntimeError, match=r"event timing needs driver API 2.x"):
+        start.elapsed_time(end)
+
+
+@pytest.mark.feature("streams")
+def test_generic_torch_stream_and_event_use_the_guard():
+    if not hasattr(torch, "Stream") or not hasattr(torch, "Event"):
+        pytest.skip("not available: torch.Stream/torch.Event need a newer torch")
+    s = torch.Stream(device="emu")
+    e = torch.Event(device="emu")
+    with torch.emu.stream(torch.emu.Stream(stream_id=s.stream_id, device_index=s.device_index)):
+        torch.ones(10, device="emu").add_(1)
+    e.record(s)
+    e.synchronize()
+    assert e.query() and s.query()
