@@ -55,5 +55,5 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff and mypy over the orchestration package."""
     session.install(".", "ruff", "mypy", "types-PyYAML")
-    session.run("ruff", "check", "buildmatrix", "tests", "driver", "noxfile.py")
+    session.run("ruff", "check", "buildmatrix", "tests", "driver", "plugin", "scripts", "noxfile.py")
     session.run("mypy", "buildmatrix")

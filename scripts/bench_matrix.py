@@ -28,8 +28,11 @@ from buildmatrix.cells import Selection, expand  # noqa: E402
 from buildmatrix.engine import Engine  # noqa: E402
 from buildmatrix.matrix import load_matrix  # noqa: E402
 from buildmatrix.registry import Registry  # noqa: E402
-from buildmatrix.runners.local import BUILD_TOOLS, SMOKE_TOOLS  # noqa: E402
-from buildmatrix.runners.local import LocalRunner  # noqa: E402
+from buildmatrix.runners.local import (  # noqa: E402
+    BUILD_TOOLS,
+    SMOKE_TOOLS,
+    LocalRunner,  # noqa: E402
+)
 from buildmatrix.smoke import pytest_args, stage_tests  # noqa: E402
 from buildmatrix.workspace import Workspace  # noqa: E402
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 import argparse
 import ctypes
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
-
 import torch_emu
 
 

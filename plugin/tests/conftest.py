@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Dict
 
 import pytest
 
@@ -39,7 +38,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
     marker = item.get_closest_marker("feature")
     if marker is None:
         return
-    features: Dict[str, str] = item.config._emu_features  # type: ignore[attr-defined]
+    features: dict[str, str] = item.config._emu_features  # type: ignore[attr-defined]
     name = marker.args[0]
     if report.skipped and report.when in ("setup", "call"):
         reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else "skipped"

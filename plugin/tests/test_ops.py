@@ -24,7 +24,7 @@ def same(fn, *cpu_args, atol=1e-5, rtol=1e-5):
 X = torch.randn(4, 5)
 Y = torch.randn(4, 5)
 B = torch.randn(5)
-I = torch.randint(-5, 5, (4, 5))
+INTS = torch.randint(-5, 5, (4, 5))
 P = torch.rand(4, 5) + 0.1
 
 NATIVE = {
@@ -34,8 +34,8 @@ NATIVE = {
     "sub": (lambda x, y: x - y, X, Y),
     "mul": (lambda x, y: x * y, X, Y),
     "div": (lambda x, y: x / y, X, P),
-    "int_div_promotes": (lambda i: i / 2, I),
-    "int_add": (lambda i: i + i, I),
+    "int_div_promotes": (lambda i: i / 2, INTS),
+    "int_add": (lambda i: i + i, INTS),
     "neg_abs": (lambda x: (-x).abs(), X),
     "exp_log_sqrt": (lambda p: torch.sqrt(torch.log(torch.exp(p))), P),
     "rsqrt_reciprocal": (lambda p: torch.rsqrt(p) + torch.reciprocal(p), P),
@@ -43,7 +43,7 @@ NATIVE = {
     "relu": (lambda x: torch.relu(x), X),
     "sum": (lambda x: x.sum(), X),
     "sum_dim": (lambda x: x.sum(1, keepdim=True), X),
-    "sum_int": (lambda i: i.sum(0), I),
+    "sum_int": (lambda i: i.sum(0), INTS),
     "mean": (lambda x: x.mean(), X),
     "mean_dims": (lambda x: x.mean((0, 1)), X),
     "max": (lambda x: x.max(), X),

@@ -6,53 +6,18 @@ torch.device('emu:0'), Tensor.emu(), Tensor.is_emu and the torch.emu module.
 
 from torch_emu import _build_info
 from torch_emu._guard import check as _check
+from torch_emu._guard import running_doctor as _running_doctor
 
 # Before the extension loads: a mismatched torch would otherwise fail inside the dynamic loader.
-_check(vars(_build_info))
+try:
+    _check(vars(_build_info))
+except ImportError as _exc:
+    if not _running_doctor():
+        raise
+    LOAD_ERROR = _exc  # `python -m torch_emu.doctor` reports it instead
+else:
+    LOAD_ERROR = None
 
-import torch  # noqa: E402
-
-import torch_emu._C as _C  # noqa: E402
-from torch_emu import device as _device_module  # noqa: E402
-
-__version__ = _build_info.PLUGIN_VERSION
-__all__ = ["build_info", "fallback_ops", "reset_fallback_ops", "driver_api_version", "features"]
-
-
-def _register() -> None:
-    if getattr(torch, "emu", None) is _device_module:
-        return
-    torch.utils.rename_privateuse1_backend("emu")
-    torch._register_device_module("emu", _device_module)
-    # Keywords only: torch 2.4 inserted a parameter in the middle of this signature.
-    torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
-
-
-_register()
-
-
-def build_info() -> dict:
-    """What this wheel was built against, and what runs now."""
-    facts = {k: v for k, v in vars(_build_info).items() if k.isupper()}
-    facts["driver_api_runtime"] = "%d.%d" % divmod(_C.driver_version(), 1000)
-    facts["torch_runtime"] = torch.__version__
-    return facts
-
-
-def driver_api_version() -> tuple:
-    """The API version of the driver library in use, e.g. (2, 1)."""
-    return divmod(_C.driver_version(), 1000)
-
-
-def features() -> dict:
-    """Which optional capabilities this build has (driver-gated)."""
-    return {"async_streams": bool(_C.HAS_ASYNC), "event_timing": bool(_C.HAS_EVENTS)}
-
-
-def fallback_ops() -> dict:
-    """Ops that ran through the CPU fallback since start (or the last reset), with counts."""
-    return dict(_C.fallback_counts())
-
-
-def reset_fallback_ops() -> None:
-    _C.reset_fallback_counts()
+if LOAD_ERROR is None:
+    from torch_emu._load import *  # noqa: E402,F401,F403
+    from torch_emu._load import __all__, __version__  # noqa: E402,F401

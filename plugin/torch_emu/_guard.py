@@ -6,10 +6,8 @@ the extension itself fails (undefined symbol, or worse). Pure Python, no torch_e
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
 PROJECT = "torch-emu"
 
@@ -17,12 +15,12 @@ PROJECT = "torch-emu"
 @dataclass(frozen=True)
 class Installed:
     torch_version: str
-    torch_cxx11_abi: Optional[bool]
-    driver_api: Optional[Tuple[int, int]]  # None: the emu-driver wheel is missing
+    torch_cxx11_abi: bool | None
+    driver_api: tuple[int, int] | None  # None: the emu-driver wheel is missing
     python: str
 
 
-def _minor(version: str) -> Tuple[int, int]:
+def _minor(version: str) -> tuple[int, int]:
     parts = version.split("+")[0].split(".")
     return int(parts[0]), int(parts[1])
 
@@ -66,16 +64,29 @@ def problems(build: dict, installed: Installed) -> list:
     return found
 
 
+def running_doctor() -> bool:
+    """True while `python -m torch_emu.doctor` imports the package (it must load even when the guard fails)."""
+    argv = getattr(sys, "orig_argv", None)
+    if argv is None:
+        try:
+            with open("/proc/self/cmdline", "rb") as handle:
+                argv = [a.decode(errors="replace") for a in handle.read().split(b"\0")]
+        except OSError:
+            argv = sys.argv
+    return "torch_emu.doctor" in argv
+
+
 def installed_now() -> Installed:
     import torch
 
     abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
-    driver = None
-    if importlib.util.find_spec("emu_driver") is not None:
+    try:
         from emu_driver import API_VERSION
-
+    except ImportError:
+        driver = None
+    else:
         driver = (int(API_VERSION[0]), int(API_VERSION[1]))
-    return Installed(torch.__version__, None if abi is None else bool(abi), driver, "%d.%d" % sys.version_info[:2])
+    return Installed(torch.__version__, None if abi is None else bool(abi), driver, "{}.{}".format(*sys.version_info[:2]))
 
 
 def check(build: dict) -> None:

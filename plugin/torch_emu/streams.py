@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from torch_emu import _C
@@ -23,7 +21,7 @@ def _index(device) -> int:
 class Stream:
     """An in-order queue of work on one emu device. Stream() takes one from the device's pool."""
 
-    def __init__(self, device=None, priority: int = 0, *, stream_id: Optional[int] = None, device_index: Optional[int] = None) -> None:
+    def __init__(self, device=None, priority: int = 0, *, stream_id: int | None = None, device_index: int | None = None) -> None:
         if stream_id is None:
             stream_id, device_index = _C.stream_from_pool(_index(device))
         self.stream_id = int(stream_id)
@@ -39,15 +37,15 @@ class Stream:
     def synchronize(self) -> None:
         _C.stream_synchronize(self.stream_id, self.device_index)
 
-    def record_event(self, event: Optional["Event"] = None) -> "Event":
+    def record_event(self, event: Event | None = None) -> Event:
         event = event or Event()
         event.record(self)
         return event
 
-    def wait_event(self, event: "Event") -> None:
+    def wait_event(self, event: Event) -> None:
         event.wait(self)
 
-    def wait_stream(self, stream: "Stream") -> None:
+    def wait_stream(self, stream: Stream) -> None:
         self.wait_event(stream.record_event())
 
     def __eq__(self, other: object) -> bool:
@@ -69,11 +67,11 @@ class Event:
         self._event = _C._Event(enable_timing)
         self.enable_timing = enable_timing
 
-    def record(self, stream: Optional[Stream] = None) -> None:
+    def record(self, stream: Stream | None = None) -> None:
         stream = stream or current_stream()
         self._event.record(stream.stream_id, stream.device_index)
 
-    def wait(self, stream: Optional[Stream] = None) -> None:
+    def wait(self, stream: Stream | None = None) -> None:
         stream = stream or current_stream()
         self._event.block(stream.stream_id, stream.device_index)
 
@@ -83,7 +81,7 @@ class Event:
     def synchronize(self) -> None:
         self._event.synchronize()
 
-    def elapsed_time(self, end_event: "Event") -> float:
+    def elapsed_time(self, end_event: Event) -> float:
         """Milliseconds from this event to end_event (both recorded with enable_timing=True)."""
         if not (self.enable_timing and end_event.enable_timing):
             raise RuntimeError("elapsed_time needs two events created with enable_timing=True")
@@ -110,12 +108,12 @@ def set_stream(stream: Stream) -> None:
 class StreamContext:
     """`with torch.emu.stream(s):` makes s current on its device (and its device current)."""
 
-    def __init__(self, stream: Optional[Stream]) -> None:
+    def __init__(self, stream: Stream | None) -> None:
         self.stream = stream
-        self._saved: Optional[Stream] = None
+        self._saved: Stream | None = None
         self._saved_device = -1
 
-    def __enter__(self) -> Optional[Stream]:
+    def __enter__(self) -> Stream | None:
         if self.stream is None:
             return None
         self._saved_device = _C.current_device()
@@ -131,5 +129,5 @@ class StreamContext:
         _C.set_device(self._saved_device)
 
 
-def stream(stream: Optional[Stream]) -> StreamContext:
+def stream(stream: Stream | None) -> StreamContext:
     return StreamContext(stream)
