@@ -23,7 +23,7 @@ bool plain_copy_of(const at::Tensor& src, const at::Tensor& dst) {
 
 // The device address of the first element (never dereferenced on the host).
 char* device_address(const at::Tensor& t) {
-  return static_cast<char*>(t.storage().mutable_data()) + t.storage_offset() * static_cast<int64_t>(t.itemsize());
+  return static_cast<char*>(t.storage().mutable_data()) + t.storage_offset() * static_cast<int64_t>(t.element_size());
 }
 
 void sync_current(c10::DeviceIndex device) {
@@ -42,7 +42,7 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
   if (!plain_copy_of(host, dst)) host = host.to(dst.scalar_type()).resolve_conj().resolve_neg().contiguous();
   const at::Tensor staged = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
   const c10::DeviceIndex device = common_device("copy_", {&staged});
-  const size_t bytes = static_cast<size_t>(staged.numel()) * staged.itemsize();
+  const size_t bytes = static_cast<size_t>(staged.numel()) * staged.element_size();
   launch(device, [staged = arg(staged), host, bytes] { std::memcpy(kernel_view(staged).data_ptr(), host.data_ptr(), bytes); });
   if (!staged.is_same(dst)) copy_same_device(dst, staged);
   if (!non_blocking) sync_current(device);
@@ -56,7 +56,7 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
   }
   const at::Tensor host = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
   const c10::DeviceIndex device = common_device("copy_", {&device_src});
-  const size_t bytes = static_cast<size_t>(host.numel()) * host.itemsize();
+  const size_t bytes = static_cast<size_t>(host.numel()) * host.element_size();
   launch(device, [host, device_src = arg(device_src), bytes] { std::memcpy(host.data_ptr(), kernel_view(device_src).data_ptr(), bytes); });
   if (!non_blocking || !host.is_same(dst)) sync_current(device);
   if (!host.is_same(dst)) dst.copy_(host);
@@ -70,7 +70,7 @@ void copy_across_devices(const at::Tensor& dst, const at::Tensor& src) {
   }
   const at::Tensor to = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
   // emuMemcpy is ordered after all work on both devices and complete on return.
-  EMU_CHECK(emuMemcpy(device_address(to), device_address(from), static_cast<size_t>(to.numel()) * to.itemsize(),
+  EMU_CHECK(emuMemcpy(device_address(to), device_address(from), static_cast<size_t>(to.numel()) * to.element_size(),
                       emuMemcpyDeviceToDevice));
   if (!to.is_same(dst)) copy_same_device(dst, to);
 }

@@ -36,28 +36,28 @@ c10::DeviceIndex checked_index(const c10::Device& device) {
   return device.index();
 }
 
-void check_options(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
+void check_options(compat::optional<c10::Layout> layout, compat::optional<bool> pin_memory) {
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, "emu supports only strided tensors, not ", *layout);
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "pin_memory applies to CPU tensors only, not emu tensors");
 }
 
-at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
-                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
-                               std::optional<c10::MemoryFormat> memory_format) {
+at::Tensor empty_memory_format(c10::IntArrayRef size, compat::optional<c10::ScalarType> dtype, compat::optional<c10::Layout> layout,
+                               compat::optional<c10::Device> device, compat::optional<bool> pin_memory,
+                               compat::optional<c10::MemoryFormat> memory_format) {
   check_options(layout, pin_memory);
   DeviceSwitch on(checked_index(c10::device_or_default(device)));
   return at::detail::empty_generic(size, emu_allocator(), kEmuKeys, c10::dtype_or_default(dtype), memory_format);
 }
 
-at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
-                         std::optional<c10::Layout> layout, std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, compat::optional<c10::ScalarType> dtype,
+                         compat::optional<c10::Layout> layout, compat::optional<c10::Device> device, compat::optional<bool> pin_memory) {
   check_options(layout, pin_memory);
   DeviceSwitch on(checked_index(c10::device_or_default(device)));
   return at::detail::empty_strided_generic(size, stride, emu_allocator(), kEmuKeys, c10::dtype_or_default(dtype));
 }
 
 // Views share storage and only change metadata: ATen's device-generic implementations serve.
-at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<int64_t> offset) {
+at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride, compat::optional<int64_t> offset) {
   return at::native::as_strided_tensorimpl(self, size, stride, offset);
 }
 at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
@@ -72,7 +72,7 @@ int64_t bytes_needed(const at::Tensor& self) {
   if (self.numel() == 0) return 0;
   int64_t extent = 1;
   for (int64_t d = 0; d < self.dim(); ++d) extent += (self.size(d) - 1) * self.stride(d);
-  return (self.storage_offset() + extent) * static_cast<int64_t>(self.itemsize());
+  return (self.storage_offset() + extent) * static_cast<int64_t>(self.element_size());
 }
 
 void grow_to_fit(const at::Tensor& self) {
@@ -81,7 +81,7 @@ void grow_to_fit(const at::Tensor& self) {
     resize_storage_bytes(self.storage().unsafeGetStorageImpl(), static_cast<size_t>(needed));
 }
 
-const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> memory_format) {
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, compat::optional<c10::MemoryFormat> memory_format) {
   for (int64_t s : size) TORCH_CHECK(s >= 0, "resize_: negative size ", s, " in ", size);
   auto* impl = self.unsafeGetTensorImpl();
   if (self.sizes() == size && !memory_format.has_value()) return self;
@@ -109,7 +109,7 @@ at::Tensor& set_storage_offset(at::Tensor& self, at::Storage storage, int64_t of
 }
 
 at::Tensor& set_storage(at::Tensor& self, at::Storage storage) {
-  const int64_t n = static_cast<int64_t>(storage.nbytes() / self.itemsize());
+  const int64_t n = static_cast<int64_t>(storage.nbytes() / self.element_size());
   return set_storage_offset(self, std::move(storage), 0, {n}, {});
 }
 
@@ -130,8 +130,8 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   at::Tensor host = at::empty({}, self.options().device(at::kCPU));
   DeviceSwitch on(device);
   EMU_CHECK(emuStreamSynchronize(raw_stream(getCurrentEmuStream(device))));
-  EMU_CHECK(emuMemcpy(host.data_ptr(), static_cast<const char*>(self.storage().data()) + self.storage_offset() * self.itemsize(),
-                      self.itemsize(), emuMemcpyDeviceToHost));
+  EMU_CHECK(emuMemcpy(host.data_ptr(), static_cast<const char*>(self.storage().data()) + self.storage_offset() * self.element_size(),
+                      self.element_size(), emuMemcpyDeviceToHost));
   if (self.is_conj()) host = host.conj().resolve_conj();
   if (self.is_neg()) host = host.neg();
   return host.item();

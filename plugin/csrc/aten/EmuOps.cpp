@@ -228,7 +228,7 @@ std::vector<int64_t> wrap_dims(const Tensor& self, at::OptionalIntArrayRef dim) 
   return dims;
 }
 
-Tensor sum_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+Tensor sum_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, compat::optional<c10::ScalarType> dtype) {
   const auto device = common_device("sum", {&self});
   const auto dims = wrap_dims(self, dim);
   const auto result = dtype.value_or(c10::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
@@ -237,7 +237,7 @@ Tensor sum_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, st
   return out;
 }
 
-Tensor mean_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+Tensor mean_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, compat::optional<c10::ScalarType> dtype) {
   const auto result = dtype.value_or(self.scalar_type());
   TORCH_CHECK(c10::isFloatingType(result) || c10::isComplexType(result),
               "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ", result);

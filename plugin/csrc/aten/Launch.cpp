@@ -12,7 +12,7 @@ void check_storage(const at::Tensor& t, const char* what) {
   if (!t.defined() || t.is_cpu() || t.numel() == 0) return;
   int64_t extent = 1;
   for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
-  const int64_t needed = (t.storage_offset() + extent) * static_cast<int64_t>(t.itemsize());
+  const int64_t needed = (t.storage_offset() + extent) * static_cast<int64_t>(t.element_size());
   const int64_t held = static_cast<int64_t>(t.storage().nbytes());
   TORCH_CHECK(needed <= held && t.storage().data() != nullptr, what, ": the emu tensor needs ", needed,
               " bytes of storage but its storage holds ", held,

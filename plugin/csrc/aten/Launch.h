@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "../Compat.h"
 #include "../runtime/EmuException.h"
 #include "../runtime/EmuStream.h"
 

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "../Compat.h"
+
 namespace torch_emu {
 
 struct EmuGeneratorImpl : public c10::GeneratorImpl {
@@ -36,6 +38,6 @@ struct EmuGeneratorImpl : public c10::GeneratorImpl {
 const at::Generator& default_generator(c10::DeviceIndex device);
 at::Generator new_generator(c10::DeviceIndex device);
 // The seed for one random kernel on `device`, from gen or the device's default generator.
-uint64_t draw_kernel_seed(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
+uint64_t draw_kernel_seed(const compat::optional<at::Generator>& gen, c10::DeviceIndex device);
 
 }  // namespace torch_emu

@@ -2,6 +2,7 @@
 // StreamGuard, the autograd engine and torch.Stream / torch.Event.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "../Compat.h"
 #include "EmuAllocator.h"
 #include "EmuException.h"
 #include "EmuStream.h"
@@ -17,9 +18,6 @@ constexpr c10::DeviceType kEmu = c10::DeviceType::PrivateUse1;
 // only needs to exist; a marker object stands for it.
 struct SyncEventMarker {};
 #endif
-
-// torch >= 2.7 declares getStream/exchangeStream without noexcept; older releases need it (shim patch).
-#define EMU_STREAM_NOEXCEPT
 
 struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kEmu; }

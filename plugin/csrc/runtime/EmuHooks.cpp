@@ -94,7 +94,7 @@ const at::Generator& default_generator(c10::DeviceIndex device) {
 
 at::Generator new_generator(c10::DeviceIndex device) { return at::make_generator<EmuGeneratorImpl>(checked(device)); }
 
-uint64_t draw_kernel_seed(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
+uint64_t draw_kernel_seed(const compat::optional<at::Generator>& gen, c10::DeviceIndex device) {
   at::Generator g = gen.has_value() && gen->defined() ? *gen : default_generator(device);
   TORCH_CHECK(g.device().type() == c10::DeviceType::PrivateUse1, "expected a generator for emu, got one for ", g.device());
   auto* impl = g.get<EmuGeneratorImpl>();

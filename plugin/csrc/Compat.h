@@ -1,0 +1,21 @@
+// Differences between torch releases that the plugin's C++ meets, in one place. The
+// source targets the newest torch; a shim patch for an older release edits this file
+// (and the few call sites that cannot be hidden here) instead of every kernel.
+#pragma once
+
+#include <optional>
+
+namespace torch_emu {
+namespace compat {
+
+// Optional arguments in kernel signatures: std::optional from torch 2.3 (c10::optional is an alias);
+// torch 2.1 and 2.2 have their own c10::optional class.
+template <class T>
+using optional = std::optional<T>;
+
+}  // namespace compat
+}  // namespace torch_emu
+
+// torch >= 2.7 declares DeviceGuardImplInterface::getStream/exchangeStream without noexcept;
+// 2.6 and older need the overrides to say noexcept.
+#define EMU_STREAM_NOEXCEPT
