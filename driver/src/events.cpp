@@ -73,15 +73,20 @@ emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
     std::lock_guard<std::mutex> lock(e->mu);
     generation = ++e->recorded;
   }
-  return emu::submit(s, [e, generation] {
-    {
-      std::lock_guard<std::mutex> lock(e->mu);
-      e->when = std::chrono::steady_clock::now();
-      if (e->completed < generation) e->completed = generation;
-    }
-    e->cv.notify_all();
-    return 0;
-  });
+  return emu::submit(
+      s,
+      [e] {
+        std::lock_guard<std::mutex> lock(e->mu);
+        e->when = std::chrono::steady_clock::now();
+        return 0;
+      },
+      [e, generation] {
+        {
+          std::lock_guard<std::mutex> lock(e->mu);
+          if (e->completed < generation) e->completed = generation;
+        }
+        e->cv.notify_all();
+      });
 }
 
 emuError_t emuEventQuery(emuEvent_t event) {

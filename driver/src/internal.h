@@ -64,7 +64,12 @@ emuError_t translate(Runtime* rt, const void* p, size_t bytes, const char* what,
 int& current_device_index();
 
 // ---- streams ----
-using Task = std::function<int()>;
+// run() is the work; after(), if set, runs once the stream counts the task as completed
+// (an event becomes complete only when a query of its stream would also say so).
+struct Task {
+  std::function<int()> run;
+  std::function<void()> after;
+};
 
 struct Stream {
   Device* device = nullptr;
@@ -84,7 +89,7 @@ struct Stream {
 // Resolves a handle (null: the current device's default stream); null with the error recorded if unknown.
 Stream* resolve_stream(Runtime* rt, emuStream_t handle, emuError_t* error);
 // Queues (2.x) or runs at once (1.x) a task on the stream.
-emuError_t submit(Stream* s, Task task);
+emuError_t submit(Stream* s, std::function<int()> run, std::function<void()> after = {});
 emuError_t synchronize_stream(Stream* s);
 emuError_t synchronize_device(Device* d);
 Stream* create_stream(Device* d, bool is_default);

@@ -18,7 +18,7 @@ std::unordered_set<Stream*>& live_streams() {
 }
 
 // Runs one task as a kernel and records a failure as the stream's sticky error.
-void run_task(Stream* s, const Task& task) {
+void run_task(Stream* s, const std::function<int()>& task) {
   const bool outer = in_kernel();  // 1.x runs kernels on the caller: a kernel may launch another
   in_kernel() = true;
   kernel_message().clear();
@@ -54,8 +54,9 @@ void worker_loop(Stream* s) {
       task = std::move(s->queue.front());
       s->queue.pop_front();
     }
-    run_task(s, task);
+    run_task(s, task.run);
     s->completed.fetch_add(1, std::memory_order_release);
+    if (task.after) task.after();
     {
       std::lock_guard<std::mutex> lock(s->mu);
     }
@@ -135,16 +136,17 @@ Stream* resolve_stream(Runtime* rt, emuStream_t handle, emuError_t* error) {
   return s;
 }
 
-emuError_t submit(Stream* s, Task task) {
+emuError_t submit(Stream* s, std::function<int()> run, std::function<void()> after) {
 #if EMU_DRIVER_HAS_ASYNC
   {
     std::lock_guard<std::mutex> lock(s->mu);
-    s->queue.push_back(std::move(task));
+    s->queue.push_back(Task{std::move(run), std::move(after)});
     s->enqueued.fetch_add(1, std::memory_order_release);
   }
   s->work_cv.notify_one();
 #else
-  run_task(s, task);
+  run_task(s, run);
+  if (after) after();
 #endif
   return emuSuccess;
 }

@@ -240,6 +240,7 @@ def test_api_2_streams_run_asynchronously_in_order_with_events(driver_v2: Path) 
     assert drv.code("emuEventElapsedTime", ctypes.byref(ms), start_evt, end_evt) == NOT_READY
     drv.call("emuEventSynchronize", end_evt)
     assert order == [0, 1, 2]
+    assert drv.code("emuStreamQuery", s) == 0  # a completed event means its stream has got that far too
     drv.call("emuEventElapsedTime", ctypes.byref(ms), start_evt, end_evt)
     assert 250 <= ms.value < 2000
     # Another stream waits for an event recorded on the first.

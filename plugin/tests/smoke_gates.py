@@ -21,3 +21,8 @@ def requires_driver(major: int, what: str):
         DRIVER_MAJOR < major,
         reason=f"not available: {what} needs driver API {major}.x, this build uses {'.'.join(map(str, torch_emu.driver_api_version()))}",
     )
+
+
+# A torch release that is not the installed one, for tests that fake a mismatched install.
+OTHER_TORCH = "2.4.1" if (TORCH.major, TORCH.minor) != (2, 4) else "2.1.2"
+OTHER_MINOR = ".".join(OTHER_TORCH.split(".")[:2])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from smoke_gates import OTHER_MINOR, OTHER_TORCH
 
 import torch_emu
 from torch_emu import _build_info
@@ -25,11 +26,11 @@ def test_matching_install_has_no_problems():
 
 
 def test_other_torch_minor_names_the_right_wheel():
-    found = problems(BUILD, Installed("2.4.1", BUILD["CXX11_ABI"], DRIVER, "3.11"))
+    found = problems(BUILD, Installed(OTHER_TORCH, BUILD["CXX11_ABI"], DRIVER, "3.11"))
     assert len(found) == 1
     base = BUILD["PLUGIN_VERSION"].split("+")[0]
-    assert f"was built for torch {BUILD['TORCH_MINOR']}.x, but torch 2.4.1 is installed" in found[0]
-    assert f"pip install 'torch-emu=={base}+torch2.4.drv{DRIVER[0]}'" in found[0]
+    assert f"was built for torch {BUILD['TORCH_MINOR']}.x, but torch {OTHER_TORCH} is installed" in found[0]
+    assert f"pip install 'torch-emu=={base}+torch{OTHER_MINOR}.drv{DRIVER[0]}'" in found[0]
 
 
 def test_missing_or_old_driver():
@@ -52,10 +53,10 @@ def run_import(tmp_path: Path, prelude: str = "", edit=None) -> subprocess.Compl
 
 
 def test_wheel_for_another_torch_raises_import_error_not_a_crash(tmp_path):
-    done = run_import(tmp_path, edit=lambda text: text.replace(f"TORCH_VERSION = {BUILD['TORCH_VERSION']!r}", "TORCH_VERSION = '2.1.2'"))
+    done = run_import(tmp_path, edit=lambda text: text.replace(f"TORCH_VERSION = {BUILD['TORCH_VERSION']!r}", f"TORCH_VERSION = {OTHER_TORCH!r}"))
     assert done.returncode == 1, done.stderr
     assert "ImportError: torch_emu cannot load: this torch_emu" in done.stderr
-    assert "built for torch 2.1.x" in done.stderr and "undefined symbol" not in done.stderr
+    assert f"built for torch {OTHER_MINOR}.x" in done.stderr and "undefined symbol" not in done.stderr
 
 
 def test_missing_driver_raises_import_error(tmp_path):
