@@ -4,10 +4,10 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
-#include <c10/core/Event.h>
 
 #include "aten/Fallback.h"
 #include "runtime/EmuAllocator.h"
+#include "runtime/EmuEvent.h"
 #include "runtime/EmuException.h"
 #include "runtime/EmuGenerator.h"
 #include "runtime/EmuStream.h"
@@ -57,6 +57,16 @@ py::dict stats(int64_t device) {
   d["num_device_free"] = s.driver_frees;
   return d;
 }
+
+// torch.emu.Event's handle: created lazily by the first record, destroyed with the Python object.
+struct PyEvent {
+  explicit PyEvent(bool enable_timing) : timing(enable_timing) {}
+  ~PyEvent() { event_destroy(event); }
+  PyEvent(const PyEvent&) = delete;
+  PyEvent& operator=(const PyEvent&) = delete;
+  void* event = nullptr;
+  bool timing;
+};
 
 EmuGeneratorImpl* generator_impl(int64_t device) {
   return default_generator(index_or_current(device)).get<EmuGeneratorImpl>();
@@ -111,18 +121,15 @@ PYBIND11_MODULE(_C, m) {
     EMU_CHECK(emuStreamSynchronize(raw_stream(s)));
   }, py::call_guard<py::gil_scoped_release>());
 
-  // Events go through c10::Event, i.e. the same guard code the autograd engine uses.
-  py::class_<c10::Event, std::shared_ptr<c10::Event>>(m, "_Event")
-      .def(py::init([](bool enable_timing) {
-             return std::make_shared<c10::Event>(kEmu, enable_timing ? c10::EventFlag::BACKEND_DEFAULT : c10::EventFlag::PYTORCH_DEFAULT);
-           }),
-           py::arg("enable_timing") = false)
-      .def("record", [](c10::Event& e, int64_t id, int64_t device) { e.record(stream_of(id, device)); })
-      .def("block", [](c10::Event& e, int64_t id, int64_t device) { e.block(stream_of(id, device)); })
-      .def("query", [](c10::Event& e) { return e.query(); })
-      .def("synchronize", [](c10::Event& e) { e.synchronize(); }, py::call_guard<py::gil_scoped_release>())
-      .def("elapsed_time", [](c10::Event& e, c10::Event& end) { return e.elapsedTime(end); })
-      .def_property_readonly("was_recorded", [](c10::Event& e) { return e.was_marked_for_recording(); });
+  // Events go through the same code as the device guard's (what the autograd engine uses).
+  py::class_<PyEvent, std::shared_ptr<PyEvent>>(m, "_Event")
+      .def(py::init<bool>(), py::arg("enable_timing") = false)
+      .def("record", [](PyEvent& e, int64_t id, int64_t device) { event_record(&e.event, stream_of(id, device), e.timing); })
+      .def("block", [](PyEvent& e, int64_t id, int64_t device) { event_block(e.event, stream_of(id, device)); })
+      .def("query", [](PyEvent& e) { return event_query(e.event); })
+      .def("synchronize", [](PyEvent& e) { event_synchronize(e.event); }, py::call_guard<py::gil_scoped_release>())
+      .def("elapsed_time", [](PyEvent& e, PyEvent& end) { return event_elapsed_ms(e.event, end.event); })
+      .def_property_readonly("was_recorded", [](PyEvent& e) { return e.event != nullptr; });
 
   m.def("memory_stats", &stats);
   m.def("reset_peak_memory_stats", [](int64_t device) { reset_peak_stats(index_or_current(device)); });

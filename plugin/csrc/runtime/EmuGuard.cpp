@@ -4,6 +4,7 @@
 
 #include "../Compat.h"
 #include "EmuAllocator.h"
+#include "EmuEvent.h"
 #include "EmuException.h"
 #include "EmuStream.h"
 
@@ -12,12 +13,6 @@ namespace torch_emu {
 namespace {
 
 constexpr c10::DeviceType kEmu = c10::DeviceType::PrivateUse1;
-
-#if !EMU_DRIVER_HAS_EVENTS
-// API 1.x has no events: all work has completed when its call returns, so an event
-// only needs to exist; a marker object stands for it.
-struct SyncEventMarker {};
-#endif
 
 struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kEmu; }
@@ -80,66 +75,18 @@ struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     record_stream(data_ptr, s);
   }
 
-#if EMU_DRIVER_HAS_EVENTS
+  // torch's convention (c10::Event, torch.Event): BACKEND_DEFAULT means timing on,
+  // PYTORCH_DEFAULT means timing off (cheaper), as CUDA maps them.
   void record(void** event, const c10::Stream& s, const c10::DeviceIndex device, const c10::EventFlag flag) const override {
     TORCH_CHECK(device == -1 || device == s.device_index(), "event on emu:", int(device),
                 " cannot be recorded on a stream of emu:", int(s.device_index()));
-    DeviceSwitch on(s.device_index());
-    if (*event == nullptr) {
-      emuEvent_t created = nullptr;
-      // torch's convention (c10::Event, torch.Event): BACKEND_DEFAULT means timing on,
-      // PYTORCH_DEFAULT means timing off (cheaper), as CUDA maps them.
-      const unsigned flags = flag == c10::EventFlag::BACKEND_DEFAULT ? emuEventDefault : emuEventDisableTiming;
-      EMU_CHECK(emuEventCreateWithFlags(&created, flags));
-      *event = created;
-    }
-    EMU_CHECK(emuEventRecord(static_cast<emuEvent_t>(*event), raw_stream(s)));
+    event_record(event, s, flag == c10::EventFlag::BACKEND_DEFAULT);
   }
-
-  void block(void* event, const c10::Stream& s) const override {
-    if (event == nullptr) return;
-    DeviceSwitch on(s.device_index());
-    EMU_CHECK(emuStreamWaitEvent(raw_stream(s), static_cast<emuEvent_t>(event)));
-  }
-
-  bool queryEvent(void* event) const override {
-    if (event == nullptr) return true;
-    const emuError_t err = emuEventQuery(static_cast<emuEvent_t>(event));
-    if (err == emuErrorNotReady) return false;
-    EMU_CHECK(err);
-    return true;
-  }
-
-  void synchronizeEvent(void* event) const override {
-    if (event != nullptr) EMU_CHECK(emuEventSynchronize(static_cast<emuEvent_t>(event)));
-  }
-
-  double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device*/) const override {
-    TORCH_CHECK(start != nullptr && end != nullptr, "both events must be recorded before asking for elapsed time");
-    float ms = 0;
-    EMU_CHECK(emuEventElapsedTime(&ms, static_cast<emuEvent_t>(start), static_cast<emuEvent_t>(end)));
-    return static_cast<double>(ms);
-  }
-
-  void destroyEvent(void* event, const c10::DeviceIndex /*device*/) const noexcept override {
-    if (event != nullptr) (void)emuEventDestroy(static_cast<emuEvent_t>(event));
-  }
-#else
-  void record(void** event, const c10::Stream& /*s*/, const c10::DeviceIndex /*device*/,
-              const c10::EventFlag /*flag*/) const override {
-    if (*event == nullptr) *event = new SyncEventMarker();
-  }
-  void block(void* /*event*/, const c10::Stream& /*s*/) const override {}
-  bool queryEvent(void* /*event*/) const override { return true; }
-  void synchronizeEvent(void* /*event*/) const override {}
-  double elapsedTime(void* /*start*/, void* /*end*/, const c10::DeviceIndex /*device*/) const override {
-    TORCH_CHECK(false, "emu event timing needs driver API 2.x; this torch_emu was built against driver API ",
-                EMU_DRIVER_VERSION_MAJOR, ".", EMU_DRIVER_VERSION_MINOR, " (synchronous streams, no events)");
-  }
-  void destroyEvent(void* event, const c10::DeviceIndex /*device*/) const noexcept override {
-    delete static_cast<SyncEventMarker*>(event);
-  }
-#endif
+  void block(void* event, const c10::Stream& s) const override { event_block(event, s); }
+  bool queryEvent(void* event) const override { return event_query(event); }
+  void synchronizeEvent(void* event) const override { event_synchronize(event); }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device*/) const override { return event_elapsed_ms(start, end); }
+  void destroyEvent(void* event, const c10::DeviceIndex /*device*/) const noexcept override { event_destroy(event); }
 };
 
 }  // namespace
