@@ -6,6 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
+from packaging.version import Version
+
 CCACHE_WRAPPERS = Path("/usr/lib/ccache")
 
 
@@ -17,6 +19,23 @@ def compile_env(workdir: Path, jobs: int | None = None) -> dict[str, str]:
         env["CCACHE_BASEDIR"] = str(workdir)
         env["CCACHE_NOHASHDIR"] = "1"
     return env
+
+
+def build_tools(torch_version: Version) -> tuple[str, ...]:
+    """What a cell's build environment needs besides torch and the driver wheel."""
+    # torch < 2.2's cpp_extension imports pkg_resources, which setuptools 80 no longer ships.
+    setuptools = "setuptools>=64,<80" if torch_version < Version("2.2") else "setuptools>=64"
+    return (setuptools, "wheel", "ninja", "packaging", *numpy_for(torch_version))
+
+
+def smoke_tools(torch_version: Version) -> tuple[str, ...]:
+    """What a cell's clean smoke environment needs besides torch and the two wheels."""
+    return ("pytest", "packaging", *numpy_for(torch_version))
+
+
+def numpy_for(torch_version: Version) -> tuple[str, ...]:
+    # Releases before 2.4 were built against NumPy 1.x and cannot use NumPy 2.
+    return ("numpy<2",) if torch_version < Version("2.4") else ("numpy",)
 
 
 def find_uv() -> str:

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from packaging.version import Version
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -28,12 +30,9 @@ from buildmatrix.cells import Selection, expand  # noqa: E402
 from buildmatrix.engine import Engine  # noqa: E402
 from buildmatrix.matrix import load_matrix  # noqa: E402
 from buildmatrix.registry import Registry  # noqa: E402
-from buildmatrix.runners.local import (  # noqa: E402
-    BUILD_TOOLS,
-    SMOKE_TOOLS,
-    LocalRunner,  # noqa: E402
-)
+from buildmatrix.runners.local import LocalRunner  # noqa: E402
 from buildmatrix.smoke import pytest_args, stage_tests  # noqa: E402
+from buildmatrix.toolenv import build_tools, smoke_tools  # noqa: E402
 from buildmatrix.workspace import Workspace  # noqa: E402
 
 PROJECT_PARTS = ("matrix.yaml", "plugin", "driver", "patches")
@@ -60,19 +59,22 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     return elapsed
 
 
-def bare_cell(root: Path, work: Path, torch_req: str, find_links: list[str], driver_wheel: Path, python: Path, env: dict[str, str]) -> float:
+def bare_cell(root: Path, work: Path, torch: Version, torch_req: str, find_links: list[str], driver_wheel: Path, python: Path,
+              env: dict[str, str]) -> float:
     """What a person would type to build and smoke-test the cell without the orchestration."""
     links = [arg for loc in find_links for arg in ("--find-links", loc)]
     build_env, smoke_env, dist = work / "b-env", work / "s-env", work / "dist"
     start = time.monotonic()
     timed(["uv", "venv", "-q", "--python", str(python), str(build_env)], env, work)
-    timed(["uv", "pip", "install", "-q", "--python", str(build_env / "bin/python"), *links, torch_req, str(driver_wheel), "pip", *BUILD_TOOLS], env, work)
+    timed(["uv", "pip", "install", "-q", "--python", str(build_env / "bin/python"), *links, torch_req, str(driver_wheel), "pip",
+           *build_tools(torch)], env, work)
     tree = work / "plugin"
     shutil.copytree(root / "plugin", tree)
     timed([str(build_env / "bin/python"), "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(tree)], env, work)
     [wheel] = list(dist.glob("*.whl"))
     timed(["uv", "venv", "-q", "--python", str(python), str(smoke_env)], env, work)
-    timed(["uv", "pip", "install", "-q", "--python", str(smoke_env / "bin/python"), *links, torch_req, str(wheel), str(driver_wheel), *SMOKE_TOOLS], env, work)
+    timed(["uv", "pip", "install", "-q", "--python", str(smoke_env / "bin/python"), *links, torch_req, str(wheel), str(driver_wheel),
+           *smoke_tools(torch)], env, work)
     tests = stage_tests(tree / "tests", work / "smoke")
     subprocess.run([str(smoke_env / "bin/python"), *pytest_args(tests, work / "junit.xml", work / "features.json")], env=env, cwd=work / "smoke",
                    capture_output=True)
@@ -105,7 +107,8 @@ def main() -> None:
         find_links = registry.find_links_locations(cell.torch.wheels) if cell.torch.wheels.kind != "registry" else []
         work = Path(tmp) / "bare"
         work.mkdir()
-        bare = bare_cell(root, work, f"torch=={cell.torch.requirement_version}", find_links, driver_wheel, runner.interpreter(cell).executable, env)
+        bare = bare_cell(root, work, cell.torch.version, f"torch=={cell.torch.requirement_version}", find_links, driver_wheel,
+                         runner.interpreter(cell).executable, env)
 
         engine = Engine(matrix, workspace, runner, registry)
         start = time.monotonic()

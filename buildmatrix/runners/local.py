@@ -14,11 +14,9 @@ from buildmatrix.process import run_logged
 from buildmatrix.runners.base import CellJob, RunnerOutput
 from buildmatrix.smoke import pytest_args, read_features, read_junit, stage_tests
 from buildmatrix.steps import StepRecorder
-from buildmatrix.toolenv import compile_env, find_uv
+from buildmatrix.toolenv import build_tools, compile_env, find_uv, smoke_tools
 from buildmatrix.wheelcheck import check_plugin_wheel, unresolved_symbols
 
-BUILD_TOOLS = ("setuptools>=64", "wheel", "ninja", "packaging", "numpy")
-SMOKE_TOOLS = ("pytest", "numpy")
 TORCH_FACTS = (
     "import json, sys, torch; print('TORCH-FACTS ' + json.dumps({'version': torch.__version__, "
     "'cuda': torch.version.cuda, 'cxx11_abi': bool(torch._C._GLIBCXX_USE_CXX11_ABI), "
@@ -68,7 +66,7 @@ class LocalRunner:
         with steps.step("build-env"):
             run_logged("build-env", [uv, "venv", "--quiet", "--python", interpreter.executable, build_env], log)
             run_logged("build-env", [uv, "pip", "install", "--python", _python(build_env), *links, torch_req,
-                                     str(driver_wheel), *BUILD_TOOLS], log, timeout=3600)
+                                     str(driver_wheel), *build_tools(cell.torch.version)], log, timeout=3600)
             output.torch_build = _torch_facts(_python(build_env), log)
 
         dist = job.workdir / "dist"
@@ -97,7 +95,7 @@ class LocalRunner:
                 shutil.rmtree(smoke_env)
             run_logged("smoke-env", [uv, "venv", "--quiet", "--python", interpreter.executable, smoke_env], log)
             run_logged("smoke-env", [uv, "pip", "install", "--python", _python(smoke_env), *links, torch_req,
-                                     str(wheels[0]), str(driver_wheel), *SMOKE_TOOLS], log, timeout=3600)
+                                     str(wheels[0]), str(driver_wheel), *smoke_tools(cell.torch.version)], log, timeout=3600)
 
         with steps.step("smoke"):
             run_dir = job.workdir / "smoke"
