@@ -38,6 +38,13 @@ def patches(session: nox.Session) -> None:
 
 
 @nox.session
+def probe(session: nox.Session) -> None:
+    """Drift probe: `-- 2.16` builds and smoke-tests a release not in matrix.yaml and groups the breaks by interface."""
+    session.install(*ORCHESTRATION)
+    session.run("python", "-m", "buildmatrix", "probe", *session.posargs)
+
+
+@nox.session
 def unit(session: nox.Session) -> None:
     """Fast tests of the pure logic (no compiler, no torch)."""
     session.install(*TEST_DEPS)

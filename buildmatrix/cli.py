@@ -115,6 +115,33 @@ def cmd_patches(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_probe(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix import probe
+    from buildmatrix.engine import Engine, RunOptions
+    from buildmatrix.runners import select_runner
+    from buildmatrix.workspace import RunLock
+
+    matrix = load_matrix(Path(args.matrix).resolve())
+    registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=args.offline)
+    release = probe.resolve_release(args.release, matrix, registry, tuple(args.series or ()))
+    cell = probe.probe_cell(release, matrix, registry, args.python, args.driver)
+    scratch = matrix.root / "build" / "probe" / f"torch{release.version}"
+    # Its own workspace: a probe never touches wheels/ or the matrix's results; caches are shared.
+    workspace = Workspace.for_root(matrix.root, build_dir=scratch / "work", wheels_dir=scratch / "out")
+    runner, why = select_runner(args.runner or "local")
+    console.print(f"probing torch {release.version} as cell {cell.id} ({why})" + (f" with series {', '.join(release.patches)}" if release.patches else ""))
+    with RunLock(workspace):
+        engine = Engine(probe.probe_matrix(matrix, release), workspace, runner, registry,
+                        progress=lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False))
+        [result] = engine.run([cell], RunOptions(jobs=1, fail_fast=False, force=True))
+    report = probe.report_from_result(release, result, workspace.logs_dir / f"{cell.id}.log")
+    report_path = scratch / "report.md"
+    report_path.write_text(report.markdown())
+    console.print(report.markdown(), highlight=False, markup=False)
+    console.print(f"report: {report_path}")
+    return 0 if result.status == "passed" else EXIT_CELLS_FAILED
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="buildmatrix", description="Build and test a PyTorch backend across a torch x Python x driver matrix.")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -140,6 +167,16 @@ def build_parser() -> argparse.ArgumentParser:
     patches.add_argument("release", nargs="?", help="torch minor for edit/refresh, e.g. 2.4")
     patches.add_argument("--matrix", default="matrix.yaml")
     patches.set_defaults(func=cmd_patches)
+
+    probe = sub.add_parser("probe", help="build and smoke-test against a torch release not in matrix.yaml; report the breaks by interface")
+    probe.add_argument("release", help="e.g. 2.16 (newest 2.16.x on the registry) or 2.14.1")
+    probe.add_argument("--matrix", default="matrix.yaml")
+    probe.add_argument("--offline", action="store_true", help="use the cached registry answers only")
+    probe.add_argument("--python", metavar="X.Y", help="default: the newest of matrix.yaml's Pythons the release publishes")
+    probe.add_argument("--driver", metavar="N", help="driver API major (default: the newest in matrix.yaml)")
+    probe.add_argument("--series", action="append", metavar="NAME", help="apply this shim series first (repeatable, in order)")
+    probe.add_argument("--runner", choices=("auto", "local", "docker"), help="default: local")
+    probe.set_defaults(func=cmd_probe)
 
     merge = sub.add_parser("merge-results", help="merge per-cell results made on several machines")
     merge.add_argument("sources", nargs="+", help="results directories (each with cells/*.json)")

@@ -15,6 +15,7 @@ from typing import Any
 from packaging.version import Version
 
 from buildmatrix.cells import Cell, expand
+from buildmatrix.errors import MatrixError
 from buildmatrix.matrix import Matrix, TorchRelease
 from buildmatrix.results import PASSED, CellResult, SmokeCounts
 
@@ -224,7 +225,7 @@ def stale_problems(table: CompatTable, matrix: Matrix) -> list[str]:
         return problems
     try:
         cells = expand(matrix, available_from_table(table, matrix))
-    except ValueError as exc:
+    except MatrixError as exc:
         return [*problems, f"matrix.yaml no longer expands with the recorded Pythons: {exc}"]
     expected = build_table(matrix, cells, [], available_from_table(table, matrix))
     if [c.id for c in expected.cells] != [c.id for c in table.cells]:
@@ -287,7 +288,8 @@ def install_choice(table: CompatTable, release: str, python: str, driver: int, s
         reason = "not built" if exact.status == NOT_BUILT else f"failed in step {exact.failed_step}"
     near = nearest_cell(table, release, python, driver)
     if near is None:
-        return InstallChoice(release, python, driver, None, False, f"torch {rel.version}, Python {python}, driver {driver}: {reason}; no wheel is published yet")
+        note = f"torch {rel.version}, Python {python}, driver {driver}: {reason}; no wheel is published yet"
+        return InstallChoice(release, python, driver, None, False, note)
     nrel = table.release(near.release)
     index, links = install_commands(table, near, site)
     note = (f"torch {rel.version}, Python {python}, driver {driver}: {reason}. "

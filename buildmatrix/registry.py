@@ -114,6 +114,10 @@ class Registry:
     def pythons(self, release: TorchRelease) -> set[Version]:
         return {w.python for w in self.wheels(release)}
 
+    def index_files(self, project: str) -> list[tuple[str, str]]:
+        """(filename, url) of every file the index lists for the project (cached for a day)."""
+        return self._index_files(project)
+
     def _index_files(self, project: str) -> list[tuple[str, str]]:
         cache = self.cache_dir / f"{project}.json"
         fresh = cache.is_file() and time.time() - cache.stat().st_mtime < CACHE_SECONDS

@@ -1,0 +1,71 @@
+"""The drift probe's report: compiler output grouped by interface and kind of break, smoke failures listed."""
+# ruff: noqa: E501  (compiler output quoted verbatim)
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from buildmatrix.errors import UserError
+from buildmatrix.matrix import load_matrix
+from buildmatrix.probe import ProbeReport, parse_compile_errors, parse_failed_tests, resolve_release
+
+# Real lines from building the plugin against torch 2.4.1 and 2.1.2 without their shims.
+LOG = """\
+[3/11] c++ -MMD -MF /x/build/temp/csrc/runtime/EmuGuard.o.d ... -c /x/tree/plugin/csrc/runtime/EmuGuard.cpp
+../../csrc/runtime/EmuGuard.cpp:43:15: error: looser exception specification on overriding virtual function 'virtual c10::Stream torch_emu::{anonymous}::EmuGuardImpl::getStream(c10::Device) const'
+   43 |   c10::Stream getStream(c10::Device d) const EMU_STREAM_NOEXCEPT override { return getCurrentEmuStream(d.index()); }
+../../csrc/runtime/EmuGuard.cpp:74:8: error: 'void torch_emu::{anonymous}::EmuGuardImpl::synchronizeDevice(c10::DeviceIndex) const' marked 'override', but does not override
+../../csrc/runtime/EmuHooks.cpp:108:8: error: 'bool torch_emu::{anonymous}::EmuHooks::isBuilt() const' marked 'override', but does not override
+../../csrc/runtime/EmuHooks.cpp:108:8: error: 'bool torch_emu::{anonymous}::EmuHooks::isBuilt() const' marked 'override', but does not override
+../../csrc/runtime/EmuAllocator.cpp:224:49: error: invalid new-expression of abstract class type 'torch_emu::{anonymous}::CachingAllocator'
+../../csrc/aten/EmuMinimal.cpp:40:38: error: could not convert 'layout' from 'torch_emu::compat::optional<c10::Layout>' to 'c10::optional<c10::Layout>'
+/venv/lib/python3.11/site-packages/torch/include/ATen/core/ivalue_inl.h:1801:9: error: no type named 'element_type' in 'std::optional<c10::Layout>'
+../../csrc/EmuModule.cpp:123:49: error: 'struct c10::Event' has no member named 'synchronize'
+ninja: build stopped: subcommand failed.
+"""
+
+
+def test_errors_are_deduplicated_and_grouped_by_interface() -> None:
+    errors = parse_compile_errors(LOG)
+    assert len(errors) == 7
+    report = ProbeReport("2.4.1", "torch2.4-cuda-cp312-drv2", "failed", "build", errors)
+    groups = report.by_interface()
+    assert [e.line for e in groups["DeviceGuardImplInterface (c10/core/impl)"]] == [43, 74]
+    assert [e.kind for e in groups["DeviceGuardImplInterface (c10/core/impl)"]] == [
+        "noexcept differs from this release's declaration", "virtual method absent in this release (drop the override)"]
+    assert groups["Allocator (c10/core/Allocator.h)"][0].kind == "new pure virtual method to implement"
+    assert groups["ATen kernels and dispatcher registration"][0].kind == "signature or type changed"
+    assert "torch headers (torch/include/ATen/core/ivalue_inl.h)" in groups
+    assert groups["Python bindings (pybind11, torch/csrc)"][0].kind == "name missing in this release"
+    text = report.markdown()
+    assert "## Compile errors (7), by interface" in text and "`csrc/runtime/EmuHooks.cpp:108`" in text
+    assert "patches -- edit" in text
+
+
+def test_failed_smoke_tests_are_listed() -> None:
+    log = "smoke-tests/test_ops.py ..F\nFAILED smoke-tests/test_ops.py::test_native_kernel_matches_cpu[mm] - AssertionError: x\nFAILED a.py::b\n"
+    assert parse_failed_tests(log) == ["smoke-tests/test_ops.py::test_native_kernel_matches_cpu[mm]: AssertionError: x", "a.py::b"]
+    passed = ProbeReport("2.14.1", "c", "passed", None)
+    assert "without a shim series" in passed.markdown()
+
+
+class FakeRegistry:
+    def index_files(self, project: str) -> list[tuple[str, str]]:
+        names = ["torch-2.14.0-cp311-cp311-manylinux_2_28_x86_64.whl", "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+                 "torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl", "torch-2.16.0rc1-cp312-cp312-manylinux_2_28_x86_64.whl"]
+        return [(n, "https://example/" + n) for n in names]
+
+
+def test_release_resolution(tmp_path: Path, write_matrix) -> None:  # type: ignore[no-untyped-def]
+    matrix = load_matrix(write_matrix())
+    registry = FakeRegistry()
+    assert str(resolve_release("2.14", matrix, registry, ()).version) == "2.14.1"  # type: ignore[arg-type]
+    assert str(resolve_release("2.14.0", matrix, registry, ()).version) == "2.14.0"  # type: ignore[arg-type]
+    with pytest.raises(UserError, match=r"torch 2.16 has no wheels on the registry \(newest release there: 2.15.0\)"):
+        resolve_release("2.16", matrix, registry, ())  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="not a torch version"):
+        resolve_release("latest", matrix, registry, ())  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="no shim series patches/pre-2.9/series"):
+        resolve_release("2.14", matrix, registry, ("pre-2.9",))  # type: ignore[arg-type]
