@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -63,11 +64,24 @@ def apply_series(series: list[PatchSeries], root: Path, allowed_prefix: str) -> 
             outside = [p for p in touched_paths(patch) if not p.startswith(allowed_prefix + "/")]
             if outside:
                 raise PatchError(f"{patch}: touches paths outside {allowed_prefix}/: {', '.join(outside)}")
-            proc = subprocess.run(["git", "apply", "--verbose", "-p1", str(patch)], cwd=root, capture_output=True, text=True)
+            proc = subprocess.run(["git", "apply", "--verbose", "-p1", str(patch)], cwd=root, capture_output=True, text=True,
+                                  env=_outside_any_repository(root))
             if proc.returncode != 0:
                 raise PatchError(f"{one.name}/{patch.name} does not apply: {_describe_failure(proc.stderr, patch)}", proc.stderr[-4000:])
+            skipped = [line for line in proc.stderr.splitlines() if line.startswith("Skipped patch")]
+            if skipped:  # git's silent way of not applying: never let it pass as applied
+                raise PatchError(f"{one.name}/{patch.name} was not applied: {'; '.join(skipped)}", proc.stderr[-4000:])
             applied.append(f"{one.name}/{patch.name}")
     return applied
+
+
+def _outside_any_repository(root: Path) -> dict[str, str]:
+    """Inside another git work tree (say build/ of this project), `git apply` would take paths relative to
+    that repository's top and silently skip them; stopping repository discovery at root's parent makes it
+    patch root as a plain directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_CEILING_DIRECTORIES"] = str(root.resolve().parent)
+    return env
 
 
 def _describe_failure(stderr: str, patch: Path) -> str:

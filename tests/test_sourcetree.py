@@ -81,3 +81,24 @@ def test_touched_paths(tmp_path: Path) -> None:
     patch = tmp_path / "x.patch"
     patch.write_text(PATCH + PATCH.replace("plugin/csrc/hooks.cpp", "plugin/new.cpp").replace("--- a/plugin/new.cpp", "--- /dev/null"))
     assert touched_paths(patch) == ["plugin/csrc/hooks.cpp", "plugin/new.cpp"]
+
+
+def test_applies_inside_another_git_work_tree(tmp_path: Path) -> None:
+    """build/ lives inside the project's own repository: git must still patch the copied tree."""
+    import subprocess
+
+    repo = tmp_path / "project"
+    (repo / "plugin").mkdir(parents=True)
+    (repo / "plugin" / "a.txt").write_text("one\n")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    tree = repo / "build" / "cells" / "x" / "tree"
+    (tree / "plugin").mkdir(parents=True)
+    (tree / "plugin" / "a.txt").write_text("one\n")
+    series_dir = tmp_path / "series"
+    series_dir.mkdir()
+    (series_dir / "0001.patch").write_text(
+        "diff --git a/plugin/a.txt b/plugin/a.txt\n--- a/plugin/a.txt\n+++ b/plugin/a.txt\n@@ -1 +1 @@\n-one\n+two\n")
+    (series_dir / "series").write_text("0001.patch\n")
+    assert apply_series([PatchSeries("s", series_dir)], tree, "plugin") == ["s/0001.patch"]
+    assert (tree / "plugin" / "a.txt").read_text() == "two\n"
+    assert (repo / "plugin" / "a.txt").read_text() == "one\n"
