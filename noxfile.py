@@ -30,6 +30,13 @@ def merge_results(session: nox.Session) -> None:
     session.run("python", "-m", "buildmatrix", "merge-results", *session.posargs)
 
 
+@nox.session(name="compat-table")
+def compat_table(session: nox.Session) -> None:
+    """Compatibility table (docs/compatibility.md, README), static site and wheel index in wheels/site/."""
+    session.install(*ORCHESTRATION)
+    session.run("python", "-m", "buildmatrix", "compat-table", *session.posargs)
+
+
 @nox.session
 def patches(session: nox.Session) -> None:
     """Shim series: `-- check` (all apply, none unused), `-- edit 2.4`, `-- refresh 2.4`."""

@@ -142,6 +142,29 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     return 0 if result.status == "passed" else EXIT_CELLS_FAILED
 
 
+def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix.compat import CompatTable, build_table
+    from buildmatrix.compat_publish import DOCS_TABLE, docs_problems, write_docs, write_site
+    from buildmatrix.results import ResultStore
+
+    matrix = load_matrix(Path(args.matrix).resolve())
+    workspace = Workspace.for_root(matrix.root)
+    if args.check:
+        problems = docs_problems(CompatTable.from_json((matrix.root / DOCS_TABLE).read_text()), matrix)
+    else:
+        registry = Registry(workspace.cache_dir / "registry", offline=args.offline)
+        available = {release: registry.pythons(release) for release in matrix.torch}
+        results = ResultStore(workspace.results_dir).all()
+        table = build_table(matrix, expand(matrix, available), results, available, site_url=args.site_url)
+        for path in write_docs(table, matrix.root):
+            console.print(f"wrote {path.relative_to(matrix.root)}", highlight=False)
+        report = write_site(table, workspace.wheels_dir, workspace.wheels_dir / "site")
+        console.print(f"site: {report.site / 'index.html'} ({report.wheels} wheel(s), {len(report.pages)} index page(s))", highlight=False)
+        problems = report.problems
+    for problem in problems:
+        console.print(Text.assemble(("FAIL ", "red"), problem))
+    return EXIT_CELLS_FAILED if problems else 0
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="buildmatrix", description="Build and test a PyTorch backend across a torch x Python x driver matrix.")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -182,6 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("sources", nargs="+", help="results directories (each with cells/*.json)")
     merge.add_argument("--into", default="wheels/results", help="destination (default: %(default)s)")
     merge.set_defaults(func=cmd_merge_results)
+
+    compat = sub.add_parser("compat-table", help="compatibility table (docs, README), static site and wheel index under wheels/site/")
+    compat.add_argument("--matrix", default="matrix.yaml")
+    compat.add_argument("--offline", action="store_true", help="use the cached registry answers only")
+    compat.add_argument("--site-url", default="", help="URL the site is served at, for the commands in the docs (default: <site>)")
+    compat.add_argument("--check", action="store_true", help="write nothing; fail if the committed docs are stale")
+    compat.set_defaults(func=cmd_compat_table)
     return parser
 
 

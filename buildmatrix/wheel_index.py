@@ -192,10 +192,10 @@ def check_coverage(table: CompatTable, site: Path) -> list[str]:
         assert cell.wheel is not None and cell.driver_wheel is not None
         minor = table.release(cell.release).minor
         for wheel in (cell.wheel, cell.driver_wheel):
-            for page in (f"simple/{project_of(wheel.filename)}/index.html", f"torch{minor}/index.html"):
-                if wheel.filename not in listed_by_page.get(page, set()):
-                    problems.append(f"{cell.id} passed but {page} does not list {wheel.filename}")
-    indexed = set().union(*listed_by_page.values()) if listed_by_page else set()
+            for page_path in (f"simple/{project_of(wheel.filename)}/index.html", f"torch{minor}/index.html"):
+                if wheel.filename not in listed_by_page.get(page_path, set()):
+                    problems.append(f"{cell.id} passed but {page_path} does not list {wheel.filename}")
+    indexed: set[str] = set().union(*listed_by_page.values())
     for stray in sorted(indexed - set(expected)):
         problems.append(f"{stray} is in the index but no passed cell produced it")
     for path in sorted(site.rglob("*")):
