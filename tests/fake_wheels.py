@@ -1,0 +1,82 @@
+"""Real (tiny) wheel files and synthetic cell results, for the compatibility table and wheel index tests."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import sys
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from buildmatrix.cells import Cell
+from buildmatrix.results import CellResult, SmokeCounts, WheelRecord
+
+
+def make_wheel(directory: Path, name: str, version: str, tag: str = "py3-none-any", requires: Sequence[str] = (),
+               requires_python: str = ">=3.8") -> Path:
+    """A valid, installable wheel with one module and a METADATA listing `requires`."""
+    stem = name.replace("-", "_")
+    dist_info = f"{stem}-{version}.dist-info"
+    metadata = "".join([
+        "Metadata-Version: 2.1\n", f"Name: {name}\n", f"Version: {version}\n", f"Requires-Python: {requires_python}\n",
+        *(f"Requires-Dist: {r}\n" for r in requires),
+    ])
+    files = {
+        f"{stem}/__init__.py": f"VERSION = {version!r}\n",
+        f"{dist_info}/METADATA": metadata,
+        f"{dist_info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: fake_wheels\nRoot-Is-Purelib: true\nTag: {tag}\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    record.append(f"{dist_info}/RECORD,,")
+    files[f"{dist_info}/RECORD"] = "\n".join(record) + "\n"
+    directory.mkdir(parents=True, exist_ok=True)
+    wheel = directory / f"{stem}-{version}-{tag}.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def interpreter_tag() -> str:
+    """The wheel tag of this interpreter on x86_64/aarch64 Linux, like the real plugin wheels."""
+    import platform
+
+    py = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    return f"{py}-{py}-linux_{platform.machine()}"
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def record(wheels_dir: Path, wheel: Path) -> WheelRecord:
+    return WheelRecord(wheel.name, sha256_file(wheel), wheel.relative_to(wheels_dir).as_posix())
+
+
+def cell_result(cell: Cell, status: str = "passed", wheels_dir: Path | None = None, plugin_requires: Sequence[str] = (),
+                features: dict[str, str] | None = None, tag: str = "py3-none-any", torch: str | None = None) -> CellResult:
+    """A record like the engine writes; with wheels_dir, a passed cell's plugin and driver wheels exist there."""
+    info = cell.as_dict()
+    if torch is not None:
+        info["torch"] = torch
+    result = CellResult(cell=info, inputs_hash="h", inputs={}, runner="local", status=status,
+                        smoke=SmokeCounts(passed=90, skipped=2) if status == "passed" else SmokeCounts(passed=80, failed=3),
+                        features=features or {}, log=f"logs/{cell.id}.log", finished=1.0)
+    if status != "passed":
+        result.failed_step = "smoke"
+        result.error = "3 smoke tests failed"
+    if wheels_dir is not None:
+        (wheels_dir / "logs").mkdir(parents=True, exist_ok=True)
+        (wheels_dir / "logs" / f"{cell.id}.log").write_text(f"# {cell.id}\n")
+        if status == "passed":
+            driver = make_wheel(wheels_dir / "driver", "emu-driver", f"{cell.driver.api}.0")
+            version = f"0.1.0+{cell.local_version_label}"
+            requires = [f"emu-driver>={cell.driver.major},<{cell.driver.major + 1}", *plugin_requires]
+            plugin = make_wheel(wheels_dir / f"torch{cell.torch.minor}", "torch-emu", version, tag, requires)
+            result.wheel = record(wheels_dir, plugin)
+            result.driver_wheel = record(wheels_dir, driver)
+    return result

@@ -1,0 +1,232 @@
+"""Compatibility table, its Markdown and HTML renderings, the wheel index and its coverage check (fast, no network)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from buildmatrix.cells import Cell, expand
+from buildmatrix.compat import (
+    AVAILABLE,
+    FEATURE_FAILED,
+    NOT_AVAILABLE,
+    NOT_BUILT,
+    PARTIAL,
+    CompatTable,
+    FeatureSupport,
+    all_choices,
+    build_table,
+    feature_support,
+    install_choice,
+    stale_problems,
+)
+from buildmatrix.compat_publish import DOCS_TABLE, docs_problems, rendered_docs, write_site
+from buildmatrix.matrix import Matrix, load_matrix
+from buildmatrix.render_markdown import README_END, README_START, grid, readme_section, replace_readme_section
+from buildmatrix.render_site import site_page
+from buildmatrix.wheel_index import check_coverage, page_anchors, read_metadata
+from conftest import REPO
+from fake_wheels import cell_result, make_wheel
+
+PUBLISHED = {"2.4": {"3.9", "3.10", "3.11"}, "2.13": {"3.11"}}
+
+
+def cells_of(matrix: Matrix) -> tuple[list[Cell], dict]:  # type: ignore[type-arg]
+    available = {r: {Version(p) for p in PUBLISHED[r.minor]} for r in matrix.torch}
+    return expand(matrix, available), available
+
+
+def table_for(matrix: Matrix, results: list) -> CompatTable:  # type: ignore[type-arg]
+    cells, available = cells_of(matrix)
+    return build_table(matrix, cells, results, available)
+
+
+def by_id(cells: list[Cell]) -> dict[str, Cell]:
+    return {c.id: c for c in cells}
+
+
+def test_without_results_every_declared_cell_is_not_built(write_matrix) -> None:
+    matrix = load_matrix(write_matrix())
+    table = table_for(matrix, [])
+    assert len(table.cells) == 8 and {c.status for c in table.cells} == {NOT_BUILT}
+    section = readme_section(table)
+    assert section.count(f" {NOT_BUILT} |") == 8 and "✓ " not in grid(table) and "✗ " not in grid(table)
+    assert "| 2.13.0 (cpu) | 1.4 | — | — | not built |" in section  # torch 2.13 has no wheel for 3.9/3.10
+    assert all(c.cell is None for c in all_choices(table))
+
+
+def test_statuses_and_stale_records(write_matrix, tmp_path: Path) -> None:
+    matrix = load_matrix(write_matrix())
+    cells = by_id(cells_of(matrix)[0])
+    results = [
+        cell_result(cells["torch2.13-cpu-cp311-drv2"], wheels_dir=tmp_path),
+        cell_result(cells["torch2.4-cuda-cp310-drv1"], "failed", wheels_dir=tmp_path),
+        cell_result(cells["torch2.4-cuda-cp39-drv1"], torch="2.4.0", wheels_dir=tmp_path),  # built for an older matrix
+    ]
+    table = table_for(matrix, results)
+    status = {c.id: c.status for c in table.cells}
+    assert status["torch2.13-cpu-cp311-drv2"] == "passed"
+    assert status["torch2.4-cuda-cp310-drv1"] == "failed"
+    assert status["torch2.4-cuda-cp39-drv1"] == NOT_BUILT
+    passed = next(c for c in table.cells if c.id == "torch2.13-cpu-cp311-drv2")
+    assert passed.requirement == "torch-emu==0.1.0+torch2.13.drv2" and passed.installable
+    section = readme_section(table)
+    assert "✓ 90/92" in section and "✗ smoke" in section
+
+
+@pytest.mark.parametrize(("outcomes", "expected"), [
+    ({1: "passed", 2: "passed"}, FeatureSupport(AVAILABLE)),
+    ({1: "not available: needs driver API 2.x", 2: "passed"}, FeatureSupport(PARTIAL, "driver 2 only")),
+    ({1: "not available: needs torch >=2.6", 2: "not available: needs torch >=2.6"}, FeatureSupport(NOT_AVAILABLE, "needs torch >=2.6")),
+    ({1: "passed", 2: "failed"}, FeatureSupport(FEATURE_FAILED, "driver 2")),
+])
+def test_feature_support(outcomes: dict[int, str], expected: FeatureSupport) -> None:
+    assert feature_support(outcomes) == expected
+
+
+def test_features_per_release_from_results(write_matrix) -> None:
+    matrix = load_matrix(write_matrix())
+    cells = by_id(cells_of(matrix)[0])
+    results = [
+        cell_result(cells["torch2.13-cpu-cp311-drv1"], features={"events": "passed", "event_timing": "not available: needs driver API 2.x"}),
+        cell_result(cells["torch2.13-cpu-cp311-drv2"], features={"events": "passed", "event_timing": "passed"}),
+    ]
+    release = table_for(matrix, results).release("torch2.13-cpu")
+    assert release.features == {"event_timing": FeatureSupport(PARTIAL, "driver 2 only"), "events": FeatureSupport(AVAILABLE)}
+
+
+def test_install_choice_exact_and_nearest(write_matrix, tmp_path: Path) -> None:
+    matrix = load_matrix(write_matrix())
+    cells = by_id(cells_of(matrix)[0])
+    results = [cell_result(cells[i], wheels_dir=tmp_path) for i in ("torch2.13-cpu-cp311-drv2", "torch2.4-cuda-cp310-drv1", "torch2.4-cuda-cp39-drv2")]
+    table = table_for(matrix, results)
+
+    exact = install_choice(table, "torch2.13-cpu", "3.11", 2, site="https://w.example")
+    assert exact.exact and exact.cell == "torch2.13-cpu-cp311-drv2"
+    assert exact.index_command == ("pip install torch-emu==0.1.0+torch2.13.drv2 emu-driver==2.1.0 --only-binary=torch-emu,emu-driver "
+                                   "--extra-index-url https://w.example/simple/")
+    assert exact.find_links_command.endswith("--find-links https://w.example/torch2.13/")
+    # Same driver beats same torch; within a release the closest Python wins.
+    assert install_choice(table, "torch2.4-cuda", "3.11", 2).cell == "torch2.4-cuda-cp39-drv2"
+    assert install_choice(table, "torch2.4-cuda", "3.11", 1).cell == "torch2.4-cuda-cp310-drv1"
+    outside = install_choice(table, "torch2.13-cpu", "3.9", 1)
+    assert not outside.exact and outside.cell == "torch2.4-cuda-cp310-drv1"
+    assert "publishes no wheel for Python 3.9" in outside.note and "Nearest supported choice: torch 2.4.1, Python 3.10, driver 1" in outside.note
+    assert "sdist" not in exact.index_command and all("--only-binary=" in c.index_command for c in all_choices(table) if c.cell)
+
+
+def test_json_round_trip(write_matrix, tmp_path: Path) -> None:
+    matrix = load_matrix(write_matrix())
+    cells = by_id(cells_of(matrix)[0])
+    table = table_for(matrix, [cell_result(cells["torch2.13-cpu-cp311-drv1"], wheels_dir=tmp_path, features={"events": "passed"})])
+    assert CompatTable.from_json(table.to_json()) == table
+    with pytest.raises(ValueError, match="schema"):
+        CompatTable.from_dict({**json.loads(table.to_json()), "schema_version": 99})
+
+
+def test_readme_section_replacement() -> None:
+    readme = f"intro\n{README_START}\nold\n{README_END}\noutro\n"
+    assert replace_readme_section(readme, f"{README_START}new{README_END}") == f"intro\n{README_START}new{README_END}\noutro\n"
+    with pytest.raises(ValueError, match="markers|pair"):
+        replace_readme_section("no markers here", "x")
+
+
+def test_stale_table_is_detected(write_matrix) -> None:
+    matrix = load_matrix(write_matrix())
+    table = table_for(matrix, [])
+    assert stale_problems(table, matrix) == []
+    changed = load_matrix(write_matrix(Path(matrix.path).read_text().replace('python: ["3.9", "3.10", "3.11"]', 'python: ["3.10", "3.11"]')))
+    assert any("cells" in p for p in stale_problems(table, changed))
+    newer = load_matrix(write_matrix(Path(matrix.path).read_text().replace('"2.4.1"', '"2.4.0"')))
+    assert any("torch releases" in p for p in stale_problems(table, newer))
+
+
+def site_with_two_cells(matrix: Matrix, wheels: Path) -> tuple[CompatTable, Path]:
+    cells = by_id(cells_of(matrix)[0])
+    results = [cell_result(cells["torch2.13-cpu-cp311-drv1"], wheels_dir=wheels), cell_result(cells["torch2.13-cpu-cp311-drv2"], wheels_dir=wheels),
+               cell_result(cells["torch2.4-cuda-cp310-drv1"], "failed", wheels_dir=wheels)]
+    # A wheel left by an earlier passing run of the now failing cell must not be indexed.
+    make_wheel(wheels / "torch2.4", "torch-emu", "0.1.0+torch2.4.drv1")
+    table = table_for(matrix, results)
+    report = write_site(table, wheels, wheels / "site")
+    assert report.problems == []
+    return table, wheels / "site"
+
+
+def test_site_and_wheel_index(write_matrix, tmp_path: Path) -> None:
+    matrix = load_matrix(write_matrix())
+    table, site = site_with_two_cells(matrix, tmp_path / "wheels")
+    pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("index.html"))
+    # torch 2.4 built no wheel: no find-links page for it.
+    assert pages == ["index.html", "simple/emu-driver/index.html", "simple/index.html", "simple/torch-emu/index.html", "torch2.13/index.html"]
+    assert not (site / "torch2.4").exists() and not list(site.rglob("*.tar.gz"))
+    anchors = page_anchors((site / "simple/torch-emu/index.html").read_text())
+    assert len(anchors) == 2
+    for anchor in anchors:
+        href, _, fragment = anchor["href"].partition("#")
+        wheel = (site / "simple/torch-emu" / href).resolve()
+        assert fragment.startswith("sha256=") and wheel.is_file()
+        metadata = wheel.with_name(wheel.name + ".metadata").read_bytes()
+        assert metadata == read_metadata(wheel) and b"Requires-Dist: emu-driver" in metadata
+        assert anchor["data-core-metadata"] == anchor["data-dist-info-metadata"] and anchor["data-core-metadata"].startswith("sha256=")
+    find_links = [a["href"].split("#")[0] for a in page_anchors((site / "torch2.13/index.html").read_text())]
+    assert sorted(Path(h).name for h in find_links) == sorted(
+        ["emu_driver-1.4.0-py3-none-any.whl", "emu_driver-2.1.0-py3-none-any.whl",
+         "torch_emu-0.1.0+torch2.13.drv1-py3-none-any.whl", "torch_emu-0.1.0+torch2.13.drv2-py3-none-any.whl"])
+    assert CompatTable.from_json((site / "compatibility.json").read_text()) == table
+
+
+def test_every_link_of_the_page_resolves(write_matrix, tmp_path: Path) -> None:
+    matrix = load_matrix(write_matrix())
+    table, site = site_with_two_cells(matrix, tmp_path / "wheels")
+    page = (site / "index.html").read_text()
+    hrefs = [a["href"] for a in page_anchors(page)]
+    assert any(h.startswith("logs/") for h in hrefs) and any(h.endswith(".whl") for h in hrefs)
+    for href in hrefs:
+        target = site / href.split("#")[0]
+        assert target.is_file() or (target / "index.html").is_file(), href
+    assert page == site_page(table, {c.log for c in table.cells if c.log and (site / c.log).is_file()},
+                             [p.relative_to(site).as_posix() for p in sorted(site.glob("**/index.html")) if p.parent != site])
+
+
+@pytest.mark.parametrize("damage", ["missing wheel", "changed wheel", "sdist", "stray wheel", "empty page"])
+def test_coverage_check_fails_when_index_and_results_disagree(write_matrix, tmp_path: Path, damage: str) -> None:
+    matrix = load_matrix(write_matrix())
+    table, site = site_with_two_cells(matrix, tmp_path / "wheels")
+    plugin = next(site.glob("torch2.13/*drv2*.whl"))
+    if damage == "missing wheel":
+        plugin.unlink()
+    elif damage == "changed wheel":
+        shutil.copyfile(next(site.glob("torch2.13/*drv1*.whl")), plugin)
+    elif damage == "sdist":
+        (site / "torch2.13" / "torch_emu-0.1.0.tar.gz").write_bytes(b"")
+    elif damage == "stray wheel":
+        make_wheel(site / "torch2.13", "torch-emu", "0.1.0+torch2.13.drv9")
+    else:
+        (site / "torch2.4").mkdir()
+        (site / "torch2.4" / "index.html").write_text("<html><body></body></html>")
+    assert check_coverage(table, site) != []
+
+
+def test_readme_and_docs_are_not_stale() -> None:
+    """README's table and docs/compatibility.md are what the committed docs/compatibility.json renders to, and that
+    table still describes matrix.yaml. Deterministic in a clean clone: nothing here reads wheels/ or the registry."""
+    matrix = load_matrix(REPO / "matrix.yaml")
+    table = CompatTable.from_json((REPO / DOCS_TABLE).read_text())
+    assert docs_problems(table, matrix) == []
+
+
+def test_clean_clone_renders_every_declared_cell_as_not_built() -> None:
+    matrix = load_matrix(REPO / "matrix.yaml")
+    recorded = CompatTable.from_json((REPO / DOCS_TABLE).read_text())
+    from buildmatrix.compat import available_from_table
+
+    available = available_from_table(recorded, matrix)
+    empty = build_table(matrix, expand(matrix, available), [], available)
+    readme = rendered_docs(empty, (REPO / "README.md").read_text())[Path("README.md")]
+    section = readme[readme.index(README_START):readme.index(README_END)]
+    assert section.count(f" {NOT_BUILT} |") == len(empty.cells) == len(recorded.cells)
