@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from fake_wheels import cell_result, make_wheel
 from packaging.version import Version
 
 from buildmatrix.cells import Cell, expand
@@ -19,6 +20,7 @@ from buildmatrix.compat import (
     CompatTable,
     FeatureSupport,
     all_choices,
+    available_from_table,
     build_table,
     feature_support,
     install_choice,
@@ -29,8 +31,8 @@ from buildmatrix.matrix import Matrix, load_matrix
 from buildmatrix.render_markdown import README_END, README_START, grid, readme_section, replace_readme_section
 from buildmatrix.render_site import site_page
 from buildmatrix.wheel_index import check_coverage, page_anchors, read_metadata
+
 from conftest import REPO
-from fake_wheels import cell_result, make_wheel
 
 PUBLISHED = {"2.4": {"3.9", "3.10", "3.11"}, "2.13": {"3.11"}}
 
@@ -223,8 +225,6 @@ def test_readme_and_docs_are_not_stale() -> None:
 def test_clean_clone_renders_every_declared_cell_as_not_built() -> None:
     matrix = load_matrix(REPO / "matrix.yaml")
     recorded = CompatTable.from_json((REPO / DOCS_TABLE).read_text())
-    from buildmatrix.compat import available_from_table
-
     available = available_from_table(recorded, matrix)
     empty = build_table(matrix, expand(matrix, available), [], available)
     readme = rendered_docs(empty, (REPO / "README.md").read_text())[Path("README.md")]
