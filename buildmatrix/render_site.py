@@ -20,7 +20,7 @@ table { border-collapse: collapse; margin: 1rem 0; }
 th, td { border: 1px solid #ccd; padding: .3rem .6rem; text-align: left; }
 td.passed { background: #e6f6e6; } td.failed { background: #fbe4e4; } td.not-built { color: #777; }
 td.absent { color: #aaa; text-align: center; }
-pre { background: #f3f4f6; padding: .8rem; overflow-x: auto; }
+pre { background: #f3f4f6; padding: .8rem; white-space: pre-wrap; word-break: break-all; }
 label { margin-right: 1rem; } .note { color: #555; } .inexact { color: #9a3b00; }
 """
 
