@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from buildmatrix.cells import Cell, expand
@@ -256,7 +257,7 @@ def _minor_distance(a: str, b: str) -> int:
 def install_commands(table: CompatTable, cell: CompatCell, site: str = SITE_PLACEHOLDER) -> tuple[str, str]:
     """pip commands (index, find-links) that can only ever install this cell's wheels, never an sdist."""
     assert cell.driver_wheel is not None
-    driver_version = cell.driver_wheel.filename.split("-")[1]
+    driver_version = parse_wheel_filename(cell.driver_wheel.filename)[1]
     pins = f"{cell.requirement} {table.driver_distribution}=={driver_version}"
     only_binary = f"--only-binary={table.plugin},{table.driver_distribution}"
     minor = table.release(cell.release).minor

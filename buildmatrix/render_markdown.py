@@ -55,7 +55,7 @@ def legend(table: CompatTable) -> str:
     built = [c for c in table.cells if c.status != NOT_BUILT]
     passed = [c for c in built if c.status == PASSED]
     return (f"{len(table.cells)} cells: {len(passed)} passed, {len(built) - len(passed)} failed, {len(table.cells) - len(built)} not built. "
-            f"✓ passed (smoke tests passed/run), ✗ failed (in the named step), {NOT_IN_MATRIX} not in the matrix "
+            f"✓ passed (smoke tests passed/total), ✗ failed (in the named step), {NOT_IN_MATRIX} not in the matrix "
             "(torch publishes no wheel for that Python, or matrix.yaml excludes it).\n")
 
 
