@@ -102,15 +102,16 @@ def isolated_env(served: Served) -> dict[str, str]:
 
 
 def fresh_venv(path: Path) -> Path:
-    subprocess.run(["uv", "venv", "-q", "--python", sys.executable, str(path)], check=True, timeout=120)
+    """A uv venv seeded with its own pip (the nox session's uv venv has none)."""
+    subprocess.run(["uv", "venv", "-q", "--seed", "--python", sys.executable, str(path)], check=True, timeout=120)
     return path / "bin" / "python"
 
 
 def run_install(command: str, python: Path, env: dict[str, str], tool: str) -> subprocess.CompletedProcess[str]:
-    """The page's command verbatim, pointed at the fresh venv: `pip` becomes pip --python, or `uv pip` --python."""
+    """The page's command verbatim, run by the fresh venv's own pip, or by `uv pip --python <venv>`."""
     words = shlex.split(command)
     assert words[:2] == ["pip", "install"], command
-    prefix = [sys.executable, "-m", "pip", "--python", str(python), "install"] if tool == "pip" else ["uv", "pip", "install", "--python", str(python)]
+    prefix = [str(python), "-m", "pip", "install"] if tool == "pip" else ["uv", "pip", "install", "--python", str(python)]
     return subprocess.run([*prefix, *words[2:]], capture_output=True, text=True, env=env, timeout=300)
 
 
