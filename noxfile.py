@@ -62,7 +62,7 @@ def unit(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Everything CI runs: unit tests, driver tests, runner integration tests and the real torch 2.13 cell."""
     session.install(*TEST_DEPS)
-    session.run("pytest", "-m", "not docker and not browser", *session.posargs)
+    session.run("pytest", "-m", "not docker", *session.posargs)
 
 
 @nox.session
