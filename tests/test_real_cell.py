@@ -29,3 +29,49 @@ def test_noop_rerun_rebuilds_nothing(real_cells: Path) -> None:
     again = run_cli(real_cells, "build", "--matrix", str(real_cells / "matrix.yaml"), "--torch", "2.13", "--runner", "local")
     assert again.returncode == 0, again.stdout + again.stderr
     assert again.stdout.count("up-to-date") == 2
+
+
+def test_page_command_installs_the_real_wheel_beside_torch_2_13(real_cells: Path, tmp_path: Path) -> None:
+    """The generated site, served over HTTP: with torch 2.13 installed, the page's command for 2.13 installs the
+    real torch-emu wheel and its driver, torch stays as it was, and emu computes."""
+    import functools
+    import http.server
+    import os
+    import subprocess
+    import threading
+
+    from buildmatrix.compat import CompatTable, install_choice
+    from buildmatrix.registry import pip_configured_find_links
+
+    from conftest import run_cli
+
+    done = run_cli(real_cells, "compat-table", "--matrix", str(real_cells / "matrix.yaml"), "--offline")
+    assert done.returncode == 0, done.stdout + done.stderr
+    site = real_cells / "wheels" / "site"
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        table = CompatTable.from_json((site / "compatibility.json").read_text())
+        choice = install_choice(table, "torch2.13-cpu", "3.11", 2, site=url)
+        assert choice.exact, choice.note
+        venv = tmp_path / "user"
+        subprocess.run(["uv", "venv", "-q", "--seed", "--python", "3.11", str(venv)], check=True, timeout=120)
+        python = venv / "bin" / "python"
+        links = [arg for location in pip_configured_find_links() for arg in ("--find-links", location)]
+        subprocess.run(["uv", "pip", "install", "-q", "--python", str(python), *links, "torch==2.13.0+cpu"], check=True, timeout=900)
+        env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        words = choice.index_command.split()
+        assert words[:2] == ["pip", "install"]
+        installed = subprocess.run([str(python), "-m", "pip", "install", *words[2:]], capture_output=True, text=True, env=env, timeout=600)
+        assert installed.returncode == 0, installed.stdout + installed.stderr
+        check = ("import torch, torch_emu; print(torch.__version__, torch_emu.__version__, "
+                 "torch.ones(3, device='emu').add(1).sum().item())")
+        out = subprocess.run([str(python), "-c", check], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["2.13.0+cpu", "0.1.0+torch2.13.drv2", "6.0"]
+        doctor = subprocess.run([str(python), "-m", "torch_emu.doctor"], capture_output=True, text=True, timeout=120)
+        assert doctor.returncode == 0 and "verdict: OK" in doctor.stdout, doctor.stdout + doctor.stderr
+    finally:
+        server.shutdown()
