@@ -71,3 +71,10 @@ def lint(session: nox.Session) -> None:
     session.install(".", "ruff", "mypy", "types-PyYAML")
     session.run("ruff", "check", "buildmatrix", "tests", "driver", "plugin", "scripts", "noxfile.py")
     session.run("mypy", "buildmatrix")
+
+
+@nox.session(name="docker-engine")
+def docker_engine(session: nox.Session) -> None:
+    """Make a Docker engine answer (Debian, root): apt-get install docker.io if missing, start dockerd, say what was done."""
+    session.install(*ORCHESTRATION)
+    session.run("python", "-m", "buildmatrix", "engine", *session.posargs)

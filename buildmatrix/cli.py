@@ -165,6 +165,16 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
         console.print(Text.assemble(("FAIL ", "red"), problem))
     return EXIT_CELLS_FAILED if problems else 0
 
+
+def cmd_engine(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix.docker_engine import ensure_engine
+
+    report = ensure_engine(Path(args.log).resolve(), install=not args.no_install)
+    for action in report.actions:
+        console.print(action, highlight=False, markup=False)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="buildmatrix", description="Build and test a PyTorch backend across a torch x Python x driver matrix.")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -212,6 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
     compat.add_argument("--site-url", default="", help="URL the site is served at, for the commands in the docs (default: <site>)")
     compat.add_argument("--check", action="store_true", help="write nothing; fail if the committed docs are stale")
     compat.set_defaults(func=cmd_compat_table)
+
+    engine = sub.add_parser("engine", help="make a Docker engine answer: apt-get install docker.io and debootstrap if missing, start dockerd (root)")
+    engine.add_argument("--log", default="build/dockerd.log", help="dockerd's log when started here (default: %(default)s)")
+    engine.add_argument("--no-install", action="store_true", help="never run apt-get; say what is missing")
+    engine.set_defaults(func=cmd_engine)
     return parser
 
 
