@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildmatrix.errors import EngineUnavailable
+from buildmatrix.oci import server_version
 
 # What the Docker runner needs on the host: the engine itself, and debootstrap for registry-free base images.
 APT_PACKAGES = {"dockerd": "docker.io", "debootstrap": "debootstrap"}
@@ -24,19 +25,9 @@ class EngineReport:
     server_version: str = ""
 
 
-def engine_answers(docker: str = "docker", timeout: float = 20.0) -> bool:
+def engine_answers() -> bool:
     """True when `docker info` reaches a running engine (honours DOCKER_HOST)."""
-    return server_version(docker, timeout) != ""
-
-
-def server_version(docker: str = "docker", timeout: float = 20.0) -> str:
-    if shutil.which(docker) is None:
-        return ""
-    try:
-        proc = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return proc.stdout.strip() if proc.returncode == 0 else ""
+    return server_version() != ""
 
 
 def ensure_engine(log_file: Path, install: bool = True) -> EngineReport:

@@ -79,8 +79,12 @@ class CellRule:
 @dataclass(frozen=True)
 class BuildImage:
     name: str
-    base: str
+    base: str  # "debootstrap:<suite>" (made locally, no registry) or a plain image reference
     python: tuple[Version, ...]
+
+    @property
+    def suite(self) -> str | None:
+        return self.base.removeprefix("debootstrap:") if self.base.startswith("debootstrap:") else None
 
 
 @dataclass(frozen=True)

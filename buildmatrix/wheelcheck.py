@@ -95,6 +95,11 @@ def unresolved_symbols(wheel: Path, library_dirs: list[Path]) -> list[str]:
         for library in directory.glob("*.so*"):
             if library.is_file():
                 provided |= {s.split("@", 1)[0] for s in _dynamic_symbols(library, undefined=False)}
+    return unresolved_against(wheel, provided)
+
+
+def unresolved_against(wheel: Path, provided: set[str]) -> list[str]:
+    """As unresolved_symbols, against symbol names listed elsewhere (e.g. inside a build container)."""
     missing: set[str] = set()
     with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as archive:
         for member in archive.namelist():

@@ -1,0 +1,106 @@
+"""Runs inside a builder container for cibuildwheel's hooks (before_build, repair, test); stdlib only, Python 3.9+.
+
+Mounted read-only at /buildmatrix/cell.py by the Docker runner; results go to the host through /out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+TORCH_FACTS = (
+    "import json, sys, torch; print(json.dumps({'version': torch.__version__, "
+    "'cuda': torch.version.cuda, 'cxx11_abi': bool(torch._C._GLIBCXX_USE_CXX11_ABI), "
+    "'python': '%d.%d.%d' % sys.version_info[:3]}))"
+)
+
+
+def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    print("+ " + " ".join(command), flush=True)
+    return subprocess.run(command, check=True, text=True, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+
+def install(requirements: list[str]) -> None:
+    """Into the interpreter running this script (the cell's /opt/python/cpXY-cpXY), with uv when the image has it."""
+    if shutil.which("uv"):
+        run(["uv", "pip", "install", "--python", sys.executable, *requirements])
+    else:
+        run([sys.executable, "-m", "pip", "install", *requirements])
+
+
+def defined_symbols(libraries: list[str]) -> list[str]:
+    names: set[str] = set()
+    for library in libraries:
+        out = subprocess.run(["nm", "-D", "--defined-only", library], capture_output=True, text=True)
+        for line in out.stdout.splitlines():
+            fields = line.split()
+            if len(fields) >= 2:
+                names.add(fields[-1].split("@", 1)[0])
+    return sorted(names)
+
+
+def before_build(args: argparse.Namespace) -> None:
+    """The build environment: the cell's torch, driver wheel and build tools; then what the host checks against."""
+    install(args.requirements)
+    os.makedirs(args.out, exist_ok=True)
+    facts = subprocess.run([sys.executable, "-c", TORCH_FACTS], check=True, capture_output=True, text=True).stdout.strip()
+    with open(os.path.join(args.out, "torch-facts.json"), "w") as handle:
+        handle.write(facts.splitlines()[-1] + "\n")
+    # The libraries the plugin may link against: torch's and the driver's (found where they are installed).
+    found = subprocess.run([sys.executable, "-c", "import os, torch; print(os.path.dirname(torch.__file__))"],
+                           check=True, capture_output=True, text=True).stdout.strip()
+    libraries = [p for p in glob.glob(os.path.join(found, "lib", "*.so*")) if os.path.isfile(p)]
+    site = os.path.dirname(found)
+    libraries += [p for p in glob.glob(os.path.join(site, args.driver_package, "**", "*.so*"), recursive=True) if os.path.isfile(p)]
+    with open(os.path.join(args.out, "provided-symbols.txt"), "w") as handle:
+        handle.write("\n".join(defined_symbols(libraries)) + "\n")
+    print(f"torch {json.loads(facts.splitlines()[-1])['version']}; {len(libraries)} libraries' symbols in {args.out}", flush=True)
+
+
+def repair(args: argparse.Namespace) -> None:
+    """auditwheel repair, leaving torch's and the driver's libraries to the installed packages."""
+    command = ["auditwheel", "repair", "--wheel-dir", args.dest_dir]
+    for pattern in args.exclude:
+        command += ["--exclude", pattern]
+    run([*command, args.wheel])
+    for wheel in glob.glob(os.path.join(args.dest_dir, "*.whl")):
+        subprocess.run(["auditwheel", "show", wheel], check=False)
+
+
+def smoke(args: argparse.Namespace) -> None:
+    """Runs the smoke suite and records its exit code; never fails, so the host reads the counts and decides."""
+    os.makedirs(os.path.dirname(args.exit_code), exist_ok=True)
+    command = [sys.executable, *args.pytest]
+    print("+ " + " ".join(command), flush=True)
+    code = subprocess.run(command).returncode
+    with open(args.exit_code, "w") as handle:
+        handle.write(f"{code}\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="cell.py")
+    sub = parser.add_subparsers(dest="command", required=True)
+    before = sub.add_parser("before-build")
+    before.add_argument("--out", required=True)
+    before.add_argument("--driver-package", required=True)
+    before.add_argument("requirements", nargs="+")
+    fix = sub.add_parser("repair")
+    fix.add_argument("wheel")
+    fix.add_argument("dest_dir")
+    fix.add_argument("--exclude", action="append", default=[])
+    test = sub.add_parser("smoke")
+    test.add_argument("--exit-code", required=True)
+    test.add_argument("pytest", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    if args.command == "smoke" and args.pytest[:1] == ["--"]:
+        args.pytest = args.pytest[1:]
+    {"before-build": before_build, "repair": repair, "smoke": smoke}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()

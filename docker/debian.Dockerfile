@@ -1,0 +1,42 @@
+# Builder image for one cell family: a debootstrapped Debian (emu-base:<suite>) with the distro's Python laid out the
+# way cibuildwheel expects a manylinux image (/opt/python/cpXY-cpXY), so it builds there without pulling from a registry.
+ARG BASE
+FROM ${BASE}
+
+# Space-separated X.Y versions this image serves; each must be the distro's python3 (no interpreter downloads here).
+ARG PYTHONS
+
+ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8
+# The host's CA bundle: TLS interception on the host's network must be trusted inside too.
+COPY ca-certificates.crt /usr/local/share/buildmatrix/ca-certificates.crt
+ENV SSL_CERT_FILE=/usr/local/share/buildmatrix/ca-certificates.crt \
+    PIP_CERT=/usr/local/share/buildmatrix/ca-certificates.crt \
+    REQUESTS_CA_BUNDLE=/usr/local/share/buildmatrix/ca-certificates.crt \
+    UV_NATIVE_TLS=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore
+
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends python3 python3-venv python3-dev g++ ccache patchelf binutils ca-certificates >/dev/null \
+ && rm -rf /var/lib/apt/lists/*
+
+# Package indexes and timeouts from the host, when set there (the runner passes only what is set and not file://).
+ARG PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_DEFAULT_TIMEOUT UV_INDEX_URL UV_EXTRA_INDEX_URL UV_DEFAULT_INDEX UV_INDEX UV_HTTP_TIMEOUT
+
+# build: cibuildwheel's frontend (run with --no-isolation, so torch comes from before_build); virtualenv: its test venvs.
+RUN set -e; \
+    distro=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+    for v in $PYTHONS; do \
+      if [ "$v" != "$distro" ]; then echo "error: this base's python3 is $distro; it cannot serve Python $v (list $distro in matrix.yaml images)" >&2; exit 1; fi; \
+      tag="cp$(echo "$v" | tr -d .)"; \
+      python3 -m venv "/opt/python/$tag-$tag"; \
+      "/opt/python/$tag-$tag/bin/pip" install -q --no-cache-dir build virtualenv; \
+    done; \
+    # cibuildwheel runs /opt/python/cp39-cp39/bin/python for stdlib-only chores (glob, dumping the environment:
+    # oci_container.py UTILITY_PYTHON); where the distro Python is not 3.9, any python3 does that job.
+    if [ ! -e /opt/python/cp39-cp39 ]; then mkdir -p /opt/python/cp39-cp39/bin && ln -s /usr/bin/python3 /opt/python/cp39-cp39/bin/python; fi; \
+    python3 -m venv /opt/tools; \
+    /opt/tools/bin/pip install -q --no-cache-dir auditwheel uv; \
+    ln -s /opt/tools/bin/auditwheel /opt/tools/bin/uv /usr/local/bin/
+
+ENV PATH=/usr/lib/ccache:$PATH
