@@ -1,0 +1,65 @@
+"""Builder image planning: content-hashed tags, the base a matrix image names, the host settings passed on, the apt mirror."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from buildmatrix.images import base_reference, debian_mirror, passed_env, plan_image
+from buildmatrix.matrix import BuildImage
+
+BOOKWORM = BuildImage("bookworm", "debootstrap:bookworm", (Version("3.11"),))
+MANYLINUX = BuildImage("ml", "quay.io/pypa/manylinux_2_28_x86_64", (Version("3.12"),))
+
+
+@pytest.fixture
+def docker_dir(tmp_path: Path) -> Path:
+    (tmp_path / "debian.Dockerfile").write_text("FROM ${BASE}\n")
+    (tmp_path / "manylinux.Dockerfile").write_text("FROM ${BASE}\n")
+    (tmp_path / "ca.crt").write_text("CA\n")
+    return tmp_path
+
+
+def test_debootstrap_base_or_plain_reference() -> None:
+    assert BOOKWORM.suite == "bookworm" and base_reference(BOOKWORM) == "emu-base:bookworm"
+    assert MANYLINUX.suite is None and base_reference(MANYLINUX) == "quay.io/pypa/manylinux_2_28_x86_64"
+
+
+def test_tag_is_stable_and_follows_every_input(docker_dir: Path) -> None:
+    ca = docker_dir / "ca.crt"
+    plan = plan_image(BOOKWORM, docker_dir, ca, {})
+    assert plan.tag == plan_image(BOOKWORM, docker_dir, ca, {"PATH": "/elsewhere"}).tag
+    assert plan.tag.startswith("emu-builder:bookworm-") and plan.build_args == {"BASE": "emu-base:bookworm", "PYTHONS": "3.11"}
+    assert plan.dockerfile.name == "debian.Dockerfile"
+    assert plan_image(MANYLINUX, docker_dir, ca, {}).dockerfile.name == "manylinux.Dockerfile"
+    changed = [
+        plan_image(BuildImage("bookworm", "debootstrap:bookworm", (Version("3.12"),)), docker_dir, ca, {}).tag,
+        plan_image(BuildImage("bookworm", "debootstrap:trixie", (Version("3.11"),)), docker_dir, ca, {}).tag,
+        plan_image(BOOKWORM, docker_dir, ca, {"HTTPS_PROXY": "http://proxy:3128"}).tag,
+    ]
+    (docker_dir / "debian.Dockerfile").write_text("FROM ${BASE}\nRUN true\n")
+    changed.append(plan_image(BOOKWORM, docker_dir, ca, {}).tag)
+    ca.write_text("another CA\n")
+    changed.append(plan_image(BOOKWORM, docker_dir, ca, {}).tag)
+    assert len({plan.tag, *changed}) == 6
+
+
+def test_passed_env_keeps_proxies_and_network_indexes_only() -> None:
+    env = {"HTTPS_PROXY": "http://p:3128", "PIP_INDEX_URL": "https://mirror/simple", "PIP_EXTRA_INDEX_URL": "file:///opt/pypi/simple",
+           "PIP_FIND_LINKS": "/opt/wheels", "HOME": "/root", "NO_PROXY": ""}
+    assert passed_env(env) == {"HTTPS_PROXY": "http://p:3128", "PIP_INDEX_URL": "https://mirror/simple"}
+
+
+@pytest.mark.parametrize(("files", "mirror"), [
+    ({"sources.list": "deb http://ftp.de.debian.org/debian bookworm main\n"}, "http://ftp.de.debian.org/debian"),
+    ({"sources.list.d/debian.sources": "Types: deb\nURIs: http://snapshot.example/debian/\nSuites: bookworm\n"}, "http://snapshot.example/debian"),
+    ({"sources.list": "deb [arch=amd64] https://packages.cloud.google.com/apt cloud-sdk main\ndeb [signed-by=/k.gpg] http://m/debian trixie main\n"}, "http://m/debian"),
+    ({}, "http://deb.debian.org/debian"),
+])
+def test_debian_mirror_from_apt_sources(tmp_path: Path, files: dict[str, str], mirror: str) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    assert debian_mirror(tmp_path) == mirror
