@@ -5,7 +5,7 @@ import nox
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["lint", "unit"]
 
-ORCHESTRATION = [".", "uv"]
+ORCHESTRATION = [".[docker]", "uv"]
 TEST_DEPS = [".[test]", "uv"]
 
 
@@ -78,3 +78,10 @@ def docker_engine(session: nox.Session) -> None:
     """Make a Docker engine answer (Debian, root): apt-get install docker.io if missing, start dockerd, say what was done."""
     session.install(*ORCHESTRATION)
     session.run("python", "-m", "buildmatrix", "engine", *session.posargs)
+
+
+@nox.session(name="docker-tests")
+def docker_tests(session: nox.Session) -> None:
+    """The Docker runner's tests in real containers (needs an engine: `nox -s docker-engine`; -- -m "docker and not slow" for the fast ones)."""
+    session.install(".[test,docker]", "uv")
+    session.run("pytest", "-m", "docker", *session.posargs)

@@ -184,10 +184,13 @@ class DockerRunner:
             stage_tests(job.smoke_tests, out / "smoke")
             container = cell_container(job, tag, driver_wheel, cache, docker_dir(job.matrix.root) / "cell.py")
             env = {**oci.client_env(), **container.cibw_env}
+            start = log.stat().st_size  # earlier steps' output (uv's "Building wheel..." for the driver) is not cibuildwheel's
             try:
                 run_logged("build", [*cibuildwheel_command(), "--output-dir", str(dist), "."], log, cwd=job.plugin_tree, env=env, timeout=7200)
             except StepFailed as exc:
-                phase = failed_phase(log.read_text(errors="replace"))
+                with log.open("rb") as handle:
+                    handle.seek(start)
+                    phase = failed_phase(handle.read().decode(errors="replace"))
                 raise StepFailed(phase, f"cibuildwheel failed while {phase} in {tag}: {exc.message}", exc.log_tail) from None
             wheels = sorted(dist.glob("*.whl"))
             if len(wheels) != 1:
