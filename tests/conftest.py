@@ -49,7 +49,7 @@ def write_matrix(project: Path):  # type: ignore[no-untyped-def]
 
 
 REPO = Path(__file__).parent.parent
-PROJECT_PARTS = ("matrix.yaml", "matrix.schema.json", "plugin", "driver", "patches")
+PROJECT_PARTS = ("matrix.yaml", "matrix.schema.json", "plugin", "driver", "patches", "README.md", "docs")
 
 
 def copy_project(dest: Path) -> Path:
