@@ -161,8 +161,14 @@ def _note(log_file: Path, text: str) -> None:
 
 
 def _last_error(tail: str) -> str:
-    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    """The line that says what went wrong: an 'error...'/'E:' line first (docker echoes whole RUN commands, which may
+    contain 'error:' themselves), then any line mentioning 'error:', else the last line."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in tail.splitlines()]
+    lines = [line for line in lines if line]
     for line in reversed(lines):
-        if line.lower().startswith(("error", "e:")) or "error:" in line.lower():
+        if line.lower().startswith(("error", "e:")):
+            return line
+    for line in reversed(lines):
+        if "error:" in line.lower() and not line.startswith(("The command", "Step ")):
             return line
     return lines[-1] if lines else "no output"

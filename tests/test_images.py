@@ -63,3 +63,13 @@ def test_debian_mirror_from_apt_sources(tmp_path: Path, files: dict[str, str], m
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     assert debian_mirror(tmp_path) == mirror
+
+
+def test_image_failure_names_the_error_line_not_the_echoed_command() -> None:
+    from buildmatrix.images import _last_error
+
+    tail = ("Step 8/11 : RUN set -e; echo \"error: cannot serve $v\" >&2\n ---> Running in 1\n"
+            "error: this base's python3 is 3.11; it cannot serve Python 3.13\n"
+            "\x1b[0mThe command '/bin/sh -c set -e; echo \"error: cannot serve $v\"' returned a non-zero code: 1\n")
+    assert _last_error(tail) == "error: this base's python3 is 3.11; it cannot serve Python 3.13"
+    assert _last_error("I: Retrieving InRelease\nE: Failed getting release file http://m/debian/dists/x/Release\n").startswith("E: Failed")
