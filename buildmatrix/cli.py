@@ -62,7 +62,7 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
     matrix, cells, registry = load_cells(args)
     if not cells:
         raise UserError("the selection matches no cell of the matrix; `nox -s matrix` lists them")
-    runner, why = select_runner(args.runner or matrix.runner)
+    runner, why = select_runner(args.runner or matrix.runner, matrix)
     console.print(f"[bold]{len(cells)} cell(s)[/bold], {why}, {args.jobs} job(s)")
     workspace = Workspace.for_root(matrix.root)
     with RunLock(workspace), ProgressDisplay(console, cells) as display:
@@ -128,7 +128,7 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     scratch = matrix.root / "build" / "probe" / f"torch{release.version}"
     # Its own workspace: a probe never touches wheels/ or the matrix's results; caches are shared.
     workspace = Workspace.for_root(matrix.root, build_dir=scratch / "work", wheels_dir=scratch / "out")
-    runner, why = select_runner(args.runner or "local")
+    runner, why = select_runner(args.runner or "local", probe.probe_matrix(matrix, release))
     console.print(f"probing torch {release.version} as cell {cell.id} ({why})" + (f" with series {', '.join(release.patches)}" if release.patches else ""))
     with RunLock(workspace):
         engine = Engine(probe.probe_matrix(matrix, release), workspace, runner, registry,
