@@ -31,6 +31,14 @@ log = logging.getLogger(__name__)
 # "queued" | "up-to-date" | "<step name>" | "passed" | "failed".
 ProgressCallback = Callable[[str, str], None]
 
+# Modules of this package that never run while a cell is built: the CLI, reporting and publishing, the
+# engine helper and the patch tools. Editing them cannot change a wheel or a smoke result, so they are
+# not a cell input. Every other module is (new modules count by default).
+NOT_BUILD_CODE = frozenset({
+    "__main__.py", "cli.py", "progress.py", "report_matrix.py", "probe.py", "patchtool.py", "docker_engine.py",
+    "compat.py", "compat_publish.py", "render_markdown.py", "render_site.py", "wheel_index.py",
+})
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -65,7 +73,7 @@ class Engine:
             self._shared_hashes = {
                 "plugin_tree": tree_hash(self.matrix.plugin.source),
                 "driver_tree": tree_hash(self.matrix.driver_source),
-                "build_code": tree_hash(Path(buildmatrix.__file__).parent),
+                "build_code": tree_hash(Path(buildmatrix.__file__).parent, exclude=NOT_BUILD_CODE),
             }
         return self._shared_hashes
 

@@ -26,9 +26,12 @@ def source_files(root: Path) -> list[Path]:
     return out
 
 
-def tree_hash(root: Path) -> str:
+def tree_hash(root: Path, exclude: frozenset[str] = frozenset()) -> str:
+    """Hash of a tree's source files; `exclude` names paths relative to root (POSIX form) left out."""
     digest = hashlib.sha256()
     for path in source_files(root):
+        if path.relative_to(root).as_posix() in exclude:
+            continue
         digest.update(str(path.relative_to(root)).encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
