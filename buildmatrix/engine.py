@@ -31,13 +31,24 @@ log = logging.getLogger(__name__)
 # "queued" | "up-to-date" | "<step name>" | "passed" | "failed".
 ProgressCallback = Callable[[str, str], None]
 
-# Modules of this package that never run while a cell is built: the CLI, reporting and publishing, the
-# engine helper and the patch tools. Editing them cannot change a wheel or a smoke result, so they are
-# not a cell input. Every other module is (new modules count by default).
+# Modules of this package that never run while a cell is built: the CLI and runner selection, reporting
+# and publishing, the engine helper and the patch tools. Editing them cannot change a wheel or a smoke
+# result, so they are not a cell input. Every other module is (new modules count by default).
 NOT_BUILD_CODE = frozenset({
-    "__main__.py", "cli.py", "progress.py", "report_matrix.py", "probe.py", "patchtool.py", "docker_engine.py",
-    "compat.py", "compat_publish.py", "render_markdown.py", "render_site.py", "wheel_index.py",
+    "__main__.py", "cli.py", "runners/__init__.py", "progress.py", "report_matrix.py", "probe.py", "patchtool.py",
+    "docker_engine.py", "compat.py", "compat_publish.py", "render_markdown.py", "render_site.py", "wheel_index.py",
 })
+# Modules that only one runner runs: a cell's build code leaves out those of the other runners.
+RUNNER_MODULES = {
+    "local": frozenset({"runners/local.py"}),
+    "docker": frozenset({"runners/docker.py", "images.py", "oci.py"}),
+}
+
+
+def build_code_exclusions(runner: str) -> frozenset[str]:
+    """Package modules that are not build code for cells built by `runner`."""
+    others = [modules for name, modules in RUNNER_MODULES.items() if name != runner]
+    return NOT_BUILD_CODE.union(*others)
 
 
 @dataclass(frozen=True)
@@ -73,7 +84,7 @@ class Engine:
             self._shared_hashes = {
                 "plugin_tree": tree_hash(self.matrix.plugin.source),
                 "driver_tree": tree_hash(self.matrix.driver_source),
-                "build_code": tree_hash(Path(buildmatrix.__file__).parent, exclude=NOT_BUILD_CODE),
+                "build_code": tree_hash(Path(buildmatrix.__file__).parent, exclude=build_code_exclusions(self.runner.name)),
             }
         return self._shared_hashes
 
