@@ -71,7 +71,10 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
     console.print(summary_table(results))
     failed = [r for r in results if r.status != "passed"]
     for result in failed:
-        console.print(Text.assemble((result.id, "red"), f" failed in {result.failed_step}: {result.error}  (log: {workspace.wheels_dir / (result.log or '')})"))
+        log_path = workspace.wheels_dir / (result.log or "")
+        error = result.error or ""
+        where = "" if f"(log: {log_path})" in error else f"  (log: {log_path})"  # step errors name their log already
+        console.print(Text.assemble((result.id, "red"), f" failed in {result.failed_step}: {error}{where}"))
     console.print(f"results: {workspace.results_dir / 'summary.json'}")
     return EXIT_CELLS_FAILED if failed else 0
 
