@@ -46,7 +46,10 @@ def grid(table: CompatTable, links: bool = True) -> str:
     rows = [head, rule]
     for release in table.releases:
         for driver in table.drivers:
-            marks = [cell_text(table, table.cell(release.key, python, driver.major), links) for python in table.pythons]
+            cells = [table.cell(release.key, python, driver.major) for python in table.pythons]
+            if not any(cells):
+                continue  # the matrix builds this release with no cell for this driver: no row of dashes
+            marks = [cell_text(table, cell, links) for cell in cells]
             rows.append(f"| {release.label} | {driver.api} | " + " | ".join(marks) + " |")
     return "\n".join(rows) + "\n"
 

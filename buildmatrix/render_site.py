@@ -108,7 +108,10 @@ def cells_table(table: CompatTable, logs: Collection[str]) -> str:
     rows = [head]
     for release in table.releases:
         for driver in table.drivers:
-            tds = "".join(cell_td(table.cell(release.key, p, driver.major), logs) for p in table.pythons)
+            cells = [table.cell(release.key, p, driver.major) for p in table.pythons]
+            if not any(cells):
+                continue  # no cell of this release uses this driver
+            tds = "".join(cell_td(cell, logs) for cell in cells)
             rows.append(f"<tr><th>{_e(release.label)}</th><td>{_e(driver.api)}</td>{tds}</tr>")
     return '<table id="cells">' + "\n".join(rows) + "</table>"
 

@@ -61,6 +61,18 @@ def test_without_results_every_declared_cell_is_not_built(write_matrix) -> None:
     assert all(c.cell is None for c in all_choices(table))
 
 
+def test_a_driver_a_release_never_uses_gets_no_row(write_matrix) -> None:
+    from conftest import VALID
+
+    matrix = load_matrix(write_matrix(VALID.replace("runner: auto", 'exclude:\n  - {torch: "2.13", driver: "1"}\nrunner: auto')))
+    table = table_for(matrix, [])
+    markdown = grid(table)
+    assert "| 2.13.0 (cpu) | 2.1 |" in markdown and "| 2.13.0 (cpu) | 1.4 |" not in markdown
+    assert "| 2.4.1 (cuda) | 1.4 |" in markdown
+    page = site_page(table)
+    assert page.count("<th>2.13.0 (cpu)</th>") == 1 and page.count("<th>2.4.1 (cuda)</th>") == 2
+
+
 def test_statuses_and_stale_records(write_matrix, tmp_path: Path) -> None:
     matrix = load_matrix(write_matrix())
     cells = by_id(cells_of(matrix)[0])
