@@ -89,6 +89,15 @@ def run_in_image(reference: str, command: Sequence[str], step: str, log_file: Pa
     return run_logged(step, [DOCKER, "run", "--rm", "--pull=never", reference, *command], log_file)
 
 
+def run_container(reference: str, command: Sequence[str], step: str, log_file: Path,
+                  mounts: Sequence[tuple[Path, str, str]] = (), env: Mapping[str, str] | None = None,
+                  timeout: float | None = None) -> str:
+    """A throwaway container of reference running command with (host, inside, ro|rw) mounts and env; returns the output's tail."""
+    options = [f"--volume={host}:{inside}:{mode}" for host, inside, mode in mounts]
+    options += [f"--env={key}={value}" for key, value in sorted((env or {}).items())]
+    return run_logged(step, [DOCKER, "run", "--rm", "--pull=never", *options, reference, *command], log_file, timeout=timeout)
+
+
 def client_env() -> dict[str, str]:
     """What a child that runs docker itself (cibuildwheel) needs to reach the same engine."""
     return {key: value for key, value in os.environ.items() if key.startswith("DOCKER_")}
