@@ -70,7 +70,8 @@ def import_rootfs(rootfs: Path, reference: str, step: str, log_file: Path) -> No
 def build_image(context: Path, dockerfile: Path, reference: str, build_args: Mapping[str, str], step: str, log_file: Path,
                 labels: Mapping[str, str] | None = None) -> None:
     """`docker build` with the given --build-arg values; never pulls a base the engine already has."""
-    command: list[str] = [DOCKER, "build", "--platform", PLATFORM, "--file", str(dockerfile), "--tag", reference]
+    # --force-rm: the classic builder otherwise keeps the stopped container of a failed RUN step, one per failed build.
+    command: list[str] = [DOCKER, "build", "--force-rm", "--platform", PLATFORM, "--file", str(dockerfile), "--tag", reference]
     for key, value in sorted(build_args.items()):
         command += ["--build-arg", f"{key}={value}"]
     for key, value in sorted((labels or {}).items()):
