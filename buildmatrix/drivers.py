@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from buildmatrix.atomic import copy_file_atomic
@@ -13,15 +14,25 @@ from buildmatrix.matrix import DriverVersion
 from buildmatrix.process import run_logged
 from buildmatrix.sourcetree import copy_pristine
 
+# Builds the driver tree (a scratch copy) into a directory: (tree, out_dir, env, log_file).
+DriverBuild = Callable[[Path, Path, Mapping[str, str], Path], None]
+
 
 class DriverWheels:
-    """Cache of driver wheels under build_dir/driver-wheels/<api>-<source hash>/; safe across threads."""
+    """Cache of driver wheels under cache_dir/<api>-<source hash>/; safe across threads.
 
-    def __init__(self, source: Path, distribution: str, cache_dir: Path, uv: str) -> None:
+    By default the host's uv builds them; `build` builds them elsewhere (the Docker runner: inside the builder image,
+    whose libstdc++ may be older than the host's), and then cache_dir must be that builder's own.
+    """
+
+    def __init__(self, source: Path, distribution: str, cache_dir: Path, uv: str | None = None, build: DriverBuild | None = None) -> None:
+        if (uv is None) == (build is None):
+            raise ValueError("DriverWheels needs exactly one of uv and build")
         self.source = source
         self.pattern = distribution.replace("-", "_") + "-*.whl"
         self.cache_dir = cache_dir
         self.uv = uv
+        self.build = build
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -39,8 +50,12 @@ class DriverWheels:
                 shutil.rmtree(scratch)  # left by an interrupted run
             # Build from a copy: builds write build/ and *.egg-info into the tree they build.
             tree = copy_pristine(self.source, scratch / "src")
-            run_logged("driver", [self.uv, "build", "--wheel", "--out-dir", scratch, tree], log_file,
-                       env={"EMU_DRIVER_API_VERSION": str(driver.api)}, timeout=1800)
+            env = {"EMU_DRIVER_API_VERSION": str(driver.api)}
+            if self.build is not None:
+                self.build(tree, scratch, env, log_file)
+            else:
+                assert self.uv is not None
+                run_logged("driver", [self.uv, "build", "--wheel", "--out-dir", scratch, tree], log_file, env=env, timeout=1800)
             built = sorted(scratch.glob(self.pattern))
             if len(built) != 1:
                 raise StepFailed("driver", f"expected one {self.pattern} in {scratch}, found {[p.name for p in built]}")

@@ -70,7 +70,8 @@ def import_rootfs(rootfs: Path, reference: str, step: str, log_file: Path) -> No
 def build_image(context: Path, dockerfile: Path, reference: str, build_args: Mapping[str, str], step: str, log_file: Path,
                 labels: Mapping[str, str] | None = None) -> None:
     """`docker build` with the given --build-arg values; never pulls a base the engine already has."""
-    command: list[str] = [DOCKER, "build", "--platform", PLATFORM, "--file", str(dockerfile), "--tag", reference]
+    # --force-rm: the classic builder otherwise keeps the stopped container of a failed RUN step, one per failed build.
+    command: list[str] = [DOCKER, "build", "--force-rm", "--platform", PLATFORM, "--file", str(dockerfile), "--tag", reference]
     for key, value in sorted(build_args.items()):
         command += ["--build-arg", f"{key}={value}"]
     for key, value in sorted((labels or {}).items()):
@@ -87,6 +88,15 @@ def remove_image(reference: str) -> None:
 def run_in_image(reference: str, command: Sequence[str], step: str, log_file: Path) -> str:
     """A throwaway container of reference running command; returns the output's tail."""
     return run_logged(step, [DOCKER, "run", "--rm", "--pull=never", reference, *command], log_file)
+
+
+def run_container(reference: str, command: Sequence[str], step: str, log_file: Path,
+                  mounts: Sequence[tuple[Path, str, str]] = (), env: Mapping[str, str] | None = None,
+                  timeout: float | None = None) -> str:
+    """A throwaway container of reference running command with (host, inside, ro|rw) mounts and env; returns the output's tail."""
+    options = [f"--volume={host}:{inside}:{mode}" for host, inside, mode in mounts]
+    options += [f"--env={key}={value}" for key, value in sorted((env or {}).items())]
+    return run_logged(step, [DOCKER, "run", "--rm", "--pull=never", *options, reference, *command], log_file, timeout=timeout)
 
 
 def client_env() -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Runs inside a builder container for cibuildwheel's hooks (before_build, repair, test); stdlib only, Python 3.9+.
+"""Runs inside a builder container for cibuildwheel's hooks (before_build, repair, test) and to build the driver wheel;
+stdlib only, Python 3.9+.
 
 Mounted read-only at /buildmatrix/cell.py by the Docker runner; results go to the host through /out.
 """
@@ -12,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 TORCH_FACTS = (
     "import json, sys, torch; print(json.dumps({'version': torch.__version__, "
@@ -72,6 +74,22 @@ def repair(args: argparse.Namespace) -> None:
         subprocess.run(["auditwheel", "show", wheel], check=False)
 
 
+def driver(args: argparse.Namespace) -> None:
+    """The driver wheel built with this image's compiler and libstdc++ (the host's may be newer than the image's), then,
+    when it carries a native library, repaired so its platform tag names the glibc it needs."""
+    raw = tempfile.mkdtemp(prefix="driver-")
+    if shutil.which("uv"):
+        run(["uv", "build", "--python", sys.executable, "--wheel", "--out-dir", raw, args.source])
+    else:
+        run([sys.executable, "-m", "build", "--wheel", "--outdir", raw, args.source])
+    os.makedirs(args.dest_dir, exist_ok=True)
+    for wheel in glob.glob(os.path.join(raw, "*.whl")):
+        if wheel.endswith("-any.whl"):
+            shutil.copy2(wheel, args.dest_dir)  # pure Python: nothing to repair, and auditwheel refuses it
+        else:
+            run(["auditwheel", "repair", "--wheel-dir", args.dest_dir, wheel])
+
+
 def smoke(args: argparse.Namespace) -> None:
     """Runs the smoke suite and records its exit code; never fails, so the host reads the counts and decides."""
     os.makedirs(os.path.dirname(args.exit_code), exist_ok=True)
@@ -93,13 +111,16 @@ def main() -> None:
     fix.add_argument("wheel")
     fix.add_argument("dest_dir")
     fix.add_argument("--exclude", action="append", default=[])
+    build = sub.add_parser("driver")
+    build.add_argument("source")
+    build.add_argument("dest_dir")
     test = sub.add_parser("smoke")
     test.add_argument("--exit-code", required=True)
     test.add_argument("pytest", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     if args.command == "smoke" and args.pytest[:1] == ["--"]:
         args.pytest = args.pytest[1:]
-    {"before-build": before_build, "repair": repair, "smoke": smoke}[args.command](args)
+    {"before-build": before_build, "repair": repair, "driver": driver, "smoke": smoke}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,10 @@ ENV SSL_CERT_FILE=/usr/local/share/buildmatrix/ca-certificates.crt \
 
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends python3 python3-venv python3-dev g++ ccache patchelf binutils ca-certificates >/dev/null \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* \
+ && for name in cc c++; do [ -e "/usr/lib/ccache/$name" ] || ln -s ../../bin/ccache "/usr/lib/ccache/$name"; done
+# ccache's package wraps only the gcc/g++ names, but torch.utils.cpp_extension compiles with `c++`: without the last line
+# no plugin compile ever hit the cache, and a warm rebuild compiled everything again.
 
 # Package indexes and timeouts from the host, when set there (the runner passes only what is set and not file://).
 ARG PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_DEFAULT_TIMEOUT UV_INDEX_URL UV_EXTRA_INDEX_URL UV_DEFAULT_INDEX UV_INDEX UV_HTTP_TIMEOUT

@@ -13,9 +13,11 @@ import pytest
 from packaging.version import Version
 
 from buildmatrix import oci
+from buildmatrix.drivers import DriverWheels
 from buildmatrix.errors import EngineUnavailable
+from buildmatrix.matrix import DriverVersion
 from buildmatrix.runners import select_runner
-from buildmatrix.runners.docker import failed_phase
+from buildmatrix.runners.docker import driver_cache_dir, failed_phase
 
 from conftest import copy_project, run_cli
 
@@ -54,6 +56,29 @@ def record(root: Path, cell: str) -> dict:  # type: ignore[type-arg]
 
 
 # ---- pure pieces -------------------------------------------------------------
+
+def test_driver_wheels_are_built_per_image_by_the_given_build(tmp_path: Path) -> None:
+    # A driver built on the host links the host's libstdc++ (bookworm: GLIBCXX_3.4.30) and fails to load in bullseye.
+    source = tmp_path / "driver"
+    source.mkdir()
+    (source / "setup.py").write_text("")
+    calls: list[tuple[Path, dict[str, str]]] = []
+
+    def build(tree: Path, out_dir: Path, env: object, log_file: Path) -> None:
+        assert (tree / "setup.py").is_file() and tree != source  # a scratch copy, never the pristine tree
+        calls.append((out_dir, dict(env)))  # type: ignore[call-overload]
+        (out_dir / "tiny_driver-2.1.0-py3-none-manylinux_2_17_x86_64.whl").write_bytes(b"wheel")
+
+    bullseye, trixie = driver_cache_dir(tmp_path, "emu-builder:bullseye-aaa"), driver_cache_dir(tmp_path, "emu-builder:trixie-bbb")
+    assert bullseye != trixie and bullseye.parent == trixie.parent
+    wheels = DriverWheels(source, "tiny-driver", bullseye, build=build)
+    first = wheels.wheel(DriverVersion(Version("2.1")), tmp_path / "log")
+    again = wheels.wheel(DriverVersion(Version("2.1")), tmp_path / "log")
+    assert first == again and first.parent.parent == bullseye and first.read_bytes() == b"wheel"
+    assert len(calls) == 1 and calls[0][1] == {"EMU_DRIVER_API_VERSION": "2.1"}
+    with pytest.raises(ValueError):
+        DriverWheels(source, "tiny-driver", trixie)
+
 
 @pytest.mark.parametrize(("log", "phase"), [
     ("", "build"),

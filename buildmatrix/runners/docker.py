@@ -7,12 +7,14 @@ import os
 import re
 import shlex
 import sys
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from buildmatrix import oci
 from buildmatrix.cells import Cell
-from buildmatrix.drivers import DriverWheels
+from buildmatrix.drivers import DriverBuild, DriverWheels
 from buildmatrix.errors import InterpreterNotFound, StepFailed, UserError
 from buildmatrix.fingerprint import file_sha256, tree_hash
 from buildmatrix.images import HOST_CA_BUNDLE, ImageBuilder, ImagePlan, docker_dir, plan_image
@@ -21,7 +23,7 @@ from buildmatrix.process import run_logged
 from buildmatrix.runners.base import CellJob, RunnerOutput
 from buildmatrix.smoke import pytest_args, read_features, read_junit, stage_tests
 from buildmatrix.steps import StepRecorder
-from buildmatrix.toolenv import build_tools, find_uv, smoke_tools
+from buildmatrix.toolenv import build_tools, smoke_tools
 from buildmatrix.wheelcheck import check_plugin_wheel, unresolved_against
 
 # Where the runner's mounts appear inside the container.
@@ -99,6 +101,23 @@ def cell_container(job: CellJob, image_tag: str, driver_wheel: Path, cache: Path
     return CellContainer(tuple(create_args), cibw)
 
 
+def driver_cache_dir(cache_dir: Path, image_tag: str) -> Path:
+    """Driver wheels are built in each builder image (linked against its libstdc++), so each image has its own cache."""
+    return cache_dir / "driver-wheels" / "docker" / re.sub(r"[^A-Za-z0-9_.-]", "-", image_tag)
+
+
+def container_driver_build(image_tag: str, cache: Path, helper: Path) -> DriverBuild:
+    """Builds the driver tree inside image_tag with cell.py (uv build, then auditwheel repair), sharing the cell caches."""
+    def build(tree: Path, out_dir: Path, env: Mapping[str, str], log_file: Path) -> None:
+        from buildmatrix.images import passed_env
+
+        mounts = [(tree, "/src", "rw"), (out_dir, "/dist", "rw"), (cache, CACHE, "rw"), (helper.parent, HELPER, "ro")]
+        inside = {**passed_env(os.environ), "UV_CACHE_DIR": f"{CACHE}/uv", "PIP_CACHE_DIR": f"{CACHE}/pip", "UV_LINK_MODE": "copy", **env}
+        oci.run_container(image_tag, ["python3", f"{HELPER}/{helper.name}", "driver", "/src", "/dist"], "driver", log_file,
+                          mounts, inside, timeout=1800)
+    return build
+
+
 def _quote_keep_braces(parts: list[str]) -> list[str]:
     # cibuildwheel substitutes {wheel} and {dest_dir} itself (already shell-quoted); leave them bare.
     return [p if re.fullmatch(r"\{\w+\}", p) else shlex.quote(p) for p in parts]
@@ -130,7 +149,8 @@ class DockerRunner:
         self.matrix = matrix
         self.ca_bundle = ca_bundle
         self._builders: dict[Path, ImageBuilder] = {}
-        self._driver_wheels: DriverWheels | None = None
+        self._driver_wheels: dict[str, DriverWheels] = {}
+        self._driver_guard = threading.Lock()
         self._plans: dict[tuple[str, str], ImagePlan] = {}
 
     def plan(self, cell: Cell, matrix: Matrix) -> ImagePlan:
@@ -155,10 +175,18 @@ class DockerRunner:
         cache = job.workspace.cache_dir / "docker"
         return self._builders.setdefault(cache, ImageBuilder(cache, self.ca_bundle))
 
-    def _drivers(self, job: CellJob) -> DriverWheels:
-        if self._driver_wheels is None:
-            self._driver_wheels = DriverWheels(job.matrix.driver_source, job.matrix.driver_distribution, job.workspace.cache_dir / "driver-wheels", find_uv())
-        return self._driver_wheels
+    def _drivers(self, job: CellJob, image_tag: str) -> DriverWheels:
+        """The driver wheels built in image_tag: a wheel built on the host may need a newer libstdc++ than the image has."""
+        with self._driver_guard:
+            if image_tag in self._driver_wheels:
+                return self._driver_wheels[image_tag]
+            cache = job.workspace.cache_dir / "docker" / "cache"
+            cache.mkdir(parents=True, exist_ok=True)
+            build = container_driver_build(image_tag, cache, docker_dir(job.matrix.root) / "cell.py")
+            wheels = DriverWheels(job.matrix.driver_source, job.matrix.driver_distribution,
+                                  driver_cache_dir(job.workspace.cache_dir, image_tag), build=build)
+            self._driver_wheels[image_tag] = wheels
+            return wheels
 
     def run(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
         cell, log = job.cell, job.log_file
@@ -171,7 +199,7 @@ class DockerRunner:
             if oci.image_platform(tag) != oci.PLATFORM:
                 raise StepFailed("image", f"{tag} is {oci.image_platform(tag) or 'missing'}, not {oci.PLATFORM}; cibuildwheel would pull")
         with steps.step("driver"):
-            output.driver_wheel = self._drivers(job).wheel(cell.driver, log)
+            output.driver_wheel = self._drivers(job, tag).wheel(cell.driver, log)
         driver_wheel = output.driver_wheel
 
         out, dist = job.workdir / "out", job.workdir / "dist"
