@@ -193,6 +193,9 @@ class Engine:
                 result.wheel = self._publish(output.plugin_wheel, self.workspace.plugin_wheel_dir(cell.torch.minor))
                 result.driver_wheel = self._publish(output.driver_wheel, self.workspace.driver_wheel_dir)
             result.status = PASSED
+            # The wheel, log and record are published; the environments (GBs of hard links into the uv cache,
+            # which keep pruned cache entries alive) are scratch. A failed cell keeps its directory for inspection.
+            shutil.rmtree(workdir, ignore_errors=True)
         except StepFailed as exc:
             result.status = FAILED
             result.failed_step = exc.step

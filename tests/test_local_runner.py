@@ -70,6 +70,8 @@ def test_green_build_then_noop_rerun(tiny: Path) -> None:
     ]
     summary = json.loads((tiny / "wheels" / "results" / "summary.json").read_text())
     assert summary["counts"] == {"passed": 2, "failed": 0}
+    # A passed cell's scratch (environments, patched tree) is gone once its wheel is published.
+    assert not any((tiny / "build" / "matrix" / "cells" / cell).exists() for cell in CELLS)
 
     mtimes = {p: p.stat().st_mtime_ns for p in (tiny / "wheels").rglob("*.whl")}
     start = time.monotonic()
@@ -95,6 +97,8 @@ def test_broken_cell_fails_alone(tiny: Path) -> None:
     assert "broken on purpose" in (tiny / "wheels" / broken["log"]).read_text()
     assert fine["status"] == "passed" and fine["wheel"]["filename"].endswith(".whl")
     assert f"{CELLS[0]} failed in build" in result.stdout
+    cells_dir = tiny / "build" / "matrix" / "cells"
+    assert (cells_dir / CELLS[0] / "tree").is_dir() and not (cells_dir / CELLS[1]).exists()  # failed ones stay to inspect
     # The failure is recorded for these inputs: a rerun does not rebuild it, --force does.
     assert build(tiny).stdout.count("up-to-date") == 2
 
