@@ -8,7 +8,7 @@ docs/compatibility.json, so the docs re-render identically in a clean clone that
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -97,6 +97,15 @@ class CompatTable:
 
     def cell(self, release: str, python: str, driver: int) -> CompatCell | None:
         return next((c for c in self.cells if (c.release, c.python, c.driver) == (release, python, driver)), None)
+
+    def grid_rows(self) -> Iterator[tuple[Release, DriverColumn, list[CompatCell | None]]]:
+        """Rows release x driver of the table, one entry per Python (None: not in the matrix); a driver that a
+        release has no cell for gives no row."""
+        for release in self.releases:
+            for driver in self.drivers:
+                cells = [self.cell(release.key, python, driver.major) for python in self.pythons]
+                if any(cells):
+                    yield release, driver, cells
 
     def release(self, key: str) -> Release:
         return next(r for r in self.releases if r.key == key)

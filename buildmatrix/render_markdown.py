@@ -44,13 +44,9 @@ def grid(table: CompatTable, links: bool = True) -> str:
     head = "| torch | driver | " + " | ".join(f"Python {p}" for p in table.pythons) + " |"
     rule = "|---|---|" + "---|" * len(table.pythons)
     rows = [head, rule]
-    for release in table.releases:
-        for driver in table.drivers:
-            cells = [table.cell(release.key, python, driver.major) for python in table.pythons]
-            if not any(cells):
-                continue  # the matrix builds this release with no cell for this driver: no row of dashes
-            marks = [cell_text(table, cell, links) for cell in cells]
-            rows.append(f"| {release.label} | {driver.api} | " + " | ".join(marks) + " |")
+    for release, driver, cells in table.grid_rows():
+        marks = [cell_text(table, cell, links) for cell in cells]
+        rows.append(f"| {release.label} | {driver.api} | " + " | ".join(marks) + " |")
     return "\n".join(rows) + "\n"
 
 

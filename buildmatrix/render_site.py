@@ -106,13 +106,9 @@ def cell_td(cell: CompatCell | None, logs: Collection[str]) -> str:
 def cells_table(table: CompatTable, logs: Collection[str]) -> str:
     head = "<tr><th>torch</th><th>driver</th>" + "".join(f"<th>Python {_e(p)}</th>" for p in table.pythons) + "</tr>"
     rows = [head]
-    for release in table.releases:
-        for driver in table.drivers:
-            cells = [table.cell(release.key, p, driver.major) for p in table.pythons]
-            if not any(cells):
-                continue  # no cell of this release uses this driver
-            tds = "".join(cell_td(cell, logs) for cell in cells)
-            rows.append(f"<tr><th>{_e(release.label)}</th><td>{_e(driver.api)}</td>{tds}</tr>")
+    for release, driver, cells in table.grid_rows():
+        tds = "".join(cell_td(cell, logs) for cell in cells)
+        rows.append(f"<tr><th>{_e(release.label)}</th><td>{_e(driver.api)}</td>{tds}</tr>")
     return '<table id="cells">' + "\n".join(rows) + "</table>"
 
 
