@@ -30,19 +30,12 @@ from buildmatrix.compat import CompatTable, build_table, install_choice
 from buildmatrix.compat_publish import write_site
 from buildmatrix.matrix import load_matrix
 
+from conftest import VALID
+
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
-MATRIX = f"""\
-schema-version: 1
-plugin: {{distribution: torch-emu, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}}
-driver: {{source: driver, versions: ["1.4", "2.1"]}}
-python: ["{PYTHON}"]
-torch:
-  - version: "2.4.1"
-    patches: [pre-2.7]
-  - version: "2.13.0"
-    variant: cpu
-    wheels: pip-find-links
-"""
+# The shared test matrix (torch 2.4.1 and the 2.13.0 CPU build, drivers 1.4 and 2.1) with only the running Python.
+MATRIX = VALID.replace('python: ["3.9", "3.10", "3.11"]', f'python: ["{PYTHON}"]')
+assert f'python: ["{PYTHON}"]' in MATRIX, "conftest.VALID no longer lists its Pythons as this module expects"
 BUILT = ("torch2.4-cuda", "torch2.13-cpu")  # driver 2 only; every driver 1 cell is 'not built'
 
 
