@@ -12,11 +12,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from buildmatrix.cells import Cell, Selection, expand
+from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import UserError
-from buildmatrix.matrix import Matrix, load_matrix
-from buildmatrix.registry import Registry
-from buildmatrix.workspace import Workspace
+from buildmatrix.model.cells import Cell, Selection, expand
+from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.registry import Registry
 
 EXIT_CELLS_FAILED = 1
 
@@ -26,7 +26,9 @@ def load_cells(args: argparse.Namespace) -> tuple[Matrix, list[Cell], Registry]:
     registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=args.offline)
     available = {release: registry.pythons(release) for release in matrix.torch}
     cells = expand(matrix, available)
-    selection = Selection(tuple(args.torch or ()), tuple(args.python or ()), tuple(args.driver or ()), tuple(args.variant or ()))
+    selection = Selection(
+        tuple(args.torch or ()), tuple(args.python or ()), tuple(args.driver or ()), tuple(args.variant or ())
+    )
     return matrix, selection.apply(cells), registry
 
 
@@ -54,10 +56,10 @@ def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_build(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix.engine import Engine, RunOptions
+    from buildmatrix.builder.engine import Engine, RunOptions
+    from buildmatrix.builder.runners import select_runner
+    from buildmatrix.builder.workspace import RunLock
     from buildmatrix.progress import ProgressDisplay, summary_table
-    from buildmatrix.runners import select_runner
-    from buildmatrix.workspace import RunLock
 
     matrix, cells, registry = load_cells(args)
     if not cells:
@@ -80,7 +82,7 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_merge_results(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix.results import ResultStore, merge_result_dirs
+    from buildmatrix.builder.results import ResultStore, merge_result_dirs
 
     into = ResultStore(Path(args.into))
     merged = merge_result_dirs([Path(p) for p in args.sources], into)
@@ -89,18 +91,25 @@ def cmd_merge_results(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_patches(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix import patchtool
+    from buildmatrix.builder import patchtool
 
     matrix = load_matrix(Path(args.matrix).resolve())
     edit_root = Workspace.for_root(matrix.root).build_dir.parent / "patch-edit"
     if args.action == "check":
         report = patchtool.check(matrix)
         for release, applied in report.applied.items():
-            console.print(f"{release}: {len(applied)} patch(es) apply cleanly" + (f" ({', '.join(applied)})" if applied else ""), highlight=False)
+            console.print(
+                f"{release}: {len(applied)} patch(es) apply cleanly" + (f" ({', '.join(applied)})" if applied else ""),
+                highlight=False,
+            )
         for line in report.failures:
             console.print(Text.assemble(("FAIL ", "red"), line))
         for name in report.unused_series:
-            console.print(Text.assemble(("UNUSED ", "red"), f"patches/{name}: no torch release of the matrix uses this series; delete it"))
+            console.print(
+                Text.assemble(
+                    ("UNUSED ", "red"), f"patches/{name}: no torch release of the matrix uses this series; delete it"
+                )
+            )
         for line in report.dead_gates:
             console.print(Text.assemble(("DEAD ", "red"), line))
         return 0 if report.ok else EXIT_CELLS_FAILED
@@ -108,21 +117,25 @@ def cmd_patches(args: argparse.Namespace, console: Console) -> int:
         raise UserError(f"`patches {args.action}` needs a torch release, e.g. `patches {args.action} 2.4`")
     if args.action == "edit":
         tree = patchtool.edit_tree(matrix, args.release, edit_root)
-        console.print(f"edit the plugin for torch {args.release} in {tree / matrix.plugin.source.name}, then run `nox -s patches -- refresh {args.release}`")
+        console.print(
+            f"edit the plugin for torch {args.release} in {tree / matrix.plugin.source.name}, then run `nox -s patches -- refresh {args.release}`"
+        )
         return 0
     result = patchtool.refresh(matrix, args.release, edit_root / f"torch{args.release}")
     for path in result.files:
         console.print(f"wrote {path.relative_to(matrix.root)}", highlight=False)
     if result.missing_from_matrix:
-        console.print(f"now add '{args.release}' as the last entry of the patches of torch {args.release} in {matrix.path.name}")
+        console.print(
+            f"now add '{args.release}' as the last entry of the patches of torch {args.release} in {matrix.path.name}"
+        )
     return 0
 
 
 def cmd_probe(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix import probe
-    from buildmatrix.engine import Engine, RunOptions
-    from buildmatrix.runners import select_runner
-    from buildmatrix.workspace import RunLock
+    from buildmatrix.builder import probe
+    from buildmatrix.builder.engine import Engine, RunOptions
+    from buildmatrix.builder.runners import select_runner
+    from buildmatrix.builder.workspace import RunLock
 
     matrix = load_matrix(Path(args.matrix).resolve())
     registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=args.offline)
@@ -132,10 +145,18 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     # Its own workspace: a probe never touches wheels/ or the matrix's results; caches are shared.
     workspace = Workspace.for_root(matrix.root, build_dir=scratch / "work", wheels_dir=scratch / "out")
     runner, why = select_runner(args.runner or "local", probe.probe_matrix(matrix, release))
-    console.print(f"probing torch {release.version} as cell {cell.id} ({why})" + (f" with series {', '.join(release.patches)}" if release.patches else ""))
+    console.print(
+        f"probing torch {release.version} as cell {cell.id} ({why})"
+        + (f" with series {', '.join(release.patches)}" if release.patches else "")
+    )
     with RunLock(workspace):
-        engine = Engine(probe.probe_matrix(matrix, release), workspace, runner, registry,
-                        progress=lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False))
+        engine = Engine(
+            probe.probe_matrix(matrix, release),
+            workspace,
+            runner,
+            registry,
+            progress=lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False),
+        )
         [result] = engine.run([cell], RunOptions(jobs=1, fail_fast=False, force=True))
     report = probe.report_from_result(release, result, workspace.logs_dir / f"{cell.id}.log")
     report_path = scratch / "report.md"
@@ -146,9 +167,9 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix.compat import CompatTable, build_table
-    from buildmatrix.compat_publish import DOCS_TABLE, docs_problems, write_docs, write_site
-    from buildmatrix.results import ResultStore
+    from buildmatrix.builder.results import ResultStore
+    from buildmatrix.publish.site import DOCS_TABLE, docs_problems, write_docs, write_site
+    from buildmatrix.publish.table import CompatTable, build_table
 
     matrix = load_matrix(Path(args.matrix).resolve())
     workspace = Workspace.for_root(matrix.root)
@@ -162,7 +183,10 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
         for path in write_docs(table, matrix.root):
             console.print(f"wrote {path.relative_to(matrix.root)}", highlight=False)
         report = write_site(table, workspace.wheels_dir, workspace.wheels_dir / "site")
-        console.print(f"site: {report.site / 'index.html'} ({report.wheels} wheel(s), {len(report.pages)} index page(s))", highlight=False)
+        console.print(
+            f"site: {report.site / 'index.html'} ({report.wheels} wheel(s), {len(report.pages)} index page(s))",
+            highlight=False,
+        )
         problems = report.problems
     for problem in problems:
         console.print(Text.assemble(("FAIL ", "red"), problem))
@@ -170,7 +194,7 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_engine(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix.docker_engine import ensure_engine
+    from buildmatrix.docker.engine import ensure_engine
 
     report = ensure_engine(Path(args.log).resolve(), install=not args.no_install)
     for action in report.actions:
@@ -179,7 +203,9 @@ def cmd_engine(args: argparse.Namespace, console: Console) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="buildmatrix", description="Build and test a PyTorch backend across a torch x Python x driver matrix.")
+    parser = argparse.ArgumentParser(
+        prog="buildmatrix", description="Build and test a PyTorch backend across a torch x Python x driver matrix."
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -204,13 +230,19 @@ def build_parser() -> argparse.ArgumentParser:
     patches.add_argument("--matrix", default="matrix.yaml")
     patches.set_defaults(func=cmd_patches)
 
-    probe = sub.add_parser("probe", help="build and smoke-test against a torch release not in matrix.yaml; report the breaks by interface")
+    probe = sub.add_parser(
+        "probe", help="build and smoke-test against a torch release not in matrix.yaml; report the breaks by interface"
+    )
     probe.add_argument("release", help="e.g. 2.16 (newest 2.16.x on the registry) or 2.14.1")
     probe.add_argument("--matrix", default="matrix.yaml")
     probe.add_argument("--offline", action="store_true", help="use the cached registry answers only")
-    probe.add_argument("--python", metavar="X.Y", help="default: the newest of matrix.yaml's Pythons the release publishes")
+    probe.add_argument(
+        "--python", metavar="X.Y", help="default: the newest of matrix.yaml's Pythons the release publishes"
+    )
     probe.add_argument("--driver", metavar="N", help="driver API major (default: the newest in matrix.yaml)")
-    probe.add_argument("--series", action="append", metavar="NAME", help="apply this shim series first (repeatable, in order)")
+    probe.add_argument(
+        "--series", action="append", metavar="NAME", help="apply this shim series first (repeatable, in order)"
+    )
     probe.add_argument("--runner", choices=("auto", "local", "docker"), help="default: local")
     probe.set_defaults(func=cmd_probe)
 
@@ -219,15 +251,24 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--into", default="wheels/results", help="destination (default: %(default)s)")
     merge.set_defaults(func=cmd_merge_results)
 
-    compat = sub.add_parser("compat-table", help="compatibility table (docs, README), static site and wheel index under wheels/site/")
+    compat = sub.add_parser(
+        "compat-table", help="compatibility table (docs, README), static site and wheel index under wheels/site/"
+    )
     compat.add_argument("--matrix", default="matrix.yaml")
     compat.add_argument("--offline", action="store_true", help="use the cached registry answers only")
-    compat.add_argument("--site-url", default="", help="URL the site is served at, for the commands in the docs (default: <site>)")
+    compat.add_argument(
+        "--site-url", default="", help="URL the site is served at, for the commands in the docs (default: <site>)"
+    )
     compat.add_argument("--check", action="store_true", help="write nothing; fail if the committed docs are stale")
     compat.set_defaults(func=cmd_compat_table)
 
-    engine = sub.add_parser("engine", help="make a Docker engine answer: apt-get install docker.io and debootstrap if missing, start dockerd (root)")
-    engine.add_argument("--log", default="build/dockerd.log", help="dockerd's log when started here (default: %(default)s)")
+    engine = sub.add_parser(
+        "engine",
+        help="make a Docker engine answer: apt-get install docker.io and debootstrap if missing, start dockerd (root)",
+    )
+    engine.add_argument(
+        "--log", default="build/dockerd.log", help="dockerd's log when started here (default: %(default)s)"
+    )
     engine.add_argument("--no-install", action="store_true", help="never run apt-get; say what is missing")
     engine.set_defaults(func=cmd_engine)
     return parser
@@ -235,7 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     # Logs and CI output are not terminals: keep lines whole rather than wrapped at 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
     try:

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from buildmatrix.cells import Cell
-from buildmatrix.results import CellResult
+from buildmatrix.builder.results import CellResult
+from buildmatrix.model.cells import Cell
 
 STYLE = {"passed": "green", "failed": "red", "up-to-date": "cyan", "queued": "dim"}
 
@@ -23,7 +23,9 @@ class ProgressDisplay:
         self.console = console
         self.state = {cell.id: ("queued", time.monotonic()) for cell in cells}
         self.lock = threading.Lock()
-        self.live: Live | None = Live(self._table(), console=console, refresh_per_second=4, transient=True) if console.is_terminal else None
+        self.live: Live | None = (
+            Live(self._table(), console=console, refresh_per_second=4, transient=True) if console.is_terminal else None
+        )
 
     def __enter__(self) -> ProgressDisplay:
         if self.live:
@@ -63,5 +65,11 @@ def summary_table(results: list[CellResult]) -> Table:
         smoke = result.smoke
         counts = f"{smoke.passed}/{smoke.failed + smoke.errors}/{smoke.skipped}" if smoke else "-"
         status = result.status if result.status == "passed" else f"{result.status} ({result.failed_step})"
-        table.add_row(result.id, f"[{style}]{status}[/{style}]", counts, f"{result.seconds:.0f} s", result.wheel.filename if result.wheel else "-")
+        table.add_row(
+            result.id,
+            f"[{style}]{status}[/{style}]",
+            counts,
+            f"{result.seconds:.0f} s",
+            result.wheel.filename if result.wheel else "-",
+        )
     return table

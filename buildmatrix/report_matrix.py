@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from buildmatrix.cells import Cell
+from buildmatrix.model.cells import Cell
 
 
 def cells_table(cells: list[Cell]) -> Table:
@@ -24,12 +24,14 @@ def github_matrix(cells: list[Cell]) -> dict[str, Any]:
     include = []
     for cell in cells:
         row = cell.as_dict()
-        include.append({
-            "cell": row["id"],
-            "torch": row["torch_minor"],
-            "python": row["python"],
-            "driver": str(cell.driver.major),
-            "variant": row["variant"],
-            "args": f"--torch {row['torch_minor']} --python {row['python']} --driver {cell.driver.major} --variant {row['variant']}",
-        })
+        include.append(
+            {
+                "cell": row["id"],
+                "torch": row["torch_minor"],
+                "python": row["python"],
+                "driver": str(cell.driver.major),
+                "variant": row["variant"],
+                "args": f"--torch {row['torch_minor']} --python {row['python']} --driver {cell.driver.major} --variant {row['variant']}",
+            }
+        )
     return {"include": include}

@@ -50,18 +50,31 @@ def before_build(args: argparse.Namespace) -> None:
     """The build environment: the cell's torch, driver wheel and build tools; then what the host checks against."""
     install(args.requirements)
     os.makedirs(args.out, exist_ok=True)
-    facts = subprocess.run([sys.executable, "-c", TORCH_FACTS], check=True, capture_output=True, text=True).stdout.strip()
+    facts = subprocess.run(
+        [sys.executable, "-c", TORCH_FACTS], check=True, capture_output=True, text=True
+    ).stdout.strip()
     with open(os.path.join(args.out, "torch-facts.json"), "w") as handle:
         handle.write(facts.splitlines()[-1] + "\n")
     # The libraries the plugin may link against: torch's and the driver's (found where they are installed).
-    found = subprocess.run([sys.executable, "-c", "import os, torch; print(os.path.dirname(torch.__file__))"],
-                           check=True, capture_output=True, text=True).stdout.strip()
+    found = subprocess.run(
+        [sys.executable, "-c", "import os, torch; print(os.path.dirname(torch.__file__))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     libraries = [p for p in glob.glob(os.path.join(found, "lib", "*.so*")) if os.path.isfile(p)]
     site = os.path.dirname(found)
-    libraries += [p for p in glob.glob(os.path.join(site, args.driver_package, "**", "*.so*"), recursive=True) if os.path.isfile(p)]
+    libraries += [
+        p
+        for p in glob.glob(os.path.join(site, args.driver_package, "**", "*.so*"), recursive=True)
+        if os.path.isfile(p)
+    ]
     with open(os.path.join(args.out, "provided-symbols.txt"), "w") as handle:
         handle.write("\n".join(defined_symbols(libraries)) + "\n")
-    print(f"torch {json.loads(facts.splitlines()[-1])['version']}; {len(libraries)} libraries' symbols in {args.out}", flush=True)
+    print(
+        f"torch {json.loads(facts.splitlines()[-1])['version']}; {len(libraries)} libraries' symbols in {args.out}",
+        flush=True,
+    )
 
 
 def repair(args: argparse.Namespace) -> None:

@@ -42,13 +42,31 @@ class BuildDriver(build_py):
         include.mkdir(parents=True, exist_ok=True)
         lib.mkdir(parents=True, exist_ok=True)
         template = (HERE / "include" / "emu_driver_version.h.in").read_text()
-        (include / "emu_driver_version.h").write_text(template.replace("@MAJOR@", str(major)).replace("@MINOR@", str(minor)))
+        (include / "emu_driver_version.h").write_text(
+            template.replace("@MAJOR@", str(major)).replace("@MINOR@", str(minor))
+        )
         (include / "emu_driver.h").write_text((HERE / "include" / "emu_driver.h").read_text())
         (package / "_version.py").write_text(f"API_VERSION = ({major}, {minor})\n")
         sources = sorted(str(p) for p in (HERE / "src").glob("*.cpp"))
         cxx = shlex.split(os.environ.get("CXX", "g++"))
-        command = [*cxx, "-std=c++17", "-O2", "-g0", "-fPIC", "-shared", "-fvisibility=hidden", "-pthread", "-Wall", "-Wextra",
-                   f"-I{include}", f"-I{HERE / 'src'}", *sources, "-Wl,-soname,libemu_driver.so", "-o", str(lib / "libemu_driver.so")]
+        command = [
+            *cxx,
+            "-std=c++17",
+            "-O2",
+            "-g0",
+            "-fPIC",
+            "-shared",
+            "-fvisibility=hidden",
+            "-pthread",
+            "-Wall",
+            "-Wextra",
+            f"-I{include}",
+            f"-I{HERE / 'src'}",
+            *sources,
+            "-Wl,-soname,libemu_driver.so",
+            "-o",
+            str(lib / "libemu_driver.so"),
+        ]
         print(" ".join(command))
         subprocess.run(command, check=True)
 

@@ -26,14 +26,14 @@ from packaging.version import Version
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from buildmatrix.cells import Selection, expand  # noqa: E402
-from buildmatrix.engine import Engine  # noqa: E402
-from buildmatrix.matrix import load_matrix  # noqa: E402
-from buildmatrix.registry import Registry  # noqa: E402
-from buildmatrix.runners.local import LocalRunner  # noqa: E402
-from buildmatrix.smoke import pytest_args, stage_tests  # noqa: E402
-from buildmatrix.toolenv import build_tools, smoke_tools  # noqa: E402
-from buildmatrix.workspace import Workspace  # noqa: E402
+from buildmatrix.builder.engine import Engine  # noqa: E402
+from buildmatrix.builder.runners.local import LocalRunner  # noqa: E402
+from buildmatrix.builder.smoke import pytest_args, stage_tests  # noqa: E402
+from buildmatrix.builder.toolenv import build_tools, smoke_tools  # noqa: E402
+from buildmatrix.builder.workspace import Workspace  # noqa: E402
+from buildmatrix.model.cells import Selection, expand  # noqa: E402
+from buildmatrix.model.matrix import load_matrix  # noqa: E402
+from buildmatrix.model.registry import Registry  # noqa: E402
 
 PROJECT_PARTS = ("matrix.yaml", "plugin", "driver", "patches")
 
@@ -59,25 +59,82 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     return elapsed
 
 
-def bare_cell(root: Path, work: Path, torch: Version, torch_req: str, find_links: list[str], driver_wheel: Path, python: Path,
-              env: dict[str, str]) -> float:
+def bare_cell(
+    root: Path,
+    work: Path,
+    torch: Version,
+    torch_req: str,
+    find_links: list[str],
+    driver_wheel: Path,
+    python: Path,
+    env: dict[str, str],
+) -> float:
     """What a person would type to build and smoke-test the cell without the orchestration."""
     links = [arg for loc in find_links for arg in ("--find-links", loc)]
     build_env, smoke_env, dist = work / "b-env", work / "s-env", work / "dist"
     start = time.monotonic()
     timed(["uv", "venv", "-q", "--python", str(python), str(build_env)], env, work)
-    timed(["uv", "pip", "install", "-q", "--python", str(build_env / "bin/python"), *links, torch_req, str(driver_wheel), "pip",
-           *build_tools(torch)], env, work)
+    timed(
+        [
+            "uv",
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(build_env / "bin/python"),
+            *links,
+            torch_req,
+            str(driver_wheel),
+            "pip",
+            *build_tools(torch),
+        ],
+        env,
+        work,
+    )
     tree = work / "plugin"
     shutil.copytree(root / "plugin", tree)
-    timed([str(build_env / "bin/python"), "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(tree)], env, work)
+    timed(
+        [
+            str(build_env / "bin/python"),
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(dist),
+            str(tree),
+        ],
+        env,
+        work,
+    )
     [wheel] = list(dist.glob("*.whl"))
     timed(["uv", "venv", "-q", "--python", str(python), str(smoke_env)], env, work)
-    timed(["uv", "pip", "install", "-q", "--python", str(smoke_env / "bin/python"), *links, torch_req, str(wheel), str(driver_wheel),
-           *smoke_tools(torch)], env, work)
+    timed(
+        [
+            "uv",
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(smoke_env / "bin/python"),
+            *links,
+            torch_req,
+            str(wheel),
+            str(driver_wheel),
+            *smoke_tools(torch),
+        ],
+        env,
+        work,
+    )
     tests = stage_tests(tree / "tests", work / "smoke")
-    subprocess.run([str(smoke_env / "bin/python"), *pytest_args(tests, work / "junit.xml", work / "features.json")], env=env, cwd=work / "smoke",
-                   capture_output=True)
+    subprocess.run(
+        [str(smoke_env / "bin/python"), *pytest_args(tests, work / "junit.xml", work / "features.json")],
+        env=env,
+        cwd=work / "smoke",
+        capture_output=True,
+    )
     return time.monotonic() - start
 
 
@@ -92,7 +149,17 @@ def main() -> None:
         root = copy_project(Path(tmp))
         env = {**os.environ, "CCACHE_DISABLE": "1", "PYTHONPATH": str(REPO)}
         select = ["--torch", args.torch, "--python", args.python, "--driver", args.driver]
-        cli = [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), "--runner", "local", *select]
+        cli = [
+            sys.executable,
+            "-m",
+            "buildmatrix",
+            "build",
+            "--matrix",
+            str(root / "matrix.yaml"),
+            "--runner",
+            "local",
+            *select,
+        ]
 
         timed(cli, env, root)  # warm the uv cache and build the driver wheel once, outside the measurement
         orchestrated = timed([*cli, "--force"], env, root)
@@ -107,22 +174,46 @@ def main() -> None:
         find_links = registry.find_links_locations(cell.torch.wheels) if cell.torch.wheels.kind != "registry" else []
         work = Path(tmp) / "bare"
         work.mkdir()
-        bare = bare_cell(root, work, cell.torch.version, f"torch=={cell.torch.requirement_version}", find_links, driver_wheel,
-                         runner.interpreter(cell).executable, env)
+        bare = bare_cell(
+            root,
+            work,
+            cell.torch.version,
+            f"torch=={cell.torch.requirement_version}",
+            find_links,
+            driver_wheel,
+            runner.interpreter(cell).executable,
+            env,
+        )
 
         engine = Engine(matrix, workspace, runner, registry)
         start = time.monotonic()
         planned = engine.plan(cells)
         plan_seconds = time.monotonic() - start
         recorded = [p.cell.id for p in planned if p.reusable is not None]
-        noop = timed([sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), "--runner", "local", *select], env, root)
+        noop = timed(
+            [
+                sys.executable,
+                "-m",
+                "buildmatrix",
+                "build",
+                "--matrix",
+                str(root / "matrix.yaml"),
+                "--runner",
+                "local",
+                *select,
+            ],
+            env,
+            root,
+        )
 
     print(f"cell {cell.id} (compiler cache off)")
     print(f"  cold single cell, orchestrated : {orchestrated:8.1f} s")
     print(f"  same work done bare            : {bare:8.1f} s")
     print(f"  orchestration overhead         : {100 * (orchestrated / bare - 1):8.1f} %   (target <= 15 %)")
     print(f"  no-op rerun of the cell        : {noop:8.1f} s")
-    print(f"  planning all {len(cells)} cells of the matrix: {plan_seconds:6.2f} s ({len(recorded)} with an up-to-date record)")
+    print(
+        f"  planning all {len(cells)} cells of the matrix: {plan_seconds:6.2f} s ({len(recorded)} with an up-to-date record)"
+    )
 
 
 if __name__ == "__main__":

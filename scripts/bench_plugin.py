@@ -47,13 +47,17 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(torch.get_num_threads())
     info = torch_emu.build_info()
-    print(f"torch {torch.__version__}, torch_emu {info['PLUGIN_VERSION']}, driver API {info['driver_api_runtime']}, "
-          f"{torch.get_num_threads()} CPU threads")
+    print(
+        f"torch {torch.__version__}, torch_emu {info['PLUGIN_VERSION']}, driver API {info['driver_api_runtime']}, "
+        f"{torch.get_num_threads()} CPU threads"
+    )
 
     cpu = best_of(add_chain("cpu"), args.repeats)
     emu = best_of(add_chain("emu"), args.repeats)
-    print(f"1000 x add(1k floats) + synchronize: cpu {cpu * 1e3:8.2f} ms  emu {emu * 1e3:8.2f} ms  "
-          f"ratio emu/cpu {emu / cpu:5.2f}  (target <= 3)")
+    print(
+        f"1000 x add(1k floats) + synchronize: cpu {cpu * 1e3:8.2f} ms  emu {emu * 1e3:8.2f} ms  "
+        f"ratio emu/cpu {emu / cpu:5.2f}  (target <= 3)"
+    )
 
     nbytes = 64 << 20
     host_src = torch.rand(nbytes // 4)
@@ -73,8 +77,10 @@ def main() -> None:
     t_h2d = best_of(h2d, args.repeats)
     t_d2h = best_of(d2h, args.repeats)
     gbps = lambda t: nbytes / t / 1e9  # noqa: E731
-    print(f"64 MiB copy: host memcpy {gbps(t_memcpy):6.2f} GB/s  host->emu {gbps(t_h2d):6.2f} GB/s "
-          f"(ratio {t_memcpy / t_h2d:4.2f})  emu->host {gbps(t_d2h):6.2f} GB/s (ratio {t_memcpy / t_d2h:4.2f})  (target >= 0.7)")
+    print(
+        f"64 MiB copy: host memcpy {gbps(t_memcpy):6.2f} GB/s  host->emu {gbps(t_h2d):6.2f} GB/s "
+        f"(ratio {t_memcpy / t_h2d:4.2f})  emu->host {gbps(t_d2h):6.2f} GB/s (ratio {t_memcpy / t_d2h:4.2f})  (target >= 0.7)"
+    )
     assert torch.equal(host_dst, host_src)
 
     a_cpu, b_cpu = torch.randn(1024, 1024), torch.randn(1024, 1024)
@@ -89,7 +95,9 @@ def main() -> None:
 
     t_cpu = best_of(mm_cpu, args.repeats)
     t_emu = best_of(mm_emu, args.repeats)
-    print(f"mm 1024x1024: cpu {t_cpu * 1e3:7.2f} ms  emu {t_emu * 1e3:7.2f} ms  ratio emu/cpu {t_emu / t_cpu:4.2f}  (target <= 1.2)")
+    print(
+        f"mm 1024x1024: cpu {t_cpu * 1e3:7.2f} ms  emu {t_emu * 1e3:7.2f} ms  ratio emu/cpu {t_emu / t_cpu:4.2f}  (target <= 1.2)"
+    )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess  # noqa: F401  (for the annotation of run_cli)
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -60,7 +60,11 @@ def copy_project(dest: Path) -> Path:
     for part in PROJECT_PARTS:
         source = REPO / part
         if source.is_dir():
-            shutil.copytree(source, dest / part, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "_build_info.py"))
+            shutil.copytree(
+                source,
+                dest / part,
+                ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "_build_info.py"),
+            )
         elif source.is_file():
             shutil.copy2(source, dest / part)
     return dest
@@ -73,7 +77,9 @@ def run_cli(root: Path, *args: str, timeout: float = 3600) -> subprocess.Complet
     import sys
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "buildmatrix", *args], capture_output=True, text=True, timeout=timeout, cwd=root, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "buildmatrix", *args], capture_output=True, text=True, timeout=timeout, cwd=root, env=env
+    )
 
 
 @pytest.fixture(scope="session")
@@ -83,6 +89,8 @@ def real_cells(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Returns the project copy's root: wheels/, wheels/results/ and wheels/logs/ hold what a release engineer gets.
     """
     root = copy_project(tmp_path_factory.mktemp("real") / "project")
-    result = run_cli(root, "build", "--matrix", str(root / "matrix.yaml"), "--torch", "2.13", "--python", "3.11", "--runner", "local")
+    result = run_cli(
+        root, "build", "--matrix", str(root / "matrix.yaml"), "--torch", "2.13", "--python", "3.11", "--runner", "local"
+    )
     (root / "build-output.txt").write_text(result.stdout + result.stderr)
     return root

@@ -9,19 +9,30 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from buildmatrix.cells import Cell
-from buildmatrix.results import CellResult, SmokeCounts, WheelRecord
+from buildmatrix.builder.results import CellResult, SmokeCounts, WheelRecord
+from buildmatrix.model.cells import Cell
 
 
-def make_wheel(directory: Path, name: str, version: str, tag: str = "py3-none-any", requires: Sequence[str] = (),
-               requires_python: str = ">=3.8") -> Path:
+def make_wheel(
+    directory: Path,
+    name: str,
+    version: str,
+    tag: str = "py3-none-any",
+    requires: Sequence[str] = (),
+    requires_python: str = ">=3.8",
+) -> Path:
     """A valid, installable wheel with one module and a METADATA listing `requires`."""
     stem = name.replace("-", "_")
     dist_info = f"{stem}-{version}.dist-info"
-    metadata = "".join([
-        "Metadata-Version: 2.1\n", f"Name: {name}\n", f"Version: {version}\n", f"Requires-Python: {requires_python}\n",
-        *(f"Requires-Dist: {r}\n" for r in requires),
-    ])
+    metadata = "".join(
+        [
+            "Metadata-Version: 2.1\n",
+            f"Name: {name}\n",
+            f"Version: {version}\n",
+            f"Requires-Python: {requires_python}\n",
+            *(f"Requires-Dist: {r}\n" for r in requires),
+        ]
+    )
     files = {
         f"{stem}/__init__.py": f"VERSION = {version!r}\n",
         f"{dist_info}/METADATA": metadata,
@@ -57,15 +68,30 @@ def record(wheels_dir: Path, wheel: Path) -> WheelRecord:
     return WheelRecord(wheel.name, sha256_file(wheel), wheel.relative_to(wheels_dir).as_posix())
 
 
-def cell_result(cell: Cell, status: str = "passed", wheels_dir: Path | None = None, plugin_requires: Sequence[str] = (),
-                features: dict[str, str] | None = None, tag: str = "py3-none-any", torch: str | None = None) -> CellResult:
+def cell_result(
+    cell: Cell,
+    status: str = "passed",
+    wheels_dir: Path | None = None,
+    plugin_requires: Sequence[str] = (),
+    features: dict[str, str] | None = None,
+    tag: str = "py3-none-any",
+    torch: str | None = None,
+) -> CellResult:
     """A record like the engine writes; with wheels_dir, a passed cell's plugin and driver wheels exist there."""
     info = cell.as_dict()
     if torch is not None:
         info["torch"] = torch
-    result = CellResult(cell=info, inputs_hash="h", inputs={}, runner="local", status=status,
-                        smoke=SmokeCounts(passed=90, skipped=2) if status == "passed" else SmokeCounts(passed=80, failed=3),
-                        features=features or {}, log=f"logs/{cell.id}.log", finished=1.0)
+    result = CellResult(
+        cell=info,
+        inputs_hash="h",
+        inputs={},
+        runner="local",
+        status=status,
+        smoke=SmokeCounts(passed=90, skipped=2) if status == "passed" else SmokeCounts(passed=80, failed=3),
+        features=features or {},
+        log=f"logs/{cell.id}.log",
+        finished=1.0,
+    )
     if status != "passed":
         result.failed_step = "smoke"
         result.error = "3 smoke tests failed"

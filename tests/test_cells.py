@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from buildmatrix.cells import Cell, Selection, expand
 from buildmatrix.errors import MatrixError
-from buildmatrix.matrix import load_matrix
+from buildmatrix.model.cells import Cell, Selection, expand
+from buildmatrix.model.matrix import load_matrix
 
 from conftest import VALID
 
@@ -28,15 +28,19 @@ def ids(cells: list[Cell]) -> list[str]:
 def test_expansion_intersects_with_published_pythons(write_matrix) -> None:
     matrix = load_matrix(write_matrix())
     assert ids(expand(matrix, available(matrix))) == [
-        "torch2.4-cuda-cp39-drv1", "torch2.4-cuda-cp39-drv2",
-        "torch2.4-cuda-cp310-drv1", "torch2.4-cuda-cp310-drv2",
-        "torch2.4-cuda-cp311-drv1", "torch2.4-cuda-cp311-drv2",
-        "torch2.13-cpu-cp311-drv1", "torch2.13-cpu-cp311-drv2",
+        "torch2.4-cuda-cp39-drv1",
+        "torch2.4-cuda-cp39-drv2",
+        "torch2.4-cuda-cp310-drv1",
+        "torch2.4-cuda-cp310-drv2",
+        "torch2.4-cuda-cp311-drv1",
+        "torch2.4-cuda-cp311-drv2",
+        "torch2.13-cpu-cp311-drv1",
+        "torch2.13-cpu-cp311-drv2",
     ]
 
 
 def test_declared_python_a_release_lacks_is_an_error(write_matrix) -> None:
-    text = VALID.replace("    wheels: pip-find-links", "    wheels: pip-find-links\n    python: [\"3.11\", \"3.9\"]")
+    text = VALID.replace("    wheels: pip-find-links", '    wheels: pip-find-links\n    python: ["3.11", "3.9"]')
     matrix = load_matrix(write_matrix(text))
     with pytest.raises(MatrixError) as info:
         expand(matrix, available(matrix))
@@ -48,10 +52,10 @@ def test_declared_python_a_release_lacks_is_an_error(write_matrix) -> None:
 @pytest.mark.parametrize(
     ("rules", "expected_missing", "expected_count"),
     [
-        ("exclude: [{torch: \"2.4\", python: \"3.9\"}]", ["torch2.4-cuda-cp39-drv1", "torch2.4-cuda-cp39-drv2"], 6),
-        ("exclude: [{driver: \"1\"}]", ["torch2.4-cuda-cp39-drv1", "torch2.13-cpu-cp311-drv1"], 4),
+        ('exclude: [{torch: "2.4", python: "3.9"}]', ["torch2.4-cuda-cp39-drv1", "torch2.4-cuda-cp39-drv2"], 6),
+        ('exclude: [{driver: "1"}]', ["torch2.4-cuda-cp39-drv1", "torch2.13-cpu-cp311-drv1"], 4),
         ("exclude: [{variant: cpu}]", ["torch2.13-cpu-cp311-drv2"], 6),
-        ("exclude: [{torch: \">=2.5\"}]", ["torch2.13-cpu-cp311-drv1"], 6),
+        ('exclude: [{torch: ">=2.5"}]', ["torch2.13-cpu-cp311-drv1"], 6),
     ],
 )
 def test_exclude(write_matrix, rules: str, expected_missing: list[str], expected_count: int) -> None:
@@ -62,16 +66,16 @@ def test_exclude(write_matrix, rules: str, expected_missing: list[str], expected
 
 
 def test_include_adds_a_python_outside_the_global_list(write_matrix) -> None:
-    matrix = load_matrix(write_matrix(VALID + "include: [{torch: \"2.4\", python: \"3.12\", driver: \"2\"}]\n"))
+    matrix = load_matrix(write_matrix(VALID + 'include: [{torch: "2.4", python: "3.12", driver: "2"}]\n'))
     assert "torch2.4-cuda-cp312-drv2" in ids(expand(matrix, available(matrix)))
 
 
 @pytest.mark.parametrize(
     ("rule", "message"),
     [
-        ("{torch: \"2.4\", python: \"3.7\", driver: \"2\"}", "publishes no wheel for Python 3.7"),
-        ("{torch: \"2.9\", python: \"3.11\", driver: \"2\"}", "matches no torch release"),
-        ("{torch: \"2.4\", python: \"3.11\", driver: \"3\"}", "driver 3 is not in driver.versions"),
+        ('{torch: "2.4", python: "3.7", driver: "2"}', "publishes no wheel for Python 3.7"),
+        ('{torch: "2.9", python: "3.11", driver: "2"}', "matches no torch release"),
+        ('{torch: "2.4", python: "3.11", driver: "3"}', "driver 3 is not in driver.versions"),
     ],
 )
 def test_bad_include(write_matrix, rule: str, message: str) -> None:

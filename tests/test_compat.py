@@ -10,8 +10,13 @@ import pytest
 from fake_wheels import cell_result, make_wheel
 from packaging.version import Version
 
-from buildmatrix.cells import Cell, expand
-from buildmatrix.compat import (
+from buildmatrix.model.cells import Cell, expand
+from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.publish.index import check_coverage, page_anchors, read_metadata
+from buildmatrix.publish.markdown import README_END, README_START, grid, readme_section, replace_readme_section
+from buildmatrix.publish.page import site_page
+from buildmatrix.publish.site import DOCS_TABLE, docs_problems, rendered_docs, write_site
+from buildmatrix.publish.table import (
     AVAILABLE,
     FEATURE_FAILED,
     NOT_AVAILABLE,
@@ -26,11 +31,6 @@ from buildmatrix.compat import (
     install_choice,
     stale_problems,
 )
-from buildmatrix.compat_publish import DOCS_TABLE, docs_problems, rendered_docs, write_site
-from buildmatrix.matrix import Matrix, load_matrix
-from buildmatrix.render_markdown import README_END, README_START, grid, readme_section, replace_readme_section
-from buildmatrix.render_site import site_page
-from buildmatrix.wheel_index import check_coverage, page_anchors, read_metadata
 
 from conftest import REPO
 
@@ -64,7 +64,9 @@ def test_without_results_every_declared_cell_is_not_built(write_matrix) -> None:
 def test_a_driver_a_release_never_uses_gets_no_row(write_matrix) -> None:
     from conftest import VALID
 
-    matrix = load_matrix(write_matrix(VALID.replace("runner: auto", 'exclude:\n  - {torch: "2.13", driver: "1"}\nrunner: auto')))
+    matrix = load_matrix(
+        write_matrix(VALID.replace("runner: auto", 'exclude:\n  - {torch: "2.13", driver: "1"}\nrunner: auto'))
+    )
     table = table_for(matrix, [])
     markdown = grid(table)
     assert "| 2.13.0 (cpu) | 2.1 |" in markdown and "| 2.13.0 (cpu) | 1.4 |" not in markdown
@@ -92,12 +94,18 @@ def test_statuses_and_stale_records(write_matrix, tmp_path: Path) -> None:
     assert "✓ 90/92" in section and "✗ smoke" in section
 
 
-@pytest.mark.parametrize(("outcomes", "expected"), [
-    ({1: "passed", 2: "passed"}, FeatureSupport(AVAILABLE)),
-    ({1: "not available: needs driver API 2.x", 2: "passed"}, FeatureSupport(PARTIAL, "driver 2 only")),
-    ({1: "not available: needs torch >=2.6", 2: "not available: needs torch >=2.6"}, FeatureSupport(NOT_AVAILABLE, "needs torch >=2.6")),
-    ({1: "passed", 2: "failed"}, FeatureSupport(FEATURE_FAILED, "driver 2")),
-])
+@pytest.mark.parametrize(
+    ("outcomes", "expected"),
+    [
+        ({1: "passed", 2: "passed"}, FeatureSupport(AVAILABLE)),
+        ({1: "not available: needs driver API 2.x", 2: "passed"}, FeatureSupport(PARTIAL, "driver 2 only")),
+        (
+            {1: "not available: needs torch >=2.6", 2: "not available: needs torch >=2.6"},
+            FeatureSupport(NOT_AVAILABLE, "needs torch >=2.6"),
+        ),
+        ({1: "passed", 2: "failed"}, FeatureSupport(FEATURE_FAILED, "driver 2")),
+    ],
+)
 def test_feature_support(outcomes: dict[int, str], expected: FeatureSupport) -> None:
     assert feature_support(outcomes) == expected
 
@@ -106,37 +114,55 @@ def test_features_per_release_from_results(write_matrix) -> None:
     matrix = load_matrix(write_matrix())
     cells = by_id(cells_of(matrix)[0])
     results = [
-        cell_result(cells["torch2.13-cpu-cp311-drv1"], features={"events": "passed", "event_timing": "not available: needs driver API 2.x"}),
+        cell_result(
+            cells["torch2.13-cpu-cp311-drv1"],
+            features={"events": "passed", "event_timing": "not available: needs driver API 2.x"},
+        ),
         cell_result(cells["torch2.13-cpu-cp311-drv2"], features={"events": "passed", "event_timing": "passed"}),
     ]
     release = table_for(matrix, results).release("torch2.13-cpu")
-    assert release.features == {"event_timing": FeatureSupport(PARTIAL, "driver 2 only"), "events": FeatureSupport(AVAILABLE)}
+    assert release.features == {
+        "event_timing": FeatureSupport(PARTIAL, "driver 2 only"),
+        "events": FeatureSupport(AVAILABLE),
+    }
 
 
 def test_install_choice_exact_and_nearest(write_matrix, tmp_path: Path) -> None:
     matrix = load_matrix(write_matrix())
     cells = by_id(cells_of(matrix)[0])
-    results = [cell_result(cells[i], wheels_dir=tmp_path) for i in ("torch2.13-cpu-cp311-drv2", "torch2.4-cuda-cp310-drv1", "torch2.4-cuda-cp39-drv2")]
+    results = [
+        cell_result(cells[i], wheels_dir=tmp_path)
+        for i in ("torch2.13-cpu-cp311-drv2", "torch2.4-cuda-cp310-drv1", "torch2.4-cuda-cp39-drv2")
+    ]
     table = table_for(matrix, results)
 
     exact = install_choice(table, "torch2.13-cpu", "3.11", 2, site="https://w.example")
     assert exact.exact and exact.cell == "torch2.13-cpu-cp311-drv2"
-    assert exact.index_command == ("pip install torch-emu==0.1.0+torch2.13.drv2 emu-driver==2.1.0 --only-binary=torch-emu,emu-driver "
-                                   "--extra-index-url https://w.example/simple/")
+    assert exact.index_command == (
+        "pip install torch-emu==0.1.0+torch2.13.drv2 emu-driver==2.1.0 --only-binary=torch-emu,emu-driver "
+        "--extra-index-url https://w.example/simple/"
+    )
     assert exact.find_links_command.endswith("--find-links https://w.example/torch2.13/")
     # Same driver beats same torch; within a release the closest Python wins.
     assert install_choice(table, "torch2.4-cuda", "3.11", 2).cell == "torch2.4-cuda-cp39-drv2"
     assert install_choice(table, "torch2.4-cuda", "3.11", 1).cell == "torch2.4-cuda-cp310-drv1"
     outside = install_choice(table, "torch2.13-cpu", "3.9", 1)
     assert not outside.exact and outside.cell == "torch2.4-cuda-cp310-drv1"
-    assert "publishes no wheel for Python 3.9" in outside.note and "Nearest supported choice: torch 2.4.1, Python 3.10, driver 1" in outside.note
-    assert "sdist" not in exact.index_command and all("--only-binary=" in c.index_command for c in all_choices(table) if c.cell)
+    assert (
+        "publishes no wheel for Python 3.9" in outside.note
+        and "Nearest supported choice: torch 2.4.1, Python 3.10, driver 1" in outside.note
+    )
+    assert "sdist" not in exact.index_command and all(
+        "--only-binary=" in c.index_command for c in all_choices(table) if c.cell
+    )
 
 
 def test_json_round_trip(write_matrix, tmp_path: Path) -> None:
     matrix = load_matrix(write_matrix())
     cells = by_id(cells_of(matrix)[0])
-    table = table_for(matrix, [cell_result(cells["torch2.13-cpu-cp311-drv1"], wheels_dir=tmp_path, features={"events": "passed"})])
+    table = table_for(
+        matrix, [cell_result(cells["torch2.13-cpu-cp311-drv1"], wheels_dir=tmp_path, features={"events": "passed"})]
+    )
     assert CompatTable.from_json(table.to_json()) == table
     with pytest.raises(ValueError, match="schema"):
         CompatTable.from_dict({**json.loads(table.to_json()), "schema_version": 99})
@@ -144,7 +170,10 @@ def test_json_round_trip(write_matrix, tmp_path: Path) -> None:
 
 def test_readme_section_replacement() -> None:
     readme = f"intro\n{README_START}\nold\n{README_END}\noutro\n"
-    assert replace_readme_section(readme, f"{README_START}new{README_END}") == f"intro\n{README_START}new{README_END}\noutro\n"
+    assert (
+        replace_readme_section(readme, f"{README_START}new{README_END}")
+        == f"intro\n{README_START}new{README_END}\noutro\n"
+    )
     with pytest.raises(ValueError, match="markers|pair"):
         replace_readme_section("no markers here", "x")
 
@@ -153,7 +182,11 @@ def test_stale_table_is_detected(write_matrix) -> None:
     matrix = load_matrix(write_matrix())
     table = table_for(matrix, [])
     assert stale_problems(table, matrix) == []
-    changed = load_matrix(write_matrix(Path(matrix.path).read_text().replace('python: ["3.9", "3.10", "3.11"]', 'python: ["3.10", "3.11"]')))
+    changed = load_matrix(
+        write_matrix(
+            Path(matrix.path).read_text().replace('python: ["3.9", "3.10", "3.11"]', 'python: ["3.10", "3.11"]')
+        )
+    )
     assert any("cells" in p for p in stale_problems(table, changed))
     newer = load_matrix(write_matrix(Path(matrix.path).read_text().replace('"2.4.1"', '"2.4.0"')))
     assert any("torch releases" in p for p in stale_problems(table, newer))
@@ -161,8 +194,11 @@ def test_stale_table_is_detected(write_matrix) -> None:
 
 def site_with_two_cells(matrix: Matrix, wheels: Path) -> tuple[CompatTable, Path]:
     cells = by_id(cells_of(matrix)[0])
-    results = [cell_result(cells["torch2.13-cpu-cp311-drv1"], wheels_dir=wheels), cell_result(cells["torch2.13-cpu-cp311-drv2"], wheels_dir=wheels),
-               cell_result(cells["torch2.4-cuda-cp310-drv1"], "failed", wheels_dir=wheels)]
+    results = [
+        cell_result(cells["torch2.13-cpu-cp311-drv1"], wheels_dir=wheels),
+        cell_result(cells["torch2.13-cpu-cp311-drv2"], wheels_dir=wheels),
+        cell_result(cells["torch2.4-cuda-cp310-drv1"], "failed", wheels_dir=wheels),
+    ]
     # A wheel left by an earlier passing run of the now failing cell must not be indexed.
     make_wheel(wheels / "torch2.4", "torch-emu", "0.1.0+torch2.4.drv1")
     table = table_for(matrix, results)
@@ -176,7 +212,13 @@ def test_site_and_wheel_index(write_matrix, tmp_path: Path) -> None:
     table, site = site_with_two_cells(matrix, tmp_path / "wheels")
     pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("index.html"))
     # torch 2.4 built no wheel: no find-links page for it.
-    assert pages == ["index.html", "simple/emu-driver/index.html", "simple/index.html", "simple/torch-emu/index.html", "torch2.13/index.html"]
+    assert pages == [
+        "index.html",
+        "simple/emu-driver/index.html",
+        "simple/index.html",
+        "simple/torch-emu/index.html",
+        "torch2.13/index.html",
+    ]
     assert not (site / "torch2.4").exists() and not list(site.rglob("*.tar.gz"))
     anchors = page_anchors((site / "simple/torch-emu/index.html").read_text())
     assert len(anchors) == 2
@@ -186,11 +228,18 @@ def test_site_and_wheel_index(write_matrix, tmp_path: Path) -> None:
         assert fragment.startswith("sha256=") and wheel.is_file()
         metadata = wheel.with_name(wheel.name + ".metadata").read_bytes()
         assert metadata == read_metadata(wheel) and b"Requires-Dist: emu-driver" in metadata
-        assert anchor["data-core-metadata"] == anchor["data-dist-info-metadata"] and anchor["data-core-metadata"].startswith("sha256=")
+        assert anchor["data-core-metadata"] == anchor["data-dist-info-metadata"] and anchor[
+            "data-core-metadata"
+        ].startswith("sha256=")
     find_links = [a["href"].split("#")[0] for a in page_anchors((site / "torch2.13/index.html").read_text())]
     assert sorted(Path(h).name for h in find_links) == sorted(
-        ["emu_driver-1.4.0-py3-none-any.whl", "emu_driver-2.1.0-py3-none-any.whl",
-         "torch_emu-0.1.0+torch2.13.drv1-py3-none-any.whl", "torch_emu-0.1.0+torch2.13.drv2-py3-none-any.whl"])
+        [
+            "emu_driver-1.4.0-py3-none-any.whl",
+            "emu_driver-2.1.0-py3-none-any.whl",
+            "torch_emu-0.1.0+torch2.13.drv1-py3-none-any.whl",
+            "torch_emu-0.1.0+torch2.13.drv2-py3-none-any.whl",
+        ]
+    )
     assert CompatTable.from_json((site / "compatibility.json").read_text()) == table
 
 
@@ -203,8 +252,11 @@ def test_every_link_of_the_page_resolves(write_matrix, tmp_path: Path) -> None:
     for href in hrefs:
         target = site / href.split("#")[0]
         assert target.is_file() or (target / "index.html").is_file(), href
-    assert page == site_page(table, {c.log for c in table.cells if c.log and (site / c.log).is_file()},
-                             [p.relative_to(site).as_posix() for p in sorted(site.glob("**/index.html")) if p.parent != site])
+    assert page == site_page(
+        table,
+        {c.log for c in table.cells if c.log and (site / c.log).is_file()},
+        [p.relative_to(site).as_posix() for p in sorted(site.glob("**/index.html")) if p.parent != site],
+    )
 
 
 @pytest.mark.parametrize("damage", ["missing wheel", "changed wheel", "sdist", "stray wheel", "empty page"])
@@ -240,5 +292,5 @@ def test_clean_clone_renders_every_declared_cell_as_not_built() -> None:
     available = available_from_table(recorded, matrix)
     empty = build_table(matrix, expand(matrix, available), [], available)
     readme = rendered_docs(empty, (REPO / "README.md").read_text())[Path("README.md")]
-    section = readme[readme.index(README_START):readme.index(README_END)]
+    section = readme[readme.index(README_START) : readme.index(README_END)]
     assert section.count(f" {NOT_BUILT} |") == len(empty.cells) == len(recorded.cells)

@@ -25,10 +25,10 @@ import pytest
 from fake_wheels import cell_result, interpreter_tag, make_wheel
 from packaging.version import Version
 
-from buildmatrix.cells import expand
-from buildmatrix.compat import CompatTable, build_table, install_choice
-from buildmatrix.compat_publish import write_site
-from buildmatrix.matrix import load_matrix
+from buildmatrix.model.cells import expand
+from buildmatrix.model.matrix import load_matrix
+from buildmatrix.publish.site import write_site
+from buildmatrix.publish.table import CompatTable, build_table, install_choice
 
 from conftest import VALID
 
@@ -64,10 +64,19 @@ def served(write_matrix, tmp_path: Path) -> Iterator[Served]:
     for cell in cells:
         if cell.driver.major == 2 and f"torch{cell.torch.minor}-{cell.torch.variant}" in BUILT:
             pin = f"emu-fake-torch>={cell.torch.minor},<{cell.torch.version.major}.{cell.torch.version.minor + 1}"
-            results.append(cell_result(cell, wheels_dir=wheels, plugin_requires=[pin], tag=interpreter_tag(),
-                                       features={"events": "passed", "event_timing": "passed"}))
+            results.append(
+                cell_result(
+                    cell,
+                    wheels_dir=wheels,
+                    plugin_requires=[pin],
+                    tag=interpreter_tag(),
+                    features={"events": "passed", "event_timing": "passed"},
+                )
+            )
     for version in ("2.4.1", "2.13.0", "2.14.0"):
-        make_wheel(root / "fake-pypi" / "emu-fake-torch", "emu-fake-torch", version)  # served listing = a PEP 503 project page
+        make_wheel(
+            root / "fake-pypi" / "emu-fake-torch", "emu-fake-torch", version
+        )  # served listing = a PEP 503 project page
     table = build_table(matrix, cells, results, available)
     report = write_site(table, wheels, root / "site")
     assert report.problems == [] and report.wheels == 3
@@ -87,10 +96,17 @@ def isolated_env(served: Served) -> dict[str, str]:
     """No configured index or find-links: the default index is a local one holding only emu-fake-torch."""
     base = served.url.rsplit("/", 1)[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
-    env.update({
-        "PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": f"{base}/fake-pypi/", "PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "UV_NO_CONFIG": "1", "UV_INDEX_URL": f"{base}/fake-pypi/", "UV_NO_CACHE": "1",
-    })
+    env.update(
+        {
+            "PIP_CONFIG_FILE": os.devnull,
+            "PIP_INDEX_URL": f"{base}/fake-pypi/",
+            "PIP_NO_CACHE_DIR": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "UV_NO_CONFIG": "1",
+            "UV_INDEX_URL": f"{base}/fake-pypi/",
+            "UV_NO_CACHE": "1",
+        }
+    )
     return env
 
 
@@ -104,24 +120,33 @@ def run_install(command: str, python: Path, env: dict[str, str], tool: str) -> s
     """The page's command verbatim, run by the fresh venv's own pip, or by `uv pip --python <venv>`."""
     words = shlex.split(command)
     assert words[:2] == ["pip", "install"], command
-    prefix = [str(python), "-m", "pip", "install"] if tool == "pip" else ["uv", "pip", "install", "--python", str(python)]
+    prefix = (
+        [str(python), "-m", "pip", "install"] if tool == "pip" else ["uv", "pip", "install", "--python", str(python)]
+    )
     return subprocess.run([*prefix, *words[2:]], capture_output=True, text=True, env=env, timeout=300)
 
 
 def installed(python: Path) -> dict[str, str]:
-    code = "import importlib.metadata as m\nfor n in ('torch-emu', 'emu-driver', 'emu-fake-torch'): print(n, m.version(n))"
+    code = (
+        "import importlib.metadata as m\nfor n in ('torch-emu', 'emu-driver', 'emu-fake-torch'): print(n, m.version(n))"
+    )
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout
     return dict(line.split() for line in out.splitlines())
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(("release", "how", "tool", "expected_torch"), [
-    ("torch2.13-cpu", "index", "pip", "2.13.0"),
-    ("torch2.4-cuda", "find-links", "pip", "2.4.1"),
-    ("torch2.13-cpu", "find-links", "uv", "2.13.0"),
-    ("torch2.4-cuda", "index", "uv", "2.4.1"),
-])
-def test_page_command_installs_the_cells_wheels(served: Served, tmp_path: Path, release: str, how: str, tool: str, expected_torch: str) -> None:
+@pytest.mark.parametrize(
+    ("release", "how", "tool", "expected_torch"),
+    [
+        ("torch2.13-cpu", "index", "pip", "2.13.0"),
+        ("torch2.4-cuda", "find-links", "pip", "2.4.1"),
+        ("torch2.13-cpu", "find-links", "uv", "2.13.0"),
+        ("torch2.4-cuda", "index", "uv", "2.4.1"),
+    ],
+)
+def test_page_command_installs_the_cells_wheels(
+    served: Served, tmp_path: Path, release: str, how: str, tool: str, expected_torch: str
+) -> None:
     choice = install_choice(served.table, release, PYTHON, 2, site=served.url)
     assert choice.exact
     command = choice.index_command if how == "index" else choice.find_links_command
@@ -129,7 +154,11 @@ def test_page_command_installs_the_cells_wheels(served: Served, tmp_path: Path, 
     result = run_install(command, python, isolated_env(served), tool)
     assert result.returncode == 0, result.stdout + result.stderr
     minor = release.removeprefix("torch").split("-")[0]
-    assert installed(python) == {"torch-emu": f"0.1.0+torch{minor}.drv2", "emu-driver": "2.1.0", "emu-fake-torch": expected_torch}
+    assert installed(python) == {
+        "torch-emu": f"0.1.0+torch{minor}.drv2",
+        "emu-driver": "2.1.0",
+        "emu-fake-torch": expected_torch,
+    }
     if tool == "pip":  # pip reads PEP 658 metadata instead of downloading wheels to resolve
         assert any(r.startswith("200 ") and r.endswith(".whl.metadata") for r in served.requests), served.requests
 
@@ -141,7 +170,9 @@ def test_not_built_choice_offers_the_nearest_built_wheel_and_never_an_sdist(serv
     sdist = "torch_emu-0.1.0+torch2.13.drv1.tar.gz"
     project = served.root / "site" / "simple" / "torch-emu"
     (project / sdist).write_bytes(b"not a real sdist")
-    (project / "index.html").write_text(f'<a href="{sdist}">{sdist}</a>')  # plant an sdist where the driver 1 wheel would be
+    (project / "index.html").write_text(
+        f'<a href="{sdist}">{sdist}</a>'
+    )  # plant an sdist where the driver 1 wheel would be
     python = fresh_venv(tmp_path / "venv")
     asked = choice.index_command.replace("drv2 emu-driver==2.1.0", "drv1 emu-driver==1.4.0")
     result = run_install(asked, python, isolated_env(served), "pip")
@@ -162,8 +193,16 @@ def test_install_page_in_chromium(served: Served) -> None:
 
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--window-size=1280,1600"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1280,1600",
+    ):
         options.add_argument(flag)
     service = webdriver.ChromeService(executable_path="/usr/bin/chromedriver")
     browser = webdriver.Chrome(options=options, service=service)
@@ -180,8 +219,12 @@ def test_install_page_in_chromium(served: Served) -> None:
             Select(browser.find_element("id", "driver")).select_by_value(driver)
             browser.find_element("css selector", f"input[name=how][value={how}]").click()
 
-        for torch, driver, how in [("torch2.4-cuda", "2", "find-links"), ("torch2.4-cuda", "1", "index"), ("torch2.13-cpu", "1", "find-links"),
-                                   ("torch2.13-cpu", "2", "find-links")]:
+        for torch, driver, how in [
+            ("torch2.4-cuda", "2", "find-links"),
+            ("torch2.4-cuda", "1", "index"),
+            ("torch2.13-cpu", "1", "find-links"),
+            ("torch2.13-cpu", "2", "find-links"),
+        ]:
             pick(torch, driver, how)
             expected = install_choice(served.table, torch, PYTHON, int(driver), site=served.url)
             assert command.text == (expected.index_command if how == "index" else expected.find_links_command)

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from buildmatrix import oci
-from buildmatrix.drivers import DriverWheels
+from buildmatrix.builder.drivers import DriverWheels
+from buildmatrix.builder.runners import select_runner
+from buildmatrix.builder.runners.docker import driver_cache_dir, failed_phase
+from buildmatrix.docker import oci
 from buildmatrix.errors import EngineUnavailable
-from buildmatrix.matrix import DriverVersion
-from buildmatrix.runners import select_runner
-from buildmatrix.runners.docker import driver_cache_dir, failed_phase
+from buildmatrix.model.matrix import DriverVersion
 
 from conftest import copy_project, run_cli
 
@@ -37,7 +37,9 @@ images:
 runner: docker
 """
 BOOKWORM = '  bookworm: {base: "debootstrap:bookworm", python: ["3.11"]}'
-needs_engine = pytest.mark.skipif(not oci.server_version(), reason="no Docker engine answers `docker info` (start one: nox -s docker-engine)")
+needs_engine = pytest.mark.skipif(
+    not oci.server_version(), reason="no Docker engine answers `docker info` (start one: nox -s docker-engine)"
+)
 
 
 def tiny_project(root: Path, pythons: str = '["3.11"]', wheels: str = "pip-find-links", images: str = BOOKWORM) -> Path:
@@ -47,8 +49,14 @@ def tiny_project(root: Path, pythons: str = '["3.11"]', wheels: str = "pip-find-
 
 
 def build(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
-                          capture_output=True, text=True, timeout=1800, cwd=root, env=env or ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=root,
+        env=env or ENV,
+    )
 
 
 def record(root: Path, cell: str) -> dict:  # type: ignore[type-arg]
@@ -56,6 +64,7 @@ def record(root: Path, cell: str) -> dict:  # type: ignore[type-arg]
 
 
 # ---- pure pieces -------------------------------------------------------------
+
 
 def test_driver_wheels_are_built_per_image_by_the_given_build(tmp_path: Path) -> None:
     # A driver built on the host links the host's libstdc++ (bookworm: GLIBCXX_3.4.30) and fails to load in bullseye.
@@ -69,7 +78,10 @@ def test_driver_wheels_are_built_per_image_by_the_given_build(tmp_path: Path) ->
         calls.append((out_dir, dict(env)))  # type: ignore[call-overload]
         (out_dir / "tiny_driver-2.1.0-py3-none-manylinux_2_17_x86_64.whl").write_bytes(b"wheel")
 
-    bullseye, trixie = driver_cache_dir(tmp_path, "emu-builder:bullseye-aaa"), driver_cache_dir(tmp_path, "emu-builder:trixie-bbb")
+    bullseye, trixie = (
+        driver_cache_dir(tmp_path, "emu-builder:bullseye-aaa"),
+        driver_cache_dir(tmp_path, "emu-builder:trixie-bbb"),
+    )
     assert bullseye != trixie and bullseye.parent == trixie.parent
     wheels = DriverWheels(source, "tiny-driver", bullseye, build=build)
     first = wheels.wheel(DriverVersion(Version("2.1")), tmp_path / "log")
@@ -80,18 +92,22 @@ def test_driver_wheels_are_built_per_image_by_the_given_build(tmp_path: Path) ->
         DriverWheels(source, "tiny-driver", trixie)
 
 
-@pytest.mark.parametrize(("log", "phase"), [
-    ("", "build"),
-    ("Setting up build environment...\nRunning before_build...\nerror", "build-env"),
-    ("Running before_build...\n✓\nBuilding wheel...\ncc: error", "build"),
-    ("Running before_build...\nBuilding wheel...\nRepairing wheel...\nValueError", "repair"),
-    ("Running before_build...\nBuilding wheel...\nRepairing wheel...\nTesting wheel...\nno solution", "smoke-env"),
-])
+@pytest.mark.parametrize(
+    ("log", "phase"),
+    [
+        ("", "build"),
+        ("Setting up build environment...\nRunning before_build...\nerror", "build-env"),
+        ("Running before_build...\n✓\nBuilding wheel...\ncc: error", "build"),
+        ("Running before_build...\nBuilding wheel...\nRepairing wheel...\nValueError", "repair"),
+        ("Running before_build...\nBuilding wheel...\nRepairing wheel...\nTesting wheel...\nno solution", "smoke-env"),
+    ],
+)
 def test_failed_phase_is_the_last_cibuildwheel_phase_reached(log: str, phase: str) -> None:
     assert failed_phase(log) == phase
 
 
 # ---- no engine ---------------------------------------------------------------
+
 
 @pytest.mark.integration
 def test_missing_engine_docker_refused_auto_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,6 +127,7 @@ def test_missing_engine_docker_refused_auto_falls_back(tmp_path: Path, monkeypat
 
 # ---- real containers ---------------------------------------------------------
 
+
 @pytest.mark.docker
 @pytest.mark.integration
 @needs_engine
@@ -128,7 +145,9 @@ def test_tiny_cells_in_docker_broken_cell_alone_then_noop(tmp_path: Path) -> Non
     assert [s["name"] for s in fine["steps"]] == ["source", "image", "driver", "build", "check", "smoke", "publish"]
     assert fine["smoke"] == {"passed": 3, "failed": 0, "skipped": 0, "errors": 0}
     assert fine["features"] == {"tiny": "passed"}
-    assert fine["torch_build"]["version"] == "2.13.0+cpu" and fine["torch_build"]["image"].startswith("emu-builder:bookworm-")
+    assert fine["torch_build"]["version"] == "2.13.0+cpu" and fine["torch_build"]["image"].startswith(
+        "emu-builder:bookworm-"
+    )
     # auditwheel gave it the platform tag glibc needs, not linux_x86_64.
     assert "manylinux" in fine["wheel"]["filename"] and (root / "wheels" / fine["wheel"]["path"]).is_file()
     assert (root / "wheels" / "driver" / "tiny_driver-2.1.0-py3-none-any.whl").is_file()
@@ -146,7 +165,9 @@ def test_failing_smoke_suite_in_docker_keeps_counts(tmp_path: Path) -> None:
     result = build(root, "--driver", "2")
     assert result.returncode == 1
     failed = record(root, "torch2.13-cpu-cp311-drv2")
-    assert failed["failed_step"] == "smoke" and failed["smoke"]["failed"] == 1 and failed["smoke"]["passed"] == 2, failed
+    assert failed["failed_step"] == "smoke" and failed["smoke"]["failed"] == 1 and failed["smoke"]["passed"] == 2, (
+        failed
+    )
     assert failed["wheel"] is None
 
 
@@ -167,12 +188,16 @@ def test_image_failures_fail_their_cells_only(tmp_path: Path) -> None:
         shutil.copy2(real, links / TORCH_WHEEL)
     for tag in ("cp312", "cp313"):
         (links / f"torch-2.13.0+cpu-{tag}-{tag}-manylinux_2_28_x86_64.whl").write_bytes(b"")
-    images = "\n".join([
-        BOOKWORM,
-        '  nosuite: {base: "debootstrap:no-such-suite", python: ["3.12"]}',
-        '  wrongpython: {base: "debootstrap:bookworm", python: ["3.13"]}',
-    ])
-    root = tiny_project(tmp_path / "project", pythons='["3.11", "3.12", "3.13"]', wheels=f"{{find-links: {links}}}", images=images)
+    images = "\n".join(
+        [
+            BOOKWORM,
+            '  nosuite: {base: "debootstrap:no-such-suite", python: ["3.12"]}',
+            '  wrongpython: {base: "debootstrap:bookworm", python: ["3.13"]}',
+        ]
+    )
+    root = tiny_project(
+        tmp_path / "project", pythons='["3.11", "3.12", "3.13"]', wheels=f"{{find-links: {links}}}", images=images
+    )
     result = build(root, "--driver", "2")
     assert result.returncode == 1, result.stdout + result.stderr
     assert record(root, "torch2.13-cpu-cp311-drv2")["status"] == "passed"
@@ -189,7 +214,20 @@ def test_image_failures_fail_their_cells_only(tmp_path: Path) -> None:
 def test_real_plugin_torch213_cp311_drv2_in_bookworm(tmp_path: Path) -> None:
     """The real plugin and driver, compiled, repaired and smoke-tested in the bookworm builder image."""
     root = copy_project(tmp_path / "project")
-    result = run_cli(root, "build", "--matrix", str(root / "matrix.yaml"), "--torch", "2.13", "--python", "3.11", "--driver", "2", "--runner", "docker")
+    result = run_cli(
+        root,
+        "build",
+        "--matrix",
+        str(root / "matrix.yaml"),
+        "--torch",
+        "2.13",
+        "--python",
+        "3.11",
+        "--driver",
+        "2",
+        "--runner",
+        "docker",
+    )
     cell = "torch2.13-cpu-cp311-drv2"
     result_record = record(root, cell)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from buildmatrix.cells import expand
-from buildmatrix.engine import Engine, RunOptions
-from buildmatrix.matrix import load_matrix
-from buildmatrix.registry import Registry
-from buildmatrix.runners.local import LocalRunner
-from buildmatrix.workspace import Workspace
+from buildmatrix.builder.engine import Engine, RunOptions
+from buildmatrix.builder.runners.local import LocalRunner
+from buildmatrix.builder.workspace import Workspace
+from buildmatrix.model.cells import expand
+from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.registry import Registry
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 MATRIX = """\
@@ -51,9 +51,11 @@ def test_plan_reuses_only_matching_records(tmp_path: Path) -> None:
     engine.runner = LocalRunner()  # a real interpreter, so the cell can be planned
     [first] = engine.plan(cells)
     assert first.reusable is None and first.problem is None
-    from buildmatrix.results import CellResult
+    from buildmatrix.builder.results import CellResult
 
-    engine.store.save(CellResult(cell=cells[0].as_dict(), inputs_hash=first.inputs_hash, inputs=first.inputs, runner="local"))
+    engine.store.save(
+        CellResult(cell=cells[0].as_dict(), inputs_hash=first.inputs_hash, inputs=first.inputs, runner="local")
+    )
     assert engine.plan(cells)[0].reusable is not None  # a failure with the same inputs is reused
     assert engine.plan(cells, force=True)[0].reusable is None
     (engine.matrix.plugin.source / "new_file.py").write_text("")

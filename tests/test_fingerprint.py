@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import buildmatrix
-from buildmatrix.engine import NOT_BUILD_CODE, RUNNER_MODULES, build_code_exclusions
-from buildmatrix.fingerprint import tree_hash
+from buildmatrix.builder.engine import NOT_BUILD_CODE, RUNNER_MODULES, build_code_exclusions
+from buildmatrix.util.fingerprint import tree_hash
 
 PACKAGE = Path(buildmatrix.__file__).parent
 
@@ -71,7 +71,7 @@ def test_build_code_of_a_runner_never_imports_what_its_hash_leaves_out(runner: s
 
 
 def test_runner_modules_count_for_their_own_runner_only() -> None:
-    assert "runners/local.py" not in build_code_exclusions("local")
-    assert "runners/local.py" in build_code_exclusions("docker")
-    assert "runners/docker.py" in build_code_exclusions("local")
-    assert "runners/docker.py" not in build_code_exclusions("docker")
+    assert "builder/runners/local.py" not in build_code_exclusions("local")
+    assert "builder/runners/local.py" in build_code_exclusions("docker")
+    assert "builder/runners/docker.py" in build_code_exclusions("local")
+    assert "builder/runners/docker.py" not in build_code_exclusions("docker")

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from buildmatrix.images import base_reference, debian_mirror, passed_env, plan_image
-from buildmatrix.matrix import BuildImage
+from buildmatrix.docker.images import base_reference, debian_mirror, passed_env, plan_image
+from buildmatrix.model.matrix import BuildImage
 
 BOOKWORM = BuildImage("bookworm", "debootstrap:bookworm", (Version("3.11"),))
 MANYLINUX = BuildImage("ml", "quay.io/pypa/manylinux_2_28_x86_64", (Version("3.12"),))
@@ -31,7 +31,10 @@ def test_tag_is_stable_and_follows_every_input(docker_dir: Path) -> None:
     ca = docker_dir / "ca.crt"
     plan = plan_image(BOOKWORM, docker_dir, ca, {})
     assert plan.tag == plan_image(BOOKWORM, docker_dir, ca, {"PATH": "/elsewhere"}).tag
-    assert plan.tag.startswith("emu-builder:bookworm-") and plan.build_args == {"BASE": "emu-base:bookworm", "PYTHONS": "3.11"}
+    assert plan.tag.startswith("emu-builder:bookworm-") and plan.build_args == {
+        "BASE": "emu-base:bookworm",
+        "PYTHONS": "3.11",
+    }
     assert plan.dockerfile.name == "debian.Dockerfile"
     assert plan_image(MANYLINUX, docker_dir, ca, {}).dockerfile.name == "manylinux.Dockerfile"
     changed = [
@@ -47,17 +50,34 @@ def test_tag_is_stable_and_follows_every_input(docker_dir: Path) -> None:
 
 
 def test_passed_env_keeps_proxies_and_network_indexes_only() -> None:
-    env = {"HTTPS_PROXY": "http://p:3128", "PIP_INDEX_URL": "https://mirror/simple", "PIP_EXTRA_INDEX_URL": "file:///opt/pypi/simple",
-           "PIP_FIND_LINKS": "/opt/wheels", "HOME": "/root", "NO_PROXY": ""}
+    env = {
+        "HTTPS_PROXY": "http://p:3128",
+        "PIP_INDEX_URL": "https://mirror/simple",
+        "PIP_EXTRA_INDEX_URL": "file:///opt/pypi/simple",
+        "PIP_FIND_LINKS": "/opt/wheels",
+        "HOME": "/root",
+        "NO_PROXY": "",
+    }
     assert passed_env(env) == {"HTTPS_PROXY": "http://p:3128", "PIP_INDEX_URL": "https://mirror/simple"}
 
 
-@pytest.mark.parametrize(("files", "mirror"), [
-    ({"sources.list": "deb http://ftp.de.debian.org/debian bookworm main\n"}, "http://ftp.de.debian.org/debian"),
-    ({"sources.list.d/debian.sources": "Types: deb\nURIs: http://snapshot.example/debian/\nSuites: bookworm\n"}, "http://snapshot.example/debian"),
-    ({"sources.list": "deb [arch=amd64] https://packages.cloud.google.com/apt cloud-sdk main\ndeb [signed-by=/k.gpg] http://m/debian trixie main\n"}, "http://m/debian"),
-    ({}, "http://deb.debian.org/debian"),
-])
+@pytest.mark.parametrize(
+    ("files", "mirror"),
+    [
+        ({"sources.list": "deb http://ftp.de.debian.org/debian bookworm main\n"}, "http://ftp.de.debian.org/debian"),
+        (
+            {"sources.list.d/debian.sources": "Types: deb\nURIs: http://snapshot.example/debian/\nSuites: bookworm\n"},
+            "http://snapshot.example/debian",
+        ),
+        (
+            {
+                "sources.list": "deb [arch=amd64] https://packages.cloud.google.com/apt cloud-sdk main\ndeb [signed-by=/k.gpg] http://m/debian trixie main\n"
+            },
+            "http://m/debian",
+        ),
+        ({}, "http://deb.debian.org/debian"),
+    ],
+)
 def test_debian_mirror_from_apt_sources(tmp_path: Path, files: dict[str, str], mirror: str) -> None:
     (tmp_path / "sources.list.d").mkdir()
     for name, text in files.items():
@@ -66,10 +86,14 @@ def test_debian_mirror_from_apt_sources(tmp_path: Path, files: dict[str, str], m
 
 
 def test_image_failure_names_the_error_line_not_the_echoed_command() -> None:
-    from buildmatrix.images import _last_error
+    from buildmatrix.docker.images import _last_error
 
-    tail = ("Step 8/11 : RUN set -e; echo \"error: cannot serve $v\" >&2\n ---> Running in 1\n"
-            "error: this base's python3 is 3.11; it cannot serve Python 3.13\n"
-            "\x1b[0mThe command '/bin/sh -c set -e; echo \"error: cannot serve $v\"' returned a non-zero code: 1\n")
+    tail = (
+        'Step 8/11 : RUN set -e; echo "error: cannot serve $v" >&2\n ---> Running in 1\n'
+        "error: this base's python3 is 3.11; it cannot serve Python 3.13\n"
+        "\x1b[0mThe command '/bin/sh -c set -e; echo \"error: cannot serve $v\"' returned a non-zero code: 1\n"
+    )
     assert _last_error(tail) == "error: this base's python3 is 3.11; it cannot serve Python 3.13"
-    assert _last_error("I: Retrieving InRelease\nE: Failed getting release file http://m/debian/dists/x/Release\n").startswith("E: Failed")
+    assert _last_error(
+        "I: Retrieving InRelease\nE: Failed getting release file http://m/debian/dists/x/Release\n"
+    ).startswith("E: Failed")

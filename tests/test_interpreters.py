@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from buildmatrix.builder.interpreters import find_interpreter
 from buildmatrix.errors import InterpreterNotFound
-from buildmatrix.interpreters import find_interpreter
 
 
 def test_finds_the_running_interpreter_series() -> None:

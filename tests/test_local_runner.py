@@ -40,8 +40,14 @@ def tiny(tmp_path: Path) -> Path:
 
 
 def build(root: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=root, env=ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=root,
+        env=ENV,
+    )
 
 
 def record(root: Path, cell: str) -> dict:  # type: ignore[type-arg]
@@ -62,9 +68,20 @@ def test_green_build_then_noop_rerun(tiny: Path) -> None:
         assert result["smoke"] == {"passed": 3, "failed": 0, "skipped": 0, "errors": 0}
         assert result["features"] == {"tiny": "passed"}
         assert result["torch_build"]["version"] == "2.13.0+cpu" and result["torch_build"]["cxx11_abi"] is True
-        assert [s["name"] for s in result["steps"]] == ["source", "interpreter", "driver", "build-env", "build", "check", "smoke-env", "smoke", "publish"]
+        assert [s["name"] for s in result["steps"]] == [
+            "source",
+            "interpreter",
+            "driver",
+            "build-env",
+            "build",
+            "check",
+            "smoke-env",
+            "smoke",
+            "publish",
+        ]
     assert wheel_files(tiny) == [
-        "driver/tiny_driver-1.4.0-py3-none-any.whl", "driver/tiny_driver-2.1.0-py3-none-any.whl",
+        "driver/tiny_driver-1.4.0-py3-none-any.whl",
+        "driver/tiny_driver-2.1.0-py3-none-any.whl",
         "torch2.13/tiny_plugin-0.1.0+torch2.13.drv1-cp311-cp311-linux_x86_64.whl",
         "torch2.13/tiny_plugin-0.1.0+torch2.13.drv2-cp311-cp311-linux_x86_64.whl",
     ]
@@ -98,7 +115,9 @@ def test_broken_cell_fails_alone(tiny: Path) -> None:
     assert fine["status"] == "passed" and fine["wheel"]["filename"].endswith(".whl")
     assert f"{CELLS[0]} failed in build" in result.stdout
     cells_dir = tiny / "build" / "matrix" / "cells"
-    assert (cells_dir / CELLS[0] / "tree").is_dir() and not (cells_dir / CELLS[1]).exists()  # failed ones stay to inspect
+    assert (cells_dir / CELLS[0] / "tree").is_dir() and not (
+        cells_dir / CELLS[1]
+    ).exists()  # failed ones stay to inspect
     # The failure is recorded for these inputs: a rerun does not rebuild it, --force does.
     assert build(tiny).stdout.count("up-to-date") == 2
 
@@ -121,8 +140,15 @@ def test_fail_fast_starts_no_new_cell(tiny: Path) -> None:
 
 
 def test_sigkill_mid_run_then_clean_resume(tiny: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "buildmatrix", "build", "--matrix", str(tiny / "matrix.yaml")],
-                            cwd=tiny, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=ENV)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(tiny / "matrix.yaml")],
+        cwd=tiny,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env=ENV,
+    )
     # Kill while the second cell is being built: the first is recorded, the second is half done.
     deadline = time.monotonic() + 600
     assert proc.stdout is not None
@@ -143,8 +169,8 @@ def test_sigkill_mid_run_then_clean_resume(tiny: Path) -> None:
 
 
 def test_second_concurrent_run_is_refused(tiny: Path) -> None:
+    from buildmatrix.builder.workspace import RunLock, Workspace
     from buildmatrix.errors import RunLocked
-    from buildmatrix.workspace import RunLock, Workspace
 
     with RunLock(Workspace.for_root(tiny)):
         result = build(tiny)

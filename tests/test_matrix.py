@@ -8,7 +8,7 @@ import pytest
 from packaging.version import Version
 
 from buildmatrix.errors import MatrixError
-from buildmatrix.matrix import load_matrix, torch_selector
+from buildmatrix.model.matrix import load_matrix, torch_selector
 
 from conftest import VALID
 
@@ -31,19 +31,53 @@ def test_valid_matrix_parses(write_matrix) -> None:
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        ("runner: auto", "runner: autp", ["matrix.yaml:17: runner: 'autp' is not allowed (allowed: auto, local, docker); did you mean 'auto'?"]),
-        ("python: [\"3.9\", \"3.10\", \"3.11\"]", "python: [3.9, 3.10]",
-         ["matrix.yaml:10: python[0]: 3.9 is a number; quote versions", "matrix.yaml:10: python[1]: 3.1 is a number"]),
-        ("    variant: cpu", "    variant: rocm", ["matrix.yaml:15: torch[1].variant: 'rocm' is not allowed (allowed: cpu, cuda)"]),
-        ("    patches: [pre-2.7]", "    patches: [pre-2.8]", ["torch[0].patches[0]: no patch series 'pre-2.8'", "did you mean 'pre-2.7'?"]),
-        ("  - version: \"2.4.1\"", "  - version: \"two\"", ["matrix.yaml:12: torch[0].version: 'two' is not a valid version"]),
-        ("runner: auto", "runner: auto\nrunners: local", ["matrix.yaml:18: runners: unknown key 'runners'", "did you mean 'runner'?"]),
+        (
+            "runner: auto",
+            "runner: autp",
+            ["matrix.yaml:17: runner: 'autp' is not allowed (allowed: auto, local, docker); did you mean 'auto'?"],
+        ),
+        (
+            'python: ["3.9", "3.10", "3.11"]',
+            "python: [3.9, 3.10]",
+            [
+                "matrix.yaml:10: python[0]: 3.9 is a number; quote versions",
+                "matrix.yaml:10: python[1]: 3.1 is a number",
+            ],
+        ),
+        (
+            "    variant: cpu",
+            "    variant: rocm",
+            ["matrix.yaml:15: torch[1].variant: 'rocm' is not allowed (allowed: cpu, cuda)"],
+        ),
+        (
+            "    patches: [pre-2.7]",
+            "    patches: [pre-2.8]",
+            ["torch[0].patches[0]: no patch series 'pre-2.8'", "did you mean 'pre-2.7'?"],
+        ),
+        (
+            '  - version: "2.4.1"',
+            '  - version: "two"',
+            ["matrix.yaml:12: torch[0].version: 'two' is not a valid version"],
+        ),
+        (
+            "runner: auto",
+            "runner: auto\nrunners: local",
+            ["matrix.yaml:18: runners: unknown key 'runners'", "did you mean 'runner'?"],
+        ),
         ("  version: 0.1.0\n", "", ["plugin: missing required key 'version'"]),
         ("    wheels: pip-find-links", "    wheels: ftp", ["torch[1].wheels: str 'ftp' is not allowed"]),
-        ("  - version: \"2.13.0\"\n    variant: cpu", "  - version: \"2.4.0\"\n    variant: cuda", ["torch 2.4 (cuda) is already declared at torch[0]"]),
-        ("runner: auto", "runner: auto\nexclude: [{torch: \"x.y\"}]", ["exclude[0].torch: 'x.y' is neither a version"]),
-        ("runner: auto", "runner: auto\ninclude: [{torch: \"2.4\"}]", ["include[0]: an include rule names torch, python and driver"]),
-        ("versions: [\"1.4\", \"2.1\"]", "versions: [\"2.0\", \"2.1\"]", ["two versions share an API major"]),
+        (
+            '  - version: "2.13.0"\n    variant: cpu',
+            '  - version: "2.4.0"\n    variant: cuda',
+            ["torch 2.4 (cuda) is already declared at torch[0]"],
+        ),
+        ("runner: auto", 'runner: auto\nexclude: [{torch: "x.y"}]', ["exclude[0].torch: 'x.y' is neither a version"]),
+        (
+            "runner: auto",
+            'runner: auto\ninclude: [{torch: "2.4"}]',
+            ["include[0]: an include rule names torch, python and driver"],
+        ),
+        ('versions: ["1.4", "2.1"]', 'versions: ["2.0", "2.1"]', ["two versions share an API major"]),
     ],
 )
 def test_bad_matrix_names_line_key_and_allowed(write_matrix, old: str, new: str, expected: list[str]) -> None:
@@ -71,7 +105,11 @@ def test_missing_file_is_a_matrix_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "inside", "outside"),
-    [("2.4", ["2.4.0", "2.4.1"], ["2.5.0", "2.3.1"]), ("2.4.1", ["2.4.1"], ["2.4.0"]), (">=2.4,<2.6", ["2.5.1"], ["2.6.0"])],
+    [
+        ("2.4", ["2.4.0", "2.4.1"], ["2.5.0", "2.3.1"]),
+        ("2.4.1", ["2.4.1"], ["2.4.0"]),
+        (">=2.4,<2.6", ["2.5.1"], ["2.6.0"]),
+    ],
 )
 def test_torch_selector(text: str, inside: list[str], outside: list[str]) -> None:
     spec = torch_selector(text)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from buildmatrix.matrix import load_matrix
-from buildmatrix.patchtool import check, edit_tree, refresh
+from buildmatrix.builder.patchtool import check, edit_tree, refresh
+from buildmatrix.model.matrix import load_matrix
 
 HOOKS = "int a = 1;\nint b = 2;\nint c = 4;\n"
 PATCH = """\
@@ -31,17 +31,24 @@ def project(tmp_path: Path, releases: str, series: dict[str, dict[str, str]]) ->
         for file, text in files.items():
             (directory / file).write_text(text)
         (directory / "series").write_text("".join(f"{f}\n" for f in files))
-    (tmp_path / "matrix.yaml").write_text(textwrap.dedent("""\
+    (tmp_path / "matrix.yaml").write_text(
+        textwrap.dedent("""\
         plugin: {distribution: torch-emu, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
         driver: {source: driver, versions: ["2.1"]}
         python: ["3.11"]
         torch:
-        """) + releases)
+        """)
+        + releases
+    )
     return tmp_path
 
 
 def test_clean_series_apply(tmp_path: Path) -> None:
-    root = project(tmp_path, '  - {version: "2.4.1", patches: [pre-2.7]}\n  - {version: "2.13.0"}\n', {"pre-2.7": {"0001-b.patch": PATCH}})
+    root = project(
+        tmp_path,
+        '  - {version: "2.4.1", patches: [pre-2.7]}\n  - {version: "2.13.0"}\n',
+        {"pre-2.7": {"0001-b.patch": PATCH}},
+    )
     report = check(load_matrix(root / "matrix.yaml"))
     assert report.ok and report.applied == {"torch 2.4 (cuda)": ["pre-2.7/0001-b.patch"], "torch 2.13 (cuda)": []}
 
@@ -51,7 +58,9 @@ def test_stale_patch_names_patch_file_and_hunk(tmp_path: Path) -> None:
     (root / "plugin" / "csrc" / "hooks.cpp").write_text(HOOKS.replace("int b = 2;", "int b = 5;"))
     report = check(load_matrix(root / "matrix.yaml"))
     assert not report.ok
-    assert report.failures == ["torch 2.4 (cuda): pre-2.7/0001-b.patch does not apply: hunk @@ -1,3 +1,3 @@ failed at plugin/csrc/hooks.cpp:1"]
+    assert report.failures == [
+        "torch 2.4 (cuda): pre-2.7/0001-b.patch does not apply: hunk @@ -1,3 +1,3 @@ failed at plugin/csrc/hooks.cpp:1"
+    ]
 
 
 def test_patch_outside_plugin_is_rejected(tmp_path: Path) -> None:
@@ -63,10 +72,14 @@ def test_patch_outside_plugin_is_rejected(tmp_path: Path) -> None:
 
 def test_unused_series_and_dead_gates_are_reported(tmp_path: Path) -> None:
     root = project(tmp_path, '  - {version: "2.4.1"}\n', {"pre-2.3": {"0001-b.patch": PATCH}})
-    (root / "plugin" / "tests" / "test_x.py").write_text('@requires_torch("<2.3")\ndef test_old(): ...\n@requires_torch(">=2.4")\ndef test_new(): ...\n')
+    (root / "plugin" / "tests" / "test_x.py").write_text(
+        '@requires_torch("<2.3")\ndef test_old(): ...\n@requires_torch(">=2.4")\ndef test_new(): ...\n'
+    )
     report = check(load_matrix(root / "matrix.yaml"))
     assert report.unused_series == ["pre-2.3"]
-    assert report.dead_gates == ["plugin/tests/test_x.py:1: requires_torch('<2.3') matches no torch release of the matrix"]
+    assert report.dead_gates == [
+        "plugin/tests/test_x.py:1: requires_torch('<2.3') matches no torch release of the matrix"
+    ]
 
 
 def test_edit_then_refresh_round_trip(tmp_path: Path) -> None:
@@ -80,7 +93,7 @@ def test_edit_then_refresh_round_trip(tmp_path: Path) -> None:
     assert result.missing_from_matrix
     assert (root / "patches" / "2.4" / "series").read_text().splitlines()[-1] == "0001-torch-2.4.patch"
     # Once listed in the matrix, the new series applies on top of the shared one and reproduces the edit.
-    (root / "matrix.yaml").write_text((root / "matrix.yaml").read_text().replace("[pre-2.7]", "[pre-2.7, \"2.4\"]"))
+    (root / "matrix.yaml").write_text((root / "matrix.yaml").read_text().replace("[pre-2.7]", '[pre-2.7, "2.4"]'))
     matrix = load_matrix(root / "matrix.yaml")
     report = check(matrix)
     assert report.ok, report

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from buildmatrix.builder.probe import ProbeReport, parse_compile_errors, parse_failed_tests, resolve_release
 from buildmatrix.errors import UserError
-from buildmatrix.matrix import load_matrix
-from buildmatrix.probe import ProbeReport, parse_compile_errors, parse_failed_tests, resolve_release
+from buildmatrix.model.matrix import load_matrix
 
 # Real lines from building the plugin against torch 2.4.1 and 2.1.2 without their shims.
 LOG = """\
@@ -34,7 +34,9 @@ def test_errors_are_deduplicated_and_grouped_by_interface() -> None:
     groups = report.by_interface()
     assert [e.line for e in groups["DeviceGuardImplInterface (c10/core/impl)"]] == [43, 74]
     assert [e.kind for e in groups["DeviceGuardImplInterface (c10/core/impl)"]] == [
-        "noexcept differs from this release's declaration", "virtual method absent in this release (drop the override)"]
+        "noexcept differs from this release's declaration",
+        "virtual method absent in this release (drop the override)",
+    ]
     assert groups["Allocator (c10/core/Allocator.h)"][0].kind == "new pure virtual method to implement"
     assert groups["ATen kernels and dispatcher registration"][0].kind == "signature or type changed"
     assert "torch headers (torch/include/ATen/core/ivalue_inl.h)" in groups
@@ -46,15 +48,22 @@ def test_errors_are_deduplicated_and_grouped_by_interface() -> None:
 
 def test_failed_smoke_tests_are_listed() -> None:
     log = "smoke-tests/test_ops.py ..F\nFAILED smoke-tests/test_ops.py::test_native_kernel_matches_cpu[mm] - AssertionError: x\nFAILED a.py::b\n"
-    assert parse_failed_tests(log) == ["smoke-tests/test_ops.py::test_native_kernel_matches_cpu[mm]: AssertionError: x", "a.py::b"]
+    assert parse_failed_tests(log) == [
+        "smoke-tests/test_ops.py::test_native_kernel_matches_cpu[mm]: AssertionError: x",
+        "a.py::b",
+    ]
     passed = ProbeReport("2.14.1", "c", "passed", None)
     assert "without a shim series" in passed.markdown()
 
 
 class FakeRegistry:
     def index_files(self, project: str) -> list[tuple[str, str]]:
-        names = ["torch-2.14.0-cp311-cp311-manylinux_2_28_x86_64.whl", "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
-                 "torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl", "torch-2.16.0rc1-cp312-cp312-manylinux_2_28_x86_64.whl"]
+        names = [
+            "torch-2.14.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+            "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+            "torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+            "torch-2.16.0rc1-cp312-cp312-manylinux_2_28_x86_64.whl",
+        ]
         return [(n, "https://example/" + n) for n in names]
 
 

@@ -12,7 +12,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 @pytest.mark.parametrize("driver", ["1", "2"])
 def test_cell_is_green(real_cells: Path, driver: str) -> None:
-    record = json.loads((real_cells / "wheels" / "results" / "cells" / f"torch2.13-cpu-cp311-drv{driver}.json").read_text())
+    record = json.loads(
+        (real_cells / "wheels" / "results" / "cells" / f"torch2.13-cpu-cp311-drv{driver}.json").read_text()
+    )
     log = (real_cells / "wheels" / record["log"]).read_text()
     assert record["status"] == "passed", f"{record['failed_step']}: {record['error']}\n{log[-6000:]}"
     smoke = record["smoke"]
@@ -26,7 +28,9 @@ def test_cell_is_green(real_cells: Path, driver: str) -> None:
 def test_noop_rerun_rebuilds_nothing(real_cells: Path) -> None:
     from conftest import run_cli
 
-    again = run_cli(real_cells, "build", "--matrix", str(real_cells / "matrix.yaml"), "--torch", "2.13", "--runner", "local")
+    again = run_cli(
+        real_cells, "build", "--matrix", str(real_cells / "matrix.yaml"), "--torch", "2.13", "--runner", "local"
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert again.stdout.count("up-to-date") == 2
 
@@ -40,8 +44,8 @@ def test_page_command_installs_the_real_wheel_beside_torch_2_13(real_cells: Path
     import subprocess
     import threading
 
-    from buildmatrix.compat import CompatTable, install_choice
-    from buildmatrix.registry import pip_configured_find_links
+    from buildmatrix.model.registry import pip_configured_find_links
+    from buildmatrix.publish.table import CompatTable, install_choice
 
     from conftest import run_cli
 
@@ -60,14 +64,22 @@ def test_page_command_installs_the_real_wheel_beside_torch_2_13(real_cells: Path
         subprocess.run(["uv", "venv", "-q", "--seed", "--python", "3.11", str(venv)], check=True, timeout=120)
         python = venv / "bin" / "python"
         links = [arg for location in pip_configured_find_links() for arg in ("--find-links", location)]
-        subprocess.run(["uv", "pip", "install", "-q", "--python", str(python), *links, "torch==2.13.0+cpu"], check=True, timeout=900)
+        subprocess.run(
+            ["uv", "pip", "install", "-q", "--python", str(python), *links, "torch==2.13.0+cpu"],
+            check=True,
+            timeout=900,
+        )
         env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
         words = choice.index_command.split()
         assert words[:2] == ["pip", "install"]
-        installed = subprocess.run([str(python), "-m", "pip", "install", *words[2:]], capture_output=True, text=True, env=env, timeout=600)
+        installed = subprocess.run(
+            [str(python), "-m", "pip", "install", *words[2:]], capture_output=True, text=True, env=env, timeout=600
+        )
         assert installed.returncode == 0, installed.stdout + installed.stderr
-        check = ("import torch, torch_emu; print(torch.__version__, torch_emu.__version__, "
-                 "torch.ones(3, device='emu').add(1).sum().item())")
+        check = (
+            "import torch, torch_emu; print(torch.__version__, torch_emu.__version__, "
+            "torch.ones(3, device='emu').add(1).sum().item())"
+        )
         out = subprocess.run([str(python), "-c", check], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == ["2.13.0+cpu", "0.1.0+torch2.13.drv2", "6.0"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from buildmatrix.matrix import TorchRelease, WheelSource
-from buildmatrix.registry import Registry, RegistryError, pip_configured_find_links, pythons_from_filenames
+from buildmatrix.model.matrix import TorchRelease, WheelSource
+from buildmatrix.model.registry import Registry, RegistryError, pip_configured_find_links, pythons_from_filenames
 
 FILES = [
     ("torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl", "u1"),

@@ -5,13 +5,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from buildmatrix.results import CellResult, ResultStore, SmokeCounts, StepResult, WheelRecord, merge_result_dirs
+from buildmatrix.builder.results import CellResult, ResultStore, SmokeCounts, StepResult, WheelRecord, merge_result_dirs
 
 
 def result(cell_id: str, finished: float, status: str = "passed") -> CellResult:
-    return CellResult(cell={"id": cell_id}, inputs_hash="h", inputs={"python": "cpython-3.11.7"}, runner="local",
-                      status=status, steps=[StepResult("build", "passed", 1.5)], smoke=SmokeCounts(10, 0, 2, 0),
-                      wheel=WheelRecord("w.whl", "00", "torch2.13/w.whl"), finished=finished)
+    return CellResult(
+        cell={"id": cell_id},
+        inputs_hash="h",
+        inputs={"python": "cpython-3.11.7"},
+        runner="local",
+        status=status,
+        steps=[StepResult("build", "passed", 1.5)],
+        smoke=SmokeCounts(10, 0, 2, 0),
+        wheel=WheelRecord("w.whl", "00", "torch2.13/w.whl"),
+        finished=finished,
+    )
 
 
 def test_round_trip(tmp_path: Path) -> None:

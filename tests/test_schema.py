@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 
-from buildmatrix import matrix as model
+from buildmatrix.model import matrix as model
 
 ROOT = Path(__file__).parent.parent
 SCHEMA = json.loads((ROOT / "matrix.schema.json").read_text())
@@ -37,4 +37,6 @@ def test_same_keys(schema_keys: dict, code_keys: tuple[str, ...]) -> None:  # ty
 def test_same_choices() -> None:
     assert tuple(SCHEMA["properties"]["runner"]["enum"]) == model.RUNNERS
     assert tuple(SCHEMA["$defs"]["variant"]["enum"]) == model.VARIANTS
-    assert tuple(SCHEMA["properties"]["torch"]["items"]["properties"]["wheels"]["oneOf"][0]["enum"]) == model.WHEEL_SOURCES
+    assert (
+        tuple(SCHEMA["properties"]["torch"]["items"]["properties"]["wheels"]["oneOf"][0]["enum"]) == model.WHEEL_SOURCES
+    )

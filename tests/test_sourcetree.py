@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine, touched_paths
 from buildmatrix.errors import PatchError
-from buildmatrix.sourcetree import PatchSeries, apply_series, copy_pristine, touched_paths
 
 PATCH = """\
 --- a/plugin/csrc/hooks.cpp
@@ -79,7 +79,10 @@ def test_series_listing_a_missing_file(tmp_path: Path) -> None:
 
 def test_touched_paths(tmp_path: Path) -> None:
     patch = tmp_path / "x.patch"
-    patch.write_text(PATCH + PATCH.replace("plugin/csrc/hooks.cpp", "plugin/new.cpp").replace("--- a/plugin/new.cpp", "--- /dev/null"))
+    patch.write_text(
+        PATCH
+        + PATCH.replace("plugin/csrc/hooks.cpp", "plugin/new.cpp").replace("--- a/plugin/new.cpp", "--- /dev/null")
+    )
     assert touched_paths(patch) == ["plugin/csrc/hooks.cpp", "plugin/new.cpp"]
 
 
@@ -97,7 +100,8 @@ def test_applies_inside_another_git_work_tree(tmp_path: Path) -> None:
     series_dir = tmp_path / "series"
     series_dir.mkdir()
     (series_dir / "0001.patch").write_text(
-        "diff --git a/plugin/a.txt b/plugin/a.txt\n--- a/plugin/a.txt\n+++ b/plugin/a.txt\n@@ -1 +1 @@\n-one\n+two\n")
+        "diff --git a/plugin/a.txt b/plugin/a.txt\n--- a/plugin/a.txt\n+++ b/plugin/a.txt\n@@ -1 +1 @@\n-one\n+two\n"
+    )
     (series_dir / "series").write_text("0001.patch\n")
     assert apply_series([PatchSeries("s", series_dir)], tree, "plugin") == ["s/0001.patch"]
     assert (tree / "plugin" / "a.txt").read_text() == "two\n"

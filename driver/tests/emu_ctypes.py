@@ -12,8 +12,13 @@ KERNEL = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 
 
 class DeviceProp(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char * 64), ("totalGlobalMem", ctypes.c_size_t), ("major", ctypes.c_int),
-                ("minor", ctypes.c_int), ("multiProcessorCount", ctypes.c_int)]
+    _fields_ = [
+        ("name", ctypes.c_char * 64),
+        ("totalGlobalMem", ctypes.c_size_t),
+        ("major", ctypes.c_int),
+        ("minor", ctypes.c_int),
+        ("multiProcessorCount", ctypes.c_int),
+    ]
 
 
 class EmuError(Exception):

@@ -44,18 +44,34 @@ def build_library(out: Path, major: int, minor: int) -> Path:
     include = out / "include"
     include.mkdir(parents=True)
     template = (DRIVER / "include" / "emu_driver_version.h.in").read_text()
-    (include / "emu_driver_version.h").write_text(template.replace("@MAJOR@", str(major)).replace("@MINOR@", str(minor)))
+    (include / "emu_driver_version.h").write_text(
+        template.replace("@MAJOR@", str(major)).replace("@MINOR@", str(minor))
+    )
     lib = out / "libemu_driver.so"
     sources = sorted(str(p) for p in (DRIVER / "src").glob("*.cpp"))
-    command = ["g++", "-std=c++17", "-O1", "-fPIC", "-shared", "-fvisibility=hidden", "-pthread",
-               f"-I{include}", f"-I{DRIVER / 'include'}", *sources, "-o", str(lib)]
+    command = [
+        "g++",
+        "-std=c++17",
+        "-O1",
+        "-fPIC",
+        "-shared",
+        "-fvisibility=hidden",
+        "-pthread",
+        f"-I{include}",
+        f"-I{DRIVER / 'include'}",
+        *sources,
+        "-o",
+        str(lib),
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     assert done.returncode == 0, shlex.join(command) + "\n" + done.stderr
     return lib
 
 
 @pytest.fixture(scope="session", params=sorted(VERSIONS))
-def driver_lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[int, int]]:
+def driver_lib(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, tuple[int, int]]:
     version = VERSIONS[request.param]
     return build_library(tmp_path_factory.mktemp(f"driver{request.param}"), *version), version
 
@@ -65,15 +81,19 @@ def driver_v2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_library(tmp_path_factory.mktemp("driver2"), 2, 1)
 
 
-
 @pytest.fixture
 def drv(driver_lib: tuple[Path, tuple[int, int]]) -> Driver:
     return Driver(driver_lib[0])
 
 
 def run_script(lib: Path, body: str, **env: str) -> subprocess.CompletedProcess[str]:
-    script = f"import sys; sys.path.insert(0, {str(TESTS)!r})\nfrom emu_ctypes import *\nd = Driver({str(lib)!r})\n" + textwrap.dedent(body)
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+    script = (
+        f"import sys; sys.path.insert(0, {str(TESTS)!r})\nfrom emu_ctypes import *\nd = Driver({str(lib)!r})\n"
+        + textwrap.dedent(body)
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, **env}, timeout=60
+    )
 
 
 def test_version_query_matches_header_macro(driver_lib: tuple[Path, tuple[int, int]]) -> None:
@@ -97,11 +117,19 @@ def test_devices_and_properties(drv: Driver) -> None:
 
 
 def test_device_count_from_environment(driver_lib: tuple[Path, tuple[int, int]]) -> None:
-    ok = run_script(driver_lib[0], "c = ctypes.c_int(); d.call('emuGetDeviceCount', ctypes.byref(c)); print(c.value)",
-                    EMU_DEVICE_COUNT="5", EMU_DEVICE_MEMORY_MB="64")
+    ok = run_script(
+        driver_lib[0],
+        "c = ctypes.c_int(); d.call('emuGetDeviceCount', ctypes.byref(c)); print(c.value)",
+        EMU_DEVICE_COUNT="5",
+        EMU_DEVICE_MEMORY_MB="64",
+    )
     assert ok.stdout.strip() == "5", ok.stderr
-    bad = run_script(driver_lib[0], "c = ctypes.c_int(); print(d.code('emuGetDeviceCount', ctypes.byref(c)), "
-                     "d.lib.emuGetLastErrorMessage().decode())", EMU_DEVICE_COUNT="99")
+    bad = run_script(
+        driver_lib[0],
+        "c = ctypes.c_int(); print(d.code('emuGetDeviceCount', ctypes.byref(c)), "
+        "d.lib.emuGetLastErrorMessage().decode())",
+        EMU_DEVICE_COUNT="99",
+    )
     assert bad.stdout.startswith(f"{INITIALIZATION} EMU_DEVICE_COUNT='99'"), bad.stdout + bad.stderr
 
 
@@ -129,7 +157,9 @@ def test_bad_pointers_are_named(drv: Driver) -> None:
     host = ctypes.create_string_buffer(512)
     with pytest.raises(EmuError) as overrun:
         drv.call("emuMemcpy", host, ctypes.c_void_p(a), ctypes.c_size_t(512), D2H)
-    assert overrun.value.code == INVALID_DEVICE_POINTER and "overruns its allocation of 256 bytes" in overrun.value.message
+    assert (
+        overrun.value.code == INVALID_DEVICE_POINTER and "overruns its allocation of 256 bytes" in overrun.value.message
+    )
     with pytest.raises(EmuError) as wrong_kind:
         drv.call("emuMemcpy", ctypes.c_void_p(a), ctypes.c_void_p(a), ctypes.c_size_t(4), H2D)
     assert wrong_kind.value.code == INVALID_VALUE and "is a device pointer" in wrong_kind.value.message
@@ -146,21 +176,30 @@ def test_bad_pointers_are_named(drv: Driver) -> None:
 
 
 def test_out_of_memory_says_how_much_is_free(driver_lib: tuple[Path, tuple[int, int]]) -> None:
-    done = run_script(driver_lib[0], """
+    done = run_script(
+        driver_lib[0],
+        """
         p = ctypes.c_void_p()
         print(d.code('emuMalloc', ctypes.byref(p), ctypes.c_size_t(65 << 20)), d.lib.emuGetLastErrorMessage().decode())
-    """, EMU_DEVICE_MEMORY_MB="64")
-    assert done.stdout.startswith(f"{MEMORY_ALLOCATION} cannot allocate 68157440 bytes on device 0"), done.stdout + done.stderr
+    """,
+        EMU_DEVICE_MEMORY_MB="64",
+    )
+    assert done.stdout.startswith(f"{MEMORY_ALLOCATION} cannot allocate 68157440 bytes on device 0"), (
+        done.stdout + done.stderr
+    )
 
 
 def test_host_dereference_of_device_pointer_fails_loudly(driver_lib: tuple[Path, tuple[int, int]]) -> None:
-    done = run_script(driver_lib[0], """
+    done = run_script(
+        driver_lib[0],
+        """
         p = d.malloc(64)
         d.to_device(p, b'x' * 64)
         print('reading', flush=True)
         ctypes.string_at(p, 1)
         print('read it')
-    """)
+    """,
+    )
     assert done.returncode != 0 and "reading" in done.stdout and "read it" not in done.stdout
     assert "host code dereferenced device pointer 0x" in done.stderr
 
@@ -205,7 +244,9 @@ def test_api_1_lacks_async_and_events(driver_lib: tuple[Path, tuple[int, int]]) 
     drv = Driver(lib)
     newer = ("emuMemcpyAsync", "emuMemsetAsync", "emuEventCreateWithFlags", "emuEventElapsedTime", "emuStreamWaitEvent")
     assert all(drv.has(name) == (major >= 2) for name in newer)
-    symbols = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True).stdout
+    symbols = subprocess.run(
+        ["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True
+    ).stdout
     assert ("emuEventRecord" in symbols) == (major >= 2)
 
 

@@ -15,19 +15,22 @@ import pytest
 
 os.environ.setdefault("EMU_DEVICE_COUNT", "2")
 
-import sys  # noqa: E402
+import sys
 
-import torch  # noqa: E402
+import torch
 
 # Test modules import the gates from smoke_gates.py beside this file (pytest runs with --import-mode=importlib).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--emu-features-json", default=None, help="write each feature's outcome to this JSON file")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "feature(name): the feature a smoke test exercises (for the compatibility table)")
+    config.addinivalue_line(
+        "markers", "feature(name): the feature a smoke test exercises (for the compatibility table)"
+    )
     config._emu_features = {}  # type: ignore[attr-defined]
 
 

@@ -13,12 +13,14 @@ DRIVER_MAJOR = torch_emu.driver_api_version()[0]
 
 def requires_torch(spec: str):
     """Runs the test only on torch releases in spec (e.g. ">=2.5"); elsewhere it is 'not available'."""
-    return pytest.mark.skipif(TORCH not in SpecifierSet(spec), reason=f"not available: needs torch {spec}, this is {TORCH}")
+    return pytest.mark.skipif(
+        TORCH not in SpecifierSet(spec), reason=f"not available: needs torch {spec}, this is {TORCH}"
+    )
 
 
 def requires_driver(major: int, what: str):
     return pytest.mark.skipif(
-        DRIVER_MAJOR < major,
+        major > DRIVER_MAJOR,
         reason=f"not available: {what} needs driver API {major}.x, this build uses {'.'.join(map(str, torch_emu.driver_api_version()))}",
     )
 

@@ -24,7 +24,9 @@ def train(model, data, target, device, steps=8):
 
 def test_mlp_losses_match_cpu():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)
+    )
     data, target = torch.randn(64, 16), torch.randint(0, 4, (64,))
     cpu = train(copy.deepcopy(model), data, target, "cpu")
     emu = train(copy.deepcopy(model), data, target, "emu")

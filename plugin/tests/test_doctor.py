@@ -25,9 +25,13 @@ def test_doctor_names_the_fix_for_a_wrong_torch(tmp_path: Path):
     copy = tmp_path / "torch_emu"
     shutil.copytree(Path(torch_emu.__file__).parent, copy)
     info = copy / "_build_info.py"
-    info.write_text(info.read_text().replace(f"TORCH_VERSION = {_build_info.TORCH_VERSION!r}", f"TORCH_VERSION = {OTHER_TORCH!r}"))
+    info.write_text(
+        info.read_text().replace(f"TORCH_VERSION = {_build_info.TORCH_VERSION!r}", f"TORCH_VERSION = {OTHER_TORCH!r}")
+    )
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    done = subprocess.run([sys.executable, "-m", "torch_emu.doctor"], capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch_emu.doctor"], capture_output=True, text=True, env=env, timeout=120
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "verdict: PROBLEM" in done.stdout and f"built for torch {OTHER_MINOR}.x" in done.stdout
     assert f"+torch{_build_info.TORCH_MINOR}.drv{_build_info.DRIVER_API_MAJOR}'" in done.stdout

@@ -49,20 +49,30 @@ def run_import(tmp_path: Path, prelude: str = "", edit=None) -> subprocess.Compl
         info = copy / "_build_info.py"
         info.write_text(edit(info.read_text()))
     code = prelude + f"\nimport sys; sys.path.insert(0, {str(tmp_path)!r})\nimport torch_emu\n"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=120
+    )
 
 
 def test_wheel_for_another_torch_raises_import_error_not_a_crash(tmp_path):
-    done = run_import(tmp_path, edit=lambda text: text.replace(f"TORCH_VERSION = {BUILD['TORCH_VERSION']!r}", f"TORCH_VERSION = {OTHER_TORCH!r}"))
+    done = run_import(
+        tmp_path,
+        edit=lambda text: text.replace(
+            f"TORCH_VERSION = {BUILD['TORCH_VERSION']!r}", f"TORCH_VERSION = {OTHER_TORCH!r}"
+        ),
+    )
     assert done.returncode == 1, done.stderr
     assert "ImportError: torch_emu cannot load: this torch_emu" in done.stderr
     assert f"built for torch {OTHER_MINOR}.x" in done.stderr and "undefined symbol" not in done.stderr
 
 
 def test_missing_driver_raises_import_error(tmp_path):
-    done = run_import(tmp_path, prelude=textwrap.dedent("""
+    done = run_import(
+        tmp_path,
+        prelude=textwrap.dedent("""
         import sys
         sys.modules['emu_driver'] = None  # as if the emu-driver wheel were not installed
-    """))
+    """),
+    )
     assert done.returncode == 1
     assert "the emu driver runtime is not installed" in done.stderr

@@ -8,8 +8,18 @@ pytestmark = pytest.mark.feature("views")
 
 def test_views_share_storage_and_writes_show_through():
     base = torch.zeros(4, 6, device="emu")
-    for view in (base.view(24), base.t(), base[1:3, ::2], base.reshape(2, 12), base.unsqueeze(0), base.as_strided((2, 2), (6, 1), 1),
-                 base.unfold(1, 2, 2), base.narrow(0, 1, 2), base.select(1, 3), base.expand(2, 4, 6)):
+    for view in (
+        base.view(24),
+        base.t(),
+        base[1:3, ::2],
+        base.reshape(2, 12),
+        base.unsqueeze(0),
+        base.as_strided((2, 2), (6, 1), 1),
+        base.unfold(1, 2, 2),
+        base.narrow(0, 1, 2),
+        base.select(1, 3),
+        base.expand(2, 4, 6),
+    ):
         assert view.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
     base.t()[2].fill_(5.0)
     base[0, ::2].add_(torch.ones(3, device="emu"))

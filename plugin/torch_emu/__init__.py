@@ -19,5 +19,5 @@ else:
     LOAD_ERROR = None
 
 if LOAD_ERROR is None:
-    from torch_emu._load import *  # noqa: E402,F401,F403
-    from torch_emu._load import __all__, __version__  # noqa: E402,F401
+    from torch_emu._load import *  # noqa: F403
+    from torch_emu._load import __all__, __version__  # noqa: F401

@@ -21,12 +21,12 @@ class Installed:
 
 
 def _minor(version: str) -> tuple[int, int]:
-    parts = version.split("+")[0].split(".")
+    parts = version.split("+", maxsplit=1)[0].split(".")
     return int(parts[0]), int(parts[1])
 
 
 def wheel_hint(plugin_version: str, torch_version: str, driver_major: int) -> str:
-    base = plugin_version.split("+")[0]
+    base = plugin_version.split("+", maxsplit=1)[0]
     major, minor = _minor(torch_version)
     return f"pip install '{PROJECT}=={base}+torch{major}.{minor}.drv{driver_major}'"
 
@@ -86,7 +86,9 @@ def installed_now() -> Installed:
         driver = None
     else:
         driver = (int(API_VERSION[0]), int(API_VERSION[1]))
-    return Installed(torch.__version__, None if abi is None else bool(abi), driver, "{}.{}".format(*sys.version_info[:2]))
+    return Installed(
+        torch.__version__, None if abi is None else bool(abi), driver, "{}.{}".format(*sys.version_info[:2])
+    )
 
 
 def check(build: dict) -> None:

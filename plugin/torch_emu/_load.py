@@ -2,12 +2,11 @@
 
 import torch
 
-import torch_emu._C as _C
-from torch_emu import _build_info
+from torch_emu import _C, _build_info
 from torch_emu import device as _device_module
 
 __version__ = _build_info.PLUGIN_VERSION
-__all__ = ["build_info", "fallback_ops", "reset_fallback_ops", "driver_api_version", "features"]
+__all__ = ["build_info", "driver_api_version", "fallback_ops", "features", "reset_fallback_ops"]
 
 
 def _register() -> None:

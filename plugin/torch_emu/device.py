@@ -10,13 +10,42 @@ from torch_emu import _C
 from torch_emu.streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 __all__ = [
-    "is_available", "device_count", "current_device", "set_device", "device", "synchronize", "is_initialized",
-    "Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
-    "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state",
-    "get_rng_state_all", "set_rng_state_all", "default_generators",
-    "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
-    "reset_peak_memory_stats", "empty_cache", "mem_get_info", "get_device_name", "get_device_properties",
-    "get_device_capability", "driver_version", "get_amp_supported_dtype",
+    "Event",
+    "Stream",
+    "current_device",
+    "current_stream",
+    "default_generators",
+    "default_stream",
+    "device",
+    "device_count",
+    "driver_version",
+    "empty_cache",
+    "get_amp_supported_dtype",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
+    "get_rng_state",
+    "get_rng_state_all",
+    "initial_seed",
+    "is_available",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
+    "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
+    "set_stream",
+    "stream",
+    "synchronize",
 ]
 
 
@@ -202,4 +231,3 @@ def get_device_name(device: Any = None) -> str:
 def get_device_capability(device: Any = None) -> tuple:
     props = get_device_properties(device)
     return (props.major, props.minor)
-

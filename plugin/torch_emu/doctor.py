@@ -19,7 +19,8 @@ def report() -> tuple:
     lines = [
         "torch_emu doctor",
         f"  python      {sys.version.split()[0]} ({sys.executable})",
-        f"  torch       {now.torch_version}" + ("" if now.torch_cxx11_abi is None else f" (C++11 ABI {int(now.torch_cxx11_abi)})"),
+        f"  torch       {now.torch_version}"
+        + ("" if now.torch_cxx11_abi is None else f" (C++11 ABI {int(now.torch_cxx11_abi)})"),
         "  emu-driver  " + ("not installed" if now.driver_api is None else "API {}.{}".format(*now.driver_api)),
         f"  torch_emu   {build['PLUGIN_VERSION']}: built for torch {build['TORCH_VERSION']} ({build['TORCH_VARIANT']}, "
         f"C++11 ABI {int(build['CXX11_ABI'])}), driver API {build['DRIVER_API']}, Python {build['PYTHON']}",

@@ -21,7 +21,9 @@ def _index(device) -> int:
 class Stream:
     """An in-order queue of work on one emu device. Stream() takes one from the device's pool."""
 
-    def __init__(self, device=None, priority: int = 0, *, stream_id: int | None = None, device_index: int | None = None) -> None:
+    def __init__(
+        self, device=None, priority: int = 0, *, stream_id: int | None = None, device_index: int | None = None
+    ) -> None:
         if stream_id is None:
             stream_id, device_index = _C.stream_from_pool(_index(device))
         self.stream_id = int(stream_id)
@@ -49,7 +51,10 @@ class Stream:
         self.wait_event(stream.record_event())
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Stream) and (self.stream_id, self.device_index) == (other.stream_id, other.device_index)
+        return isinstance(other, Stream) and (self.stream_id, self.device_index) == (
+            other.stream_id,
+            other.device_index,
+        )
 
     def __hash__(self) -> int:
         return hash((self.stream_id, self.device_index))

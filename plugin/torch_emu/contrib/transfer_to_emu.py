@@ -22,9 +22,32 @@ _PATCHED_MARK = "__emu_transfer__"
 
 # Factories and conversions that accept a device argument.
 _TORCH_FUNCTIONS = (
-    "tensor", "as_tensor", "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
-    "full_like", "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm", "arange", "linspace",
-    "logspace", "eye", "normal", "tril_indices", "triu_indices", "from_numpy",
+    "tensor",
+    "as_tensor",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "zeros",
+    "zeros_like",
+    "ones",
+    "ones_like",
+    "full",
+    "full_like",
+    "rand",
+    "rand_like",
+    "randn",
+    "randn_like",
+    "randint",
+    "randint_like",
+    "randperm",
+    "arange",
+    "linspace",
+    "logspace",
+    "eye",
+    "normal",
+    "tril_indices",
+    "triu_indices",
+    "from_numpy",
 )
 _TENSOR_METHODS = ("to", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor")
 _MODULE_METHODS = ("to",)
@@ -81,7 +104,7 @@ def _patch_device_constructor() -> None:
                 kwargs["type"] = _swap(kwargs["type"])
             return original(*args, **kwargs)
 
-    class device(metaclass=_DeviceMeta):  # noqa: N801  (stands in for torch.device)
+    class device(metaclass=_DeviceMeta):
         pass
 
     setattr(device, _PATCHED_MARK, True)

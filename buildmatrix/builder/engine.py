@@ -1,0 +1,251 @@
+"""Runs the selected cells through a runner: skips unchanged ones, isolates failures, records every result."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import buildmatrix
+from buildmatrix.builder.results import FAILED, PASSED, CellResult, ResultStore, WheelRecord
+from buildmatrix.builder.runners.base import CellJob, Runner, RunnerOutput
+from buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine
+from buildmatrix.builder.steps import StepRecorder
+from buildmatrix.builder.workspace import Workspace
+from buildmatrix.errors import StepFailed, UserError
+from buildmatrix.model.cells import Cell
+from buildmatrix.model.matrix import Matrix
+from buildmatrix.model.registry import Registry
+from buildmatrix.util.atomic import copy_file_atomic
+from buildmatrix.util.fingerprint import file_sha256, files_hash, inputs_hash, tree_hash
+
+log = logging.getLogger(__name__)
+
+# Events for whoever displays progress: (cell id, what) with what in
+# "queued" | "up-to-date" | "<step name>" | "passed" | "failed".
+ProgressCallback = Callable[[str, str], None]
+
+# Modules of this package that never run while a cell is built: the CLI and runner selection, reporting
+# and publishing, the engine helper and the patch tools. Editing them cannot change a wheel or a smoke
+# result, so they are not a cell input. Every other module is (new modules count by default).
+NOT_BUILD_CODE = frozenset(
+    {
+        "__main__.py",
+        "cli.py",
+        "progress.py",
+        "report_matrix.py",
+        "builder/runners/__init__.py",
+        "builder/probe.py",
+        "builder/patchtool.py",
+        "docker/engine.py",
+        "publish/__init__.py",
+        "publish/table.py",
+        "publish/site.py",
+        "publish/markdown.py",
+        "publish/page.py",
+        "publish/index.py",
+    }
+)
+# Modules that only one runner runs: a cell's build code leaves out those of the other runners.
+RUNNER_MODULES = {
+    "local": frozenset({"builder/runners/local.py"}),
+    "docker": frozenset({"builder/runners/docker.py", "docker/images.py", "docker/oci.py"}),
+}
+
+
+def build_code_exclusions(runner: str) -> frozenset[str]:
+    """Package modules that are not build code for cells built by `runner`."""
+    others = [modules for name, modules in RUNNER_MODULES.items() if name != runner]
+    return NOT_BUILD_CODE.union(*others)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    jobs: int = 1
+    fail_fast: bool = False
+    force: bool = False  # rebuild even when inputs are unchanged
+
+
+@dataclass
+class PlannedCell:
+    cell: Cell
+    inputs: dict[str, Any]
+    inputs_hash: str
+    reusable: CellResult | None  # a stored result for the same inputs
+    problem: str | None = None  # why the cell cannot even be planned (e.g. no interpreter)
+
+
+class Engine:
+    def __init__(
+        self,
+        matrix: Matrix,
+        workspace: Workspace,
+        runner: Runner,
+        registry: Registry,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.matrix = matrix
+        self.workspace = workspace
+        self.runner = runner
+        self.registry = registry
+        self.progress = progress or (lambda cell_id, what: None)
+        self.store = ResultStore(workspace.results_dir)
+        self._shared_hashes: dict[str, str] | None = None
+
+    # ---- planning ---------------------------------------------------------
+    def shared_inputs(self) -> dict[str, str]:
+        if self._shared_hashes is None:
+            self._shared_hashes = {
+                "plugin_tree": tree_hash(self.matrix.plugin.source),
+                "driver_tree": tree_hash(self.matrix.driver_source),
+                "build_code": tree_hash(
+                    Path(buildmatrix.__file__).parent, exclude=build_code_exclusions(self.runner.name)
+                ),
+            }
+        return self._shared_hashes
+
+    def series(self, cell: Cell) -> list[PatchSeries]:
+        root = self.workspace.root / "patches"
+        return [PatchSeries(name, root / name) for name in cell.torch.patches]
+
+    def plan(self, cells: list[Cell], force: bool = False) -> list[PlannedCell]:
+        planned = []
+        for cell in cells:
+            problem = None
+            try:
+                python = self.runner.python_identity(cell)
+            except UserError as exc:
+                python, problem = "missing", str(exc)
+            patch_files = [p for s in self.series(cell) for p in sorted(s.directory.iterdir()) if p.is_file()]
+            inputs: dict[str, Any] = {
+                "cell": cell.as_dict(),
+                "torch_requirement": cell.torch.requirement_version,
+                "wheel_source": cell.torch.wheels.describe(),
+                "python": python,
+                "runner": self.runner.name,
+                "patches": files_hash(patch_files),
+                **self.shared_inputs(),
+            }
+            digest = inputs_hash(inputs)
+            stored = None if force or problem else self.store.load(cell.id)
+            if stored is not None and not self._reusable(stored, digest):
+                stored = None
+            planned.append(PlannedCell(cell, inputs, digest, stored, problem))
+        return planned
+
+    def _reusable(self, stored: CellResult, digest: str) -> bool:
+        if stored.inputs_hash != digest:
+            return False
+        if stored.status == PASSED:
+            # A passed cell is only up to date if its published wheel is still there, unchanged.
+            if stored.wheel is None:
+                return False
+            wheel = self.workspace.wheels_dir / stored.wheel.path
+            return wheel.is_file() and file_sha256(wheel) == stored.wheel.sha256
+        return True  # the same inputs fail the same way; --force retries
+
+    # ---- running ----------------------------------------------------------
+    def run(self, cells: list[Cell], options: RunOptions) -> list[CellResult]:
+        planned = self.plan(cells, force=options.force)
+        results: dict[str, CellResult] = {}
+        todo = []
+        for item in planned:
+            if item.reusable is not None:
+                results[item.cell.id] = item.reusable
+                self.progress(item.cell.id, "up-to-date")
+            else:
+                todo.append(item)
+                self.progress(item.cell.id, "queued")
+        stop = threading.Event()
+        with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+            pending: dict[Future[CellResult], PlannedCell] = {}
+            queue = list(todo)
+            while queue or pending:
+                while queue and len(pending) < max(1, options.jobs) and not stop.is_set():
+                    item = queue.pop(0)
+                    pending[pool.submit(self.run_cell, item)] = item
+                if not pending:
+                    break
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    item = pending.pop(future)
+                    result = future.result()
+                    results[item.cell.id] = result
+                    if result.status == FAILED and options.fail_fast:
+                        stop.set()
+                        queue.clear()
+        ordered = [results[p.cell.id] for p in planned if p.cell.id in results]
+        self.store.write_summary(self.store.all())
+        return ordered
+
+    def run_cell(self, item: PlannedCell) -> CellResult:
+        cell = item.cell
+        result = CellResult(
+            cell=cell.as_dict(), inputs_hash=item.inputs_hash, inputs=item.inputs, runner=self.runner.name
+        )
+        log_file = self.workspace.logs_dir / f"{cell.id}.log"
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        log_file.write_text(f"# {cell.id}: {self.runner.name} runner, started {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        result.log = str(log_file.relative_to(self.workspace.wheels_dir))
+        steps = StepRecorder(result, self.progress)
+        output = RunnerOutput()
+        workdir = self.workspace.cell_dir(cell.id)
+        try:
+            if item.problem:
+                with steps.step("interpreter"):
+                    raise StepFailed("interpreter", item.problem)
+            if workdir.exists():
+                shutil.rmtree(workdir)  # scratch from an earlier or interrupted run
+            workdir.mkdir(parents=True)
+            with steps.step("source"):
+                tree_root = workdir / "tree"
+                plugin_tree = copy_pristine(self.matrix.plugin.source, tree_root)
+                applied = apply_series(self.series(cell), tree_root, self.matrix.plugin.source.name)
+                result.inputs["applied_patches"] = applied
+            smoke_tests = plugin_tree / self.matrix.plugin.smoke_tests.relative_to(self.matrix.plugin.source)
+            find_links = (
+                tuple(self.registry.find_links_locations(cell.torch.wheels))
+                if cell.torch.wheels.kind != "registry"
+                else ()
+            )
+            job = CellJob(cell, self.matrix, self.workspace, workdir, plugin_tree, smoke_tests, log_file, find_links)
+            self.runner.run(job, steps, output)
+            with steps.step("publish"):
+                assert output.plugin_wheel is not None and output.driver_wheel is not None
+                result.wheel = self._publish(output.plugin_wheel, self.workspace.plugin_wheel_dir(cell.torch.minor))
+                result.driver_wheel = self._publish(output.driver_wheel, self.workspace.driver_wheel_dir)
+            result.status = PASSED
+            # The wheel, log and record are published; the environments (GBs of hard links into the uv cache,
+            # which keep pruned cache entries alive) are scratch. A failed cell keeps its directory for inspection.
+            shutil.rmtree(workdir, ignore_errors=True)
+        except StepFailed as exc:
+            result.status = FAILED
+            result.failed_step = exc.step
+            result.error = exc.message
+            result.error_tail = exc.log_tail or None
+            with log_file.open("a") as handle:
+                handle.write(f"\n# FAILED in step {exc.step}: {exc.message}\n")
+        except UserError as exc:
+            result.status = FAILED
+            result.failed_step = result.steps[-1].name if result.steps else "setup"
+            result.error = str(exc)
+        finally:
+            result.smoke = output.smoke
+            result.features = output.features
+            result.torch_build = output.torch_build
+            result.variants_claimed = output.variants_claimed
+            result.finished = time.time()
+            self.store.save(result)
+            self.progress(cell.id, result.status)
+        return result
+
+    def _publish(self, built: Path, directory: Path) -> WheelRecord:
+        dest = directory / built.name
+        copy_file_atomic(built, dest)
+        return WheelRecord(built.name, file_sha256(dest), str(dest.relative_to(self.workspace.wheels_dir)))

@@ -1,0 +1,78 @@
+"""Find installed CPython interpreters (PATH and pyenv), never from hard-coded machine paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import Version
+
+from buildmatrix.errors import InterpreterNotFound
+
+_PROBE = (
+    "import json,sys,platform;print(json.dumps([platform.python_version(), sys.implementation.name, sys.executable]))"
+)
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    executable: Path
+    version: Version  # full version, e.g. 3.11.7
+
+
+def _candidates(series: Version, path_env: str, pyenv_root: Path | None) -> list[Path]:
+    name = f"python{series.major}.{series.minor}"
+    found: list[Path] = []
+    for directory in path_env.split(os.pathsep):
+        candidate = Path(directory) / name
+        if directory and candidate.is_file() and os.access(candidate, os.X_OK) and "shims" not in candidate.parts:
+            found.append(candidate)
+    if pyenv_root is not None and (pyenv_root / "versions").is_dir():
+        for prefix in sorted((pyenv_root / "versions").iterdir(), reverse=True):
+            candidate = prefix / "bin" / name
+            if prefix.name.startswith(f"{series.major}.{series.minor}.") and candidate.is_file():
+                found.append(candidate)
+    return found
+
+
+def _pyenv_root() -> Path | None:
+    if os.environ.get("PYENV_ROOT"):
+        return Path(os.environ["PYENV_ROOT"])
+    pyenv = shutil.which("pyenv")
+    if pyenv:
+        try:
+            return Path(
+                subprocess.run([pyenv, "root"], capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+    default = Path.home() / ".pyenv"
+    return default if default.is_dir() else None
+
+
+def find_interpreter(
+    series: Version, path_env: str | None = None, pyenv_root: Path | str | None = "auto"
+) -> Interpreter:
+    """The first working CPython of the X.Y series; raises InterpreterNotFound saying where it looked."""
+    path_env = os.environ.get("PATH", "") if path_env is None else path_env
+    root = _pyenv_root() if pyenv_root == "auto" else (Path(pyenv_root) if pyenv_root else None)
+    for candidate in _candidates(series, path_env, root):
+        try:
+            out = subprocess.run(
+                [str(candidate), "-c", _PROBE], capture_output=True, text=True, timeout=60, check=True
+            ).stdout
+            version, implementation, executable = json.loads(out)
+        except (OSError, subprocess.SubprocessError, ValueError):
+            continue
+        full = Version(version)
+        if implementation == "cpython" and (full.major, full.minor) == (series.major, series.minor):
+            return Interpreter(Path(executable), full)
+    where = f"PATH and pyenv ({root})" if root else "PATH (no pyenv found)"
+    raise InterpreterNotFound(
+        f"no CPython {series} interpreter found (looked for python{series.major}.{series.minor} in {where}); "
+        f"install one, e.g. `pyenv install {series}` or `uv python install {series}`, or drop Python {series} from the selection"
+    )

@@ -1,0 +1,249 @@
+"""The drift probe: build and smoke-test the plugin against a torch release that matrix.yaml does not
+list yet, and report the compile errors and smoke failures grouped by the interface they hit.
+
+It runs one cell through the same engine and runner as the matrix, in its own workspace
+(build/probe/), so nothing it does reaches wheels/ or the recorded results.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from buildmatrix.builder.results import CellResult
+from buildmatrix.errors import UserError
+from buildmatrix.model.cells import Cell
+from buildmatrix.model.matrix import DriverVersion, Matrix, TorchRelease, WheelSource
+from buildmatrix.model.registry import Registry
+
+# Which torch interface each plugin source file implements: the report groups errors by these.
+INTERFACES: tuple[tuple[str, str], ...] = (
+    ("csrc/runtime/EmuGuard.cpp", "DeviceGuardImplInterface (c10/core/impl)"),
+    ("csrc/runtime/EmuHooks.cpp", "PrivateUse1HooksInterface and the generator (ATen/detail)"),
+    ("csrc/runtime/EmuGenerator.h", "PrivateUse1HooksInterface and the generator (ATen/detail)"),
+    ("csrc/runtime/EmuAllocator.cpp", "Allocator (c10/core/Allocator.h)"),
+    ("csrc/runtime/EmuEvent.cpp", "events (driver and c10::Event)"),
+    ("csrc/runtime/EmuStream.cpp", "streams (c10::Stream)"),
+    ("csrc/amp/", "autocast (ATen/autocast_mode.h)"),
+    ("csrc/aten/", "ATen kernels and dispatcher registration"),
+    ("csrc/EmuModule.cpp", "Python bindings (pybind11, torch/csrc)"),
+    ("csrc/Compat.h", "the plugin's compat header"),
+)
+
+# What kind of break a compiler message means, in the words a shim author needs.
+BREAKS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"marked .override., but does not override"),
+        "virtual method absent in this release (drop the override)",
+    ),
+    (re.compile(r"looser exception specification"), "noexcept differs from this release's declaration"),
+    (re.compile(r"abstract class type|pure virtual"), "new pure virtual method to implement"),
+    (
+        re.compile(r"has no member named|is not a member of|was not declared|does not name a type|no such file"),
+        "name missing in this release",
+    ),
+    (
+        re.compile(r"could not convert|cannot convert|no matching function|invalid conversion|no type named"),
+        "signature or type changed",
+    ),
+    (re.compile(r"#error"), "header refuses this build configuration"),
+)
+
+ERROR_LINE = re.compile(
+    r"^(?P<file>[^\s:]+\.(?:cpp|cc|h|hpp)):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<message>.*)$"
+)
+FAILED_TEST = re.compile(r"^FAILED (?P<test>\S+?)(?: - (?P<reason>.*))?$")
+
+
+@dataclass(frozen=True)
+class CompileError:
+    file: str  # path inside plugin/ (csrc/...), or a torch header
+    line: int
+    message: str
+
+    @property
+    def interface(self) -> str:
+        for prefix, name in INTERFACES:
+            if self.file.startswith(prefix):
+                return name
+        return f"torch headers ({self.file})" if "/include/" in self.file else f"other ({self.file})"
+
+    @property
+    def kind(self) -> str:
+        for pattern, name in BREAKS:
+            if pattern.search(self.message):
+                return name
+        return "other compile error"
+
+
+@dataclass
+class ProbeReport:
+    release: str
+    cell_id: str
+    status: str
+    failed_step: str | None
+    errors: list[CompileError] = field(default_factory=list)
+    failed_tests: list[str] = field(default_factory=list)
+    log: Path | None = None
+
+    def by_interface(self) -> dict[str, list[CompileError]]:
+        groups: dict[str, list[CompileError]] = defaultdict(list)
+        for error in self.errors:
+            groups[error.interface].append(error)
+        return dict(sorted(groups.items()))
+
+    def markdown(self) -> str:
+        lines = [
+            f"# Drift probe: torch {self.release} ({self.cell_id})",
+            "",
+            f"Result: **{self.status}**" + (f" in step `{self.failed_step}`" if self.failed_step else "") + ".",
+            "",
+        ]
+        if self.errors:
+            lines += [f"## Compile errors ({len(self.errors)}), by interface", ""]
+            for interface, errors in self.by_interface().items():
+                lines.append(f"### {interface}")
+                for e in errors:
+                    lines.append(f"- `{e.file}:{e.line}` ({e.kind}): {e.message}")
+                lines.append("")
+        if self.failed_tests:
+            lines += [f"## Smoke tests that failed ({len(self.failed_tests)})", ""]
+            lines += [f"- {t}" for t in self.failed_tests] + [""]
+        if self.status == "passed":
+            lines += ["The plugin builds and passes its smoke suite on this release without a shim series.", ""]
+        else:
+            lines += [
+                "Next: `nox -s patches -- edit <minor>` after adding the release to matrix.yaml, fix the tree, "
+                "then `nox -s patches -- refresh <minor>` (patches/README.md).",
+                "",
+            ]
+        if self.log is not None:
+            lines.append(f"Full log: {self.log}")
+        return "\n".join(lines) + "\n"
+
+
+def _plugin_relative(path: str) -> str:
+    """Compiler paths look like ../../csrc/aten/EmuOps.cpp or /abs/.../tree/plugin/csrc/...: keep csrc/..."""
+    if "/torch/include/" in path:
+        return "torch/include/" + path.split("/torch/include/", 1)[1]
+    index = path.find("csrc/")
+    return path[index:] if index >= 0 else path
+
+
+def parse_compile_errors(log_text: str) -> list[CompileError]:
+    seen: set[tuple[str, int, str]] = set()
+    out = []
+    for raw in log_text.splitlines():
+        match = ERROR_LINE.match(raw.strip())
+        if not match:
+            continue
+        key = (_plugin_relative(match["file"]), int(match["line"]), match["message"].strip())
+        if key not in seen:
+            seen.add(key)
+            out.append(CompileError(*key))
+    return out
+
+
+def parse_failed_tests(log_text: str) -> list[str]:
+    out = []
+    for raw in log_text.splitlines():
+        match = FAILED_TEST.match(raw.strip())
+        if match:
+            out.append(match["test"] + (f": {match['reason']}" if match["reason"] else ""))
+    return out
+
+
+def registry_versions(registry: Registry) -> list[Version]:
+    versions = set()
+    for filename, _url in registry.index_files("torch"):
+        try:
+            versions.add(parse_wheel_filename(filename)[1])
+        except InvalidWheelFilename:
+            continue
+    return sorted(v for v in versions if not v.is_prerelease and not v.local)
+
+
+def resolve_release(spec: str, matrix: Matrix, registry: Registry, series: tuple[str, ...]) -> TorchRelease:
+    """'2.16' means the newest 2.16.x on the registry; '2.14.1' means exactly that release."""
+    try:
+        wanted = Version(spec)
+    except InvalidVersion:
+        raise UserError(f"probe: {spec!r} is not a torch version (expected e.g. 2.16 or 2.14.1)") from None
+    known = registry_versions(registry)
+    if len(wanted.release) == 2:
+        candidates = [v for v in known if v.release[:2] == wanted.release]
+    else:
+        candidates = [v for v in known if v == wanted]
+    if not candidates:
+        newest = known[-1] if known else "none"
+        raise UserError(f"probe: torch {spec} has no wheels on the registry (newest release there: {newest})")
+    for name in series:
+        if not (matrix.root / "patches" / name / "series").is_file():
+            raise UserError(
+                f"probe: no shim series patches/{name}/series (known: "
+                f"{', '.join(sorted(p.parent.name for p in (matrix.root / 'patches').glob('*/series')))})"
+            )
+    return TorchRelease(
+        version=candidates[-1], variant="cuda", wheels=WheelSource("registry"), python=None, patches=series
+    )
+
+
+def probe_cell(
+    release: TorchRelease, matrix: Matrix, registry: Registry, python: str | None, driver: str | None
+) -> Cell:
+    published = registry.pythons(release)
+    wanted = [p for p in matrix.python if p in published]
+    if python is not None:
+        wanted = [p for p in wanted if str(p) == python]
+        if not wanted:
+            raise UserError(
+                f"probe: torch {release.version} publishes no wheel for Python {python} among matrix.yaml's "
+                f"Pythons (it has: {', '.join(str(p) for p in sorted(published)) or 'none'})"
+            )
+    if not wanted:
+        raise UserError(
+            f"probe: torch {release.version} publishes no wheel for any Python of matrix.yaml "
+            f"({', '.join(str(p) for p in matrix.python)})"
+        )
+    drivers = [d for d in matrix.drivers if driver is None or str(d.major) == driver or str(d.api) == driver]
+    if not drivers:
+        raise UserError(
+            f"probe: no driver {driver} in matrix.yaml (known: {', '.join(str(d.api) for d in matrix.drivers)})"
+        )
+    return Cell(release, max(wanted), max(drivers, key=lambda d: d.api))
+
+
+def report_from_result(release: TorchRelease, result: CellResult, log: Path) -> ProbeReport:
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    return ProbeReport(
+        str(release.version),
+        result.id,
+        result.status,
+        result.failed_step,
+        parse_compile_errors(text),
+        parse_failed_tests(text) if result.failed_step == "smoke" else [],
+        log,
+    )
+
+
+def probe_matrix(matrix: Matrix, release: TorchRelease) -> Matrix:
+    """The matrix as the probe sees it: only the probed release (the rest of matrix.yaml unchanged)."""
+    return replace(matrix, torch=(release,))
+
+
+__all__ = [
+    "CompileError",
+    "DriverVersion",
+    "ProbeReport",
+    "parse_compile_errors",
+    "parse_failed_tests",
+    "probe_cell",
+    "probe_matrix",
+    "report_from_result",
+    "resolve_release",
+]

@@ -1,0 +1,343 @@
+"""The Docker runner: cibuildwheel builds, repairs and smoke-tests each cell inside a locally made builder image."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildmatrix.builder.drivers import DriverBuild, DriverWheels
+from buildmatrix.builder.runners.base import CellJob, RunnerOutput
+from buildmatrix.builder.smoke import pytest_args, read_features, read_junit, stage_tests
+from buildmatrix.builder.steps import StepRecorder
+from buildmatrix.builder.toolenv import build_tools, smoke_tools
+from buildmatrix.builder.wheelcheck import check_plugin_wheel, unresolved_against
+from buildmatrix.docker import oci
+from buildmatrix.docker.images import HOST_CA_BUNDLE, ImageBuilder, ImagePlan, docker_dir, plan_image
+from buildmatrix.errors import InterpreterNotFound, StepFailed, UserError
+from buildmatrix.model.cells import Cell
+from buildmatrix.model.matrix import BuildImage, Matrix
+from buildmatrix.util.fingerprint import file_sha256, tree_hash
+from buildmatrix.util.process import run_logged
+
+# Where the runner's mounts appear inside the container.
+FIND_LINKS, DRIVER, OUT, CACHE, HELPER = "/find-links", "/driver", "/out", "/cache", "/buildmatrix"
+# cibuildwheel's progress lines, mapped to our step names: the last one seen before a failure names the failed step.
+CIBW_PHASES = (
+    ("Running before_build", "build-env"),
+    ("Building wheel", "build"),
+    ("Repairing wheel", "repair"),
+    ("Testing wheel", "smoke-env"),
+)
+TORCH_LIBRARIES = ("libtorch*.so", "libc10*.so")
+
+
+@dataclass(frozen=True)
+class CellContainer:
+    """What one cell's container gets: mounts, environment and cibuildwheel's options (pure data, built per cell)."""
+
+    create_args: tuple[str, ...]
+    cibw_env: dict[str, str]
+
+
+def image_for(cell: Cell, matrix: Matrix) -> BuildImage:
+    """The first image of matrix.yaml that lists the cell's Python; raises InterpreterNotFound naming them all."""
+    for image in matrix.images:
+        if cell.python in image.python:
+            return image
+    listed = ", ".join(f"{i.name} ({', '.join(str(v) for v in i.python)})" for i in matrix.images) or "none"
+    raise InterpreterNotFound(
+        f"no image in {matrix.path.name} serves Python {cell.python} (images: {listed}); "
+        f"add it to an image's python list or add an image, e.g. "
+        f'`trixie: {{base: "debootstrap:trixie", python: ["3.13"]}}`'
+    )
+
+
+def python_tag(cell: Cell) -> str:
+    return f"cp{cell.python.major}{cell.python.minor}"
+
+
+def cell_container(job: CellJob, image_tag: str, driver_wheel: Path, cache: Path, helper: Path) -> CellContainer:
+    """Mounts (find-links and driver read-only, caches and /out writable) and cibuildwheel's CIBW_* settings."""
+    cell, out = job.cell, job.workdir / "out"
+    find_links = [location.removeprefix("file://") for location in job.find_links]
+    mounts = [(Path(p), f"{FIND_LINKS}/{i}", "ro") for i, p in enumerate(find_links)]
+    mounts += [
+        (driver_wheel.parent, DRIVER, "ro"),
+        (out, OUT, "rw"),
+        (cache, CACHE, "rw"),
+        (helper.parent, HELPER, "ro"),
+    ]
+    links = [f"{FIND_LINKS}/{i}" for i in range(len(find_links))] + [DRIVER]
+    env = {
+        "PIP_FIND_LINKS": " ".join(links),
+        "UV_FIND_LINKS": ",".join(links),
+        # Installing the plugin wheel must resolve to the cell's torch and driver, never a newer one from the index.
+        "PIP_CONSTRAINT": f"{OUT}/constraints.txt",
+        "UV_CONSTRAINT": f"{OUT}/constraints.txt",
+        "PIP_CACHE_DIR": f"{CACHE}/pip",
+        "UV_CACHE_DIR": f"{CACHE}/uv",
+        "UV_LINK_MODE": "copy",
+        "CCACHE_DIR": f"{CACHE}/ccache",
+        "CCACHE_BASEDIR": "/project",
+        "CCACHE_NOHASHDIR": "1",
+        "MAX_JOBS": str(os.cpu_count() or 1),
+    }
+    from buildmatrix.docker.images import passed_env
+
+    env.update(passed_env(os.environ))
+    create_args = [f"--volume={host}:{inside}:{mode}" for host, inside, mode in mounts]
+    # cibuildwheel's test venv (torch: ~1 GB, ~15k files) lives under /tmp; deleting it from overlayfs takes half a minute.
+    create_args.append("--tmpfs=/tmp:exec,size=8g")
+    create_args += [f"--env={key}={value}" for key, value in sorted(env.items())]
+    driver_package = job.matrix.driver_distribution.replace("-", "_")
+    torch_req = f"torch=={cell.torch.requirement_version}"
+    before_build = [
+        "python",
+        f"{HELPER}/{helper.name}",
+        "before-build",
+        "--out",
+        OUT,
+        "--driver-package",
+        driver_package,
+        "--",
+        torch_req,
+        f"{DRIVER}/{driver_wheel.name}",
+        *build_tools(cell.torch.version),
+    ]
+    excludes = [*TORCH_LIBRARIES, f"lib{driver_package}.so*"]
+    repair = [
+        "python",
+        f"{HELPER}/{helper.name}",
+        "repair",
+        "{wheel}",
+        "{dest_dir}",
+        *[a for p in excludes for a in ("--exclude", p)],
+    ]
+    smoke_dir = Path(OUT) / "smoke"
+    pytest = pytest_args(smoke_dir / "smoke-tests", smoke_dir / "junit.xml", smoke_dir / "features.json")
+    test = ["python", f"{HELPER}/{helper.name}", "smoke", "--exit-code", str(smoke_dir / "exit-code"), "--", *pytest]
+    engine = "docker; create_args: " + " ".join(shlex.quote(a) for a in create_args) + "; disable_host_mount: true"
+    cibw = {
+        "CIBW_PLATFORM": "linux",
+        "CIBW_ARCHS_LINUX": "x86_64",
+        "CIBW_BUILD": f"{python_tag(cell)}-manylinux_x86_64",
+        "CIBW_MANYLINUX_X86_64_IMAGE": image_tag,
+        "CIBW_CONTAINER_ENGINE": engine,
+        # No isolation: the plugin's setup.py imports the cell's torch, installed by before_build.
+        "CIBW_BUILD_FRONTEND": "build[uv]; args: --no-isolation",
+        "CIBW_BEFORE_BUILD": shlex.join(before_build),
+        "CIBW_REPAIR_WHEEL_COMMAND": " ".join(_quote_keep_braces(repair)),
+        "CIBW_TEST_REQUIRES": " ".join(smoke_tools(cell.torch.version)),
+        "CIBW_TEST_COMMAND": shlex.join(test),
+        "CIBW_BUILD_VERBOSITY": "1",
+    }
+    return CellContainer(tuple(create_args), cibw)
+
+
+def driver_cache_dir(cache_dir: Path, image_tag: str) -> Path:
+    """Driver wheels are built in each builder image (linked against its libstdc++), so each image has its own cache."""
+    return cache_dir / "driver-wheels" / "docker" / re.sub(r"[^A-Za-z0-9_.-]", "-", image_tag)
+
+
+def container_driver_build(image_tag: str, cache: Path, helper: Path) -> DriverBuild:
+    """Builds the driver tree inside image_tag with cell.py (uv build, then auditwheel repair), sharing the cell caches."""
+
+    def build(tree: Path, out_dir: Path, env: Mapping[str, str], log_file: Path) -> None:
+        from buildmatrix.docker.images import passed_env
+
+        mounts = [(tree, "/src", "rw"), (out_dir, "/dist", "rw"), (cache, CACHE, "rw"), (helper.parent, HELPER, "ro")]
+        inside = {
+            **passed_env(os.environ),
+            "UV_CACHE_DIR": f"{CACHE}/uv",
+            "PIP_CACHE_DIR": f"{CACHE}/pip",
+            "UV_LINK_MODE": "copy",
+            **env,
+        }
+        oci.run_container(
+            image_tag,
+            ["python3", f"{HELPER}/{helper.name}", "driver", "/src", "/dist"],
+            "driver",
+            log_file,
+            mounts,
+            inside,
+            timeout=1800,
+        )
+
+    return build
+
+
+def _quote_keep_braces(parts: list[str]) -> list[str]:
+    # cibuildwheel substitutes {wheel} and {dest_dir} itself (already shell-quoted); leave them bare.
+    return [p if re.fullmatch(r"\{\w+\}", p) else shlex.quote(p) for p in parts]
+
+
+def failed_phase(log_text: str) -> str:
+    """Our step name for the last cibuildwheel phase the log reached ('build' when none)."""
+    phase, position = "build", -1
+    for marker, name in CIBW_PHASES:
+        found = log_text.rfind(marker)
+        if found > position:
+            phase, position = name, found
+    return phase
+
+
+def cibuildwheel_command() -> list[str]:
+    try:
+        import cibuildwheel  # noqa: F401
+    except ImportError:
+        raise UserError(
+            "the Docker runner runs cibuildwheel; install it with `python3 -m pip install cibuildwheel` (Python >= 3.11)"
+        ) from None
+    return [sys.executable, "-m", "cibuildwheel"]
+
+
+class DockerRunner:
+    name = "docker"
+
+    def __init__(self, matrix: Matrix | None = None, ca_bundle: Path = HOST_CA_BUNDLE) -> None:
+        """matrix, when known before planning, lets a cell's identity name its exact builder image."""
+        self.matrix = matrix
+        self.ca_bundle = ca_bundle
+        self._builders: dict[Path, ImageBuilder] = {}
+        self._driver_wheels: dict[str, DriverWheels] = {}
+        self._driver_guard = threading.Lock()
+        self._plans: dict[tuple[str, str], ImagePlan] = {}
+
+    def plan(self, cell: Cell, matrix: Matrix) -> ImagePlan:
+        image = image_for(cell, matrix)
+        key = (str(matrix.path), image.name)
+        if key not in self._plans:
+            self._plans[key] = plan_image(image, docker_dir(matrix.root), self.ca_bundle, os.environ)
+        return self._plans[key]
+
+    def python_identity(self, cell: Cell) -> str:
+        """Part of the cell's inputs: the Python and, by content, the image and in-container helper that build it."""
+        if self.matrix is None:
+            # Without the matrix (the CLI does not hand it over yet) the docker/ tree's content stands for the image.
+            directory = docker_dir(Path.cwd())
+            return f"cpython-{cell.python} in docker/ {tree_hash(directory)[:12]}"
+        directory = docker_dir(self.matrix.root)
+        helper = directory / "cell.py"
+        helper_hash = file_sha256(helper)[:12] if helper.is_file() else "missing"
+        return f"cpython-{cell.python} in {self.plan(cell, self.matrix).tag} (cell.py {helper_hash})"
+
+    def _builder(self, job: CellJob) -> ImageBuilder:
+        cache = job.workspace.cache_dir / "docker"
+        return self._builders.setdefault(cache, ImageBuilder(cache, self.ca_bundle))
+
+    def _drivers(self, job: CellJob, image_tag: str) -> DriverWheels:
+        """The driver wheels built in image_tag: a wheel built on the host may need a newer libstdc++ than the image has."""
+        with self._driver_guard:
+            if image_tag in self._driver_wheels:
+                return self._driver_wheels[image_tag]
+            cache = job.workspace.cache_dir / "docker" / "cache"
+            cache.mkdir(parents=True, exist_ok=True)
+            build = container_driver_build(image_tag, cache, docker_dir(job.matrix.root) / "cell.py")
+            wheels = DriverWheels(
+                job.matrix.driver_source,
+                job.matrix.driver_distribution,
+                driver_cache_dir(job.workspace.cache_dir, image_tag),
+                build=build,
+            )
+            self._driver_wheels[image_tag] = wheels
+            return wheels
+
+    def run(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
+        cell, log = job.cell, job.log_file
+        with steps.step("image"):
+            try:
+                plan = self.plan(cell, job.matrix)
+            except InterpreterNotFound as exc:
+                raise StepFailed("image", str(exc)) from None
+            tag = self._builder(job).ensure(plan, log)
+            if oci.image_platform(tag) != oci.PLATFORM:
+                raise StepFailed(
+                    "image",
+                    f"{tag} is {oci.image_platform(tag) or 'missing'}, not {oci.PLATFORM}; cibuildwheel would pull",
+                )
+        with steps.step("driver"):
+            output.driver_wheel = self._drivers(job, tag).wheel(cell.driver, log)
+        driver_wheel = output.driver_wheel
+
+        out, dist = job.workdir / "out", job.workdir / "dist"
+        with steps.step("build"):
+            out.mkdir(parents=True, exist_ok=True)
+            cache = job.workspace.cache_dir / "docker" / "cache"
+            cache.mkdir(parents=True, exist_ok=True)
+            (out / "constraints.txt").write_text(
+                f"torch=={cell.torch.requirement_version}\n"
+                f"{job.matrix.driver_distribution}=={_wheel_version(driver_wheel)}\n"
+            )
+            stage_tests(job.smoke_tests, out / "smoke")
+            container = cell_container(job, tag, driver_wheel, cache, docker_dir(job.matrix.root) / "cell.py")
+            env = {**oci.client_env(), **container.cibw_env}
+            start = (
+                log.stat().st_size
+            )  # earlier steps' output (uv's "Building wheel..." for the driver) is not cibuildwheel's
+            try:
+                run_logged(
+                    "build",
+                    [*cibuildwheel_command(), "--output-dir", str(dist), "."],
+                    log,
+                    cwd=job.plugin_tree,
+                    env=env,
+                    timeout=7200,
+                )
+            except StepFailed as exc:
+                with log.open("rb") as handle:
+                    handle.seek(start)
+                    phase = failed_phase(handle.read().decode(errors="replace"))
+                raise StepFailed(
+                    phase, f"cibuildwheel failed while {phase} in {tag}: {exc.message}", exc.log_tail
+                ) from None
+            wheels = sorted(dist.glob("*.whl"))
+            if len(wheels) != 1:
+                raise StepFailed("build", f"expected one wheel in {dist}, found {[w.name for w in wheels]}")
+            output.plugin_wheel = wheels[0]
+            output.torch_build = json.loads((out / "torch-facts.json").read_text())
+            output.torch_build["image"] = tag
+
+        with steps.step("check"):
+            facts = check_plugin_wheel(wheels[0], cell, job.matrix.plugin.distribution, job.matrix.driver_distribution)
+            provided = set((out / "provided-symbols.txt").read_text().split())
+            missing = unresolved_against(wheels[0], provided)
+            if missing:
+                shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+                raise StepFailed(
+                    "check",
+                    f"{len(missing)} symbol(s) not provided by torch {output.torch_build.get('version')}: {shown}",
+                )
+            output.variants_claimed = [cell.torch.variant]
+            output.torch_build["built_with"] = facts
+
+        with steps.step("smoke"):
+            smoke = out / "smoke"
+            output.smoke = read_junit(smoke / "junit.xml")
+            output.features = read_features(smoke / "features.json")
+            code = (smoke / "exit-code").read_text().strip() if (smoke / "exit-code").is_file() else "missing"
+            if code != "0":
+                counts = output.smoke
+                raise StepFailed(
+                    "smoke",
+                    f"{counts.failed} failed, {counts.errors} errors, {counts.passed} passed (pytest exit code {code})",
+                    _pytest_tail(log),
+                )
+
+
+def _wheel_version(wheel: Path) -> str:
+    from packaging.utils import parse_wheel_filename
+
+    return str(parse_wheel_filename(wheel.name)[1])
+
+
+def _pytest_tail(log: Path, lines: int = 40) -> str:
+    text = log.read_text(errors="replace")
+    start = text.rfind("cell.py smoke")
+    return "\n".join(text[start if start >= 0 else 0 :].splitlines()[:lines])

@@ -1,0 +1,62 @@
+"""Runs the plugin's smoke suite (pytest) against an installed wheel and reads its results."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from buildmatrix.builder.results import SmokeCounts
+
+
+def stage_tests(tests: Path, dest: Path) -> Path:
+    """Copy the suite away from the plugin sources so the installed package is what gets imported."""
+    target = dest / "smoke-tests"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(tests, target, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    return target
+
+
+def pytest_args(tests: Path, junit: Path, features: Path) -> list[str]:
+    return [
+        "-m",
+        "pytest",
+        str(tests),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rs",
+        f"--junitxml={junit}",
+        f"--emu-features-json={features}",
+        "--import-mode=importlib",
+    ]
+
+
+def read_junit(path: Path) -> SmokeCounts:
+    if not path.is_file():
+        return SmokeCounts(errors=1)
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    counts = SmokeCounts()
+    for suite in suites:
+        tests = int(suite.get("tests", 0))
+        failures = int(suite.get("failures", 0))
+        errors = int(suite.get("errors", 0))
+        skipped = int(suite.get("skipped", 0))
+        counts.failed += failures
+        counts.errors += errors
+        counts.skipped += skipped
+        counts.passed += tests - failures - errors - skipped
+    return counts
+
+
+def read_features(path: Path) -> dict[str, str]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}

@@ -1,0 +1,34 @@
+"""Times and records the steps of one cell."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from buildmatrix.builder.results import FAILED, PASSED, CellResult, StepResult
+from buildmatrix.errors import StepFailed
+
+ProgressCallback = Callable[[str, str], None]  # (cell id, step name)
+
+
+class StepRecorder:
+    def __init__(self, result: CellResult, progress: ProgressCallback | None = None) -> None:
+        self.result = result
+        self.progress = progress
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        if self.progress:
+            self.progress(self.result.id, name)
+        start = time.monotonic()
+        try:
+            yield
+        except StepFailed:
+            self.result.steps.append(StepResult(name, FAILED, round(time.monotonic() - start, 3)))
+            raise
+        except Exception as exc:
+            # An unexpected error inside a step still fails only this cell.
+            self.result.steps.append(StepResult(name, FAILED, round(time.monotonic() - start, 3)))
+            raise StepFailed(name, f"{type(exc).__name__}: {exc}") from exc
+        self.result.steps.append(StepResult(name, PASSED, round(time.monotonic() - start, 3)))

@@ -1,0 +1,128 @@
+"""Checks every built plugin wheel: name and local label, dependency pins, baked build info, unresolved symbols."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import tempfile
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from buildmatrix.errors import StepFailed
+from buildmatrix.model.cells import Cell
+
+
+def read_metadata(wheel: Path) -> dict[str, list[str]]:
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        message = Parser().parsestr(archive.read(name).decode())
+    return {key: message.get_all(key) or [] for key in set(message.keys())}
+
+
+def read_build_info(wheel: Path, package: str) -> dict[str, Any]:
+    """The plain-Python build facts file baked into the wheel (constant assignments only)."""
+    with zipfile.ZipFile(wheel) as archive:
+        try:
+            text = archive.read(f"{package}/_build_info.py").decode()
+        except KeyError:
+            raise StepFailed("check", f"{wheel.name} has no {package}/_build_info.py") from None
+    facts: dict[str, Any] = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                facts[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return facts
+
+
+def check_plugin_wheel(wheel: Path, cell: Cell, distribution: str, driver_distribution: str) -> dict[str, Any]:
+    """Raises StepFailed naming what is wrong; returns the wheel's build facts."""
+    name, version, _build, _tags = parse_wheel_filename(wheel.name)
+    problems = []
+    if name != canonicalize_name(distribution):
+        problems.append(f"distribution is {name}, expected {distribution}")
+    if version.local != cell.local_version_label:
+        problems.append(f"local version label is '{version.local}', expected '{cell.local_version_label}'")
+    requirements = [Requirement(r) for r in read_metadata(wheel).get("Requires-Dist", [])]
+    by_name = {canonicalize_name(r.name): r for r in requirements}
+    torch_req = by_name.get(canonicalize_name("torch"))
+    next_minor = Version(f"{cell.torch.version.major}.{cell.torch.version.minor + 1}")
+    if (
+        torch_req is None
+        or not torch_req.specifier.contains(cell.torch.version)
+        or torch_req.specifier.contains(next_minor)
+    ):
+        problems.append(f"Requires-Dist for torch is '{torch_req}', expected a pin to {cell.torch.minor}.*")
+    driver_req = by_name.get(canonicalize_name(driver_distribution))
+    next_major = Version(f"{cell.driver.major + 1}")
+    if (
+        driver_req is None
+        or not driver_req.specifier.contains(cell.driver.api)
+        or driver_req.specifier.contains(next_major)
+    ):
+        problems.append(
+            f"Requires-Dist for {driver_distribution} is '{driver_req}', expected a pin to {cell.driver.major}.x"
+        )
+    facts = read_build_info(wheel, distribution.replace("-", "_"))
+    built_torch = Version(str(facts.get("TORCH_VERSION", "0")))
+    if (built_torch.major, built_torch.minor) != (
+        cell.torch.version.major,
+        cell.torch.version.minor,
+    ) or built_torch.public != str(cell.torch.version):
+        problems.append(
+            f"built against torch {facts.get('TORCH_VERSION')}, the cell's torch is {cell.torch.requirement_version}"
+        )
+    if problems:
+        raise StepFailed("check", "; ".join(problems))
+    return facts
+
+
+def _dynamic_symbols(library: Path, undefined: bool) -> set[str]:
+    flag = "--undefined-only" if undefined else "--defined-only"
+    out = subprocess.run(["nm", "-D", flag, str(library)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise StepFailed("check", f"nm failed on {library}: {out.stderr.strip()}")
+    symbols = set()
+    for line in out.stdout.splitlines():
+        fields = line.split()
+        # Weak undefined symbols ("w", "v") may stay unresolved; only "U" must be found.
+        if len(fields) >= 2 and (not undefined or fields[-2] == "U"):
+            symbols.add(fields[-1])
+    return symbols
+
+
+def unresolved_symbols(wheel: Path, library_dirs: list[Path]) -> list[str]:
+    """Undefined, unversioned symbols of the wheel's extension modules that no library in library_dirs defines.
+
+    Versioned symbols (name@GLIBC_2.2.5, @GLIBCXX_3.4) come from the system and Python symbols from the
+    interpreter; what is left must come from torch's libraries (or the driver), or loading fails with
+    'undefined symbol'.
+    """
+    provided: set[str] = set()
+    for directory in library_dirs:
+        for library in directory.glob("*.so*"):
+            if library.is_file():
+                provided |= {s.split("@", 1)[0] for s in _dynamic_symbols(library, undefined=False)}
+    return unresolved_against(wheel, provided)
+
+
+def unresolved_against(wheel: Path, provided: set[str]) -> list[str]:
+    """As unresolved_symbols, against symbol names listed elsewhere (e.g. inside a build container)."""
+    missing: set[str] = set()
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as archive:
+        for member in archive.namelist():
+            if member.endswith(".so"):
+                path = Path(archive.extract(member, tmp))
+                for symbol in _dynamic_symbols(path, undefined=True):
+                    if "@" in symbol or symbol.startswith(("Py", "_Py")):
+                        continue
+                    if symbol not in provided:
+                        missing.add(symbol)
+    return sorted(missing)

@@ -1,0 +1,209 @@
+"""Builder images for the Docker runner: registry-free Debian bases (debootstrap) and content-hashed builder tags."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildmatrix.docker import oci
+from buildmatrix.errors import StepFailed, UserError
+from buildmatrix.model.matrix import BuildImage
+
+log = logging.getLogger(__name__)
+
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# Host settings a build inside the image needs too: proxies, and package indexes reachable over the network.
+PASSED_ENV = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "UV_INDEX_URL",
+    "UV_EXTRA_INDEX_URL",
+    "UV_DEFAULT_INDEX",
+    "UV_INDEX",
+    "PIP_DEFAULT_TIMEOUT",
+    "UV_HTTP_TIMEOUT",
+)
+
+
+@dataclass(frozen=True)
+class ImagePlan:
+    """What to build for one matrix image, and the tag its content hash gives it."""
+
+    image: BuildImage
+    dockerfile: Path
+    base_reference: str  # emu-base:<suite> (made here) or the registry reference as given
+    build_args: dict[str, str]
+    tag: str
+
+
+def passed_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The host's proxy and index settings worth passing on; file:// locations do not exist inside a container."""
+    return {key: value for key, value in environ.items() if key in PASSED_ENV and value and "file:" not in value}
+
+
+def docker_dir(project_root: Path) -> Path:
+    """The project's docker/ (Dockerfiles and the in-container helper), else the one beside this package."""
+    for candidate in (project_root / "docker", Path(__file__).resolve().parents[2] / "docker"):
+        if (candidate / "debian.Dockerfile").is_file():
+            return candidate
+    raise UserError(f"no docker/debian.Dockerfile in {project_root} or beside the buildmatrix package")
+
+
+def base_reference(image: BuildImage) -> str:
+    return f"emu-base:{image.suite}" if image.suite else image.base
+
+
+def plan_image(image: BuildImage, directory: Path, ca_bundle: Path, environ: Mapping[str, str]) -> ImagePlan:
+    """Pure but for reading files: the tag is a hash of the Dockerfile, the base, the Pythons, the CA bundle and the passed env."""
+    dockerfile = directory / ("debian.Dockerfile" if image.suite else "manylinux.Dockerfile")
+    base = base_reference(image)
+    args = {"BASE": base, "PYTHONS": " ".join(str(v) for v in image.python), **passed_env(environ)}
+    digest = hashlib.sha256()
+    digest.update(dockerfile.read_bytes() if dockerfile.is_file() else b"missing")
+    digest.update(ca_bundle.read_bytes() if ca_bundle.is_file() else b"no-ca")
+    for key, value in sorted(args.items()):
+        digest.update(f"\0{key}={value}".encode())
+    name = re.sub(r"[^a-z0-9_.-]", "-", image.name.lower())
+    return ImagePlan(image, dockerfile, base, args, f"emu-builder:{name}-{digest.hexdigest()[:12]}")
+
+
+def debian_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
+    """The Debian mirror this machine's apt uses (sources.list or deb822 .sources), else deb.debian.org."""
+    files = [
+        sources_dir / "sources.list",
+        *sorted((sources_dir / "sources.list.d").glob("*.list")),
+        *sorted((sources_dir / "sources.list.d").glob("*.sources")),
+    ]
+    for file in files:
+        try:
+            text = file.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            line = line.strip()
+            match = re.match(r"deb\s+(?:\[[^]]*\]\s+)?(\S+)", line) or re.match(r"URIs:\s*(\S+)", line)
+            if match and match.group(1).rstrip("/").endswith("/debian"):
+                return match.group(1).rstrip("/")
+    return DEFAULT_MIRROR
+
+
+class ImageBuilder:
+    """Makes each plan's image at most once per process (threads share it); a tag the engine has is never rebuilt."""
+
+    def __init__(self, cache_dir: Path, ca_bundle: Path = HOST_CA_BUNDLE) -> None:
+        self.cache_dir = cache_dir
+        self.ca_bundle = ca_bundle
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _lock(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def ensure(self, plan: ImagePlan, log_file: Path) -> str:
+        """The builder image's tag, building its base and itself when the engine lacks them; raises StepFailed('image')."""
+        with self._lock(plan.tag):
+            if oci.image_exists(plan.tag):
+                _note(log_file, f"builder image {plan.tag} exists; not rebuilt")
+                return plan.tag
+            if plan.image.suite:
+                self._debootstrap_base(plan.image.suite, plan.base_reference, log_file)
+            if not plan.dockerfile.is_file():
+                raise StepFailed("image", f"{plan.dockerfile} does not exist")
+            context = self.cache_dir / "image-context" / plan.tag.replace(":", "-")
+            if context.exists():
+                shutil.rmtree(context)
+            context.mkdir(parents=True)
+            shutil.copy2(self.ca_bundle, context / "ca-certificates.crt")
+            started = time.monotonic()
+            try:
+                oci.build_image(
+                    context,
+                    plan.dockerfile,
+                    plan.tag,
+                    plan.build_args,
+                    "image",
+                    log_file,
+                    labels={"org.buildmatrix.image": plan.image.name, "org.buildmatrix.base": plan.image.base},
+                )
+            except StepFailed as exc:
+                raise StepFailed(
+                    "image",
+                    f"building image '{plan.image.name}' (base {plan.image.base}) from {plan.dockerfile.name} failed: "
+                    f"{_last_error(exc.log_tail)}",
+                    exc.log_tail,
+                ) from None
+            finally:
+                shutil.rmtree(context, ignore_errors=True)
+            _note(log_file, f"built {plan.tag} in {time.monotonic() - started:.0f} s")
+            return plan.tag
+
+    def _debootstrap_base(self, suite: str, reference: str, log_file: Path) -> None:
+        with self._lock(reference):
+            if oci.image_exists(reference):
+                return
+            if shutil.which("debootstrap") is None:
+                raise StepFailed(
+                    "image",
+                    f"making {reference} needs debootstrap; run `nox -s docker-engine` "
+                    "(or `apt-get install -y debootstrap`) as root",
+                )
+            if os.geteuid() != 0:
+                raise StepFailed(
+                    "image",
+                    f"debootstrap of {suite} needs root; run the build as root or `docker import` a {suite} rootfs as {reference}",
+                )
+            rootfs = self.cache_dir / "debootstrap" / suite
+            if rootfs.exists():
+                shutil.rmtree(rootfs)  # left by an interrupted run
+            rootfs.parent.mkdir(parents=True, exist_ok=True)
+            mirror = debian_mirror()
+            started = time.monotonic()
+            try:
+                from buildmatrix.util.process import run_logged
+
+                run_logged("image", ["debootstrap", "--variant=minbase", suite, rootfs, mirror], log_file, timeout=1800)
+                oci.import_rootfs(rootfs, reference, "image", log_file)
+            except StepFailed as exc:
+                raise StepFailed(
+                    "image", f"debootstrap of '{suite}' from {mirror} failed: {_last_error(exc.log_tail)}", exc.log_tail
+                ) from None
+            finally:
+                subprocess.run(["rm", "-rf", "--one-file-system", str(rootfs)], check=False)
+            _note(log_file, f"made {reference} with debootstrap from {mirror} in {time.monotonic() - started:.0f} s")
+
+
+def _note(log_file: Path, text: str) -> None:
+    log.info("%s", text)
+    with log_file.open("a") as handle:
+        handle.write(f"# {text}\n")
+
+
+def _last_error(tail: str) -> str:
+    """The line that says what went wrong: an 'error...'/'E:' line first (docker echoes whole RUN commands, which may
+    contain 'error:' themselves), then any line mentioning 'error:', else the last line."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in tail.splitlines()]
+    lines = [line for line in lines if line]
+    for line in reversed(lines):
+        if line.lower().startswith(("error", "e:")):
+            return line
+    for line in reversed(lines):
+        if "error:" in line.lower() and not line.startswith(("The command", "Step ")):
+            return line
+    return lines[-1] if lines else "no output"

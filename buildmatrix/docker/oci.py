@@ -1,0 +1,141 @@
+"""The only code that speaks to the docker CLI (cibuildwheel, which we run, speaks to it on its own)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from buildmatrix.errors import StepFailed
+from buildmatrix.util.process import run_logged
+
+DOCKER = "docker"
+PLATFORM = "linux/amd64"
+
+
+def server_version(timeout: float = 20.0) -> str:
+    """The engine's version when `docker info` answers (honours DOCKER_HOST), else ''."""
+    if shutil.which(DOCKER) is None:
+        return ""
+    try:
+        proc = subprocess.run(
+            [DOCKER, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=timeout
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def engine_problem(timeout: float = 20.0) -> str:
+    """Why `docker info` does not answer ('' when it does), in the client's own words."""
+    if shutil.which(DOCKER) is None:
+        return "no docker client on PATH"
+    try:
+        proc = subprocess.run(
+            [DOCKER, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return f"`docker info` did not answer within {timeout:.0f} s"
+    except OSError as exc:
+        return f"cannot run docker: {exc}"
+    if proc.returncode == 0 and proc.stdout.strip():
+        return ""
+    lines = [line for line in (proc.stderr + proc.stdout).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else f"`docker info` exited with code {proc.returncode}"
+
+
+def image_platform(reference: str) -> str:
+    """'os/arch' of a local image, or '' when the engine does not have it."""
+    proc = subprocess.run(
+        [DOCKER, "image", "inspect", reference, "--format", "{{.Os}}/{{.Architecture}}"], capture_output=True, text=True
+    )
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def image_exists(reference: str) -> bool:
+    return image_platform(reference) != ""
+
+
+def import_rootfs(rootfs: Path, reference: str, step: str, log_file: Path) -> None:
+    """`tar -C rootfs -c . | docker import - reference`, the output appended to log_file."""
+    with log_file.open("a") as handle:
+        handle.write(f"\n$ tar -C {rootfs} -c . | {DOCKER} import --platform {PLATFORM} - {reference}\n")
+        handle.flush()
+        tar = subprocess.Popen(
+            ["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE, stderr=handle
+        )
+        assert tar.stdout is not None
+        imported = subprocess.run(
+            [DOCKER, "import", "--platform", PLATFORM, "-", reference], stdin=tar.stdout, stdout=handle, stderr=handle
+        )
+        tar.stdout.close()
+        tar_code = tar.wait()
+    if tar_code != 0 or imported.returncode != 0:
+        raise StepFailed(
+            step,
+            f"importing {rootfs} as {reference} failed (tar {tar_code}, docker import {imported.returncode}); see {log_file}",
+        )
+
+
+def build_image(
+    context: Path,
+    dockerfile: Path,
+    reference: str,
+    build_args: Mapping[str, str],
+    step: str,
+    log_file: Path,
+    labels: Mapping[str, str] | None = None,
+) -> None:
+    """`docker build` with the given --build-arg values; never pulls a base the engine already has."""
+    # --force-rm: the classic builder otherwise keeps the stopped container of a failed RUN step, one per failed build.
+    command: list[str] = [
+        DOCKER,
+        "build",
+        "--force-rm",
+        "--platform",
+        PLATFORM,
+        "--file",
+        str(dockerfile),
+        "--tag",
+        reference,
+    ]
+    for key, value in sorted(build_args.items()):
+        command += ["--build-arg", f"{key}={value}"]
+    for key, value in sorted((labels or {}).items()):
+        command += ["--label", f"{key}={value}"]
+    # The classic builder: the engine's BuildKit may be absent (docker.io without docker-buildx), and it resolves
+    # FROM against local images without asking a registry.
+    run_logged(step, [*command, str(context)], log_file, env={"DOCKER_BUILDKIT": "0"}, timeout=3600)
+
+
+def remove_image(reference: str) -> None:
+    subprocess.run([DOCKER, "image", "rm", "--force", reference], capture_output=True)
+
+
+def run_in_image(reference: str, command: Sequence[str], step: str, log_file: Path) -> str:
+    """A throwaway container of reference running command; returns the output's tail."""
+    return run_logged(step, [DOCKER, "run", "--rm", "--pull=never", reference, *command], log_file)
+
+
+def run_container(
+    reference: str,
+    command: Sequence[str],
+    step: str,
+    log_file: Path,
+    mounts: Sequence[tuple[Path, str, str]] = (),
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> str:
+    """A throwaway container of reference running command with (host, inside, ro|rw) mounts and env; returns the output's tail."""
+    options = [f"--volume={host}:{inside}:{mode}" for host, inside, mode in mounts]
+    options += [f"--env={key}={value}" for key, value in sorted((env or {}).items())]
+    return run_logged(
+        step, [DOCKER, "run", "--rm", "--pull=never", *options, reference, *command], log_file, timeout=timeout
+    )
+
+
+def client_env() -> dict[str, str]:
+    """What a child that runs docker itself (cibuildwheel) needs to reach the same engine."""
+    return {key: value for key, value in os.environ.items() if key.startswith("DOCKER_")}

@@ -1,0 +1,190 @@
+"""The site's front page, rendered purely from a CompatTable: install selector, cell table, features per release.
+
+Every selector choice is resolved in Python (compat.all_choices) and embedded as JSON; the page's script only
+looks the choice up and puts the site's own URL into the command, so the logic stays tested here.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Collection
+
+from buildmatrix.builder.results import PASSED
+from buildmatrix.publish.markdown import FEATURE_MARKS, NOT_IN_MATRIX
+from buildmatrix.publish.table import NOT_BUILT, CompatCell, CompatTable, all_choices, smoke_summary
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #1b1f24; }
+table { border-collapse: collapse; margin: 1rem 0; }
+th, td { border: 1px solid #ccd; padding: .3rem .6rem; text-align: left; }
+td.passed { background: #e6f6e6; } td.failed { background: #fbe4e4; } td.not-built { color: #777; }
+td.absent { color: #aaa; text-align: center; }
+pre { background: #f3f4f6; padding: .8rem; white-space: pre-wrap; word-break: break-all; }
+label { margin-right: 1rem; } .note { color: #555; } .inexact { color: #9a3b00; }
+"""
+
+SCRIPT = """
+const data = JSON.parse(document.getElementById('choices').textContent);
+const site = data.site_url || new URL('.', window.location.href).href.replace(/\\/$/, '');
+function update() {
+  const key = ['torch', 'python', 'driver'].map(id => document.getElementById(id).value).join('|');
+  const how = document.querySelector('input[name=how]:checked').value;
+  const choice = data.choices[key];
+  const command = document.getElementById('command');
+  const note = document.getElementById('note');
+  if (!choice || !choice.cell) {
+    command.textContent = '# no wheel is published for this choice yet';
+  } else {
+    const text = how === 'index' ? choice.index_command : choice.find_links_command;
+    command.textContent = text.split('{site}').join(site);
+  }
+  note.textContent = choice ? choice.note : '';
+  note.className = choice && choice.exact ? 'note' : 'note inexact';
+  command.dataset.cell = choice && choice.cell ? choice.cell : '';
+}
+for (const el of document.querySelectorAll('select, input[name=how]')) el.addEventListener('change', update);
+update();
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _options(select_id: str, label: str, values: list[tuple[str, str]], default: str) -> str:
+    options = "".join(
+        f'<option value="{_e(v)}"{" selected" if v == default else ""}>{_e(text)}</option>' for v, text in values
+    )
+    return f'<label>{_e(label)} <select id="{select_id}">{options}</select></label>'
+
+
+def default_choice(table: CompatTable) -> tuple[str, str, str]:
+    """The newest installable cell preselected, else the newest release with the first Python and newest driver."""
+    installable = [c for c in table.cells if c.installable]
+    if installable:
+        order = [r.key for r in table.releases]
+        best = max(installable, key=lambda c: (order.index(c.release), c.driver, -table.pythons.index(c.python)))
+        return best.release, best.python, str(best.driver)
+    return table.releases[-1].key, table.pythons[0], str(table.drivers[-1].major)
+
+
+def selector(table: CompatTable) -> str:
+    torch, python, driver = default_choice(table)
+    return "\n".join(
+        [
+            '<form id="selector" onsubmit="return false">',
+            _options("torch", "torch", [(r.key, r.label) for r in table.releases], torch),
+            _options("python", "Python", [(p, p) for p in table.pythons], python),
+            _options("driver", "driver API", [(str(d.major), d.api) for d in table.drivers], driver),
+            '<label><input type="radio" name="how" value="index" checked> index</label>',
+            '<label><input type="radio" name="how" value="find-links"> find-links</label>',
+            "</form>",
+            '<pre id="command"></pre>',
+            '<p id="note" class="note"></p>',
+        ]
+    )
+
+
+def cell_td(cell: CompatCell | None, logs: Collection[str]) -> str:
+    if cell is None:
+        return f'<td class="absent" title="not in the matrix">{NOT_IN_MATRIX}</td>'
+    if cell.status == NOT_BUILT:
+        return f'<td class="not-built" id="{_e(cell.id)}">{NOT_BUILT}</td>'
+    parts = []
+    if cell.status == PASSED:
+        parts.append(f"✓ {_e(smoke_summary(cell.smoke))}")
+        if cell.wheel is not None:
+            parts.append(f'<a class="wheel" href="{_e(cell.wheel.path)}">wheel</a>')
+    else:
+        parts.append(f"✗ {_e(cell.failed_step)}")
+        if cell.smoke is not None:
+            parts.append(_e(smoke_summary(cell.smoke)))
+    if cell.log and cell.log in logs:
+        parts.append(f'<a class="log" href="{_e(cell.log)}">log</a>')
+    css = "passed" if cell.status == PASSED else "failed"
+    title = f' title="{_e(cell.error)}"' if cell.error else ""
+    return f'<td class="{css}" id="{_e(cell.id)}"{title}>' + " · ".join(parts) + "</td>"
+
+
+def cells_table(table: CompatTable, logs: Collection[str]) -> str:
+    head = "<tr><th>torch</th><th>driver</th>" + "".join(f"<th>Python {_e(p)}</th>" for p in table.pythons) + "</tr>"
+    rows = [head]
+    for release, driver, cells in table.grid_rows():
+        tds = "".join(cell_td(cell, logs) for cell in cells)
+        rows.append(f"<tr><th>{_e(release.label)}</th><td>{_e(driver.api)}</td>{tds}</tr>")
+    return '<table id="cells">' + "\n".join(rows) + "</table>"
+
+
+def features_html(table: CompatTable) -> str:
+    measured = [r for r in table.releases if r.features]
+    names = sorted({n for r in measured for n in r.features})
+    if not names:
+        return "<p>No cell has run the smoke suite yet.</p>"
+    rows = ["<tr><th>feature</th>" + "".join(f"<th>{_e(r.label)}</th>" for r in measured) + "</tr>"]
+    for name in names:
+        tds = []
+        for release in measured:
+            support = release.features.get(name)
+            text = "?" if support is None else f"{FEATURE_MARKS[support.state]} {support.note}".strip()
+            tds.append(f'<td title="{_e(support.state if support else "unknown")}">{_e(text)}</td>')
+        rows.append(f"<tr><th><code>{_e(name)}</code></th>{''.join(tds)}</tr>")
+    return '<table id="features">' + "\n".join(rows) + "</table>"
+
+
+def index_links(pages: Collection[str]) -> str:
+    items = [
+        f'<li><a href="{_e(p.removesuffix("index.html"))}">{_e(p.removesuffix("index.html"))}</a></li>'
+        for p in sorted(pages)
+    ]
+    items.append('<li><a href="compatibility.json">compatibility.json</a></li>')
+    return '<ul id="links">' + "".join(items) + "</ul>"
+
+
+def choices_json(table: CompatTable) -> str:
+    choices = {
+        f"{c.release}|{c.python}|{c.driver}": {
+            "cell": c.cell,
+            "exact": c.exact,
+            "note": c.note,
+            "index_command": c.index_command,
+            "find_links_command": c.find_links_command,
+        }
+        for c in all_choices(table)
+    }
+    text = json.dumps({"site_url": table.site_url.rstrip("/"), "choices": choices}, sort_keys=True, ensure_ascii=False)
+    return text.replace("</", "<\\/")  # never closes the script element early
+
+
+def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Collection[str] = ()) -> str:
+    """index.html of the site; `logs` and `index_pages` are the site paths that exist, so every link resolves."""
+    title = f"{table.plugin} {table.plugin_version}: install and compatibility"
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en">',
+            "<head>",
+            '<meta charset="utf-8">',
+            f"<title>{_e(title)}</title>",
+            f"<style>{STYLE}</style>",
+            "</head>",
+            "<body>",
+            f"<h1>{_e(title)}</h1>",
+            "<h2>Install</h2>",
+            "<p>Pick your torch release, Python and driver API. The command pins the exact tested wheels and never builds "
+            "from source; torch itself comes from your usual index.</p>",
+            selector(table),
+            "<h2>Cells</h2>",
+            cells_table(table, logs),
+            "<h2>Features per torch release</h2>",
+            features_html(table),
+            "<p>✓ available, ◐ only with the drivers named, – not available in this release, ✗ failed.</p>",
+            "<h2>Index</h2>",
+            index_links(index_pages),
+            f'<script id="choices" type="application/json">{choices_json(table)}</script>',
+            f"<script>{SCRIPT}</script>",
+            "</body>",
+            "</html>",
+            "",
+        ]
+    )

@@ -1,0 +1,401 @@
+"""The compatibility table (CompatTable): the matrix's cells joined with their results, as pure data.
+
+Everything published about compatibility (docs/compatibility.md, README's table, the static site and its
+JSON, the wheel index) is rendered from one CompatTable. The table is also committed as
+docs/compatibility.json, so the docs re-render identically in a clean clone that has no wheels/ folder.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+
+from buildmatrix.builder.results import PASSED, CellResult, SmokeCounts
+from buildmatrix.errors import MatrixError
+from buildmatrix.model.cells import Cell, expand
+from buildmatrix.model.matrix import Matrix, TorchRelease
+
+COMPAT_SCHEMA_VERSION = 1
+NOT_BUILT = "not built"
+FAILED = "failed"
+# Feature states of a torch release, aggregated over its cells.
+AVAILABLE, PARTIAL, NOT_AVAILABLE, FEATURE_FAILED = "available", "partial", "not available", "failed"
+SITE_PLACEHOLDER = "{site}"
+
+
+@dataclass(frozen=True)
+class WheelFile:
+    filename: str
+    sha256: str
+    path: str  # relative to the wheels directory (and to the site root, which mirrors it)
+
+
+@dataclass(frozen=True)
+class CompatCell:
+    id: str
+    release: str  # key of its Release, e.g. torch2.13-cpu
+    python: str  # 3.11
+    driver: int  # API major
+    status: str  # passed | failed | not built
+    requirement: str  # torch-emu==0.1.0+torch2.13.drv2
+    wheel: WheelFile | None = None
+    driver_wheel: WheelFile | None = None
+    smoke: SmokeCounts | None = None
+    failed_step: str | None = None
+    error: str | None = None
+    log: str | None = None  # relative to the wheels directory
+
+    @property
+    def installable(self) -> bool:
+        return self.status == PASSED and self.wheel is not None and self.driver_wheel is not None
+
+
+@dataclass(frozen=True)
+class FeatureSupport:
+    state: str  # available | partial | not available | failed
+    note: str = ""  # which drivers have it (partial), or why not
+
+
+@dataclass(frozen=True)
+class Release:
+    key: str
+    minor: str
+    version: str
+    variant: str
+    torch_requirement: str  # what pip installs: 2.13.0+cpu
+    wheel_source: str  # registry | find-links ...
+    pythons: tuple[str, ...]  # Pythons its published torch wheels support (the registry's answer)
+    features: dict[str, FeatureSupport] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.version} ({self.variant})"
+
+
+@dataclass(frozen=True)
+class DriverColumn:
+    major: int
+    api: str
+
+
+@dataclass(frozen=True)
+class CompatTable:
+    plugin: str
+    plugin_version: str
+    driver_distribution: str
+    pythons: tuple[str, ...]
+    drivers: tuple[DriverColumn, ...]
+    releases: tuple[Release, ...]
+    cells: tuple[CompatCell, ...]
+    site_url: str = ""  # where the site is served; empty: unknown (docs show <site>, the page uses its own URL)
+    schema_version: int = COMPAT_SCHEMA_VERSION
+
+    def cell(self, release: str, python: str, driver: int) -> CompatCell | None:
+        return next((c for c in self.cells if (c.release, c.python, c.driver) == (release, python, driver)), None)
+
+    def grid_rows(self) -> Iterator[tuple[Release, DriverColumn, list[CompatCell | None]]]:
+        """Rows release x driver of the table, one entry per Python (None: not in the matrix); a driver that a
+        release has no cell for gives no row."""
+        for release in self.releases:
+            for driver in self.drivers:
+                cells = [self.cell(release.key, python, driver.major) for python in self.pythons]
+                if any(cells):
+                    yield release, driver, cells
+
+    def release(self, key: str) -> Release:
+        return next(r for r in self.releases if r.key == key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CompatTable:
+        if data.get("schema_version") != COMPAT_SCHEMA_VERSION:
+            raise ValueError(f"compatibility schema {data.get('schema_version')} is not {COMPAT_SCHEMA_VERSION}")
+        releases = tuple(
+            Release(
+                **{
+                    **r,
+                    "pythons": tuple(r["pythons"]),
+                    "features": {k: FeatureSupport(**v) for k, v in r["features"].items()},
+                }
+            )
+            for r in data["releases"]
+        )
+        cells = tuple(
+            CompatCell(
+                **{
+                    **c,
+                    "wheel": _wheel(c.get("wheel")),
+                    "driver_wheel": _wheel(c.get("driver_wheel")),
+                    "smoke": SmokeCounts(**c["smoke"]) if c.get("smoke") else None,
+                }
+            )
+            for c in data["cells"]
+        )
+        return cls(
+            plugin=data["plugin"],
+            plugin_version=data["plugin_version"],
+            driver_distribution=data["driver_distribution"],
+            pythons=tuple(data["pythons"]),
+            drivers=tuple(DriverColumn(**d) for d in data["drivers"]),
+            releases=releases,
+            cells=cells,
+            site_url=data.get("site_url", ""),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> CompatTable:
+        return cls.from_dict(json.loads(text))
+
+
+def _wheel(data: Mapping[str, str] | None) -> WheelFile | None:
+    return WheelFile(**data) if data else None
+
+
+def release_key(release: TorchRelease) -> str:
+    return f"torch{release.minor}-{release.variant}"
+
+
+def _short(version: Version) -> str:
+    return f"{version.major}.{version.minor}"
+
+
+def _result_matches(cell: Cell, result: CellResult) -> bool:
+    """A record of an older matrix (other torch patch release or driver API) says nothing about this cell."""
+    return result.cell.get("torch") == str(cell.torch.version) and result.cell.get("driver") == str(cell.driver.api)
+
+
+def compat_cell(matrix: Matrix, cell: Cell, result: CellResult | None) -> CompatCell:
+    requirement = f"{matrix.plugin.distribution}=={matrix.plugin.version}+{cell.local_version_label}"
+    base = CompatCell(cell.id, release_key(cell.torch), _short(cell.python), cell.driver.major, NOT_BUILT, requirement)
+    if result is None or not _result_matches(cell, result):
+        return base
+    wheel = WheelFile(result.wheel.filename, result.wheel.sha256, result.wheel.path) if result.wheel else None
+    driver = (
+        WheelFile(result.driver_wheel.filename, result.driver_wheel.sha256, result.driver_wheel.path)
+        if result.driver_wheel
+        else None
+    )
+    passed = result.status == PASSED and wheel is not None and driver is not None
+    return CompatCell(
+        base.id,
+        base.release,
+        base.python,
+        base.driver,
+        PASSED if passed else FAILED,
+        requirement,
+        wheel=wheel if passed else None,
+        driver_wheel=driver if passed else None,
+        smoke=result.smoke,
+        failed_step=None if passed else (result.failed_step or "publish"),
+        error=None if passed else result.error,
+        log=result.log,
+    )
+
+
+def feature_support(outcomes: Mapping[int, str]) -> FeatureSupport:
+    """Aggregate one feature's outcome over the cells of a release, keyed by driver major."""
+    passed = sorted({d for d, o in outcomes.items() if o == PASSED})
+    failed = sorted({d for d, o in outcomes.items() if o == FAILED})
+    missing = sorted({o.split(":", 1)[1].strip() for o in outcomes.values() if o.startswith(NOT_AVAILABLE + ":")})
+    if failed:
+        return FeatureSupport(FEATURE_FAILED, "driver " + ", ".join(map(str, failed)))
+    if passed and len(passed) == len(set(outcomes)):
+        return FeatureSupport(AVAILABLE)
+    if passed:
+        return FeatureSupport(PARTIAL, "driver " + ", ".join(map(str, passed)) + " only")
+    return FeatureSupport(NOT_AVAILABLE, "; ".join(missing))
+
+
+def release_features(cells: Iterable[tuple[CompatCell, CellResult]]) -> dict[str, FeatureSupport]:
+    """Per feature, its outcome per driver major; a feature that passed for any Python counts as passed there."""
+    by_feature: dict[str, dict[int, str]] = {}
+    for cell, result in cells:
+        for name, outcome in result.features.items():
+            known = by_feature.setdefault(name, {})
+            if known.get(cell.driver) != PASSED:
+                known[cell.driver] = outcome
+    return {name: feature_support(by_feature[name]) for name in sorted(by_feature)}
+
+
+def build_table(
+    matrix: Matrix,
+    cells: list[Cell],
+    results: Iterable[CellResult],
+    available_pythons: Mapping[TorchRelease, set[Version]],
+    site_url: str = "",
+) -> CompatTable:
+    """Join the expanded cells with their records; a cell without a (current) record is 'not built'."""
+    by_id = {r.id: r for r in results}
+    compat = [compat_cell(matrix, cell, by_id.get(cell.id)) for cell in cells]
+    releases = []
+    for release in matrix.torch:
+        key = release_key(release)
+        measured = [(c, by_id[c.id]) for c in compat if c.release == key and c.status != NOT_BUILT]
+        releases.append(
+            Release(
+                key,
+                release.minor,
+                str(release.version),
+                release.variant,
+                release.requirement_version,
+                release.wheels.describe(),
+                tuple(_short(v) for v in sorted(available_pythons.get(release, set()))),
+                release_features(measured),
+            )
+        )
+    return CompatTable(
+        plugin=matrix.plugin.distribution,
+        plugin_version=str(matrix.plugin.version),
+        driver_distribution=matrix.driver_distribution,
+        pythons=tuple(_short(v) for v in matrix.python),
+        drivers=tuple(DriverColumn(d.major, str(d.api)) for d in matrix.drivers),
+        releases=tuple(releases),
+        cells=tuple(compat),
+        site_url=site_url,
+    )
+
+
+def available_from_table(table: CompatTable, matrix: Matrix) -> dict[TorchRelease, set[Version]]:
+    """The registry's answers as recorded in the table, to re-expand the matrix offline."""
+    recorded = {r.key: r for r in table.releases}
+    return {
+        rel: {Version(p) for p in recorded[release_key(rel)].pythons}
+        for rel in matrix.torch
+        if release_key(rel) in recorded
+    }
+
+
+def stale_problems(table: CompatTable, matrix: Matrix) -> list[str]:
+    """Ways the recorded table no longer describes matrix.yaml (so docs/compatibility.json must be regenerated)."""
+    problems = []
+    if (table.plugin, table.plugin_version) != (matrix.plugin.distribution, str(matrix.plugin.version)):
+        problems.append(
+            f"plugin {table.plugin} {table.plugin_version} is now {matrix.plugin.distribution} {matrix.plugin.version}"
+        )
+    declared = [(release_key(r), str(r.version)) for r in matrix.torch]
+    recorded = [(r.key, r.version) for r in table.releases]
+    if declared != recorded:
+        problems.append(f"torch releases {recorded} are now {declared}")
+        return problems
+    try:
+        cells = expand(matrix, available_from_table(table, matrix))
+    except MatrixError as exc:
+        return [*problems, f"matrix.yaml no longer expands with the recorded Pythons: {exc}"]
+    expected = build_table(matrix, cells, [], available_from_table(table, matrix))
+    if [c.id for c in expected.cells] != [c.id for c in table.cells]:
+        problems.append(f"cells {[c.id for c in table.cells]} are now {[c.id for c in expected.cells]}")
+    if (expected.pythons, expected.drivers) != (table.pythons, table.drivers):
+        problems.append("the matrix's Pythons or driver versions changed")
+    return problems
+
+
+@dataclass(frozen=True)
+class InstallChoice:
+    """What the page offers for one selector choice: the exact cell, or the nearest one that was built."""
+
+    release: str
+    python: str
+    driver: int
+    cell: str | None  # id of the cell whose wheel is installed; None: nothing is installable
+    exact: bool
+    note: str
+    index_command: str = ""
+    find_links_command: str = ""
+
+
+def _minor_distance(a: str, b: str) -> int:
+    return abs(Version(a).minor - Version(b).minor) + 100 * abs(Version(a).major - Version(b).major)
+
+
+def install_commands(table: CompatTable, cell: CompatCell, site: str = SITE_PLACEHOLDER) -> tuple[str, str]:
+    """pip commands (index, find-links) that can only ever install this cell's wheels, never an sdist."""
+    assert cell.driver_wheel is not None
+    driver_version = parse_wheel_filename(cell.driver_wheel.filename)[1]
+    pins = f"{cell.requirement} {table.driver_distribution}=={driver_version}"
+    only_binary = f"--only-binary={table.plugin},{table.driver_distribution}"
+    minor = table.release(cell.release).minor
+    return (
+        f"pip install {pins} {only_binary} --extra-index-url {site}/simple/",
+        f"pip install {pins} {only_binary} --find-links {site}/torch{minor}/",
+    )
+
+
+def nearest_cell(table: CompatTable, release: str, python: str, driver: int) -> CompatCell | None:
+    """The installable cell closest to the choice: same driver first (the machine's driver is hardest to change),
+    then the closest torch release, then the closest Python (the newer one on a tie)."""
+    order = [r.key for r in table.releases]
+    candidates = [c for c in table.cells if c.installable]
+    if not candidates:
+        return None
+    return min(
+        candidates,
+        key=lambda c: (
+            c.driver != driver,
+            abs(order.index(c.release) - order.index(release)),
+            _minor_distance(c.python, python),
+            -Version(c.python).minor,
+            c.id,
+        ),
+    )
+
+
+def install_choice(
+    table: CompatTable, release: str, python: str, driver: int, site: str = SITE_PLACEHOLDER
+) -> InstallChoice:
+    exact = table.cell(release, python, driver)
+    rel = table.release(release)
+    if exact is not None and exact.installable:
+        index, links = install_commands(table, exact, site)
+        return InstallChoice(
+            release, python, driver, exact.id, True, f"tested: {smoke_summary(exact.smoke)}", index, links
+        )
+    if exact is None:
+        why = (
+            f"torch {rel.version} publishes no wheel for Python {python}"
+            if python not in rel.pythons
+            else "excluded by matrix.yaml"
+        )
+        reason = f"not in the matrix ({why})"
+    else:
+        reason = "not built" if exact.status == NOT_BUILT else f"failed in step {exact.failed_step}"
+    near = nearest_cell(table, release, python, driver)
+    if near is None:
+        note = f"torch {rel.version}, Python {python}, driver {driver}: {reason}; no wheel is published yet"
+        return InstallChoice(release, python, driver, None, False, note)
+    nrel = table.release(near.release)
+    index, links = install_commands(table, near, site)
+    note = (
+        f"torch {rel.version}, Python {python}, driver {driver}: {reason}. "
+        f"Nearest supported choice: torch {nrel.version}, Python {near.python}, driver {near.driver}"
+    )
+    return InstallChoice(release, python, driver, near.id, False, note, index, links)
+
+
+def all_choices(table: CompatTable, site: str = SITE_PLACEHOLDER) -> list[InstallChoice]:
+    return [
+        install_choice(table, r.key, p, d.major, site)
+        for r in table.releases
+        for p in table.pythons
+        for d in table.drivers
+    ]
+
+
+def smoke_summary(smoke: SmokeCounts | None) -> str:
+    if smoke is None:
+        return "no smoke counts"
+    parts = [f"{smoke.passed} passed"] + [
+        f"{n} {what}"
+        for n, what in ((smoke.failed, "failed"), (smoke.errors, "errors"), (smoke.skipped, "skipped"))
+        if n
+    ]
+    return ", ".join(parts)

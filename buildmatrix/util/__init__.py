@@ -1,0 +1,1 @@
+"""Shared utilities with no knowledge of the pipeline: atomic writes, the subprocess choke point, hashing."""

@@ -1,0 +1,71 @@
+"""The one way we run subprocesses: log the command, stream output to a log file, raise StepFailed with the tail."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import subprocess
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from buildmatrix.errors import StepFailed
+
+log = logging.getLogger(__name__)
+TAIL_LINES = 40
+
+
+def run_logged(
+    step: str,
+    command: Sequence[str | os.PathLike[str]],
+    log_file: Path,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> str:
+    """Run command, appending its combined output to log_file; returns the output's tail.
+
+    Raises StepFailed(step, ...) with the last lines when it exits non-zero or times out.
+    """
+    argv = [str(part) for part in command]
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    log.debug("[%s] %s", step, shlex.join(argv))
+    with log_file.open("a", encoding="utf-8", errors="replace") as handle:
+        handle.write(f"\n$ {shlex.join(argv)}\n")
+        if cwd:
+            handle.write(f"# cwd: {cwd}\n")
+        handle.flush()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=full_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise StepFailed(step, f"cannot start {argv[0]}: {exc}") from None
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                handle.write(line)
+                tail.append(line.rstrip("\n"))
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise StepFailed(step, f"timed out after {timeout} s: {shlex.join(argv)}", "\n".join(tail)) from None
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    if code != 0:
+        raise StepFailed(step, f"exit code {code}: {shlex.join(argv)} (log: {log_file})", "\n".join(tail))
+    return "\n".join(tail)
