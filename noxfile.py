@@ -25,7 +25,7 @@ def matrix(session: nox.Session) -> None:
 
 @nox.session(name="merge-results")
 def merge_results(session: nox.Session) -> None:
-    """Merge per-cell results made on several machines (-- DIR [DIR ...] [--into wheels/results])."""
+    """Merge wheels/ trees built on several machines, wheels checked against their records (-- DIR [DIR ...] [--into wheels])."""
     session.install(*ORCHESTRATION)
     session.run("python", "-m", "buildmatrix", "merge-results", *session.posargs)
 

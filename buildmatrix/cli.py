@@ -82,11 +82,15 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_merge_results(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix.builder.results import ResultStore, merge_result_dirs
+    from buildmatrix.builder.merge import merge_wheel_trees
 
-    into = ResultStore(Path(args.into))
-    merged = merge_result_dirs([Path(p) for p in args.sources], into)
-    console.print(f"merged {len(merged)} cell result(s) into {into.directory / 'summary.json'}")
+    into = Path(args.into)
+    report = merge_wheel_trees([Path(p) for p in args.sources], into)
+    console.print(
+        f"merged {len(args.sources)} tree(s) into {into}: {len(report.cells)} cell record(s), "
+        f"{report.wheels} wheel(s) checked against their records, {report.copied} file(s) copied",
+        highlight=False,
+    )
     return 0
 
 
@@ -246,9 +250,11 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--runner", choices=("auto", "local", "docker"), help="default: local")
     probe.set_defaults(func=cmd_probe)
 
-    merge = sub.add_parser("merge-results", help="merge per-cell results made on several machines")
-    merge.add_argument("sources", nargs="+", help="results directories (each with cells/*.json)")
-    merge.add_argument("--into", default="wheels/results", help="destination (default: %(default)s)")
+    merge = sub.add_parser(
+        "merge-results", help="merge wheels/ trees built on several machines: records, wheels and logs, checked"
+    )
+    merge.add_argument("sources", nargs="+", help="wheels/ trees made by `build` (each with results/cells/*.json)")
+    merge.add_argument("--into", default="wheels", help="destination wheels/ tree (default: %(default)s)")
     merge.set_defaults(func=cmd_merge_results)
 
     compat = sub.add_parser(
@@ -285,7 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args, console)
         return code
     except UserError as exc:
-        Console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(exc)), highlight=False)
+        errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)  # paths in errors stay whole
+        errors.print(Text.assemble(("error: ", "bold red"), str(exc)), highlight=False)
         return exc.exit_code
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted; finished cells are recorded, the next run resumes")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from buildmatrix.builder.sourcetree import copy_pristine
+from buildmatrix.builder.toolenv import reproducible_env
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.matrix import DriverVersion
 from buildmatrix.util.atomic import copy_file_atomic
@@ -52,7 +53,7 @@ class DriverWheels:
                 shutil.rmtree(scratch)  # left by an interrupted run
             # Build from a copy: builds write build/ and *.egg-info into the tree they build.
             tree = copy_pristine(self.source, scratch / "src")
-            env = {"EMU_DRIVER_API_VERSION": str(driver.api)}
+            env = {"EMU_DRIVER_API_VERSION": str(driver.api), **reproducible_env()}
             if self.build is not None:
                 self.build(tree, scratch, env, log_file)
             else:

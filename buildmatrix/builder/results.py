@@ -128,18 +128,3 @@ def summary_json(results: list[CellResult]) -> str:
         "cells": {r.id: json.loads(r.to_json()) for r in sorted(results, key=lambda r: r.id)},
     }
     return json.dumps(body, indent=2, sort_keys=True) + "\n"
-
-
-def merge_result_dirs(sources: list[Path], into: ResultStore) -> list[CellResult]:
-    """Merge per-cell records produced on several machines; for one cell the newest record wins."""
-    newest: dict[str, CellResult] = {r.id: r for r in into.all()}
-    for source in sources:
-        for result in ResultStore(source).all():
-            current = newest.get(result.id)
-            if current is None or (result.finished or 0) > (current.finished or 0):
-                newest[result.id] = result
-    for result in newest.values():
-        into.save(result)
-    merged = list(newest.values())
-    into.write_summary(merged)
-    return merged

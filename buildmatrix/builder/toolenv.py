@@ -9,10 +9,18 @@ from pathlib import Path
 from packaging.version import Version
 
 CCACHE_WRAPPERS = Path("/usr/lib/ccache")
+# 1980-01-01, the earliest time a zip entry can carry.
+DEFAULT_SOURCE_DATE_EPOCH = "315532800"
+
+
+def reproducible_env() -> dict[str, str]:
+    """Wheels are zips stamped with their files' mtimes, which differ between checkouts; a fixed stamp makes the same
+    inputs give the same bytes on every machine, so trees built apart merge without conflicts. A set one wins."""
+    return {"SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", DEFAULT_SOURCE_DATE_EPOCH)}
 
 
 def compile_env(workdir: Path, jobs: int | None = None) -> dict[str, str]:
-    env = {"MAX_JOBS": str(jobs or os.cpu_count() or 1)}
+    env = {"MAX_JOBS": str(jobs or os.cpu_count() or 1), **reproducible_env()}
     if CCACHE_WRAPPERS.is_dir() and shutil.which("ccache"):
         # Cells build copies in different directories: hash relative paths so copies share cache entries.
         env["PATH"] = f"{CCACHE_WRAPPERS}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -16,7 +16,7 @@ from buildmatrix.builder.drivers import DriverBuild, DriverWheels
 from buildmatrix.builder.runners.base import CellJob, RunnerOutput
 from buildmatrix.builder.smoke import pytest_args, read_features, read_junit, stage_tests
 from buildmatrix.builder.steps import StepRecorder
-from buildmatrix.builder.toolenv import build_tools, smoke_tools
+from buildmatrix.builder.toolenv import build_tools, reproducible_env, smoke_tools
 from buildmatrix.builder.wheelcheck import check_plugin_wheel, unresolved_against
 from buildmatrix.docker import oci
 from buildmatrix.docker.images import HOST_CA_BUNDLE, ImageBuilder, ImagePlan, docker_dir, plan_image
@@ -88,6 +88,7 @@ def cell_container(job: CellJob, image_tag: str, driver_wheel: Path, cache: Path
         "CCACHE_BASEDIR": "/project",
         "CCACHE_NOHASHDIR": "1",
         "MAX_JOBS": str(os.cpu_count() or 1),
+        **reproducible_env(),
     }
     from buildmatrix.docker.images import passed_env
 
