@@ -71,6 +71,8 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
         engine = Engine(matrix, workspace, runner, registry, progress=display.update)
         results = engine.run(cells, RunOptions(jobs=args.jobs, fail_fast=args.fail_fast, force=args.force))
     console.print(summary_table(results))
+    for cell_id, damage in engine.damaged.items():
+        console.print(Text.assemble((cell_id, "yellow"), f" rebuilt: its record was damaged ({damage})"))
     failed = [r for r in results if r.status != "passed"]
     for result in failed:
         log_path = workspace.wheels_dir / (result.log or "")
@@ -184,14 +186,21 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
         available = {release: registry.pythons(release) for release in matrix.torch}
         results = ResultStore(workspace.results_dir).all()
         table = build_table(matrix, expand(matrix, available), results, available, site_url=args.site_url)
-        for path in write_docs(table, matrix.root):
-            console.print(f"wrote {path.relative_to(matrix.root)}", highlight=False)
-        report = write_site(table, workspace.wheels_dir, workspace.wheels_dir / "site")
-        console.print(
-            f"site: {report.site / 'index.html'} ({report.wheels} wheel(s), {len(report.pages)} index page(s))",
-            highlight=False,
-        )
+        # The site is built and checked beside the live one; nothing (site or docs) changes unless every check passes.
+        report = write_site(table, workspace.wheels_dir, workspace.wheels_dir / "site", matrix)
         problems = report.problems
+        if report.published:
+            for path in write_docs(table, matrix.root):
+                console.print(f"wrote {path.relative_to(matrix.root)}", highlight=False)
+            console.print(
+                f"site: {report.site / 'index.html'} ({report.wheels} wheel(s), {len(report.pages)} index page(s))",
+                highlight=False,
+            )
+        else:
+            console.print(
+                f"not published: the live site {report.site} and the docs are unchanged; {len(problems)} problem(s):",
+                highlight=False,
+            )
     for problem in problems:
         console.print(Text.assemble(("FAIL ", "red"), problem))
     return EXIT_CELLS_FAILED if problems else 0

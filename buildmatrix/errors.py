@@ -61,3 +61,14 @@ class PatchError(StepFailed):
 
 class RunLocked(UserError):
     exit_code = 6
+
+
+class RecordError(UserError):
+    """A result record is damaged (truncated, wrong types) or names files outside its own cell and wheels/."""
+
+    exit_code = 7
+
+    def __init__(self, source: str, problem: str) -> None:
+        self.source = source
+        self.problem = problem
+        super().__init__(f"{source}: {problem}")

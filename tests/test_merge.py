@@ -167,10 +167,13 @@ def test_what_the_destination_holds_must_agree_too(whole: Path, machines: list[P
 @pytest.mark.parametrize(
     ("damage", "expected"),
     [
-        (lambda r: r.__setitem__("log", "../../etc/passwd"), "log '../../etc/passwd' is missing"),
-        (lambda r: r["wheel"].__setitem__("path", "../outside.whl"), "wheel path '../outside.whl' leaves the tree"),
+        (lambda r: r.__setitem__("log", "../../etc/passwd"), "log: '../../etc/passwd' is not a plain relative path"),
+        (
+            lambda r: r["wheel"].__setitem__("path", "../outside.whl"),
+            "wheel.path: '../outside.whl' is not a plain relative path",
+        ),
         (lambda r: r.__setitem__("wheel", None), "passed but its record names no plugin or driver wheel"),
-        (lambda r: r.__setitem__("schema_version", 0), "not a readable cell record"),
+        (lambda r: r.__setitem__("schema_version", 0), "schema_version: 0 is not 1"),
     ],
 )
 def test_bad_records_are_named(machines: list[Path], tmp_path: Path, damage, expected: str) -> None:  # type: ignore[no-untyped-def]
@@ -186,7 +189,7 @@ def test_bad_records_are_named(machines: list[Path], tmp_path: Path, damage, exp
 def test_record_under_another_cells_name(machines: list[Path], tmp_path: Path) -> None:
     cells = machines[0] / "results" / "cells"
     (cells / f"{CELLS[0].id}.json").rename(cells / "torch2.13-cpu-cp311-drv9.json")
-    with pytest.raises(MergeError, match=f"holds the record of cell {CELLS[0].id}, not torch2.13-cpu-cp311-drv9"):
+    with pytest.raises(MergeError, match=f"cell.id: '{CELLS[0].id}' is not 'torch2.13-cpu-cp311-drv9'"):
         merge_wheel_trees(machines, tmp_path / "merged")
 
 
@@ -196,4 +199,4 @@ def test_result_record_text_is_kept_byte_for_byte(machines: list[Path], tmp_path
     for machine, cell in zip(machines, CELLS, strict=True):
         name = f"results/cells/{cell.id}.json"
         assert (into / name).read_bytes() == (machine / name).read_bytes()
-        assert CellResult.from_dict(json.loads((into / name).read_text())).id == cell.id
+        assert CellResult.from_json((into / name).read_text(), name).id == cell.id

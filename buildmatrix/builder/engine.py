@@ -18,7 +18,7 @@ from buildmatrix.builder.runners.base import CellJob, Runner, RunnerOutput
 from buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.workspace import Workspace
-from buildmatrix.errors import StepFailed, UserError
+from buildmatrix.errors import RecordError, StepFailed, UserError
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.registry import Registry
@@ -97,6 +97,7 @@ class Engine:
         self.progress = progress or (lambda cell_id, what: None)
         self.store = ResultStore(workspace.results_dir)
         self._shared_hashes: dict[str, str] | None = None
+        self.damaged: dict[str, RecordError] = {}  # cells rebuilt because their record was damaged
 
     # ---- planning ---------------------------------------------------------
     def shared_inputs(self) -> dict[str, str]:
@@ -133,7 +134,11 @@ class Engine:
                 **self.shared_inputs(),
             }
             digest = inputs_hash(inputs)
-            stored = None if force or problem else self.store.load(cell.id)
+            try:
+                stored = None if force or problem else self.store.load(cell.id)
+            except RecordError as exc:
+                stored = None  # rebuilt, and the CLI's summary says why
+                self.damaged[cell.id] = exc
             if stored is not None and not self._reusable(stored, digest):
                 stored = None
             planned.append(PlannedCell(cell, inputs, digest, stored, problem))
@@ -181,7 +186,7 @@ class Engine:
                         stop.set()
                         queue.clear()
         ordered = [results[p.cell.id] for p in planned if p.cell.id in results]
-        self.store.write_summary(self.store.all())
+        self.store.write_summary(*self.store.scan())
         return ordered
 
     def run_cell(self, item: PlannedCell) -> CellResult:

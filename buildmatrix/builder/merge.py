@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from buildmatrix.builder.results import PASSED, CellResult, ResultStore, WheelRecord
-from buildmatrix.errors import UserError
+from buildmatrix.errors import RecordError, UserError
 from buildmatrix.util.atomic import copy_file_atomic, write_text_atomic
 from buildmatrix.util.fingerprint import file_sha256
 
@@ -92,14 +91,11 @@ class _Planner:
             self.add_record(tree, path)
 
     def add_record(self, tree: Path, path: Path) -> None:
-        text = path.read_text()
-        try:
-            result = CellResult.from_dict(json.loads(text))
-        except (ValueError, TypeError, KeyError) as exc:
-            self.problems.append(f"{path}: not a readable cell record ({exc})")
-            return
-        if result.id != path.stem:
-            self.problems.append(f"{path}: holds the record of cell {result.id}, not {path.stem}")
+        text = path.read_text(encoding="utf-8", errors="replace")
+        try:  # every type, path and the cell id checked: a record cannot lead a write out of the merged tree
+            result = CellResult.from_json(text, str(path), expected_id=path.stem)
+        except RecordError as exc:
+            self.problems.append(str(exc))
             return
         files = self.record_files(tree, path, result)
         if files is None:

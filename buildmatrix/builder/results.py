@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from buildmatrix.errors import RecordError
 from buildmatrix.util.atomic import write_text_atomic
+from buildmatrix.util.paths import name_problem
 
 RESULT_SCHEMA_VERSION = 1
 PASSED, FAILED = "passed", "failed"
@@ -74,15 +76,11 @@ class CellResult:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CellResult:
-        if data.get("schema_version") != RESULT_SCHEMA_VERSION:
-            raise ValueError(f"result schema {data.get('schema_version')} is not {RESULT_SCHEMA_VERSION}")
-        data = dict(data)
-        data["steps"] = [StepResult(**s) for s in data.get("steps", [])]
-        data["smoke"] = SmokeCounts(**data["smoke"]) if data.get("smoke") else None
-        data["wheel"] = WheelRecord(**data["wheel"]) if data.get("wheel") else None
-        data["driver_wheel"] = WheelRecord(**data["driver_wheel"]) if data.get("driver_wheel") else None
-        return cls(**data)
+    def from_json(cls, text: str, source: str, expected_id: str | None = None) -> CellResult:
+        """Parse a record, every type checked; raises RecordError naming `source` and the bad key."""
+        from buildmatrix.builder.recordparse import parse_record
+
+        return parse_record(text, source, expected_id)
 
 
 class ResultStore:
@@ -92,39 +90,62 @@ class ResultStore:
         self.directory = directory
 
     def path(self, cell_id: str) -> Path:
+        problem = name_problem(cell_id)
+        if problem:  # a cell id from a record must never lead out of cells/
+            raise RecordError(str(self.directory / "cells"), f"cell id {cell_id!r:.80} {problem}")
         return self.directory / "cells" / f"{cell_id}.json"
 
     def save(self, result: CellResult) -> None:
         write_text_atomic(self.path(result.id), result.to_json() + "\n")
 
     def load(self, cell_id: str) -> CellResult | None:
+        """The cell's record, None when there is none; raises RecordError when it is damaged."""
         path = self.path(cell_id)
         if not path.is_file():
             return None
         try:
-            return CellResult.from_dict(json.loads(path.read_text()))
-        except (ValueError, TypeError, KeyError):
-            return None  # an unreadable or old record counts as absent: the cell is rebuilt
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RecordError(str(path), f"unreadable ({exc})") from None
+        return CellResult.from_json(text, str(path), expected_id=cell_id)
 
-    def all(self) -> list[CellResult]:
-        out = []
+    def scan(self) -> tuple[list[CellResult], list[RecordError]]:
+        """Every readable record, and the damaged ones as errors naming their files."""
+        out, damaged = [], []
         for path in sorted((self.directory / "cells").glob("*.json")):
-            result = self.load(path.stem)
+            try:
+                result = self.load(path.stem)
+            except RecordError as exc:
+                damaged.append(exc)
+                continue
             if result is not None:
                 out.append(result)
-        return out
+        return out, damaged
 
-    def write_summary(self, results: list[CellResult]) -> Path:
+    def all(self) -> list[CellResult]:
+        """Every record; raises RecordError naming every damaged one, so no cell silently drops out."""
+        results, damaged = self.scan()
+        if damaged:
+            raise RecordError(
+                str(self.directory / "cells"),
+                f"{len(damaged)} damaged record(s); fix or delete them (a deleted record's cell is rebuilt):\n"
+                + "\n".join(f"  {exc}" for exc in damaged),
+            )
+        return results
+
+    def write_summary(self, results: list[CellResult], damaged: list[RecordError] | None = None) -> Path:
         path = self.directory / "summary.json"
-        write_text_atomic(path, summary_json(results))
+        write_text_atomic(path, summary_json(results, damaged or []))
         return path
 
 
-def summary_json(results: list[CellResult]) -> str:
+def summary_json(results: list[CellResult], damaged: list[RecordError] | None = None) -> str:
     counts = {PASSED: sum(r.status == PASSED for r in results), FAILED: sum(r.status == FAILED for r in results)}
-    body = {
+    body: dict[str, Any] = {
         "schema_version": RESULT_SCHEMA_VERSION,
         "counts": counts,
         "cells": {r.id: json.loads(r.to_json()) for r in sorted(results, key=lambda r: r.id)},
     }
+    if damaged:
+        body["damaged"] = {exc.source: exc.problem for exc in damaged}
     return json.dumps(body, indent=2, sort_keys=True) + "\n"

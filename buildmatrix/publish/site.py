@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.publish.index import (
     IndexedWheel,
-    check_coverage,
     index_pages,
     project_of,
     read_metadata,
@@ -21,7 +23,16 @@ from buildmatrix.publish.index import (
 from buildmatrix.publish.markdown import compatibility_markdown, readme_section, replace_readme_section
 from buildmatrix.publish.page import site_page
 from buildmatrix.publish.table import CompatTable, stale_problems
+from buildmatrix.publish.verify import (
+    RELEASED,
+    immutability_problem,
+    metadata_problems,
+    read_released,
+    released_json,
+    site_problems,
+)
 from buildmatrix.util.atomic import copy_file_atomic, write_bytes_atomic, write_text_atomic
+from buildmatrix.util.paths import inside
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +46,8 @@ class SiteReport:
     site: Path
     wheels: int
     pages: list[str]
-    problems: list[str]  # from the coverage check; empty when index and results agree
+    problems: list[str]  # why the staged site was not published; empty when it went live
+    published: bool = True
 
 
 def rendered_docs(table: CompatTable, readme: str) -> dict[Path, str]:
@@ -68,52 +80,148 @@ def write_docs(table: CompatTable, root: Path) -> list[Path]:
     return changed
 
 
-def _stage(table: CompatTable, wheels_dir: Path, staging: Path) -> tuple[list[IndexedWheel], set[str]]:
-    indexed = []
+def _stage(
+    table: CompatTable, wheels_dir: Path, staging: Path, released: dict[str, str]
+) -> tuple[list[IndexedWheel], set[str], list[str]]:
+    """Copy the indexed wheels (checked against their records and the released bytes), their metadata and the logs."""
+    indexed, problems = [], []
     for wheel in wheels_to_index(table):
-        source = wheels_dir / wheel.path
-        if not source.is_file():
-            log.warning("%s is recorded by a passed cell but missing from %s", wheel.path, wheels_dir)
+        try:
+            source = inside(wheels_dir, wheel.path)
+        except ValueError as exc:
+            problems.append(f"{wheel.path}: a recorded wheel path {exc}")
             continue
-        metadata = read_metadata(source)
-        copy_file_atomic(source, staging / wheel.path)
+        if not source.is_file():
+            problems.append(f"{wheel.path} is recorded by a passed cell but missing from {wheels_dir}")
+            continue
+        data = source.read_bytes()  # read once: the bytes checked are the bytes published
+        digest = sha256_hex(data)
+        if digest != wheel.sha256:
+            problems.append(f"{wheel.path}: sha256 {digest} differs from its cell's record ({wheel.sha256})")
+            continue
+        if problem := immutability_problem(wheel.path, digest, released):
+            problems.append(problem)
+            continue
+        write_bytes_atomic(staging / wheel.path, data)
+        try:
+            metadata = read_metadata(staging / wheel.path)
+        except (ValueError, zipfile.BadZipFile) as exc:
+            problems.append(f"{wheel.path}: {exc}")
+            continue
         write_bytes_atomic(staging / (wheel.path + ".metadata"), metadata)
+        problems += metadata_problems(wheel.path, staging / wheel.path, staging / (wheel.path + ".metadata"))
+        released[wheel.path] = digest
         indexed.append(
             IndexedWheel(
                 project_of(wheel.filename),
                 wheel.filename,
                 wheel.path,
-                sha256_hex(source.read_bytes()),
+                digest,
                 sha256_hex(metadata),
                 requires_python(metadata),
             )
         )
     logs = set()
     for cell in table.cells:
-        if cell.log and (wheels_dir / cell.log).is_file():
-            copy_file_atomic(wheels_dir / cell.log, staging / cell.log)
+        if not cell.log:
+            continue
+        try:
+            source = inside(wheels_dir, cell.log)
+        except ValueError as exc:
+            problems.append(f"{cell.id}: its log path {exc}")
+            continue
+        if source.is_file():
+            copy_file_atomic(source, staging / cell.log)
             logs.add(cell.log)
-    return indexed, logs
+    return indexed, logs, problems
 
 
-def write_site(table: CompatTable, wheels_dir: Path, site: Path) -> SiteReport:
-    """Build the whole site in a staging directory, swap it in, then check the index against the results."""
-    staging = site.with_name(f".{site.name}.staging")
-    if staging.exists():
-        shutil.rmtree(staging)
+def _publishable(root: Path) -> None:
+    """0755 directories and 0644 files, whatever the umask: a web server running as another user reads them."""
+    root.chmod(0o755)
+    for path in root.rglob("*"):
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def _versions(site: Path) -> list[Path]:
+    """The site's hidden siblings: built versions (.site.<ns>), the link being placed, a pre-symlink site."""
+    return sorted(site.parent.glob(f".{site.name}.*"))
+
+
+def recover_site(site: Path) -> None:
+    """After a run killed at any point: the last live site is live again and leftovers are removed.
+
+    `site` is a symlink to a sibling directory `.site.<ns>`, replaced in one rename(2). A site directory from
+    before that layout is renamed aside to `.site.legacy` (or `.site.old`) just before the first link is placed;
+    if the run died in between, that directory is linked again here.
+    """
+    if not site.exists() and not site.is_symlink():
+        for previous in (site.with_name(f".{site.name}.legacy"), site.with_name(f".{site.name}.old")):
+            if previous.is_dir():
+                _link(site, previous)
+                break
+    live = site.resolve() if site.is_symlink() else None
+    for sibling in _versions(site):
+        if live is not None and sibling.resolve() == live:
+            continue
+        if sibling.is_dir() and not sibling.is_symlink():
+            shutil.rmtree(sibling)
+        else:
+            sibling.unlink()
+
+
+def _link(site: Path, target: Path) -> None:
+    """Point `site` at `target` (a sibling) in one rename: readers see the old or the new site, never neither."""
+    placing = site.with_name(f".{site.name}.link")
+    placing.unlink(missing_ok=True)
+    placing.symlink_to(target.name)
+    placing.replace(site)
+    fd = os.open(site.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _swap(site: Path, staged: Path) -> None:
+    previous = site.resolve() if site.is_symlink() else None
+    if site.is_dir() and not site.is_symlink():  # the first run with the symlink layout
+        previous = site.with_name(f".{site.name}.legacy")
+        site.rename(previous)  # a kill here: recover_site links it again
+    _link(site, staged)
+    if previous is not None and previous.is_dir() and previous != staged.resolve():
+        shutil.rmtree(previous)
+
+
+def write_site(table: CompatTable, wheels_dir: Path, site: Path, matrix: Matrix | None = None) -> SiteReport:
+    """Build the whole site beside the live one, check it, and only then make it live in one atomic swap.
+
+    With problems, the staged copy is removed and the live site is left as it was. With `matrix`, the table is also
+    checked against matrix.yaml.
+    """
+    recover_site(site)
+    released, problems = read_released(site)
+    staging = site.with_name(f".{site.name}.{time.time_ns()}")
     staging.mkdir(parents=True)
-    indexed, logs = _stage(table, wheels_dir, staging)
-    pages = index_pages(table, indexed)
-    for page in pages:
-        write_text_atomic(staging / page.path, page.html)
-    write_text_atomic(staging / "compatibility.json", table.to_json())
-    write_text_atomic(staging / "index.html", site_page(table, logs, [p.path for p in pages]))
-    old = site.with_name(f".{site.name}.old")
-    if old.exists():
-        shutil.rmtree(old)
-    if site.exists():
-        site.rename(old)
-    staging.rename(site)
-    if old.exists():
-        shutil.rmtree(old)
-    return SiteReport(site, len(indexed), [p.path for p in pages], check_coverage(table, site))
+    try:
+        indexed, logs, stage_problems = _stage(table, wheels_dir, staging, released)
+        problems += stage_problems
+        pages = index_pages(table, indexed)
+        for page in pages:
+            write_text_atomic(staging / page.path, page.html)
+        write_text_atomic(staging / "compatibility.json", table.to_json())
+        write_text_atomic(staging / "index.html", site_page(table, logs, [p.path for p in pages]))
+        write_text_atomic(staging / RELEASED, released_json(released))
+        _publishable(staging)
+        if not problems:
+            problems = site_problems(table, staging, matrix)
+        if problems:
+            shutil.rmtree(staging)
+            return SiteReport(site, len(indexed), [p.path for p in pages], problems, published=False)
+        _swap(site, staging)
+    except BaseException:
+        if staging.exists() and not (site.is_symlink() and site.resolve() == staging.resolve()):
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return SiteReport(site, len(indexed), [p.path for p in pages], [], published=True)

@@ -7,15 +7,21 @@ import shutil
 import tempfile
 from pathlib import Path
 
+# What we write is published (the site, logs, records): readable by a web server running as another user,
+# whatever the umask. mkstemp alone creates 0600.
+PUBLIC_FILE = 0o644
+PRIVATE_FILE = 0o600
 
-def write_text_atomic(path: Path, text: str) -> None:
-    write_bytes_atomic(path, text.encode("utf-8"))
+
+def write_text_atomic(path: Path, text: str, mode: int = PUBLIC_FILE) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"), mode)
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
+def write_bytes_atomic(path: Path, data: bytes, mode: int = PUBLIC_FILE) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, mode)  # fchmod is not filtered by the umask
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -26,12 +32,13 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def copy_file_atomic(source: Path, dest: Path) -> None:
+def copy_file_atomic(source: Path, dest: Path, mode: int = PUBLIC_FILE) -> None:
     """Copy under a hidden temporary name in the destination directory, then rename into place."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    os.close(fd)
     try:
+        os.fchmod(fd, mode)
+        os.close(fd)
         shutil.copyfile(source, tmp)
         os.replace(tmp, dest)
     except BaseException:

@@ -1,0 +1,208 @@
+"""Publishing the site: verified in staging, then one atomic swap; a failed check or a kill leaves the previous site
+served; released bytes never change; files are world-readable whatever the umask; paths stay inside wheels/."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+from fake_wheels import cell_result, make_wheel, sha256_file
+from packaging.version import Version
+
+from buildmatrix.model.cells import expand
+from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.publish import site as site_module
+from buildmatrix.publish.site import recover_site, write_site
+from buildmatrix.publish.table import CompatTable, WheelFile, build_table
+from buildmatrix.publish.verify import RELEASED
+
+PUBLISHED = {"2.4": {"3.9", "3.10", "3.11"}, "2.13": {"3.11"}}
+CELL = "torch2.13-cpu-cp311-drv2"
+
+
+def table_of(matrix: Matrix, wheels: Path, built: tuple[str, ...] = (CELL,)) -> CompatTable:
+    available = {r: {Version(p) for p in PUBLISHED[r.minor]} for r in matrix.torch}
+    cells = expand(matrix, available)
+    results = [cell_result(c, wheels_dir=wheels) for c in cells if c.id in built]
+    return build_table(matrix, cells, results, available)
+
+
+def snapshot(site: Path) -> dict[str, bytes]:
+    return {p.relative_to(site).as_posix(): p.read_bytes() for p in sorted(site.rglob("*")) if p.is_file()}
+
+
+def siblings(site: Path) -> list[str]:
+    return sorted(p.name for p in site.parent.iterdir() if p.name.startswith(f".{site.name}"))
+
+
+@pytest.fixture
+def published(write_matrix, tmp_path: Path) -> tuple[Matrix, CompatTable, Path, Path]:
+    matrix = load_matrix(write_matrix())
+    wheels = tmp_path / "wheels"
+    table = table_of(matrix, wheels)
+    report = write_site(table, wheels, wheels / "site", matrix)
+    assert report.published and report.problems == [] and report.wheels == 2
+    return matrix, table, wheels, wheels / "site"
+
+
+def test_site_is_a_link_to_one_verified_version_and_world_readable(write_matrix, tmp_path: Path) -> None:
+    matrix = load_matrix(write_matrix())
+    wheels = tmp_path / "wheels"
+    table = table_of(matrix, wheels)
+    old = os.umask(0o077)
+    try:
+        report = write_site(table, wheels, wheels / "site", matrix)
+    finally:
+        os.umask(old)
+    site = wheels / "site"
+    assert report.published and site.is_symlink() and not Path(site.readlink().as_posix()).is_absolute()
+    assert siblings(site) == [site.readlink().as_posix()]  # no staging or previous version left beside it
+    modes = {p.relative_to(site).as_posix(): p.stat().st_mode & 0o777 for p in site.rglob("*")}
+    assert modes and all(m == (0o755 if (site / p).is_dir() else 0o644) for p, m in modes.items()), modes
+    assert site.resolve().stat().st_mode & 0o777 == 0o755
+
+
+def test_a_wheel_differing_from_its_record_is_never_published(published, tmp_path: Path) -> None:
+    matrix, table, wheels, site = published
+    before, live = snapshot(site), site.readlink().as_posix()
+    plugin = next((wheels / "torch2.13").glob("*drv2*.whl"))
+    plugin.write_bytes(plugin.read_bytes() + b"tampered")
+    report = write_site(table, wheels, site, matrix)
+    assert not report.published
+    assert report.problems == [
+        f"torch2.13/{plugin.name}: sha256 {sha256_file(plugin)} differs from its cell's record "
+        f"({next(c for c in table.cells if c.id == CELL).wheel.sha256})"  # type: ignore[union-attr]
+    ]
+    assert site.readlink().as_posix() == live and snapshot(site) == before and siblings(site) == [live]
+
+
+def test_released_bytes_never_change(published) -> None:
+    """A rebuild with other bytes under a released filename is refused; the site keeps the released bytes."""
+    matrix, table, wheels, site = published
+    released = (site / "torch2.13").glob("*drv2*.whl").__next__()
+    old_bytes = released.read_bytes()
+    rebuilt = make_wheel(wheels / "torch2.13", "torch-emu", "0.1.0+torch2.13.drv2", requires=["extra-dep"])
+    assert rebuilt.name == released.name and rebuilt.read_bytes() != old_bytes
+    cells = tuple(
+        dataclasses.replace(c, wheel=WheelFile(c.wheel.filename, sha256_file(rebuilt), c.wheel.path))
+        if c.id == CELL and c.wheel
+        else c
+        for c in table.cells
+    )
+    report = write_site(dataclasses.replace(table, cells=cells), wheels, site, matrix)
+    assert not report.published and len(report.problems) == 1
+    assert "a different build" in report.problems[0] and "released bytes never change" in report.problems[0]
+    assert "raise plugin.version in matrix.yaml" in report.problems[0]
+    assert (site / "torch2.13" / released.name).read_bytes() == old_bytes
+
+
+def test_the_ledger_remembers_a_wheel_that_left_the_index(published) -> None:
+    matrix, table, wheels, site = published
+    name = next((site / "torch2.13").glob("*drv2*.whl")).name
+    empty = table_of(matrix, wheels, built=())  # the cell's record is gone: its wheel leaves the index
+    assert write_site(empty, wheels, site, matrix).published
+    assert not (site / "torch2.13").exists() and f"torch2.13/{name}" in (site / RELEASED).read_text()
+    rebuilt = make_wheel(wheels / "torch2.13", "torch-emu", "0.1.0+torch2.13.drv2", requires=["other"])
+    cells = tuple(
+        dataclasses.replace(c, wheel=WheelFile(c.wheel.filename, sha256_file(rebuilt), c.wheel.path))
+        if c.id == CELL and c.wheel
+        else c
+        for c in table.cells
+    )
+    report = write_site(dataclasses.replace(table, cells=cells), wheels, site, matrix)
+    assert not report.published and "a different build" in report.problems[0]
+    assert not (site / "torch2.13").exists()  # still the site without it
+
+
+def test_same_bytes_republish(published) -> None:
+    matrix, table, wheels, site = published
+    before = snapshot(site)
+    report = write_site(table, wheels, site, matrix)
+    assert report.published and snapshot(site) == before
+
+
+def test_metadata_must_match_the_filename(write_matrix, tmp_path: Path) -> None:
+    matrix = load_matrix(write_matrix())
+    wheels = tmp_path / "wheels"
+    table = table_of(matrix, wheels)
+    plugin = next((wheels / "torch2.13").glob("*drv2*.whl"))
+    lying = make_wheel(wheels / "lying", "torch-emu", "0.2.0+torch2.13.drv2")  # METADATA says 0.2.0
+    plugin.write_bytes(lying.read_bytes())
+    cells = tuple(
+        dataclasses.replace(c, wheel=WheelFile(c.wheel.filename, sha256_file(plugin), c.wheel.path))
+        if c.id == CELL and c.wheel
+        else c
+        for c in table.cells
+    )
+    report = write_site(dataclasses.replace(table, cells=cells), wheels, wheels / "site", matrix)
+    assert not report.published
+    assert report.problems == [
+        f"torch2.13/{plugin.name}: METADATA Version '0.2.0+torch2.13.drv2' is not the filename's 0.1.0+torch2.13.drv2"
+    ]
+    assert not (wheels / "site").exists() and siblings(wheels / "site") == []  # nothing was ever live
+
+
+def test_a_table_that_no_longer_describes_the_matrix_is_not_published(published, write_matrix) -> None:
+    matrix, table, wheels, site = published
+    live = site.readlink().as_posix()
+    changed = load_matrix(write_matrix(Path(matrix.path).read_text().replace('"2.4.1"', '"2.4.0"')))
+    report = write_site(table, wheels, site, changed)
+    assert not report.published and any("torch releases" in p for p in report.problems)
+    assert site.readlink().as_posix() == live
+
+
+def test_a_log_path_outside_wheels_is_never_read_or_written(published, tmp_path: Path) -> None:
+    matrix, table, wheels, site = published
+    outside = tmp_path / "passwd"
+    outside.write_text("root:x:0:0\n")
+    cells = tuple(dataclasses.replace(c, log=str(outside)) if c.id == CELL else c for c in table.cells)
+    report = write_site(dataclasses.replace(table, cells=cells), wheels, site, matrix)
+    assert not report.published
+    assert report.problems == [f"{CELL}: its log path {str(outside)!r} is absolute"]
+    assert outside.read_text() == "root:x:0:0\n" and oct(outside.stat().st_mode & 0o777) == oct(0o644)
+    assert "root:x" not in "".join(p.read_text(errors="replace") for p in site.rglob("*") if p.is_file())
+
+
+def test_a_failure_while_staging_leaves_the_live_site(published, monkeypatch: pytest.MonkeyPatch) -> None:
+    matrix, table, wheels, site = published
+    before, live = snapshot(site), site.readlink().as_posix()
+
+    def killed(*args: object, **kwargs: object) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(site_module, "site_page", killed)
+    with pytest.raises(KeyboardInterrupt):
+        write_site(table, wheels, site, matrix)
+    assert site.readlink().as_posix() == live and snapshot(site) == before and siblings(site) == [live]
+
+
+def test_a_kill_leaves_a_site_that_the_next_run_recovers(published) -> None:
+    """SIGKILL cannot be caught: whatever it leaves (a half-built version, the link being placed) is removed at the
+    next start, and the live link never pointed anywhere but at a verified version."""
+    matrix, table, wheels, site = published
+    live = site.readlink().as_posix()
+    half = site.with_name(f".{site.name}.123")
+    (half / "torch2.13").mkdir(parents=True)
+    (half / "index.html").write_text("half")
+    site.with_name(f".{site.name}.link").symlink_to(half.name)
+    recover_site(site)
+    assert siblings(site) == [live] and site.readlink().as_posix() == live
+    assert write_site(table, wheels, site, matrix).published and len(siblings(site)) == 1
+
+
+def test_a_site_from_before_the_link_layout_is_replaced_and_a_kill_mid_swap_recovered(published) -> None:
+    matrix, table, wheels, site = published
+    # The old layout: wheels/site a real directory.
+    real = snapshot(site)
+    target = site.resolve()
+    site.unlink()
+    target.rename(site)
+    assert site.is_dir() and not site.is_symlink()
+    # Killed right after renaming the old directory aside, before the link was placed: nothing is at wheels/site.
+    site.rename(site.with_name(f".{site.name}.legacy"))
+    recover_site(site)
+    assert site.is_symlink() and snapshot(site) == real
+    assert write_site(table, wheels, site, matrix).published and snapshot(site) == real
+    assert len(siblings(site)) == 1 and not site.with_name(f".{site.name}.legacy").exists()
