@@ -50,6 +50,7 @@ NOT_BUILD_CODE = frozenset(
         "publish/markdown.py",
         "publish/page.py",
         "publish/index.py",
+        "publish/verify.py",
     }
 )
 # Modules that only one runner runs: a cell's build code leaves out those of the other runners.
