@@ -28,6 +28,10 @@ def test_project_matrix_validates() -> None:
         (SCHEMA["properties"]["torch"]["items"]["properties"], model.TORCH_KEYS),
         (SCHEMA["$defs"]["rule"]["properties"], model.RULE_KEYS),
         (SCHEMA["properties"]["images"]["additionalProperties"]["properties"], model.IMAGE_KEYS),
+        (
+            SCHEMA["properties"]["torch"]["items"]["properties"]["wheels"]["oneOf"][2]["properties"],
+            model.INDEX_SOURCE_KEYS,
+        ),
     ],
 )
 def test_same_keys(schema_keys: dict, code_keys: tuple[str, ...]) -> None:  # type: ignore[type-arg]

@@ -215,12 +215,18 @@ class Engine:
                 applied = apply_series(self.series(cell), tree_root, self.matrix.plugin.source.name)
                 result.inputs["applied_patches"] = applied
             smoke_tests = plugin_tree / self.matrix.plugin.smoke_tests.relative_to(self.matrix.plugin.source)
-            find_links = (
-                tuple(self.registry.find_links_locations(cell.torch.wheels))
-                if cell.torch.wheels.kind != "registry"
-                else ()
+            source = self.registry.source(cell.torch)
+            job = CellJob(
+                cell,
+                self.matrix,
+                self.workspace,
+                workdir,
+                plugin_tree,
+                smoke_tests,
+                log_file,
+                source.find_links,
+                source.index_urls,
             )
-            job = CellJob(cell, self.matrix, self.workspace, workdir, plugin_tree, smoke_tests, log_file, find_links)
             self.runner.run(job, steps, output)
             with steps.step("publish"):
                 assert output.plugin_wheel is not None and output.driver_wheel is not None

@@ -17,6 +17,7 @@ SCHEMA_VERSION = 1
 RUNNERS = ("auto", "local", "docker")
 VARIANTS = ("cpu", "cuda")
 WHEEL_SOURCES = ("registry", "pip-find-links")
+INDEX_SOURCE_KEYS = ("index", "local-find-links")
 
 TOP_KEYS = ("schema-version", "plugin", "driver", "python", "torch", "exclude", "include", "images", "runner")
 PLUGIN_KEYS = ("distribution", "version", "source", "smoke-tests")
@@ -26,15 +27,23 @@ RULE_KEYS = ("torch", "python", "driver", "variant")
 IMAGE_KEYS = ("base", "python")
 
 
+PIP_CONFIG = "pip-config"  # a find-links location meaning pip's configured find-links (PIP_FIND_LINKS, pip.conf)
+
+
 @dataclass(frozen=True)
 class WheelSource:
-    """Where a torch release's wheel comes from: the registry, or a find-links location."""
+    """Where a torch release's wheel comes from: the registry, a find-links location, or an index of its own."""
 
-    kind: str  # "registry" | "find-links"
-    location: str = ""  # for find-links: a path or URL; "pip-config" means pip's configured find-links
+    kind: str  # "registry" | "find-links" | "index"
+    location: str = ""  # find-links: a path or URL, or PIP_CONFIG; index: the index URL
+    # index only: find-links that replace the index on a machine where they hold the release's wheels (offline
+    # machines); a directory, PIP_CONFIG, or "" for none. Not part of describe(): the same wheels, mirrored.
+    local_find_links: str = ""
 
     def describe(self) -> str:
-        return "registry" if self.kind == "registry" else f"find-links {self.location}"
+        if self.kind == "registry":
+            return "registry"
+        return f"{self.kind} {self.location}"
 
 
 @dataclass(frozen=True)
@@ -283,10 +292,32 @@ def _wheel_source(reader: _Reader, value: Any, key: str) -> WheelSource:
         return WheelSource("find-links", "pip-config")
     if isinstance(value, dict) and set(value) == {"find-links"} and isinstance(value["find-links"], str):
         return WheelSource("find-links", value["find-links"])
+    if isinstance(value, dict) and "index" in value:
+        return _index_source(reader, value, key)
     reader.problem(
-        key, f"{_kind(value)} is not allowed (allowed: registry, pip-find-links, {{find-links: <path or URL>}})"
+        key,
+        f"{_kind(value)} is not allowed (allowed: registry, pip-find-links, {{find-links: <path or URL>}}, "
+        f"{{index: <URL>, local-find-links: <absolute directory or {PIP_CONFIG}>}})",
     )
     return WheelSource("registry")
+
+
+def _index_source(reader: _Reader, value: dict[str, Any], key: str) -> WheelSource:
+    """{index: URL, local-find-links: DIR | pip-config}: an index any machine reaches, and an optional local mirror."""
+    raw = reader.mapping(value, key, INDEX_SOURCE_KEYS, required=("index",))
+    url = raw.get("index")
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        reader.problem(f"{key}.index", f"{_kind(url)} is not an index URL (allowed: https://..., a PEP 503 index)")
+        url = ""
+    local = raw.get("local-find-links", "")
+    if local not in {PIP_CONFIG, ""} and not (isinstance(local, str) and Path(local).is_absolute()):
+        reader.problem(
+            f"{key}.local-find-links",
+            f"{_kind(local)} is not allowed (allowed: an absolute directory of wheels, or {PIP_CONFIG} for pip's "
+            "configured find-links)",
+        )
+        local = ""
+    return WheelSource("index", url.rstrip("/"), str(local))
 
 
 def _torch(reader: _Reader, value: Any, patches_root: Path) -> tuple[TorchRelease, ...]:

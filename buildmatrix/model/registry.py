@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import configparser
+import hashlib
 import json
 import logging
 import os
 import platform
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from buildmatrix.errors import UserError
-from buildmatrix.model.matrix import TorchRelease, WheelSource
+from buildmatrix.model.matrix import PIP_CONFIG, TorchRelease, WheelSource
 from buildmatrix.util.atomic import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -89,6 +92,42 @@ def pip_configured_find_links() -> list[str]:
     return found
 
 
+@dataclass(frozen=True)
+class TorchSource:
+    """Where this machine installs a release's torch from, beyond the registry: find-links and extra indexes."""
+
+    find_links: tuple[str, ...] = ()
+    index_urls: tuple[str, ...] = ()
+
+
+class _AnchorParser(HTMLParser):
+    """Collects (text, href) of every link on a PEP 503 project page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, str]] = []
+        self._href: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._href = dict(attrs).get("href") or ""
+
+    def handle_data(self, data: str) -> None:
+        if self._href is not None and data.strip():
+            self.links.append((data.strip(), self._href))
+            self._href = None
+
+
+def simple_page_files(body: str, page_url: str) -> list[tuple[str, str]]:
+    """(filename, absolute url) of a project page, PEP 691 JSON or PEP 503 HTML (PyTorch's indexes serve HTML)."""
+    if body.lstrip().startswith("{"):
+        data = json.loads(body)
+        return [(f["filename"], urllib.parse.urljoin(page_url, f["url"])) for f in data.get("files", [])]
+    parser = _AnchorParser()
+    parser.feed(body)
+    return [(name, urllib.parse.urljoin(page_url, href)) for name, href in parser.links]
+
+
 class Registry:
     """Answers 'which wheels of torch X exist?', caching index answers on disk."""
 
@@ -99,7 +138,9 @@ class Registry:
         self.machine = platform.machine()
 
     def find_links_locations(self, source: WheelSource) -> list[str]:
-        if source.location == "pip-config":
+        if source.kind == "index":
+            return self._local_mirror(source)
+        if source.location == PIP_CONFIG:
             locations = pip_configured_find_links()
             if not locations:
                 raise RegistryError(
@@ -108,12 +149,40 @@ class Registry:
             return locations
         return [source.location]
 
+    def _local_mirror(self, source: WheelSource) -> list[str]:
+        """An index source's local find-links, as directories; [] when it names none."""
+        if not source.local_find_links:
+            return []
+        if source.local_find_links == PIP_CONFIG:
+            return pip_configured_find_links()
+        return [source.local_find_links]
+
+    def _mirrored_locally(self, release: TorchRelease) -> list[str]:
+        """The local find-links of an index source if they hold this release's wheels, else []."""
+        pattern = f"torch-{release.requirement_version}-*.whl"
+        locations = self._local_mirror(release.wheels)
+        held = [loc for loc in locations if any(Path(loc.removeprefix("file://")).glob(pattern))]
+        return locations if held else []
+
+    def source(self, release: TorchRelease) -> TorchSource:
+        """Where cells of this release install torch from on this machine."""
+        wheels = release.wheels
+        if wheels.kind == "registry":
+            return TorchSource()
+        if wheels.kind == "index":
+            local = self._mirrored_locally(release)
+            return TorchSource(find_links=tuple(local)) if local else TorchSource(index_urls=(wheels.location,))
+        return TorchSource(find_links=tuple(self.find_links_locations(wheels)))
+
     def wheels(self, release: TorchRelease) -> list[PublishedWheel]:
         if release.wheels.kind == "registry":
             files = self._index_files("torch")
             return pythons_from_filenames(files, release.version, self.machine)
+        if release.wheels.kind == "index" and not self._mirrored_locally(release):
+            files = self._index_files("torch", release.wheels.location)
+            return pythons_from_filenames(files, Version(release.requirement_version), self.machine)
         out: list[PublishedWheel] = []
-        for location in self.find_links_locations(release.wheels):
+        for location in self.source(release).find_links:
             directory = Path(location.removeprefix("file://"))
             if not directory.is_dir():
                 log.warning("find-links location %s is not a directory; skipped", location)
@@ -130,23 +199,25 @@ class Registry:
         """(filename, url) of every file the index lists for the project (cached for a day)."""
         return self._index_files(project)
 
-    def _index_files(self, project: str) -> list[tuple[str, str]]:
-        cache = self.cache_dir / f"{project}.json"
+    def _index_files(self, project: str, index_url: str = "") -> list[tuple[str, str]]:
+        base = index_url.rstrip("/") + "/" if index_url else self.index_url
+        # The default index keeps its historical cache name; another index gets one named after its URL.
+        name = project if base == self.index_url else f"{hashlib.sha256(base.encode()).hexdigest()[:16]}-{project}"
+        cache = self.cache_dir / f"{name}.json"
+        page = f"{base}{project}/"
         fresh = cache.is_file() and time.time() - cache.stat().st_mtime < CACHE_SECONDS
         if not fresh and not self.offline:
             try:
-                request = urllib.request.Request(self.index_url + project + "/", headers={"Accept": PEP691})
+                request = urllib.request.Request(page, headers={"Accept": f"{PEP691}, text/html;q=0.1"})
                 with urllib.request.urlopen(request, timeout=60) as response:
-                    body = response.read().decode()
-                json.loads(body)
-                write_text_atomic(cache, body)
+                    files = simple_page_files(response.read().decode(), page)
+                write_text_atomic(cache, json.dumps({"files": [{"filename": f, "url": u} for f, u in files]}))
             except (OSError, ValueError) as exc:
                 if not cache.is_file():
-                    raise RegistryError(
-                        f"cannot read {self.index_url}{project}/ ({exc}) and no cached copy in {cache}"
-                    ) from None
+                    hint = "" if base == self.index_url else "; a machine without it can name a local-find-links mirror"
+                    raise RegistryError(f"cannot read {page} ({exc}) and no cached copy in {cache}{hint}") from None
                 log.warning("registry unreachable (%s); using cached %s", exc, cache)
         if not cache.is_file():
-            raise RegistryError(f"offline and no cached copy of the {project} index in {cache}")
+            raise RegistryError(f"offline and no cached copy of the {project} index {base} in {cache}")
         data = json.loads(cache.read_text())
         return [(f["filename"], f["url"]) for f in data.get("files", [])]

@@ -25,6 +25,7 @@ class CellJob:
     smoke_tests: Path  # the patched copy's smoke tests
     log_file: Path
     find_links: tuple[str, ...]  # where the cell's torch wheel is found, beyond the registry
+    index_urls: tuple[str, ...] = ()  # extra indexes holding the cell's torch (PyTorch's own, for its CPU builds)
 
 
 @dataclass

@@ -90,6 +90,8 @@ def cell_container(job: CellJob, image_tag: str, driver_wheel: Path, cache: Path
         "MAX_JOBS": str(os.cpu_count() or 1),
         **reproducible_env(),
     }
+    if job.index_urls:
+        env["PIP_EXTRA_INDEX_URL"] = env["UV_EXTRA_INDEX_URL"] = " ".join(job.index_urls)
     from buildmatrix.docker.images import passed_env
 
     env.update(passed_env(os.environ))

@@ -57,6 +57,9 @@ class LocalRunner:
         log = job.log_file
         torch_req = f"torch=={cell.torch.requirement_version}"
         links: list[str] = [arg for location in job.find_links for arg in ("--find-links", location)]
+        # uv's default first-index strategy takes torch from the first index that has it: the extra one, never a
+        # look-alike on the registry.
+        links += [arg for url in job.index_urls for arg in ("--extra-index-url", url)]
 
         with steps.step("interpreter"):
             interpreter = self.interpreter(cell)
