@@ -4,7 +4,9 @@ served; released bytes never change; files are world-readable whatever the umask
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -14,8 +16,10 @@ from packaging.version import Version
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.publish import site as site_module
+from buildmatrix.publish.index import page_anchors
+from buildmatrix.publish.page import site_page
 from buildmatrix.publish.site import recover_site, write_site
-from buildmatrix.publish.table import CompatTable, WheelFile, build_table
+from buildmatrix.publish.table import CompatTable, WheelFile, all_choices, build_table
 from buildmatrix.publish.verify import RELEASED
 
 PUBLISHED = {"2.4": {"3.9", "3.10", "3.11"}, "2.13": {"3.11"}}
@@ -206,3 +210,65 @@ def test_a_site_from_before_the_link_layout_is_replaced_and_a_kill_mid_swap_reco
     assert site.is_symlink() and snapshot(site) == real
     assert write_site(table, wheels, site, matrix).published and snapshot(site) == real
     assert len(siblings(site)) == 1 and not site.with_name(f".{site.name}.legacy").exists()
+
+
+def test_a_javascript_wheel_path_never_becomes_a_link(published) -> None:
+    matrix, table, wheels, site = published
+    hostile = "javascript:alert(document.cookie)//torch_emu-0.1.0+torch2.13.drv2-py3-none-any.whl"
+    cells = tuple(
+        dataclasses.replace(c, wheel=dataclasses.replace(c.wheel, path=hostile), log="javascript:alert(1)")
+        if c.id == CELL and c.wheel
+        else c
+        for c in table.cells
+    )
+    hostile_table = dataclasses.replace(table, cells=cells)
+    page = site_page(hostile_table, logs={"javascript:alert(1)"})
+    assert "javascript:" not in page.split('<script id="choices"')[0]
+    hrefs = [a["href"] for a in page_anchors(page)]
+    assert hrefs and all(not h.lower().startswith("javascript") for h in hrefs)
+    report = write_site(hostile_table, wheels, site, matrix)  # and the site refuses it before it goes live
+    assert not report.published and any("javascript:" in p and "starts with a scheme" in p for p in report.problems)
+
+
+def test_every_field_is_escaped_and_the_selector_data_survives_comment_and_script_markup(write_matrix) -> None:
+    matrix = load_matrix(write_matrix())
+    table = table_of(matrix, Path("/nonexistent"), built=())
+    evil = '2.13.0<!--<script>alert(1)</script>"\u2028'
+    releases = tuple(
+        dataclasses.replace(r, version=evil, variant='cpu" onmouseover="x') if r.minor == "2.13" else r
+        for r in table.releases
+    )
+    cells = tuple(
+        dataclasses.replace(c, status="failed", failed_step="<b>smoke</b>", error='"><img src=x>') for c in table.cells
+    )
+    hostile = dataclasses.replace(table, releases=releases, cells=cells)
+    page = site_page(hostile)
+    script = page.split('<script id="choices" type="application/json">')[1].split("</script>")[0]
+    assert "<" not in script and ">" not in script and "\u2028" not in script
+    data = json.loads(script)
+    assert data["choices"] == {
+        f"{c.release}|{c.python}|{c.driver}": {
+            "cell": c.cell,
+            "exact": c.exact,
+            "note": c.note,
+            "index_command": c.index_command,
+            "find_links_command": c.find_links_command,
+        }
+        for c in all_choices(hostile)
+    }
+    assert any(evil in c["note"] for c in data["choices"].values())  # the text itself survives, escaped
+    assert "<script>alert" not in page and "<img" not in page and "<b>smoke" not in page
+    assert 'onmouseover="x' not in page and "&lt;!--" in page
+    # The page parses into exactly the elements we wrote: two scripts, no element from a field.
+    tags = _Tags()
+    tags.feed(page)
+    assert tags.seen.count("script") == 2 and "img" not in tags.seen and "b" not in tags.seen
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.seen.append(tag)

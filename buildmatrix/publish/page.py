@@ -9,10 +9,12 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Collection
+from urllib.parse import quote
 
 from buildmatrix.builder.results import PASSED
 from buildmatrix.publish.markdown import FEATURE_MARKS, NOT_IN_MATRIX
 from buildmatrix.publish.table import NOT_BUILT, CompatCell, CompatTable, all_choices, smoke_summary
+from buildmatrix.util.paths import relative_path_problem
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #1b1f24; }
@@ -49,7 +51,16 @@ update();
 
 
 def _e(text: object) -> str:
+    """Escaped for HTML text and for a double-quoted attribute alike."""
     return html.escape(str(text), quote=True)
+
+
+def site_href(path: str) -> str | None:
+    """A link to a file of the site: only a plain relative path (never a scheme such as javascript:, never outside
+    the site), percent-encoded and escaped for the attribute; None when the path is not one."""
+    if relative_path_problem(path):
+        return None
+    return _e(quote(path, safe="/+"))
 
 
 def _options(select_id: str, label: str, values: list[tuple[str, str]], default: str) -> str:
@@ -94,14 +105,16 @@ def cell_td(cell: CompatCell | None, logs: Collection[str]) -> str:
     parts = []
     if cell.status == PASSED:
         parts.append(f"✓ {_e(smoke_summary(cell.smoke))}")
-        if cell.wheel is not None:
-            parts.append(f'<a class="wheel" href="{_e(cell.wheel.path)}">wheel</a>')
+        href = site_href(cell.wheel.path) if cell.wheel is not None else None
+        if href is not None:
+            parts.append(f'<a class="wheel" href="{href}">wheel</a>')
     else:
         parts.append(f"✗ {_e(cell.failed_step)}")
         if cell.smoke is not None:
             parts.append(_e(smoke_summary(cell.smoke)))
-    if cell.log and cell.log in logs:
-        parts.append(f'<a class="log" href="{_e(cell.log)}">log</a>')
+    log_href = site_href(cell.log) if cell.log and cell.log in logs else None
+    if log_href is not None:
+        parts.append(f'<a class="log" href="{log_href}">log</a>')
     css = "passed" if cell.status == PASSED else "failed"
     title = f' title="{_e(cell.error)}"' if cell.error else ""
     return f'<td class="{css}" id="{_e(cell.id)}"{title}>' + " · ".join(parts) + "</td>"
@@ -134,8 +147,9 @@ def features_html(table: CompatTable) -> str:
 
 def index_links(pages: Collection[str]) -> str:
     items = [
-        f'<li><a href="{_e(p.removesuffix("index.html"))}">{_e(p.removesuffix("index.html"))}</a></li>'
+        f'<li><a href="{href}/">{_e(p.removesuffix("/index.html"))}/</a></li>'
         for p in sorted(pages)
+        if (href := site_href(p.removesuffix("/index.html"))) is not None
     ]
     items.append('<li><a href="compatibility.json">compatibility.json</a></li>')
     return '<ul id="links">' + "".join(items) + "</ul>"
@@ -153,7 +167,21 @@ def choices_json(table: CompatTable) -> str:
         for c in all_choices(table)
     }
     text = json.dumps({"site_url": table.site_url.rstrip("/"), "choices": choices}, sort_keys=True, ensure_ascii=False)
-    return text.replace("</", "<\\/")  # never closes the script element early
+    return script_json(text)
+
+
+def script_json(text: str) -> str:
+    """JSON safe inside a <script> element: no '<' (so no </script> or <!-- that changes how HTML parses the
+    element), no '>' or '&', no line separators; the JSON parser reads the escapes back as the same characters."""
+    for char, escape in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
+        text = text.replace(char, escape)
+    return text
 
 
 def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Collection[str] = ()) -> str:
