@@ -1,12 +1,14 @@
 """Builds the torch-emu wheel against the torch and emu-driver installed in this environment.
 
 The wheel's version carries both as a PEP 440 local label (0.1.0+torch2.13.drv2), its
-Requires-Dist pins torch to that minor and emu-driver to that API major, and
+Requires-Dist pins torch to that release line (torch==2.13.*, which vendor builds such as
+2.13.0a0+nv25.01 satisfy too, while >=2.13,<2.14 would not) and emu-driver to that API major, and
 torch_emu/_build_info.py records what it was built against for the import-time guard.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import sys
 from pathlib import Path
@@ -36,6 +38,7 @@ TORCH_VARIANT = {variant!r}
 CXX11_ABI = {cxx11_abi!r}
 DRIVER_API = {f"{driver_major}.{driver_minor}"!r}
 DRIVER_API_MAJOR = {driver_major!r}
+DRIVER_VERSION = {importlib.metadata.version("emu-driver")!r}
 PYTHON = {f"{sys.version_info.major}.{sys.version_info.minor}"!r}
 '''
 (HERE / "torch_emu" / "_build_info.py").write_text(BUILD_INFO)
@@ -62,8 +65,8 @@ setup(
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
     python_requires=">=3.8",
     install_requires=[
-        f"torch>={torch_minor},<{torch_version.major}.{torch_version.minor + 1}",
-        f"emu-driver>={driver_major},<{driver_major + 1}",
+        f"torch=={torch_minor}.*",
+        f"emu-driver>={driver_major}.{driver_minor},<{driver_major + 1}",
     ],
     entry_points={"torch.backends": ["torch_emu = torch_emu_autoload:load"]},
     zip_safe=False,

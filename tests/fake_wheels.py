@@ -17,11 +17,13 @@ def make_wheel(
     directory: Path,
     name: str,
     version: str,
+    *,
     tag: str = "py3-none-any",
     requires: Sequence[str] = (),
     requires_python: str = ">=3.8",
+    extra_files: dict[str, str] | None = None,
 ) -> Path:
-    """A valid, installable wheel with one module and a METADATA listing `requires`."""
+    """A valid, installable wheel with one module (plus `extra_files`, by path) and a METADATA listing `requires`."""
     stem = name.replace("-", "_")
     dist_info = f"{stem}-{version}.dist-info"
     metadata = "".join(
@@ -35,6 +37,7 @@ def make_wheel(
     )
     files = {
         f"{stem}/__init__.py": f"VERSION = {version!r}\n",
+        **(extra_files or {}),
         f"{dist_info}/METADATA": metadata,
         f"{dist_info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: fake_wheels\nRoot-Is-Purelib: true\nTag: {tag}\n",
     }
@@ -71,6 +74,7 @@ def record(wheels_dir: Path, wheel: Path) -> WheelRecord:
 def cell_result(
     cell: Cell,
     status: str = "passed",
+    *,
     wheels_dir: Path | None = None,
     plugin_requires: Sequence[str] = (),
     features: dict[str, str] | None = None,
@@ -102,7 +106,9 @@ def cell_result(
             driver = make_wheel(wheels_dir / "driver", "emu-driver", f"{cell.driver.api}.0")
             version = f"0.1.0+{cell.local_version_label}"
             requires = [f"emu-driver>={cell.driver.major},<{cell.driver.major + 1}", *plugin_requires]
-            plugin = make_wheel(wheels_dir / f"torch{cell.torch.minor}", "torch-emu", version, tag, requires)
+            plugin = make_wheel(
+                wheels_dir / f"torch{cell.torch.minor}", "torch-emu", version, tag=tag, requires=requires
+            )
             result.wheel = record(wheels_dir, plugin)
             result.driver_wheel = record(wheels_dir, driver)
     return result

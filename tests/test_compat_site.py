@@ -1,7 +1,8 @@
 """The generated site served over HTTP: real pip and uv installs from it, and the install page in headless Chromium.
 
 Honest about the fakes: the plugin wheels here are tiny stand-ins with the real names, versions and tags, and the
-real `emu-driver` requirement; instead of `torch` they require `emu-fake-torch` (served by a local stand-in for the default index), so
+real `emu-driver` requirement; instead of `torch` they require `emu-fake-torch` (served by a local stand-in for the
+default index), so
 that no test ever downloads torch. The site, its index pages, the .metadata files and the commands are the real ones.
 """
 
@@ -63,7 +64,7 @@ def served(write_matrix, tmp_path: Path) -> Iterator[Served]:
     results = []
     for cell in cells:
         if cell.driver.major == 2 and f"torch{cell.torch.minor}-{cell.torch.variant}" in BUILT:
-            pin = f"emu-fake-torch>={cell.torch.minor},<{cell.torch.version.major}.{cell.torch.version.minor + 1}"
+            pin = f"emu-fake-torch=={cell.torch.minor}.*"
             results.append(
                 cell_result(
                     cell,
@@ -123,7 +124,7 @@ def run_install(command: str, python: Path, env: dict[str, str], tool: str) -> s
     prefix = (
         [str(python), "-m", "pip", "install"] if tool == "pip" else ["uv", "pip", "install", "--python", str(python)]
     )
-    return subprocess.run([*prefix, *words[2:]], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run([*prefix, *words[2:]], check=False, capture_output=True, text=True, env=env, timeout=300)
 
 
 def installed(python: Path) -> dict[str, str]:

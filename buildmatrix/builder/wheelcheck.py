@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
@@ -53,13 +54,10 @@ def check_plugin_wheel(wheel: Path, cell: Cell, distribution: str, driver_distri
     requirements = [Requirement(r) for r in read_metadata(wheel).get("Requires-Dist", [])]
     by_name = {canonicalize_name(r.name): r for r in requirements}
     torch_req = by_name.get(canonicalize_name("torch"))
-    next_minor = Version(f"{cell.torch.version.major}.{cell.torch.version.minor + 1}")
-    if (
-        torch_req is None
-        or not torch_req.specifier.contains(cell.torch.version)
-        or torch_req.specifier.contains(next_minor)
-    ):
-        problems.append(f"Requires-Dist for torch is '{torch_req}', expected a pin to {cell.torch.minor}.*")
+    # A release-line pin, not a range: vendor builds (2.4.0a0+nv24.07) satisfy ==2.4.* but not >=2.4,<2.5.
+    line_pin = SpecifierSet(f"=={cell.torch.minor}.*")
+    if torch_req is None or torch_req.specifier != line_pin or torch_req.marker is not None:
+        problems.append(f"Requires-Dist for torch is '{torch_req}', expected 'torch{line_pin}'")
     driver_req = by_name.get(canonicalize_name(driver_distribution))
     next_major = Version(f"{cell.driver.major + 1}")
     if (
@@ -86,7 +84,7 @@ def check_plugin_wheel(wheel: Path, cell: Cell, distribution: str, driver_distri
 
 def _dynamic_symbols(library: Path, undefined: bool) -> set[str]:
     flag = "--undefined-only" if undefined else "--defined-only"
-    out = subprocess.run(["nm", "-D", flag, str(library)], capture_output=True, text=True)
+    out = subprocess.run(["nm", "-D", flag, str(library)], check=False, capture_output=True, text=True)
     if out.returncode != 0:
         raise StepFailed("check", f"nm failed on {library}: {out.stderr.strip()}")
     symbols = set()

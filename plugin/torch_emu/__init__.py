@@ -19,5 +19,10 @@ else:
     LOAD_ERROR = None
 
 if LOAD_ERROR is None:
-    from torch_emu._load import *  # noqa: F403
-    from torch_emu._load import __all__, __version__  # noqa: F401
+    try:
+        from torch_emu._load import *  # noqa: F403
+        from torch_emu._load import __all__, __version__  # noqa: F401
+    except Exception as _exc:  # a damaged driver library or extension: the doctor reports it, an import raises it
+        if not _running_doctor():
+            raise
+        LOAD_ERROR = _exc

@@ -1,67 +1,122 @@
 """The import-time guard: checks torch and the driver against what this wheel was built for.
 
 It runs before the compiled extension is loaded, because with the wrong torch loading
-the extension itself fails (undefined symbol, or worse). Pure Python, no torch_emu._C.
+the extension itself fails (undefined symbol, or worse). Pure Python, no torch_emu._C, no
+third-party imports: it must work in any environment, including one without torch.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 PROJECT = "torch-emu"
+DRIVER_PROJECT = "emu-driver"
+SITE_PLACEHOLDER = "<site>"
+_RELEASE_LINE = re.compile(r"\s*v?(\d+)\.(\d+)")
 
 
 @dataclass(frozen=True)
 class Installed:
-    torch_version: str
+    torch_version: str | None  # None: torch does not import (torch_error says why)
     torch_cxx11_abi: bool | None
-    driver_api: tuple[int, int] | None  # None: the emu-driver wheel is missing
+    driver_api: tuple[int, int] | None  # None: emu-driver is missing, or unreadable (driver_error says why)
     python: str
+    torch_error: str = ""
+    driver_error: str = ""
 
 
-def _minor(version: str) -> tuple[int, int]:
-    parts = version.split("+", maxsplit=1)[0].split(".")
-    return int(parts[0]), int(parts[1])
+def release_line(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a torch version, the way the wheel's `torch==X.Y.*` pin reads it.
+
+    Vendor builds count as their release line: 2.4.0a0+nv24.07 and 2.4.1+cu121 are both (2, 4).
+    None when the string names no release at all.
+    """
+    match = _RELEASE_LINE.match(version)
+    return (int(match[1]), int(match[2])) if match else None
 
 
-def wheel_hint(plugin_version: str, torch_version: str, driver_major: int) -> str:
-    base = plugin_version.split("+", maxsplit=1)[0]
-    major, minor = _minor(torch_version)
-    return f"pip install '{PROJECT}=={base}+torch{major}.{minor}.drv{driver_major}'"
+def site_of(build: dict) -> str:
+    return str(build.get("SITE_URL") or SITE_PLACEHOLDER).rstrip("/")
 
 
-def problems(build: dict, installed: Installed) -> list:
-    """What does not match, each as one sentence naming what is installed, what is needed and the fix."""
-    found = []
-    built_minor = _minor(build["TORCH_VERSION"])
-    if _minor(installed.torch_version) != built_minor:
-        found.append(
-            f"this torch_emu ({build['PLUGIN_VERSION']}) was built for torch {built_minor[0]}.{built_minor[1]}.x, "
+def index_command(line: tuple[int, int], site: str = SITE_PLACEHOLDER) -> str:
+    """The per-torch-release index: it holds only that release's wheels, so pip and uv pick the one for
+    the running Python and keep the installed torch. It names no wheel, so it never names one that is missing."""
+    return f"pip install {PROJECT} --extra-index-url {site}/torch{line[0]}.{line[1]}/simple/"
+
+
+def driver_command(build: dict, site: str) -> str:
+    """The driver wheel this torch_emu was built and tested with (it is on this release's index)."""
+    line = release_line(build["TORCH_VERSION"]) or (0, 0)
+    version = build.get("DRIVER_VERSION")
+    major = int(build["DRIVER_API_MAJOR"])
+    pin = f"=={version}" if version else f">={build['DRIVER_API']},<{major + 1}"
+    return f"pip install '{DRIVER_PROJECT}{pin}' --extra-index-url {site}/torch{line[0]}.{line[1]}/simple/"
+
+
+def _torch_problems(build: dict, installed: Installed, site: str) -> list:
+    built = release_line(build["TORCH_VERSION"]) or (0, 0)
+    built_text = f"{built[0]}.{built[1]}"
+    if installed.torch_version is None:
+        why = f" ({installed.torch_error})" if installed.torch_error else ""
+        return [
+            f"torch does not import{why}: this torch_emu ({build['PLUGIN_VERSION']}) was built for torch "
+            f"{build['TORCH_VERSION']}; install torch {built_text}.* first (pip install 'torch=={built_text}.*')"
+        ]
+    have = release_line(installed.torch_version)
+    if have is None:
+        return [
+            f"torch reports the version {installed.torch_version!r}, which names no release line; this torch_emu "
+            f"was built for torch {built_text}.*: install torch {built_text}.* (pip install 'torch=={built_text}.*')"
+        ]
+    if have != built:
+        return [
+            f"this torch_emu ({build['PLUGIN_VERSION']}) was built for torch {built_text}.x, "
             f"but torch {installed.torch_version} is installed. Install the torch_emu wheel built for your torch: "
-            f"{wheel_hint(build['PLUGIN_VERSION'], installed.torch_version, build['DRIVER_API_MAJOR'])} "
-            f"(or install torch {built_minor[0]}.{built_minor[1]}.*)"
-        )
-    elif installed.torch_cxx11_abi is not None and installed.torch_cxx11_abi != build["CXX11_ABI"]:
-        found.append(
+            f"{index_command(have, site)} (or install torch {built_text}.*)"
+        ]
+    if installed.torch_cxx11_abi is not None and installed.torch_cxx11_abi != build["CXX11_ABI"]:
+        return [
             f"this torch_emu was built against a torch with _GLIBCXX_USE_CXX11_ABI={int(build['CXX11_ABI'])}, "
             f"but the installed torch {installed.torch_version} uses {int(installed.torch_cxx11_abi)}: "
             f"install the torch build published for this wheel ({build['TORCH_VERSION']})"
-        )
-    need = tuple(int(x) for x in build["DRIVER_API"].split("."))
+        ]
+    return []
+
+
+def _driver_problems(build: dict, installed: Installed, site: str) -> list:
+    need = tuple(int(x) for x in str(build["DRIVER_API"]).split("."))
+    fix = driver_command(build, site)
+    if installed.driver_api is None and installed.driver_error:
+        return [
+            f"emu-driver is installed but unreadable ({installed.driver_error}): reinstall it: {fix} --force-reinstall"
+        ]
     if installed.driver_api is None:
-        found.append(
+        return [
             f"the emu driver runtime is not installed: this torch_emu needs emu-driver {need[0]}.x "
-            f"(API {build['DRIVER_API']} or newer within {need[0]}.x): pip install 'emu-driver>={build['DRIVER_API']},<{need[0] + 1}'"
-        )
-    elif installed.driver_api[0] != need[0] or installed.driver_api < need:
-        have = f"{installed.driver_api[0]}.{installed.driver_api[1]}"
-        found.append(
-            f"this torch_emu needs emu driver API {need[0]}.x (>= {build['DRIVER_API']}), but emu-driver {have} is installed: "
-            f"pip install 'emu-driver>={build['DRIVER_API']},<{need[0] + 1}', or install the torch_emu wheel for driver "
-            f"{installed.driver_api[0]}: {wheel_hint(build['PLUGIN_VERSION'], installed.torch_version, installed.driver_api[0])}"
-        )
-    return found
+            f"(API {build['DRIVER_API']} or newer within {need[0]}.x): {fix}"
+        ]
+    have = f"{installed.driver_api[0]}.{installed.driver_api[1]}"
+    if installed.driver_api[0] != need[0]:
+        return [
+            f"this torch_emu needs emu driver API {need[0]}.x (>= {build['DRIVER_API']}), but emu-driver {have} "
+            f"is installed, an API it was not built for: install the driver it was built with: {fix}"
+        ]
+    if installed.driver_api < need:
+        return [
+            f"this torch_emu needs emu driver API >= {build['DRIVER_API']}, but emu-driver {have} is installed: "
+            f"upgrade the driver: {fix}"
+        ]
+    return []
+
+
+def problems(build: dict, installed: Installed, site: str | None = None) -> list:
+    """What does not match, each as one sentence naming what is installed, what is needed and the fix."""
+    where = site_of(build) if site is None else site.rstrip("/")
+    return _torch_problems(build, installed, where) + _driver_problems(build, installed, where)
 
 
 def running_doctor() -> bool:
@@ -69,26 +124,41 @@ def running_doctor() -> bool:
     argv = getattr(sys, "orig_argv", None)
     if argv is None:
         try:
-            with open("/proc/self/cmdline", "rb") as handle:
-                argv = [a.decode(errors="replace") for a in handle.read().split(b"\0")]
+            raw = Path("/proc/self/cmdline").read_bytes()
+            argv = [a.decode(errors="replace") for a in raw.split(b"\0")]
         except OSError:
             argv = sys.argv
     return "torch_emu.doctor" in argv
 
 
-def installed_now() -> Installed:
-    import torch
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
-    abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
+
+def installed_now() -> Installed:
+    """What this environment has; never raises (a torch or driver that fails to import is reported, not raised)."""
+    python = "{}.{}".format(*sys.version_info[:2])
+    try:
+        import torch
+    except Exception as exc:  # ImportError, or OSError from a damaged CUDA library: either way, no torch
+        torch_version, abi, torch_error = None, None, _first_line(exc)
+    else:
+        torch_version, torch_error = str(getattr(torch, "__version__", "")), ""
+        flag = getattr(getattr(torch, "_C", None), "_GLIBCXX_USE_CXX11_ABI", None)
+        abi = None if flag is None else bool(flag)
+    driver: tuple[int, int] | None = None
+    driver_error = ""
     try:
         from emu_driver import API_VERSION
-    except ImportError:
-        driver = None
-    else:
+
         driver = (int(API_VERSION[0]), int(API_VERSION[1]))
-    return Installed(
-        torch.__version__, None if abi is None else bool(abi), driver, "{}.{}".format(*sys.version_info[:2])
-    )
+    except ModuleNotFoundError as exc:
+        if exc.name != "emu_driver":
+            driver_error = _first_line(exc)  # the package is there but part of it is missing
+    except Exception as exc:
+        driver_error = _first_line(exc)
+    return Installed(torch_version, abi, driver, python, torch_error, driver_error)
 
 
 def check(build: dict) -> None:

@@ -1,45 +1,83 @@
-"""`python -m torch_emu.doctor`: what is installed, what this torch_emu was built for, and a verdict with the fix.
+"""`python -m torch_emu.doctor [--site URL]`: what is installed, what torch_emu was built for, a verdict and the fix.
 
-Runs even when `import torch_emu` would fail (wrong torch, missing driver): that is when it is needed.
-Exit status 0 when everything matches, 1 otherwise.
+Runs even when `import torch_emu` would fail (no torch, wrong torch, missing or damaged driver): that is when it is
+needed, so every environment gets a verdict and nothing here raises. Every command it prints installs from the
+per-torch-release index, which holds only wheels that were built and tested; it never names a plugin wheel that
+might not exist for this Python. Exit status 0 when everything matches, 1 otherwise.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 
-import torch_emu
-from torch_emu import _build_info
-from torch_emu._guard import installed_now, problems
+from torch_emu._guard import _first_line, driver_command, index_command, installed_now, problems, release_line, site_of
 
 
-def report() -> tuple:
-    build = {k: v for k, v in vars(_build_info).items() if k.isupper()}
+def _build_facts() -> dict:
+    from torch_emu import _build_info
+
+    return {k: v for k, v in vars(_build_info).items() if k.isupper()}
+
+
+def _load_error() -> BaseException | None:
+    import torch_emu
+
+    return getattr(torch_emu, "LOAD_ERROR", None)
+
+
+def _first_computation() -> tuple[list[str], list[str]]:
+    """Device lines and problems of a first computation on emu (only called when the extension loaded)."""
+    import torch
+
+    count = torch.emu.device_count()
+    names = {torch.emu.get_device_name(i) for i in range(count)}
+    memory = torch.emu.get_device_properties(0).total_memory >> 20 if count else 0
+    lines = [f"  devices     {count} x {', '.join(sorted(names))}, {memory} MiB each"]
+    try:
+        ok = torch.ones(4, device="emu").add(1).sum().item() == 8.0
+    except Exception as exc:  # the runtime itself is broken: say so
+        return lines, [f"a first computation on emu failed: {_first_line(exc)}"]
+    return lines, [] if ok else ["a first computation on emu gave a wrong result"]
+
+
+def report(site: str | None = None) -> tuple[str, bool]:
+    build = _build_facts()
+    where = site_of(build) if site is None else site.rstrip("/")
     now = installed_now()
+    if now.torch_version is None:
+        torch_line = f"not importable ({now.torch_error})"
+    else:
+        abi = "" if now.torch_cxx11_abi is None else f" (C++11 ABI {int(now.torch_cxx11_abi)})"
+        torch_line = now.torch_version + abi
+    if now.driver_api is not None:
+        driver_line = "API {}.{}".format(*now.driver_api)
+    else:
+        driver_line = f"unreadable ({now.driver_error})" if now.driver_error else "not installed"
     lines = [
         "torch_emu doctor",
         f"  python      {sys.version.split()[0]} ({sys.executable})",
-        f"  torch       {now.torch_version}"
-        + ("" if now.torch_cxx11_abi is None else f" (C++11 ABI {int(now.torch_cxx11_abi)})"),
-        "  emu-driver  " + ("not installed" if now.driver_api is None else "API {}.{}".format(*now.driver_api)),
-        f"  torch_emu   {build['PLUGIN_VERSION']}: built for torch {build['TORCH_VERSION']} ({build['TORCH_VARIANT']}, "
-        f"C++11 ABI {int(build['CXX11_ABI'])}), driver API {build['DRIVER_API']}, Python {build['PYTHON']}",
+        f"  torch       {torch_line}",
+        f"  emu-driver  {driver_line}",
+        f"  torch_emu   {build.get('PLUGIN_VERSION')}: built for torch {build.get('TORCH_VERSION')} "
+        f"({build.get('TORCH_VARIANT')}, C++11 ABI {int(bool(build.get('CXX11_ABI')))}), "
+        f"driver API {build.get('DRIVER_API')}, Python {build.get('PYTHON')}",
     ]
-    found = problems(build, now)
-    if torch_emu.LOAD_ERROR is None and not found:
-        import torch
-
-        count = torch.emu.device_count()
-        names = {torch.emu.get_device_name(i) for i in range(count)}
-        memory = torch.emu.get_device_properties(0).total_memory >> 20 if count else 0
-        lines.append(f"  devices     {count} x {', '.join(sorted(names))}, {memory} MiB each")
-        try:
-            ok = torch.ones(4, device="emu").add(1).sum().item() == 8.0
-        except RuntimeError as exc:  # the runtime itself is broken: say so
-            found.append(f"a first computation on emu failed: {exc}")
-        else:
-            if not ok:
-                found.append("a first computation on emu gave a wrong result")
+    line = release_line(now.torch_version) if now.torch_version else None
+    if line is not None:
+        lines.append(f"  for torch {line[0]}.{line[1]}: {index_command(line, where)}")
+    found = problems(build, now, where)
+    error = _load_error()
+    if not found and error is not None:
+        found.append(
+            f"the torch_emu extension failed to load ({_first_line(error)}): reinstall the driver it was built with "
+            f"({driver_command(build, where)} --force-reinstall), then torch_emu"
+        )
+    if not found:
+        devices, failed = _first_computation()
+        lines += devices
+        found += failed
     if found:
         lines.append("verdict: PROBLEM")
         lines.extend(f"  - {problem}" for problem in found)
@@ -48,8 +86,18 @@ def report() -> tuple:
     return "\n".join(lines), not found
 
 
-def main() -> int:
-    text, ok = report()
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torch_emu.doctor", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--site",
+        default=os.environ.get("TORCH_EMU_SITE"),
+        help="URL of the wheel site, filled into the commands (default: $TORCH_EMU_SITE, else <site>)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        text, ok = report(args.site)
+    except Exception as exc:  # last resort: a verdict, never a traceback
+        text, ok = f"torch_emu doctor\nverdict: PROBLEM\n  - the doctor could not finish: {_first_line(exc)}", False
     print(text)
     return 0 if ok else 1
 

@@ -1,0 +1,175 @@
+"""The plugin's import guard and `python -m torch_emu.doctor`, on the plugin's real Python sources with stand-in torch
+and emu-driver packages: every environment gets a verdict, never a traceback, and no printed command names a plugin
+wheel that might not exist. The same checks against a real built wheel run in the smoke suite (plugin/tests)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from conftest import REPO
+
+PLUGIN = REPO / "plugin" / "torch_emu"
+BUILD_INFO = """\
+PLUGIN_VERSION = '0.1.0+torch2.4.drv2'
+TORCH_VERSION = '2.4.1'
+TORCH_MINOR = '2.4'
+TORCH_VARIANT = 'cuda'
+CXX11_ABI = False
+DRIVER_API = '2.1'
+DRIVER_API_MAJOR = 2
+DRIVER_VERSION = '2.1.0'
+PYTHON = '3.11'
+"""
+
+
+def load_guard() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("torch_emu_guard_under_test", PLUGIN / "_guard.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+guard = load_guard()
+BUILD = {k: ast.literal_eval(v) for k, v in (line.split(" = ", 1) for line in BUILD_INFO.splitlines())}
+
+
+@pytest.mark.parametrize(
+    ("version", "line"),
+    [
+        ("2.4.1", (2, 4)),
+        ("2.4.1+cu121", (2, 4)),
+        ("2.4.0a0+nv24.07", (2, 4)),
+        ("2.4.0a0+git3f2e1a4", (2, 4)),
+        ("2.10.0.dev20250101+cpu", (2, 10)),
+        ("garbage", None),
+        ("", None),
+    ],
+)
+def test_release_line_reads_vendor_builds_like_the_pin(version: str, line: tuple[int, int] | None) -> None:
+    assert guard.release_line(version) == line
+    if line is not None:  # the wheel's Requires-Dist and the guard agree
+        assert SpecifierSet(f"=={line[0]}.{line[1]}.*").contains(Version(version), prereleases=True)
+
+
+def test_vendor_torch_build_passes_the_guard_and_a_range_pin_would_not() -> None:
+    vendor = "2.4.0a0+nv24.07"
+    assert guard.problems(BUILD, guard.Installed(vendor, False, (2, 1), "3.11")) == []
+    assert Version(vendor) not in SpecifierSet(">=2.4,<2.5")  # why the wheels pin torch==2.4.* instead
+
+
+def test_other_torch_gets_the_index_of_its_release_not_a_guessed_wheel() -> None:
+    [problem] = guard.problems(BUILD, guard.Installed("2.12.1+cu126", False, (2, 1), "3.11"), "https://x.test/emu/")
+    assert "built for torch 2.4.x, but torch 2.12.1+cu126 is installed" in problem
+    assert "pip install torch-emu --extra-index-url https://x.test/emu/torch2.12/simple/" in problem
+    assert "==" not in problem.split("torch-emu", 1)[1].split("(or", 1)[0]
+
+
+def test_old_driver_api_of_the_same_major_asks_for_the_driver_only() -> None:
+    [problem] = guard.problems(BUILD, guard.Installed("2.4.1", False, (2, 0), "3.11"))
+    assert "emu-driver 2.0 is installed" in problem and "upgrade the driver" in problem
+    assert "pip install 'emu-driver==2.1.0' --extra-index-url <site>/torch2.4/simple/" in problem
+    assert "torch-emu" not in problem  # the torch_emu wheel for driver 2 is the one already installed
+
+
+def test_unknown_driver_api_asks_for_the_driver_it_was_built_with() -> None:
+    [problem] = guard.problems(BUILD, guard.Installed("2.4.1", False, (7, 3), "3.11"))
+    assert "emu-driver 7.3 is installed, an API it was not built for" in problem
+    assert "'emu-driver==2.1.0'" in problem
+
+
+def test_no_torch_and_no_driver_are_each_a_sentence() -> None:
+    found = guard.problems(BUILD, guard.Installed(None, None, None, "3.11", torch_error="ModuleNotFoundError: torch"))
+    assert len(found) == 2
+    assert found[0].startswith("torch does not import (ModuleNotFoundError: torch)")
+    assert "pip install 'torch==2.4.*'" in found[0]
+    assert "the emu driver runtime is not installed" in found[1]
+
+
+# --- `python -m torch_emu.doctor` in real interpreters, on the plugin's sources with stand-ins ---------------------
+
+
+def fake_install(root: Path, torch: str | None, driver: str | None) -> Path:
+    """site/ with torch_emu (real sources, the build facts above, no compiled _C), and stand-in torch and emu_driver.
+
+    torch: a version, 'broken' (import raises OSError like a missing CUDA library), or None (absent).
+    driver: 'MAJOR, MINOR', 'unreadable' (the package without its _version module), or None (absent).
+    """
+    site = root / "site"
+    package = site / "torch_emu"
+    shutil.copytree(PLUGIN, package, ignore=shutil.ignore_patterns("__pycache__", "_build_info.py", "_C*"))
+    (package / "_build_info.py").write_text(BUILD_INFO)
+    if torch is not None:
+        (site / "torch").mkdir()
+        body = (
+            "raise OSError('libcublas.so.12: cannot open shared object file')\n"
+            if torch == "broken"
+            else f"__version__ = {torch!r}\nclass _C:\n    _GLIBCXX_USE_CXX11_ABI = False\n"
+        )
+        (site / "torch" / "__init__.py").write_text(body)
+    if driver is not None:
+        (site / "emu_driver").mkdir()
+        (site / "emu_driver" / "__init__.py").write_text("from emu_driver._version import API_VERSION\n")
+        if driver != "unreadable":
+            (site / "emu_driver" / "_version.py").write_text(f"API_VERSION = ({driver})\n")
+    return site
+
+
+def doctor(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m torch_emu.doctor` as a user runs it; -S keeps site-packages (and any real torch) out."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TORCH_EMU"))}
+    env["PYTHONPATH"] = str(site)
+    return subprocess.run(
+        [sys.executable, "-S", "-m", "torch_emu.doctor", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("torch", "driver", "expected"),
+    [
+        (None, "2, 1", "torch does not import (ModuleNotFoundError: No module named 'torch')"),
+        ("broken", "2, 1", "torch does not import (OSError: libcublas.so.12: cannot open shared object file)"),
+        ("2.4.1", None, "the emu driver runtime is not installed"),
+        ("2.4.1", "unreadable", "emu-driver is installed but unreadable (ModuleNotFoundError"),
+        ("2.4.1", "2, 0", "upgrade the driver: pip install 'emu-driver==2.1.0'"),
+        ("2.4.1", "3, 0", "emu-driver 3.0 is installed, an API it was not built for"),
+        ("2.12.1", "2, 1", "pip install torch-emu --extra-index-url <site>/torch2.12/simple/"),
+        # Guard passes (vendor torch of the right line, right driver), but the extension cannot load.
+        ("2.4.0a0+nv24.07", "2, 1", "the torch_emu extension failed to load"),
+    ],
+)
+def test_doctor_gives_every_environment_a_verdict(
+    tmp_path: Path, torch: str | None, driver: str | None, expected: str
+) -> None:
+    done = doctor(fake_install(tmp_path, torch, driver))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and done.stderr == "", done.stderr
+    assert "verdict: PROBLEM" in done.stdout and expected in done.stdout, done.stdout
+    for line in done.stdout.splitlines():
+        if "pip install" in line:  # never an exact plugin pin: the index picks a wheel that exists for this Python
+            assert "torch-emu==" not in line and "'torch-emu" not in line, line
+
+
+def test_doctor_fills_in_the_site_and_the_users_torch(tmp_path: Path) -> None:
+    done = doctor(fake_install(tmp_path, "2.12.1", "2, 1"), "--site", "https://wheels.example/emu/")
+    assert "  for torch 2.12: pip install torch-emu --extra-index-url https://wheels.example/emu/torch2.12/simple/" in (
+        done.stdout
+    ), done.stdout
+    assert "<site>" not in done.stdout
