@@ -29,10 +29,12 @@ INTERFACES: tuple[tuple[str, str], ...] = (
     ("csrc/runtime/EmuAllocator.cpp", "Allocator (c10/core/Allocator.h)"),
     ("csrc/runtime/EmuEvent.cpp", "events (driver and c10::Event)"),
     ("csrc/runtime/EmuStream.cpp", "streams (c10::Stream)"),
+    ("csrc/runtime/EmuLaunch.", "streams (c10::Stream)"),
+    ("csrc/runtime/EmuStorage.cpp", "Allocator (c10/core/Allocator.h)"),
     ("csrc/amp/", "autocast (ATen/autocast_mode.h)"),
     ("csrc/aten/", "ATen kernels and dispatcher registration"),
     ("csrc/EmuModule.cpp", "Python bindings (pybind11, torch/csrc)"),
-    ("csrc/Compat.h", "the plugin's compat header"),
+    ("csrc/TorchCompat.h", "the plugin's torch-version shim header"),
 )
 
 # What kind of break a compiler message means, in the words a shim author needs.

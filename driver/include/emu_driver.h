@@ -57,8 +57,15 @@ EMU_API const char* emuGetLastErrorMessage(void);
 EMU_API emuError_t emuDriverGetVersion(int* version);
 
 /* ---- devices ------------------------------------------------------------ */
-/* Device count comes from EMU_DEVICE_COUNT (default 2, 1..16); memory per
- * device from EMU_DEVICE_MEMORY_MB (default 4096). Read once, at first use. */
+/* Device count comes from EMU_DEVICE_COUNT (default 2, 1..EMU_MAX_DEVICES); memory
+ * per device from EMU_DEVICE_MEMORY_MB (default 4096). Read once, at first use. */
+
+/* The most devices a runtime can have, so the bound of every device index. Public
+ * so that code above the driver (the torch plugin) sizes its per-device tables with
+ * the driver's own limit, as c10 does with C10_COMPILE_TIME_MAX_GPUS for CUDA,
+ * instead of repeating the number and drifting from it. */
+#define EMU_MAX_DEVICES 16
+
 typedef struct emuDeviceProp {
   char name[64];          /* "Emu Accelerator E2 (API 2.1)" */
   size_t totalGlobalMem;  /* bytes */

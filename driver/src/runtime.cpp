@@ -15,7 +15,6 @@ namespace emu {
 
 namespace {
 
-constexpr int kMaxDevices = 16;
 constexpr size_t kMiB = size_t(1) << 20;
 
 Runtime* g_runtime = nullptr;  // set once by start(); never freed (process lifetime)
@@ -67,9 +66,10 @@ void start() {
   long count = 2, megabytes = 4096;
   const char* count_env = std::getenv("EMU_DEVICE_COUNT");
   const char* mem_env = std::getenv("EMU_DEVICE_MEMORY_MB");
-  if (count_env != nullptr && !parse_int(count_env, 1, kMaxDevices, &count)) {
+  if (count_env != nullptr && !parse_int(count_env, 1, EMU_MAX_DEVICES, &count)) {
     g_start_error = emuErrorInitialization;
-    g_start_message = std::string("EMU_DEVICE_COUNT='") + count_env + "' is not an integer in 1..16";
+    g_start_message = std::string("EMU_DEVICE_COUNT='") + count_env + "' is not an integer in 1.." +
+                      std::to_string(EMU_MAX_DEVICES);
     return;
   }
   if (mem_env != nullptr && !parse_int(mem_env, 1, 1 << 20, &megabytes)) {

@@ -133,6 +133,24 @@ def test_device_count_from_environment(driver_lib: tuple[Path, tuple[int, int]])
     assert bad.stdout.startswith(f"{INITIALIZATION} EMU_DEVICE_COUNT='99'"), bad.stdout + bad.stderr
 
 
+def max_devices() -> int:
+    """EMU_MAX_DEVICES as the public header defines it (the plugin sizes its per-device tables with it)."""
+    found = re.search(r"^#define EMU_MAX_DEVICES (\d+)$", (DRIVER / "include" / "emu_driver.h").read_text(), re.M)
+    assert found, "emu_driver.h no longer defines EMU_MAX_DEVICES"
+    return int(found[1])
+
+
+def test_device_count_limit_is_the_header_constant(driver_lib: tuple[Path, tuple[int, int]]) -> None:
+    limit = max_devices()
+    count = "c = ctypes.c_int(); print(d.code('emuGetDeviceCount', ctypes.byref(c)), c.value, "
+    count += "d.lib.emuGetLastErrorMessage().decode())"
+    most = run_script(driver_lib[0], count, EMU_DEVICE_COUNT=str(limit), EMU_DEVICE_MEMORY_MB="1")
+    assert most.stdout.split()[:2] == ["0", str(limit)], most.stdout + most.stderr
+    over = run_script(driver_lib[0], count, EMU_DEVICE_COUNT=str(limit + 1), EMU_DEVICE_MEMORY_MB="1")
+    assert over.stdout.startswith(f"{INITIALIZATION} 0 EMU_DEVICE_COUNT='{limit + 1}'"), over.stdout + over.stderr
+    assert over.stdout.rstrip().endswith(f"is not an integer in 1..{limit}"), over.stdout
+
+
 def test_round_trip_memset_and_copies_across_devices(drv: Driver) -> None:
     a = drv.malloc(1000)
     assert a % 256 == 0

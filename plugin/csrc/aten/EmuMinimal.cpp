@@ -17,9 +17,9 @@
 #include <mutex>
 
 #include "../runtime/EmuAllocator.h"
+#include "../runtime/EmuStorage.h"
 #include "Fallback.h"
 #include "Launch.h"
-#include "Storage.h"
 
 namespace torch_emu {
 
@@ -178,26 +178,6 @@ std::map<std::string, int64_t> fallback_counts() {
 void reset_fallback_counts() {
   std::lock_guard<std::mutex> lock(counts().mu);
   counts().counts.clear();
-}
-
-void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes) {
-  TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
-  const c10::DeviceIndex device = storage->device().has_index() ? storage->device().index() : current_device();
-  DeviceSwitch on(device);
-  c10::DataPtr fresh = emu_allocator()->allocate(new_bytes);
-  void* fresh_ptr = fresh.get();
-  const size_t keep = std::min(storage->nbytes(), new_bytes);
-  auto old = std::make_shared<c10::DataPtr>(storage->set_data_ptr(std::move(fresh)));
-  storage->set_nbytes(new_bytes);
-  if (keep == 0) return;
-  // The old block lives until the copy has run on the stream.
-  launch(device, [old, fresh_ptr, keep] {
-    void* from = nullptr;
-    void* to = nullptr;
-    EMU_CHECK(emuKernelTranslate(old->get(), keep, &from));
-    EMU_CHECK(emuKernelTranslate(fresh_ptr, keep, &to));
-    std::memcpy(to, from, keep);
-  });
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

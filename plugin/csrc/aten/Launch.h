@@ -1,6 +1,7 @@
 // Running ATen CPU kernels as emu driver work: a kernel is queued on the current emu
 // stream and, when the stream reaches it, sees device memory through the driver's
-// kernel view (emuKernelTranslate) as CPU tensors that alias the device bytes.
+// kernel view (emuKernelTranslate) as CPU tensors that alias the device bytes. The queuing
+// itself, launch(), is runtime/EmuLaunch.h; this header adds the tensor arguments.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -8,12 +9,9 @@
 #include <c10/util/ArrayRef.h>
 #include <c10/util/SmallVector.h>
 
-#include <memory>
-#include <type_traits>
-#include <utility>
-
-#include "../Compat.h"
+#include "../TorchCompat.h"
 #include "../runtime/EmuException.h"
+#include "../runtime/EmuLaunch.h"
 #include "../runtime/EmuStream.h"
 
 namespace torch_emu {
@@ -51,38 +49,5 @@ at::Tensor kernel_view(const KernelArg& a);
 // Kernel side: ATen's *_out functions take the output as Tensor&; a temporary view lives
 // until the end of the full expression, so as_lvalue(kernel_view(out)) is safe as an argument.
 inline at::Tensor& as_lvalue(at::Tensor&& view) { return view; }
-
-namespace detail {
-emuError_t launch_raw(c10::DeviceIndex device, emuKernelFn fn, void* args);
-void after_launch(c10::DeviceIndex device);
-void set_kernel_error(const char* message);
-}  // namespace detail
-
-// Queues body() on the current stream of `device`. The lambda owns what it captures
-// (tensors keep their storage alive until the kernel has run). An exception in the
-// body fails the stream: the next synchronize (or, on API 1.x, this call) raises it.
-template <typename F>
-void launch(c10::DeviceIndex device, F&& body) {
-  using Body = std::decay_t<F>;
-  auto* work = new Body(std::forward<F>(body));
-  auto trampoline = [](void* args) -> int {
-    std::unique_ptr<Body> owned(static_cast<Body*>(args));
-    try {
-      (*owned)();
-      return 0;
-    } catch (const c10::Error& e) {
-      detail::set_kernel_error(e.what_without_backtrace());
-    } catch (const std::exception& e) {
-      detail::set_kernel_error(e.what());
-    }
-    return 1;
-  };
-  const emuError_t err = detail::launch_raw(device, trampoline, work);
-  if (err != emuSuccess) {
-    delete work;  // not queued: still ours
-    EMU_CHECK(err);
-  }
-  detail::after_launch(device);
-}
 
 }  // namespace torch_emu

@@ -23,7 +23,6 @@ namespace {
 constexpr size_t kSmallRound = 512;
 constexpr size_t kLargeThreshold = size_t(1) << 20;
 constexpr size_t kLargeRound = size_t(2) << 20;
-constexpr int kMaxDevices = 16;
 
 size_t round_size(size_t n) {
   if (n < kLargeThreshold) return (n + kSmallRound - 1) / kSmallRound * kSmallRound;
@@ -214,7 +213,7 @@ class CachingAllocator final : public c10::Allocator {
   std::mutex mu_;
   std::unordered_map<void*, Block*> active_;
   std::multimap<Key, Block*> cached_;
-  std::array<MemoryStats, kMaxDevices> stats_{};
+  std::array<MemoryStats, EMU_MAX_DEVICES> stats_{};  // indexed by device: the driver's bound
 #if EMU_DRIVER_HAS_EVENTS
   std::vector<PendingFree> pending_;
 #endif

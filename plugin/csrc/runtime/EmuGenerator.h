@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "../Compat.h"
+#include "../TorchCompat.h"
 
 namespace torch_emu {
 

@@ -2,7 +2,7 @@
 // StreamGuard, the autograd engine and torch.Stream / torch.Event.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include "../Compat.h"
+#include "../TorchCompat.h"
 #include "EmuAllocator.h"
 #include "EmuEvent.h"
 #include "EmuException.h"

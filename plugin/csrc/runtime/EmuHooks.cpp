@@ -10,16 +10,15 @@
 #include <mutex>
 #include <random>
 
-#include "../aten/Storage.h"
 #include "EmuException.h"
 #include "EmuGenerator.h"
+#include "EmuStorage.h"
 #include "EmuStream.h"
 
 namespace torch_emu {
 
 namespace {
 
-constexpr int kMaxDevices = 16;
 constexpr size_t kStateBytes = 2 * sizeof(uint64_t);
 
 uint64_t splitmix64(uint64_t x) {
@@ -84,8 +83,9 @@ EmuGeneratorImpl* EmuGeneratorImpl::clone_impl() const {
 
 const at::Generator& default_generator(c10::DeviceIndex device) {
   device = checked(device);
-  static std::array<std::once_flag, kMaxDevices> once;
-  static std::array<at::Generator, kMaxDevices> generators;
+  // Sized by the driver's device bound; checked() has kept device below the device count.
+  static std::array<std::once_flag, EMU_MAX_DEVICES> once;
+  static std::array<at::Generator, EMU_MAX_DEVICES> generators;
   std::call_once(once[static_cast<size_t>(device)], [device] {
     generators[static_cast<size_t>(device)] = at::make_generator<EmuGeneratorImpl>(device);
   });

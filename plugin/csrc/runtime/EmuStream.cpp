@@ -13,7 +13,6 @@ namespace torch_emu {
 namespace {
 
 constexpr int kPoolSize = 8;  // streams per device handed out round robin, as in c10/cuda
-constexpr int kMaxDevices = 16;
 
 struct DevicePool {
   std::once_flag created;
@@ -21,8 +20,9 @@ struct DevicePool {
   std::atomic<uint32_t> next{0};
 };
 
-std::array<DevicePool, kMaxDevices>& pools() {
-  static std::array<DevicePool, kMaxDevices> all;
+// One pool per possible device index: the driver's own bound, so the two cannot disagree.
+std::array<DevicePool, EMU_MAX_DEVICES>& pools() {
+  static std::array<DevicePool, EMU_MAX_DEVICES> all;
   return all;
 }
 

@@ -1,6 +1,7 @@
 // Differences between torch releases that the plugin's C++ meets, in one place. The
 // source targets the newest torch; a shim patch for an older release edits this file
-// (and the few call sites that cannot be hidden here) instead of every kernel.
+// (and the few call sites that cannot be hidden here) instead of every kernel. Named
+// TorchCompat, not Compat: in this project "compat" is the published compatibility table.
 #pragma once
 
 #include <optional>

@@ -1,7 +1,11 @@
-// Growing the storage of an emu tensor (resize_, set_, storage.resize_()).
+// Growing the storage of an emu tensor (resize_, set_, storage.resize_()). In runtime/
+// because both the PrivateUse1 hooks (storage.resize_()) and the aten kernels (resize_,
+// set_) need it, and runtime/ must not depend on aten/.
 #pragma once
 
 #include <c10/core/StorageImpl.h>
+
+#include <cstddef>
 
 namespace torch_emu {
 
