@@ -10,6 +10,7 @@ from pathlib import Path
 
 from buildmatrix.errors import StepFailed
 from buildmatrix.util.process import run_logged
+from buildmatrix.util.redact import is_secret
 
 DOCKER = "docker"
 PLATFORM = "linux/amd64"
@@ -101,13 +102,13 @@ def build_image(
         "--tag",
         reference,
     ]
-    for key, value in sorted(build_args.items()):
-        command += ["--build-arg", f"{key}={value}"]
+    arg_options, secret_args = env_options(build_args, "--build-arg")
+    command += arg_options
     for key, value in sorted((labels or {}).items()):
         command += ["--label", f"{key}={value}"]
     # The classic builder: the engine's BuildKit may be absent (docker.io without docker-buildx), and it resolves
     # FROM against local images without asking a registry.
-    run_logged(step, [*command, str(context)], log_file, env={"DOCKER_BUILDKIT": "0"}, timeout=3600)
+    run_logged(step, [*command, str(context)], log_file, env={**secret_args, "DOCKER_BUILDKIT": "0"}, timeout=3600)
 
 
 def remove_image(reference: str) -> None:
@@ -130,10 +131,30 @@ def run_container(
 ) -> str:
     """A throwaway container of reference running command with (host, inside, ro|rw) mounts and env; returns the output's tail."""
     options = [f"--volume={host}:{inside}:{mode}" for host, inside, mode in mounts]
-    options += [f"--env={key}={value}" for key, value in sorted((env or {}).items())]
+    env_args, secret_env = env_options(env or {})
     return run_logged(
-        step, [DOCKER, "run", "--rm", "--pull=never", *options, reference, *command], log_file, timeout=timeout
+        step,
+        [DOCKER, "run", "--rm", "--pull=never", *options, *env_args, reference, *command],
+        log_file,
+        env=secret_env,
+        timeout=timeout,
     )
+
+
+def env_options(env: Mapping[str, str], flag: str = "--env") -> tuple[list[str], dict[str, str]]:
+    """Docker options giving env (flag --env or --build-arg), and what the docker client's own environment needs.
+
+    A secret (a credential-bearing URL, a token or password variable) goes by name only: the client reads its value
+    from its environment, so it never appears on a command line, in `ps`, or in a cell's log.
+    """
+    options, client = [], {}
+    for key, value in sorted(env.items()):
+        if is_secret(key, value):
+            options.append(f"{flag}={key}")
+            client[key] = value
+        else:
+            options.append(f"{flag}={key}={value}")
+    return options, client
 
 
 def client_env() -> dict[str, str]:

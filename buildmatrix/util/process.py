@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from buildmatrix.errors import StepFailed
+from buildmatrix.util.redact import redact, secret_values
 
 log = logging.getLogger(__name__)
 TAIL_LINES = 40
@@ -34,9 +35,12 @@ def run_logged(
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
-    log.debug("[%s] %s", step, shlex.join(argv))
+    # Logs are published: the command as shown, each output line and every error message are redacted.
+    secrets = secret_values(full_env)
+    shown = redact(shlex.join(argv), secrets)
+    log.debug("[%s] %s", step, shown)
     with log_file.open("a", encoding="utf-8", errors="replace") as handle:
-        handle.write(f"\n$ {shlex.join(argv)}\n")
+        handle.write(f"\n$ {shown}\n")
         if cwd:
             handle.write(f"# cwd: {cwd}\n")
         handle.flush()
@@ -52,20 +56,21 @@ def run_logged(
                 start_new_session=True,
             )
         except OSError as exc:
-            raise StepFailed(step, f"cannot start {argv[0]}: {exc}") from None
+            raise StepFailed(step, redact(f"cannot start {argv[0]}: {exc}", secrets)) from None
         assert proc.stdout is not None
         try:
-            for line in proc.stdout:
+            for raw in proc.stdout:
+                line = redact(raw, secrets)
                 handle.write(line)
                 tail.append(line.rstrip("\n"))
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
-            raise StepFailed(step, f"timed out after {timeout} s: {shlex.join(argv)}", "\n".join(tail)) from None
+            raise StepFailed(step, f"timed out after {timeout} s: {shown}", "\n".join(tail)) from None
         except BaseException:
             proc.kill()
             proc.wait()
             raise
     if code != 0:
-        raise StepFailed(step, f"exit code {code}: {shlex.join(argv)} (log: {log_file})", "\n".join(tail))
+        raise StepFailed(step, f"exit code {code}: {shown} (log: {log_file})", "\n".join(tail))
     return "\n".join(tail)

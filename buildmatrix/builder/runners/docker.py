@@ -9,7 +9,7 @@ import shlex
 import sys
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildmatrix.builder.drivers import DriverBuild, DriverWheels
@@ -44,6 +44,7 @@ class CellContainer:
 
     create_args: tuple[str, ...]
     cibw_env: dict[str, str]
+    secret_env: dict[str, str] = field(default_factory=dict)  # for cibuildwheel's environment, never its arguments
 
 
 def image_for(cell: Cell, matrix: Matrix) -> BuildImage:
@@ -98,7 +99,8 @@ def cell_container(job: CellJob, image_tag: str, driver_wheel: Path, cache: Path
     create_args = [f"--volume={host}:{inside}:{mode}" for host, inside, mode in mounts]
     # cibuildwheel's test venv (torch: ~1 GB, ~15k files) lives under /tmp; deleting it from overlayfs takes half a minute.
     create_args.append("--tmpfs=/tmp:exec,size=8g")
-    create_args += [f"--env={key}={value}" for key, value in sorted(env.items())]
+    env_args, secret_env = oci.env_options(env)  # secrets by name: cibuildwheel's docker reads them from its env
+    create_args += env_args
     driver_package = job.matrix.driver_distribution.replace("-", "_")
     torch_req = f"torch=={cell.torch.requirement_version}"
     before_build = [
@@ -141,7 +143,7 @@ def cell_container(job: CellJob, image_tag: str, driver_wheel: Path, cache: Path
         "CIBW_TEST_COMMAND": shlex.join(test),
         "CIBW_BUILD_VERBOSITY": "1",
     }
-    return CellContainer(tuple(create_args), cibw)
+    return CellContainer(tuple(create_args), cibw, secret_env)
 
 
 def driver_cache_dir(cache_dir: Path, image_tag: str) -> Path:
@@ -280,7 +282,7 @@ class DockerRunner:
             )
             stage_tests(job.smoke_tests, out / "smoke")
             container = cell_container(job, tag, driver_wheel, cache, docker_dir(job.matrix.root) / "cell.py")
-            env = {**oci.client_env(), **container.cibw_env}
+            env = {**oci.client_env(), **container.secret_env, **container.cibw_env}
             start = (
                 log.stat().st_size
             )  # earlier steps' output (uv's "Building wheel..." for the driver) is not cibuildwheel's
