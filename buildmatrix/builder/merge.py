@@ -14,7 +14,7 @@ from buildmatrix.util.fingerprint import file_sha256
 class MergeError(UserError):
     """The trees cannot be merged as they are; carries every problem found, and nothing was written."""
 
-    exit_code = 8
+    exit_code = 11
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems

@@ -1,0 +1,110 @@
+"""The GitHub Actions fan-out: the `--github` matrix it runs, and the practices its jobs must keep.
+
+GitHub's own workflow schema and zizmor check the file in .ci/run; these check what neither can: that every matrix key
+the workflow reads exists in every entry, names are unique, and each job keeps the practices the README promises.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from packaging.version import Version
+
+from buildmatrix.model.cells import Cell, expand
+from buildmatrix.model.matrix import DriverVersion, TorchRelease, WheelSource, load_matrix
+from buildmatrix.publish.table import CompatTable, available_from_table
+from buildmatrix.report_matrix import GITHUB_MATRIX_LIMIT, MatrixTooLarge, github_matrix
+
+ROOT = Path(__file__).parent.parent
+WORKFLOW_PATH = ROOT / ".github" / "workflows" / "build-matrix.yml"
+WORKFLOW: dict[Any, Any] = yaml.safe_load(WORKFLOW_PATH.read_text())
+JOBS: dict[str, dict[str, Any]] = WORKFLOW["jobs"]
+
+
+def project_cells() -> list[Cell]:
+    """The project's cells, expanded offline with the Pythons recorded in docs/compatibility.json."""
+    matrix = load_matrix(ROOT / "matrix.yaml")
+    table = CompatTable.from_json((ROOT / "docs" / "compatibility.json").read_text())
+    return expand(matrix, available_from_table(table, matrix))
+
+
+def test_project_matrix_fits_one_workflow_run_with_unique_names() -> None:
+    include = github_matrix(project_cells())["include"]
+    assert 0 < len(include) <= GITHUB_MATRIX_LIMIT
+    for key in ("cell", "artifact"):
+        names = [entry[key] for entry in include]
+        assert len(set(names)) == len(names), f"duplicate {key} names"
+    # Artifact names may not hold characters upload-artifact refuses.
+    assert all(re.fullmatch(r"cell-[A-Za-z0-9._-]+", entry["artifact"]) for entry in include)
+
+
+def test_every_matrix_key_the_workflow_reads_is_in_every_entry() -> None:
+    expressions = re.findall(r"\$\{\{(.*?)\}\}", WORKFLOW_PATH.read_text())
+    used = {key for expression in expressions for key in re.findall(r"\bmatrix\.(\w+)", expression)}
+    assert {"cell", "args", "artifact", "python", "torch", "torch_version", "variant"} <= used
+    for entry in github_matrix(project_cells())["include"]:
+        assert used <= set(entry), f"{entry['cell']} lacks {used - set(entry)}"
+
+
+def test_entry_args_select_exactly_their_cell() -> None:
+    cells = project_cells()
+    for cell, entry in zip(cells, github_matrix(cells)["include"], strict=True):
+        assert entry["args"].split() == [
+            "--torch",
+            cell.torch.minor,
+            "--python",
+            f"{cell.python.major}.{cell.python.minor}",
+            "--driver",
+            str(cell.driver.major),
+            "--variant",
+            cell.torch.variant,
+        ]
+
+
+def test_planning_fails_beyond_the_job_limit() -> None:
+    release = TorchRelease(Version("2.4.1"), "cuda", WheelSource("registry"), None, ())
+    cells = [Cell(release, Version(f"3.{n}"), DriverVersion(Version("2.1"))) for n in range(GITHUB_MATRIX_LIMIT + 1)]
+    assert len(github_matrix(cells[:GITHUB_MATRIX_LIMIT])["include"]) == GITHUB_MATRIX_LIMIT
+    with pytest.raises(
+        MatrixTooLarge, match=f"{GITHUB_MATRIX_LIMIT + 1} cells, but a GitHub Actions matrix runs at most"
+    ):
+        github_matrix(cells)
+
+
+@pytest.mark.parametrize("job", sorted(JOBS))
+def test_every_job_has_a_timeout_and_least_privilege(job: str) -> None:
+    spec = JOBS[job]
+    assert isinstance(spec.get("timeout-minutes"), int)
+    permissions = spec.get("permissions")
+    assert isinstance(permissions, dict) and permissions, "each job names the permissions it needs"
+    writes = {name for name, level in permissions.items() if level == "write"}
+    assert writes <= ({"pages", "id-token"} if job == "deploy" else set())
+
+
+def test_workflow_level_practice() -> None:
+    assert WORKFLOW["permissions"] == {}
+    assert "group" in WORKFLOW["concurrency"] and "cancel-in-progress" in WORKFLOW["concurrency"]
+    assert JOBS["cell"]["strategy"]["fail-fast"] is False
+    assert JOBS["cell"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    for job in ("publish", "deploy"):
+        text = yaml.safe_dump(JOBS[job])
+        assert "refs/heads/main" in text, f"{job} publishes from main only"
+
+
+def test_every_action_is_pinned_by_commit_sha_with_its_version() -> None:
+    lines = [line.strip() for line in WORKFLOW_PATH.read_text().splitlines() if re.match(r"\s*(- )?uses:", line)]
+    assert lines
+    for line in lines:
+        assert re.fullmatch(r"(- )?uses: [\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+", line), line
+
+
+def test_merge_runs_merge_results_on_every_cell_artifact() -> None:
+    steps = JOBS["merge"]["steps"]
+    download = next(s for s in steps if "download-artifact" in s.get("uses", ""))
+    assert download["with"]["pattern"] == "cell-*" and "merge-multiple" not in download["with"]
+    runs = [s["run"] for s in steps if "run" in s]
+    assert "nox -s merge-results -- artifacts/cell-* --into wheels" in runs
