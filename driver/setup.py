@@ -1,7 +1,9 @@
 """Builds the emu driver's user-space runtime wheel (`emu-driver`) at one API version.
 
 The API version comes from EMU_DRIVER_API_VERSION ("2.1" by default) and becomes the
-wheel's version (2.1.0), the generated emu_driver_version.h, and emu_driver.api_version.
+wheel's version (2.1.0+emu), the generated emu_driver_version.h, and emu_driver.api_version.
+The local label (+emu) is what makes an exact pin squat-proof: the public index refuses
+local versions, so nobody can publish an emu-driver==2.1.0+emu there.
 The library is a plain shared object (not a Python extension): the wheel is tagged
 py3-none-<platform> because it is the same for every Python.
 """
@@ -20,6 +22,7 @@ from setuptools.command.build_py import build_py
 from wheel.bdist_wheel import bdist_wheel
 
 HERE = Path(__file__).parent.resolve()
+LOCAL_LABEL = "emu"
 
 
 def api_version() -> tuple[int, int]:
@@ -91,7 +94,7 @@ major, minor = api_version()
 setup(
     distclass=BinaryDistribution,
     name="emu-driver",
-    version=f"{major}.{minor}.0",
+    version=f"{major}.{minor}.0+{LOCAL_LABEL}",
     description="User-space runtime of the emulated 'emu' accelerator (shared library, headers, build helper)",
     packages=["emu_driver"],
     python_requires=">=3.8",

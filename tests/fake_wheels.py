@@ -103,7 +103,7 @@ def cell_result(
         (wheels_dir / "logs").mkdir(parents=True, exist_ok=True)
         (wheels_dir / "logs" / f"{cell.id}.log").write_text(f"# {cell.id}\n")
         if status == "passed":
-            driver = make_wheel(wheels_dir / "driver", "emu-driver", f"{cell.driver.api}.0")
+            driver = make_wheel(wheels_dir / "driver", "emu-driver", f"{cell.driver.api}.0+emu")
             version = f"0.1.0+{cell.local_version_label}"
             requires = [f"emu-driver>={cell.driver.major},<{cell.driver.major + 1}", *plugin_requires]
             plugin = make_wheel(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -139,9 +140,10 @@ def test_install_choice_exact_and_nearest(write_matrix, tmp_path: Path) -> None:
     exact = install_choice(table, "torch2.13-cpu", "3.11", 2, site="https://w.example")
     assert exact.exact and exact.cell == "torch2.13-cpu-cp311-drv2"
     assert exact.index_command == (
-        "pip install torch-emu==0.1.0+torch2.13.drv2 emu-driver==2.1.0 --only-binary=torch-emu,emu-driver "
-        "--extra-index-url https://w.example/simple/"
+        "pip install torch-emu==0.1.0+torch2.13.drv2 emu-driver==2.1.0+emu --only-binary=torch-emu,emu-driver "
+        "--extra-index-url https://w.example/torch2.13/simple/"
     )
+    assert exact.release_index_command == "pip install torch-emu --extra-index-url https://w.example/torch2.13/simple/"
     assert exact.find_links_command.endswith("--find-links https://w.example/torch2.13/")
     # Same driver beats same torch; within a release the closest Python wins.
     assert install_choice(table, "torch2.4-cuda", "3.11", 2).cell == "torch2.4-cuda-cp39-drv2"
@@ -218,6 +220,9 @@ def test_site_and_wheel_index(write_matrix, tmp_path: Path) -> None:
         "simple/index.html",
         "simple/torch-emu/index.html",
         "torch2.13/index.html",
+        "torch2.13/simple/emu-driver/index.html",
+        "torch2.13/simple/index.html",
+        "torch2.13/simple/torch-emu/index.html",
     ]
     assert not (site / "torch2.4").exists() and not list(site.rglob("*.tar.gz"))
     anchors = page_anchors((site / "simple/torch-emu/index.html").read_text())
@@ -232,13 +237,31 @@ def test_site_and_wheel_index(write_matrix, tmp_path: Path) -> None:
             "data-core-metadata"
         ].startswith("sha256=")
     find_links = [a["href"].split("#")[0] for a in page_anchors((site / "torch2.13/index.html").read_text())]
-    assert sorted(Path(h).name for h in find_links) == sorted(
+    find_links_names = sorted(Path(h).name for h in find_links)
+    assert find_links_names == sorted(
         [
-            "emu_driver-1.4.0-py3-none-any.whl",
-            "emu_driver-2.1.0-py3-none-any.whl",
+            "emu_driver-1.4.0+emu-py3-none-any.whl",
+            "emu_driver-2.1.0+emu-py3-none-any.whl",
             "torch_emu-0.1.0+torch2.13.drv1-py3-none-any.whl",
             "torch_emu-0.1.0+torch2.13.drv2-py3-none-any.whl",
         ]
+    )
+    # The release's own index root: PEP 503 pages with hashes and PEP 658 metadata, only this release's wheels.
+    root = [a["href"] for a in page_anchors((site / "torch2.13/simple/index.html").read_text())]
+    assert root == ["emu-driver/", "torch-emu/"]
+    for project in ("torch-emu", "emu-driver"):
+        page = site / "torch2.13/simple" / project / "index.html"
+        for anchor in page_anchors(page.read_text()):
+            href, _, fragment = anchor["href"].partition("#")
+            wheel = (page.parent / href).resolve()
+            assert wheel.is_file() and fragment == "sha256=" + hashlib.sha256(wheel.read_bytes()).hexdigest()
+            assert (
+                anchor["data-core-metadata"]
+                == "sha256=" + hashlib.sha256(wheel.with_name(wheel.name + ".metadata").read_bytes()).hexdigest()
+            )
+    plugin_links = page_anchors((site / "torch2.13/simple/torch-emu/index.html").read_text())
+    assert sorted(Path(a["href"].split("#")[0]).name for a in plugin_links) == sorted(
+        n for n in find_links_names if n.startswith("torch_emu")
     )
     assert CompatTable.from_json((site / "compatibility.json").read_text()) == table
 
@@ -259,7 +282,9 @@ def test_every_link_of_the_page_resolves(write_matrix, tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("damage", ["missing wheel", "changed wheel", "sdist", "stray wheel", "empty page"])
+@pytest.mark.parametrize(
+    "damage", ["missing wheel", "changed wheel", "sdist", "stray wheel", "empty page", "other release's wheel"]
+)
 def test_coverage_check_fails_when_index_and_results_disagree(write_matrix, tmp_path: Path, damage: str) -> None:
     matrix = load_matrix(write_matrix())
     table, site = site_with_two_cells(matrix, tmp_path / "wheels")
@@ -272,9 +297,14 @@ def test_coverage_check_fails_when_index_and_results_disagree(write_matrix, tmp_
         (site / "torch2.13" / "torch_emu-0.1.0.tar.gz").write_bytes(b"")
     elif damage == "stray wheel":
         make_wheel(site / "torch2.13", "torch-emu", "0.1.0+torch2.13.drv9")
-    else:
+    elif damage == "empty page":
         (site / "torch2.4").mkdir()
         (site / "torch2.4" / "index.html").write_text("<html><body></body></html>")
+    else:  # a release's own index offering a wheel of another release would steer installers to the wrong torch
+        page = site / "torch2.13/simple/torch-emu/index.html"
+        stray = make_wheel(site / "torch2.4", "torch-emu", "0.1.0+torch2.4.drv1")
+        page.write_text(page.read_text().replace("</body>", f'<a href="../../../torch2.4/{stray.name}">x</a></body>'))
+        assert any("no passed cell of torch 2.13" in p for p in check_coverage(table, site))
     assert check_coverage(table, site) != []
 
 

@@ -76,7 +76,7 @@ def test_driver_wheels_are_built_per_image_by_the_given_build(tmp_path: Path) ->
     def build(tree: Path, out_dir: Path, env: object, log_file: Path) -> None:
         assert (tree / "setup.py").is_file() and tree != source  # a scratch copy, never the pristine tree
         calls.append((out_dir, dict(env)))  # type: ignore[call-overload]
-        (out_dir / "tiny_driver-2.1.0-py3-none-manylinux_2_17_x86_64.whl").write_bytes(b"wheel")
+        (out_dir / "tiny_driver-2.1.0+tiny-py3-none-manylinux_2_17_x86_64.whl").write_bytes(b"wheel")
 
     bullseye, trixie = (
         driver_cache_dir(tmp_path, "emu-builder:bullseye-aaa"),
@@ -150,7 +150,7 @@ def test_tiny_cells_in_docker_broken_cell_alone_then_noop(tmp_path: Path) -> Non
     )
     # auditwheel gave it the platform tag glibc needs, not linux_x86_64.
     assert "manylinux" in fine["wheel"]["filename"] and (root / "wheels" / fine["wheel"]["path"]).is_file()
-    assert (root / "wheels" / "driver" / "tiny_driver-2.1.0-py3-none-any.whl").is_file()
+    assert (root / "wheels" / "driver" / "tiny_driver-2.1.0+tiny-py3-none-any.whl").is_file()
 
     again = build(root)
     assert again.stdout.count("up-to-date") == 2, again.stdout

@@ -28,7 +28,7 @@ TORCH_VARIANT = 'cuda'
 CXX11_ABI = False
 DRIVER_API = '2.1'
 DRIVER_API_MAJOR = 2
-DRIVER_VERSION = '2.1.0'
+DRIVER_VERSION = '2.1.0+emu'
 PYTHON = '3.11'
 """
 
@@ -80,14 +80,14 @@ def test_other_torch_gets_the_index_of_its_release_not_a_guessed_wheel() -> None
 def test_old_driver_api_of_the_same_major_asks_for_the_driver_only() -> None:
     [problem] = guard.problems(BUILD, guard.Installed("2.4.1", False, (2, 0), "3.11"))
     assert "emu-driver 2.0 is installed" in problem and "upgrade the driver" in problem
-    assert "pip install 'emu-driver==2.1.0' --extra-index-url <site>/torch2.4/simple/" in problem
+    assert "pip install 'emu-driver==2.1.0+emu' --extra-index-url <site>/torch2.4/simple/" in problem
     assert "torch-emu" not in problem  # the torch_emu wheel for driver 2 is the one already installed
 
 
 def test_unknown_driver_api_asks_for_the_driver_it_was_built_with() -> None:
     [problem] = guard.problems(BUILD, guard.Installed("2.4.1", False, (7, 3), "3.11"))
     assert "emu-driver 7.3 is installed, an API it was not built for" in problem
-    assert "'emu-driver==2.1.0'" in problem
+    assert "'emu-driver==2.1.0+emu'" in problem
 
 
 def test_no_torch_and_no_driver_are_each_a_sentence() -> None:
@@ -148,7 +148,7 @@ def doctor(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
         ("broken", "2, 1", "torch does not import (OSError: libcublas.so.12: cannot open shared object file)"),
         ("2.4.1", None, "the emu driver runtime is not installed"),
         ("2.4.1", "unreadable", "emu-driver is installed but unreadable (ModuleNotFoundError"),
-        ("2.4.1", "2, 0", "upgrade the driver: pip install 'emu-driver==2.1.0'"),
+        ("2.4.1", "2, 0", "upgrade the driver: pip install 'emu-driver==2.1.0+emu'"),
         ("2.4.1", "3, 0", "emu-driver 3.0 is installed, an API it was not built for"),
         ("2.12.1", "2, 1", "pip install torch-emu --extra-index-url <site>/torch2.12/simple/"),
         # Guard passes (vendor torch of the right line, right driver), but the extension cannot load.

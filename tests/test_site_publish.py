@@ -252,6 +252,7 @@ def test_every_field_is_escaped_and_the_selector_data_survives_comment_and_scrip
             "exact": c.exact,
             "note": c.note,
             "index_command": c.index_command,
+            "release_index_command": c.release_index_command,
             "find_links_command": c.find_links_command,
         }
         for c in all_choices(hostile)

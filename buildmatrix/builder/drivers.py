@@ -7,6 +7,9 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+
 from buildmatrix.builder.sourcetree import copy_pristine
 from buildmatrix.builder.toolenv import reproducible_env
 from buildmatrix.errors import StepFailed
@@ -17,6 +20,15 @@ from buildmatrix.util.process import run_logged
 
 # Builds the driver tree (a scratch copy) into a directory: (tree, out_dir, env, log_file).
 DriverBuild = Callable[[Path, Path, Mapping[str, str], Path], None]
+
+
+def driver_version_problem(filename: str, driver: DriverVersion) -> str:
+    """Why a built driver wheel cannot be published for `driver`: its version must be <api>.0 with a local label
+    (2.1.0+emu). The public index refuses local versions, so an exact pin on it can never resolve to a look-alike."""
+    version = parse_wheel_filename(filename)[1]
+    if version.release != Version(f"{driver.api}.0").release or not version.local:
+        return f"{filename}: version {version} is not {driver.api}.0+<local label> (driver/setup.py sets the label)"
+    return ""
 
 
 class DriverWheels:
@@ -64,6 +76,8 @@ class DriverWheels:
             built = sorted(scratch.glob(self.pattern))
             if len(built) != 1:
                 raise StepFailed("driver", f"expected one {self.pattern} in {scratch}, found {[p.name for p in built]}")
+            if problem := driver_version_problem(built[0].name, driver):
+                raise StepFailed("driver", problem)
             copy_file_atomic(built[0], target / built[0].name)
             shutil.rmtree(scratch, ignore_errors=True)
             return target / built[0].name

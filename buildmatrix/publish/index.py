@@ -1,8 +1,11 @@
 """The wheel index of the site: a PEP 503 simple index and per-torch-release find-links pages, with PEP 658 metadata.
 
 Layout under the site root (it mirrors wheels/, so a result's wheel path is also its site path):
-  simple/index.html, simple/<project>/index.html   links carry #sha256= and data-core-metadata
-  torch<minor>/index.html                          find-links page: that release's plugin wheels and their driver wheels
+  simple/index.html, simple/<project>/index.html   every release; links carry #sha256= and data-core-metadata
+  torch<minor>/simple/index.html, .../<project>/   one index root per torch release: only that release's plugin
+                                                   wheels and the driver wheels they were tested with, so an
+                                                   installer given it can only pick a wheel for that torch
+  torch<minor>/index.html                          find-links page with the same wheels
   torch<minor>/<wheel>, driver/<wheel>              each with <wheel>.metadata beside it
 Only wheels of passed cells are indexed (never an sdist, never a stale wheel), and no page lists no wheel.
 """
@@ -100,16 +103,15 @@ def _page(title: str, body: list[str]) -> str:
     )
 
 
-def index_pages(table: CompatTable, wheels: list[IndexedWheel]) -> list[IndexPage]:
-    """Every page of the index; a project or torch release without a wheel gets no page."""
-    by_path = {w.path: w for w in wheels}
-    pages: list[IndexPage] = []
+def simple_pages(root: str, title: str, wheels: list[IndexedWheel]) -> list[IndexPage]:
+    """A PEP 503 index rooted at `root` (e.g. "simple/" or "torch2.4/simple/"); nothing when there is no wheel."""
     projects = sorted({w.project for w in wheels})
-    if projects:
-        links = [f'    <a href="{html.escape(p)}/">{html.escape(p)}</a><br>' for p in projects]
-        pages.append(IndexPage("simple/index.html", _page("Simple index", links), tuple(w.filename for w in wheels)))
+    if not projects:
+        return []
+    links = [f'    <a href="{html.escape(p)}/">{html.escape(p)}</a><br>' for p in projects]
+    pages = [IndexPage(f"{root}index.html", _page(title, links), tuple(w.filename for w in wheels))]
     for project in projects:
-        path = f"simple/{project}/index.html"
+        path = f"{root}{project}/index.html"
         listed = [w for w in wheels if w.project == project]
         pages.append(
             IndexPage(
@@ -118,20 +120,30 @@ def index_pages(table: CompatTable, wheels: list[IndexedWheel]) -> list[IndexPag
                 tuple(w.filename for w in listed),
             )
         )
-    for release in table.releases:
-        cells = [c for c in table.cells if c.release == release.key and c.installable]
-        paths = sorted(
-            {p for c in cells for p in (c.wheel.path if c.wheel else "", c.driver_wheel.path if c.driver_wheel else "")}
-            & set(by_path)
-        )
+    return pages
+
+
+def release_wheels(table: CompatTable, minor: str) -> set[str]:
+    """Paths of the plugin wheels of a torch release's passed cells and of the driver wheels they were tested with."""
+    cells = [c for c in table.cells if table.release(c.release).minor == minor and c.installable]
+    return {p for c in cells for p in (c.wheel.path if c.wheel else "", c.driver_wheel.path if c.driver_wheel else "")}
+
+
+def index_pages(table: CompatTable, wheels: list[IndexedWheel]) -> list[IndexPage]:
+    """Every page of the index; a project or torch release without a wheel gets no page."""
+    by_path = {w.path: w for w in wheels}
+    pages = simple_pages("simple/", "Simple index", wheels)
+    for minor in dict.fromkeys(r.minor for r in table.releases):
+        paths = sorted(release_wheels(table, minor) & set(by_path))
         if not paths:
             continue
-        path = f"torch{release.minor}/index.html"
+        path = f"torch{minor}/index.html"
         listed = [by_path[p] for p in paths]
-        title = f"{table.plugin} for torch {release.minor} (find-links)"
+        title = f"{table.plugin} for torch {minor} (find-links)"
         pages.append(
             IndexPage(path, _page(title, [_anchor(w, path) for w in listed]), tuple(w.filename for w in listed))
         )
+        pages += simple_pages(f"torch{minor}/simple/", f"{table.plugin} for torch {minor} (simple index)", listed)
     return pages
 
 
@@ -162,7 +174,7 @@ def _check_page(site: Path, page: Path, table: CompatTable, expected: dict[str, 
     rel = page.relative_to(site).as_posix()
     for anchor in page_anchors(page.read_text()):
         href, _, fragment = anchor.get("href", "").partition("#")
-        if rel == "simple/index.html":
+        if rel.endswith("simple/index.html"):
             if not (page.parent / href / "index.html").is_file():
                 problems.append(f"{rel}: project link {href} has no page")
             continue
@@ -184,7 +196,7 @@ def _check_page(site: Path, page: Path, table: CompatTable, expected: dict[str, 
         for attr in ("data-dist-info-metadata", "data-core-metadata"):
             if anchor.get(attr) != f"sha256={meta}" or not meta:
                 problems.append(f"{rel}: {name}: {attr}={anchor.get(attr)!r} does not match {name}.metadata")
-    if not listed and rel != "simple/index.html":
+    if not listed and not rel.endswith("simple/index.html"):
         problems.append(f"{rel}: lists no wheel")
     return problems, listed
 
@@ -193,20 +205,34 @@ def check_coverage(table: CompatTable, site: Path) -> list[str]:
     """Ways the index on disk and the results disagree; empty when every passed cell is installable from it and nothing else is."""
     problems: list[str] = []
     expected = {w.filename: w.sha256 for w in wheels_to_index(table)}
-    simple = site / "simple"
-    pages = sorted(simple.glob("**/index.html")) + sorted(site.glob("torch*/index.html"))
+    pages = sorted(
+        {*site.glob("simple/**/index.html"), *site.glob("torch*/index.html"), *site.glob("torch*/simple/**/index.html")}
+    )
     listed_by_page: dict[str, set[str]] = {}
     for page in pages:
         page_problems, listed = _check_page(site, page, table, expected)
         problems += page_problems
-        listed_by_page[page.relative_to(site).as_posix()] = listed
+        rel = page.relative_to(site).as_posix()
+        listed_by_page[rel] = listed
+        release_dir = rel.split("/", 1)[0]
+        if release_dir.startswith("torch"):  # a release's own pages hold only that release's wheels
+            own = {PurePosixPath(p).name for p in release_wheels(table, release_dir.removeprefix("torch"))}
+            for stray in sorted(listed - own):
+                problems.append(
+                    f"{rel}: lists {stray}, which no passed cell of torch {release_dir[5:]} was tested with"
+                )
     for cell in table.cells:
         if not cell.installable:
             continue
         assert cell.wheel is not None and cell.driver_wheel is not None
         minor = table.release(cell.release).minor
         for wheel in (cell.wheel, cell.driver_wheel):
-            for page_path in (f"simple/{project_of(wheel.filename)}/index.html", f"torch{minor}/index.html"):
+            project = project_of(wheel.filename)
+            for page_path in (
+                f"simple/{project}/index.html",
+                f"torch{minor}/index.html",
+                f"torch{minor}/simple/{project}/index.html",
+            ):
                 if wheel.filename not in listed_by_page.get(page_path, set()):
                     problems.append(f"{cell.id} passed but {page_path} does not list {wheel.filename}")
     indexed: set[str] = set().union(*listed_by_page.values())

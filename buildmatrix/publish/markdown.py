@@ -11,13 +11,24 @@ from buildmatrix.publish.table import (
     PARTIAL,
     CompatCell,
     CompatTable,
+    any_torch_command,
     install_commands,
+    release_index_command,
 )
 
 README_START = "<!-- compat-table:start -->"
 README_END = "<!-- compat-table:end -->"
 NOT_IN_MATRIX = "—"
 FEATURE_MARKS = {AVAILABLE: "✓", PARTIAL: "◐", NOT_AVAILABLE: "–", FEATURE_FAILED: "✗"}
+# Said wherever a plain command is shown (docs, README, page): pip merges every index it is given.
+LOOK_ALIKE_NOTE = (
+    "Look-alike packages: `torch-emu` and `emu-driver` are not ours on the public index, so anyone can publish "
+    "them there. pip merges every index it is given and takes the highest version, so a plain "
+    "`pip install torch-emu` (the first two commands) can install a look-alike; `uv pip install` with the same "
+    "arguments cannot (uv takes a name from the first index that has it, and `--extra-index-url` comes first). "
+    "With pip, use the pinned commands: both pins carry local version labels (`+torch…`, `+emu`), which the public "
+    "index refuses, so they install our wheels with pip and uv alike."
+)
 
 
 def site_or_placeholder(table: CompatTable) -> str:
@@ -86,8 +97,8 @@ def install_section(table: CompatTable) -> str:
     site = site_or_placeholder(table)
     lines = [
         f"`{site}` is where the wheel site is served (`nox -s compat-table` writes it to `wheels/site/`). "
-        "Each command pins the exact plugin and driver wheels of a tested cell and refuses source distributions; "
-        "pip picks the wheel matching your Python. torch itself comes from your usual index.\n",
+        "Every command installs wheels only, never a source distribution, and leaves the installed torch alone; "
+        "`uv pip install` takes the same arguments.\n",
     ]
     installable = [c for c in table.cells if c.installable]
     if not installable:
@@ -95,17 +106,39 @@ def install_section(table: CompatTable) -> str:
             lines[0]
             + "\nNo wheel is published yet: build cells with `nox -s build-matrix`, then run `nox -s compat-table`.\n"
         )
-    seen: set[str] = set()
-    for cell in installable:
-        if cell.requirement in seen:
-            continue
-        seen.add(cell.requirement)
-        release = table.release(cell.release)
-        pythons = ", ".join(c.python for c in installable if c.requirement == cell.requirement)
-        index, links = install_commands(table, cell, site)
+    lines.append(
+        "With torch installed, install from the index of your torch release: it holds only the wheels built for "
+        "that release, so pip and uv pick the one for your Python and the newest driver it was tested with. "
+        "For whatever torch is installed, from the index of every release (restating your torch as a requirement "
+        "makes the installer pick the wheel built for it instead of upgrading torch):\n"
+    )
+    lines.append(f"```sh\n{any_torch_command(table, site)}\n```\n")
+    lines.append(LOOK_ALIKE_NOTE + "\n")
+    unlabelled = sorted(
+        {c.driver_wheel.filename for c in installable if c.driver_wheel and "+" not in c.driver_wheel.filename}
+    )
+    if unlabelled:
         lines.append(
-            f"torch {release.label}, driver {cell.driver} (Python {pythons}):\n\n```sh\n{index}\n# or\n{links}\n```\n"
+            f"The recorded driver wheels ({', '.join(unlabelled)}) were built before the driver version carried its "
+            "`+emu` label, so until their cells are rebuilt a driver pin without it is only as safe as pip's index "
+            "order.\n"
         )
+    minors = list(dict.fromkeys(table.release(c.release).minor for c in installable))
+    for minor in minors:
+        labels = ", ".join(r.label for r in table.releases if r.minor == minor)
+        lines.append(f"### torch {minor} ({labels})\n")
+        lines.append(f"```sh\n{release_index_command(table, minor, site)}\n```\n")
+        seen: set[str] = set()
+        for cell in installable:
+            if table.release(cell.release).minor != minor or cell.requirement in seen:
+                continue
+            seen.add(cell.requirement)
+            pythons = ", ".join(c.python for c in installable if c.requirement == cell.requirement)
+            commands = install_commands(table, cell, site)
+            lines.append(
+                f"Pinned, driver {cell.driver} (Python {pythons}):\n\n"
+                f"```sh\n{commands.pinned}\n# or\n{commands.find_links}\n```\n"
+            )
     return "\n".join(lines)
 
 
@@ -132,7 +165,13 @@ def readme_section(table: CompatTable) -> str:
             README_START,
             grid(table, links=False),
             legend(table)
-            + "Features per torch release and install commands: [docs/compatibility.md](docs/compatibility.md).",
+            + "Features per torch release and install commands: [docs/compatibility.md](docs/compatibility.md).\n",
+            "Install with torch already installed (it is kept): `"
+            + release_index_command(table, "X.Y", site_or_placeholder(table))
+            + "` with your torch's X.Y, or for whatever torch you have: `"
+            + any_torch_command(table, site_or_placeholder(table))
+            + "`.\n",
+            LOOK_ALIKE_NOTE,
             README_END,
         ]
     )

@@ -12,8 +12,16 @@ from collections.abc import Collection
 from urllib.parse import quote
 
 from buildmatrix.builder.results import PASSED
-from buildmatrix.publish.markdown import FEATURE_MARKS, NOT_IN_MATRIX
-from buildmatrix.publish.table import NOT_BUILT, CompatCell, CompatTable, all_choices, smoke_summary
+from buildmatrix.publish.markdown import FEATURE_MARKS, LOOK_ALIKE_NOTE, NOT_IN_MATRIX
+from buildmatrix.publish.table import (
+    NOT_BUILT,
+    SITE_PLACEHOLDER,
+    CompatCell,
+    CompatTable,
+    all_choices,
+    any_torch_command,
+    smoke_summary,
+)
 from buildmatrix.util.paths import relative_path_problem
 
 STYLE = """
@@ -29,6 +37,8 @@ label { margin-right: 1rem; } .note { color: #555; } .inexact { color: #9a3b00; 
 SCRIPT = """
 const data = JSON.parse(document.getElementById('choices').textContent);
 const site = data.site_url || new URL('.', window.location.href).href.replace(/\\/$/, '');
+const anyTorch = document.getElementById('any-torch');
+anyTorch.textContent = anyTorch.textContent.split('{site}').join(site);
 function update() {
   const key = ['torch', 'python', 'driver'].map(id => document.getElementById(id).value).join('|');
   const how = document.querySelector('input[name=how]:checked').value;
@@ -38,7 +48,7 @@ function update() {
   if (!choice || !choice.cell) {
     command.textContent = '# no wheel is published for this choice yet';
   } else {
-    const text = how === 'index' ? choice.index_command : choice.find_links_command;
+    const text = {plain: choice.release_index_command, index: choice.index_command}[how] || choice.find_links_command;
     command.textContent = text.split('{site}').join(site);
   }
   note.textContent = choice ? choice.note : '';
@@ -88,8 +98,9 @@ def selector(table: CompatTable) -> str:
             _options("torch", "torch", [(r.key, r.label) for r in table.releases], torch),
             _options("python", "Python", [(p, p) for p in table.pythons], python),
             _options("driver", "driver API", [(str(d.major), d.api) for d in table.drivers], driver),
-            '<label><input type="radio" name="how" value="index" checked> index</label>',
-            '<label><input type="radio" name="how" value="find-links"> find-links</label>',
+            '<label><input type="radio" name="how" value="plain"> your torch\'s index</label>',
+            '<label><input type="radio" name="how" value="index" checked> pinned (index)</label>',
+            '<label><input type="radio" name="how" value="find-links"> pinned (find-links)</label>',
             "</form>",
             '<pre id="command"></pre>',
             '<p id="note" class="note"></p>',
@@ -162,6 +173,7 @@ def choices_json(table: CompatTable) -> str:
             "exact": c.exact,
             "note": c.note,
             "index_command": c.index_command,
+            "release_index_command": c.release_index_command,
             "find_links_command": c.find_links_command,
         }
         for c in all_choices(table)
@@ -187,6 +199,7 @@ def script_json(text: str) -> str:
 def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Collection[str] = ()) -> str:
     """index.html of the site; `logs` and `index_pages` are the site paths that exist, so every link resolves."""
     title = f"{table.plugin} {table.plugin_version}: install and compatibility"
+    site = table.site_url.rstrip("/") or SITE_PLACEHOLDER
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -199,9 +212,13 @@ def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Colle
             "<body>",
             f"<h1>{_e(title)}</h1>",
             "<h2>Install</h2>",
-            "<p>Pick your torch release, Python and driver API. The command pins the exact tested wheels and never builds "
-            "from source; torch itself comes from your usual index.</p>",
+            "<p>Pick your torch release, Python and driver API. <em>Your torch's index</em> installs the wheel built "
+            "for your torch release and Python from that release's own index; the pinned commands install exactly "
+            "the tested wheels. None builds from source or changes the installed torch; <code>uv pip install</code> "
+            "takes the same arguments.</p>",
             selector(table),
+            f'<p>For whatever torch is installed: <code id="any-torch">{_e(any_torch_command(table, site))}</code></p>',
+            f'<p class="note" id="look-alike">{_e(LOOK_ALIKE_NOTE)}</p>',
             "<h2>Cells</h2>",
             cells_table(table, logs),
             "<h2>Features per torch release</h2>",

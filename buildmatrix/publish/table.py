@@ -309,24 +309,53 @@ class InstallChoice:
     cell: str | None  # id of the cell whose wheel is installed; None: nothing is installable
     exact: bool
     note: str
-    index_command: str = ""
-    find_links_command: str = ""
+    index_command: str = ""  # exact pins from the release's own index (squat-proof with pip and uv)
+    find_links_command: str = ""  # the same pins from the release's find-links page
+    release_index_command: str = ""  # no pin: the release's own index picks the wheel for the user's Python
+
+
+@dataclass(frozen=True)
+class InstallCommands:
+    """The ways to install one cell's wheels (pip syntax; `uv pip install` takes the same arguments)."""
+
+    release_index: str  # plain `pip install torch-emu` from the release's own index: keeps the installed torch
+    pinned: str  # exact pins; both versions carry local labels, which the public index cannot host
+    find_links: str  # the same pins from the release's find-links page
 
 
 def _minor_distance(a: str, b: str) -> int:
     return abs(Version(a).minor - Version(b).minor) + 100 * abs(Version(a).major - Version(b).major)
 
 
-def install_commands(table: CompatTable, cell: CompatCell, site: str = SITE_PLACEHOLDER) -> tuple[str, str]:
-    """pip commands (index, find-links) that can only ever install this cell's wheels, never an sdist."""
+def release_index_url(minor: str, site: str = SITE_PLACEHOLDER) -> str:
+    return f"{site}/torch{minor}/simple/"
+
+
+def release_index_command(table: CompatTable, minor: str, site: str = SITE_PLACEHOLDER) -> str:
+    """Installs the plugin wheel for the installed torch release and the running Python, and never touches torch."""
+    return f"pip install {table.plugin} --extra-index-url {release_index_url(minor, site)}"
+
+
+def any_torch_command(table: CompatTable, site: str = SITE_PLACEHOLDER) -> str:
+    """One line for whatever torch is installed, from the all-releases index: restating the installed torch as a
+    requirement makes pip and uv backtrack to the plugin wheel built for it instead of upgrading torch."""
+    return (
+        f"pip install {table.plugin} \"torch==$(python -c 'import torch; print(torch.__version__)')\" "
+        f"--extra-index-url {site}/simple/"
+    )
+
+
+def install_commands(table: CompatTable, cell: CompatCell, site: str = SITE_PLACEHOLDER) -> InstallCommands:
+    """Commands that install this cell's wheels, never an sdist; the pinned ones can only ever install its wheels."""
     assert cell.driver_wheel is not None
     driver_version = parse_wheel_filename(cell.driver_wheel.filename)[1]
     pins = f"{cell.requirement} {table.driver_distribution}=={driver_version}"
     only_binary = f"--only-binary={table.plugin},{table.driver_distribution}"
     minor = table.release(cell.release).minor
-    return (
-        f"pip install {pins} {only_binary} --extra-index-url {site}/simple/",
-        f"pip install {pins} {only_binary} --find-links {site}/torch{minor}/",
+    return InstallCommands(
+        release_index=release_index_command(table, minor, site),
+        pinned=f"pip install {pins} {only_binary} --extra-index-url {release_index_url(minor, site)}",
+        find_links=f"pip install {pins} {only_binary} --find-links {site}/torch{minor}/",
     )
 
 
@@ -355,9 +384,17 @@ def install_choice(
     exact = table.cell(release, python, driver)
     rel = table.release(release)
     if exact is not None and exact.installable:
-        index, links = install_commands(table, exact, site)
+        commands = install_commands(table, exact, site)
         return InstallChoice(
-            release, python, driver, exact.id, True, f"tested: {smoke_summary(exact.smoke)}", index, links
+            release,
+            python,
+            driver,
+            exact.id,
+            True,
+            f"tested: {smoke_summary(exact.smoke)}",
+            commands.pinned,
+            commands.find_links,
+            commands.release_index,
         )
     if exact is None:
         why = (
@@ -373,12 +410,22 @@ def install_choice(
         note = f"torch {rel.version}, Python {python}, driver {driver}: {reason}; no wheel is published yet"
         return InstallChoice(release, python, driver, None, False, note)
     nrel = table.release(near.release)
-    index, links = install_commands(table, near, site)
+    commands = install_commands(table, near, site)
     note = (
         f"torch {rel.version}, Python {python}, driver {driver}: {reason}. "
         f"Nearest supported choice: torch {nrel.version}, Python {near.python}, driver {near.driver}"
     )
-    return InstallChoice(release, python, driver, near.id, False, note, index, links)
+    return InstallChoice(
+        release,
+        python,
+        driver,
+        near.id,
+        False,
+        note,
+        commands.pinned,
+        commands.find_links,
+        commands.release_index,
+    )
 
 
 def all_choices(table: CompatTable, site: str = SITE_PLACEHOLDER) -> list[InstallChoice]:
