@@ -52,6 +52,13 @@ def probe(session: nox.Session) -> None:
 
 
 @nox.session
+def outdated(session: nox.Session) -> None:
+    """Compare matrix.yaml with the torch registry (-- --apply edits it and probes each new release; -- --no-probe)."""
+    session.install(*ORCHESTRATION)
+    session.run("python", "-m", "buildmatrix", "outdated", *session.posargs)
+
+
+@nox.session
 def unit(session: nox.Session) -> None:
     """Fast tests of the pure logic (no compiler, no torch)."""
     session.install(*TEST_DEPS)

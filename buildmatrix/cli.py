@@ -16,7 +16,7 @@ from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import UserError
 from buildmatrix.model.cells import Cell, Selection, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
-from buildmatrix.model.registry import Registry
+from buildmatrix.model.registry import DEFAULT_INDEX, Registry
 
 EXIT_CELLS_FAILED = 1
 
@@ -139,37 +139,76 @@ def cmd_patches(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder import probe
-    from buildmatrix.builder.engine import Engine, RunOptions
     from buildmatrix.builder.runners import select_runner
-    from buildmatrix.builder.workspace import RunLock
 
     matrix = load_matrix(Path(args.matrix).resolve())
     registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=args.offline)
     release = probe.resolve_release(args.release, matrix, registry, tuple(args.series or ()))
     cell = probe.probe_cell(release, matrix, registry, args.python, args.driver)
-    scratch = matrix.root / "build" / "probe" / f"torch{release.version}"
-    # Its own workspace: a probe never touches wheels/ or the matrix's results; caches are shared.
-    workspace = Workspace.for_root(matrix.root, build_dir=scratch / "work", wheels_dir=scratch / "out")
     runner, why = select_runner(args.runner or "local", probe.probe_matrix(matrix, release))
     console.print(
         f"probing torch {release.version} as cell {cell.id} ({why})"
         + (f" with series {', '.join(release.patches)}" if release.patches else "")
     )
-    with RunLock(workspace):
-        engine = Engine(
-            probe.probe_matrix(matrix, release),
-            workspace,
-            runner,
-            registry,
-            progress=lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False),
-        )
-        [result] = engine.run([cell], RunOptions(jobs=1, fail_fast=False, force=True))
-    report = probe.report_from_result(release, result, workspace.logs_dir / f"{cell.id}.log")
-    report_path = scratch / "report.md"
-    report_path.write_text(report.markdown())
+    report = probe.run_probe(
+        matrix,
+        release,
+        cell,
+        registry,
+        runner=runner,
+        progress=lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False),
+    )
     console.print(report.markdown(), highlight=False, markup=False)
-    console.print(f"report: {report_path}")
-    return 0 if result.status == "passed" else EXIT_CELLS_FAILED
+    console.print(f"report: {probe.probe_dir(matrix, release) / 'report.md'}")
+    return 0 if report.status == "passed" else EXIT_CELLS_FAILED
+
+
+def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix.builder import probe, update
+    from buildmatrix.builder.probe import ProbeReport
+    from buildmatrix.builder.runners import select_runner
+    from buildmatrix.model.matrix import TorchRelease
+    from buildmatrix.model.outdated import compare, read_sources
+    from buildmatrix.model.vocab import Variant
+    from buildmatrix.report_outdated import outdated_markdown
+    from buildmatrix.util.atomic import write_text_atomic
+
+    matrix = load_matrix(Path(args.matrix).resolve())
+    registry = Registry(
+        Workspace.for_root(matrix.root).cache_dir / "registry", index_url=args.index_url, offline=args.offline
+    )
+    variants = frozenset(Variant(v) for v in args.variant) if args.variant else None
+    comparison = compare(matrix, read_sources(matrix, registry), variants)
+    probes: dict[TorchRelease, ProbeReport | None] = {}
+    applied = False
+    if args.apply and comparison.edits:
+        result = update.write_edits(matrix, comparison.edits, registry)
+        applied = True
+        console.print(f"edited {matrix.path.name}: {len(comparison.edits)} change(s)", highlight=False)
+        runner = None
+        for release in result.changed:
+            if args.no_probe:
+                probes[release] = None
+                continue
+            if runner is None:
+                runner, why = select_runner(args.runner or "local", result.matrix)
+                console.print(f"drift probe on {len(result.changed)} release(s) ({why})", highlight=False)
+            cell = probe.probe_cell(release, result.matrix, registry, None, None)
+            probes[release] = report = probe.run_probe(
+                result.matrix,
+                release,
+                cell,
+                registry,
+                runner=runner,
+                progress=lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False),
+            )
+            console.print(f"torch {release.version}: {report.verdict()}", highlight=False)
+    text = outdated_markdown(comparison, applied, probes)
+    report_path = Path(args.report).resolve() if args.report else update.report_path(matrix)
+    write_text_atomic(report_path, text)
+    console.print(text, highlight=False, markup=False)
+    console.print(f"report: {report_path}", highlight=False)
+    return 0
 
 
 def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
@@ -215,6 +254,33 @@ def cmd_engine(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def add_outdated_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    outdated = sub.add_parser(
+        "outdated",
+        help="compare matrix.yaml with the torch registry: new minors, patch releases, Pythons, yanked releases",
+    )
+    outdated.add_argument("--matrix", default="matrix.yaml")
+    outdated.add_argument("--offline", action="store_true", help="use the cached registry answers only")
+    outdated.add_argument(
+        "--index-url", default=DEFAULT_INDEX, help="PEP 691 simple index to read torch from (default: %(default)s)"
+    )
+    outdated.add_argument(
+        "--apply",
+        action="store_true",
+        help="edit matrix.yaml (comments kept): new releases as coverage cells, patch moves; then probe each",
+    )
+    outdated.add_argument("--no-probe", action="store_true", help="with --apply: edit only, do not run the drift probe")
+    outdated.add_argument(
+        "--variant",
+        action="append",
+        choices=("cpu", "cuda"),
+        help="new minors of these variants only (default: any; the registry's build first)",
+    )
+    outdated.add_argument("--runner", choices=("auto", "local", "docker"), help="runner for the probe (default: local)")
+    outdated.add_argument("--report", metavar="FILE", help="Markdown report (default: build/outdated/report.md)")
+    outdated.set_defaults(func=cmd_outdated)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="buildmatrix", description="Build and test a PyTorch backend across a torch x Python x driver matrix."
@@ -258,6 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.add_argument("--runner", choices=("auto", "local", "docker"), help="default: local")
     probe.set_defaults(func=cmd_probe)
+
+    add_outdated_parser(sub)
 
     merge = sub.add_parser(
         "merge-results", help="merge wheels/ trees built on several machines: records, wheels and logs, checked"

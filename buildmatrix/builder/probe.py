@@ -15,11 +15,16 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from buildmatrix.builder.engine import Engine, ProgressCallback, RunOptions
 from buildmatrix.builder.results import CellResult
+from buildmatrix.builder.runners.base import Runner
+from buildmatrix.builder.workspace import RunLock, Workspace
 from buildmatrix.errors import UserError
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import DriverVersion, Matrix, TorchRelease, WheelSource
 from buildmatrix.model.registry import Registry
+from buildmatrix.model.vocab import Status
+from buildmatrix.util.atomic import write_text_atomic
 
 # Which torch interface each plugin source file implements: the report groups errors by these.
 INTERFACES: tuple[tuple[str, str], ...] = (
@@ -57,7 +62,7 @@ BREAKS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 ERROR_LINE = re.compile(
-    r"^(?P<file>[^\s:]+\.(?:cpp|cc|h|hpp)):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<message>.*)$"
+    r"^(?P<file>[^\s:]+\.(?:cpp|cc|c|h|hpp)):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<message>.*)$"
 )
 FAILED_TEST = re.compile(r"^FAILED (?P<test>\S+?)(?: - (?P<reason>.*))?$")
 
@@ -98,6 +103,17 @@ class ProbeReport:
         for error in self.errors:
             groups[error.interface].append(error)
         return dict(sorted(groups.items()))
+
+    def verdict(self) -> str:
+        """One line for `outdated`: builds and passes as is, needs shims (where), or the probe could not tell."""
+        if self.status == Status.PASSED:
+            return "builds and passes as is"
+        where = list(self.by_interface())
+        if self.failed_tests:
+            where.append(f"smoke suite ({len(self.failed_tests)} failed)")
+        if where:
+            return "needs shims: " + "; ".join(where)
+        return f"probe inconclusive: failed in step {self.failed_step} before any compile error or smoke result"
 
     def markdown(self) -> str:
         lines = [
@@ -199,7 +215,7 @@ def probe_cell(
     release: TorchRelease, matrix: Matrix, registry: Registry, python: str | None, driver: str | None
 ) -> Cell:
     published = registry.pythons(release)
-    wanted = [p for p in matrix.python if p in published]
+    wanted = [p for p in (release.python or matrix.python) if p in published]
     if python is not None:
         wanted = [p for p in wanted if str(p) == python]
         if not wanted:
@@ -238,6 +254,34 @@ def probe_matrix(matrix: Matrix, release: TorchRelease) -> Matrix:
     return replace(matrix, torch=(release,))
 
 
+def probe_dir(matrix: Matrix, release: TorchRelease) -> Path:
+    return matrix.root / "build" / "probe" / f"torch{release.version}"
+
+
+def run_probe(
+    matrix: Matrix,
+    release: TorchRelease,
+    cell: Cell,
+    registry: Registry,
+    *,
+    runner: Runner,
+    progress: ProgressCallback,
+) -> ProbeReport:
+    """Build and smoke-test one cell in build/probe/torch<version>/ (its own workspace; caches are shared).
+
+    Writes report.md there and returns the report; nothing reaches wheels/ or the matrix's results.
+    """
+    scratch = probe_dir(matrix, release)
+    workspace = Workspace.for_root(matrix.root, build_dir=scratch / "work", wheels_dir=scratch / "out")
+    alone = probe_matrix(matrix, release)
+    with RunLock(workspace):
+        engine = Engine(alone, workspace, runner, registry, progress=progress)
+        [result] = engine.run([cell], RunOptions(jobs=1, fail_fast=False, force=True))
+    report = report_from_result(release, result, workspace.logs_dir / f"{cell.id}.log")
+    write_text_atomic(scratch / "report.md", report.markdown())
+    return report
+
+
 __all__ = [
     "CompileError",
     "DriverVersion",
@@ -248,4 +292,5 @@ __all__ = [
     "probe_matrix",
     "report_from_result",
     "resolve_release",
+    "run_probe",
 ]

@@ -39,19 +39,33 @@ class PublishedWheel:
     version: Version
     python: Version  # interpreter the wheel is for, e.g. 3.11
     url: str
+    yanked: str | None = None  # PEP 592: None when not yanked, else the reason ("" when none was given)
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """One file an index lists for a project, with its PEP 592 yank status."""
+
+    filename: str
+    url: str
+    yanked: str | None = None
 
 
 def pythons_from_filenames(filenames: list[tuple[str, str]], version: Version, machine: str) -> list[PublishedWheel]:
     """Keep CPython (non free-threaded) Linux wheels of exactly `version` for this machine's architecture."""
+    return [w for w in linux_wheels([IndexFile(f, u) for f, u in filenames], machine) if w.version == version]
+
+
+def linux_wheels(files: list[IndexFile], machine: str) -> list[PublishedWheel]:
+    """CPython (non free-threaded) Linux wheels of every version for this machine's architecture."""
     out = []
-    for filename, url in filenames:
+    for file in files:
+        filename = file.filename
         if not filename.endswith(".whl"):
             continue
         try:
             _name, wheel_version, _build, tags = parse_wheel_filename(filename)
         except InvalidWheelFilename:
-            continue
-        if wheel_version != version:
             continue
         for tag in tags:
             if (
@@ -61,7 +75,8 @@ def pythons_from_filenames(filenames: list[tuple[str, str]], version: Version, m
                 and tag.platform.endswith(machine)
             ):
                 digits = tag.interpreter[2:]
-                out.append(PublishedWheel(filename, wheel_version, Version(f"{digits[0]}.{digits[1:]}"), url))
+                python = Version(f"{digits[0]}.{digits[1:]}")
+                out.append(PublishedWheel(filename, wheel_version, python, file.url, file.yanked))
                 break
     return out
 
@@ -105,27 +120,41 @@ class _AnchorParser(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__()
-        self.links: list[tuple[str, str]] = []
+        self.links: list[tuple[str, str, str | None]] = []
         self._href: str | None = None
+        self._yanked: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "a":
-            self._href = dict(attrs).get("href") or ""
+            attributes = dict(attrs)
+            self._href = attributes.get("href") or ""
+            # PEP 592: data-yanked, its value the reason (empty when none was given).
+            self._yanked = (attributes["data-yanked"] or "") if "data-yanked" in attributes else None
 
     def handle_data(self, data: str) -> None:
         if self._href is not None and data.strip():
-            self.links.append((data.strip(), self._href))
+            self.links.append((data.strip(), self._href, self._yanked))
             self._href = None
 
 
 def simple_page_files(body: str, page_url: str) -> list[tuple[str, str]]:
     """(filename, absolute url) of a project page, PEP 691 JSON or PEP 503 HTML (PyTorch's indexes serve HTML)."""
+    return [(f.filename, f.url) for f in simple_page_entries(body, page_url)]
+
+
+def simple_page_entries(body: str, page_url: str) -> list[IndexFile]:
+    """The files of a project page, PEP 691 JSON or PEP 503 HTML, with their yank status."""
     if body.lstrip().startswith("{"):
         data = json.loads(body)
-        return [(f["filename"], urllib.parse.urljoin(page_url, f["url"])) for f in data.get("files", [])]
+        out = []
+        for entry in data.get("files", []):
+            yanked = entry.get("yanked", False)
+            reason = None if yanked is False else ("" if yanked is True else str(yanked))
+            out.append(IndexFile(entry["filename"], urllib.parse.urljoin(page_url, entry["url"]), reason))
+        return out
     parser = _AnchorParser()
     parser.feed(body)
-    return [(name, urllib.parse.urljoin(page_url, href)) for name, href in parser.links]
+    return [IndexFile(name, urllib.parse.urljoin(page_url, href), yanked) for name, href, yanked in parser.links]
 
 
 class Registry:
@@ -195,11 +224,43 @@ class Registry:
     def pythons(self, release: TorchRelease) -> set[Version]:
         return {w.python for w in self.wheels(release)}
 
+    def published(self, source: WheelSource) -> list[PublishedWheel]:
+        """Every torch wheel of every version a source offers for this machine, with yank status where indexes say.
+
+        An index source that cannot be read falls back to its local find-links mirror when it has one.
+        """
+        if source.kind == "registry":
+            return linux_wheels(self.index_entries("torch"), self.machine)
+        if source.kind == "index":
+            try:
+                return linux_wheels(self.index_entries("torch", source.location), self.machine)
+            except RegistryError as exc:
+                if not self._local_mirror(source):
+                    raise
+                log.warning("%s; reading its local find-links mirror instead", exc)
+                locations = self._local_mirror(source)
+        else:
+            locations = self.find_links_locations(source)
+        out: list[PublishedWheel] = []
+        for location in locations:
+            directory = Path(location.removeprefix("file://"))
+            if directory.is_dir():
+                files = [IndexFile(p.name, p.as_uri()) for p in sorted(directory.glob("torch-*.whl"))]
+                out += linux_wheels(files, self.machine)
+        return out
+
     def index_files(self, project: str) -> list[tuple[str, str]]:
         """(filename, url) of every file the index lists for the project (cached for a day)."""
         return self._index_files(project)
 
+    def index_entries(self, project: str, index_url: str = "") -> list[IndexFile]:
+        """Every file an index (default: the registry) lists for the project, with its yank status."""
+        return self._index_entries(project, index_url)
+
     def _index_files(self, project: str, index_url: str = "") -> list[tuple[str, str]]:
+        return [(f.filename, f.url) for f in self._index_entries(project, index_url)]
+
+    def _index_entries(self, project: str, index_url: str = "") -> list[IndexFile]:
         base = index_url.rstrip("/") + "/" if index_url else self.index_url
         # The default index keeps its historical cache name; another index gets one named after its URL.
         name = project if base == self.index_url else f"{hashlib.sha256(base.encode()).hexdigest()[:16]}-{project}"
@@ -210,8 +271,12 @@ class Registry:
             try:
                 request = urllib.request.Request(page, headers={"Accept": f"{PEP691}, text/html;q=0.1"})
                 with urllib.request.urlopen(request, timeout=60) as response:
-                    files = simple_page_files(response.read().decode(), page)
-                write_text_atomic(cache, json.dumps({"files": [{"filename": f, "url": u} for f, u in files]}))
+                    files = simple_page_entries(response.read().decode(), page)
+                records = [
+                    {"filename": f.filename, "url": f.url} | ({} if f.yanked is None else {"yanked": f.yanked})
+                    for f in files
+                ]
+                write_text_atomic(cache, json.dumps({"files": records}))
             except (OSError, ValueError) as exc:
                 if not cache.is_file():
                     hint = "" if base == self.index_url else "; a machine without it can name a local-find-links mirror"
@@ -220,4 +285,4 @@ class Registry:
         if not cache.is_file():
             raise RegistryError(f"offline and no cached copy of the {project} index {base} in {cache}")
         data = json.loads(cache.read_text())
-        return [(f["filename"], f["url"]) for f in data.get("files", [])]
+        return [IndexFile(f["filename"], f["url"], f.get("yanked")) for f in data.get("files", [])]

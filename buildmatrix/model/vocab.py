@@ -33,3 +33,12 @@ class RunnerName(StrEnum):
     AUTO = "auto"
     LOCAL = "local"
     DOCKER = "docker"
+
+
+class FindingKind(StrEnum):
+    """What `outdated` found when it compared matrix.yaml with the torch sources."""
+
+    NEW_MINOR = "new-minor"  # a torch minor matrix.yaml does not list
+    NEW_PATCH = "new-patch"  # a newer patch release of a listed minor
+    NEW_PYTHON = "new-python"  # a Python newer than matrix.yaml's, published by a listed release
+    YANKED = "yanked"  # a listed release the registry has yanked
