@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import Version
+
 from buildmatrix.errors import UserError
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import Matrix, TorchRelease, load_matrix
@@ -37,16 +39,25 @@ def write_edits(matrix: Matrix, edits: list[Edit], registry: Registry) -> Update
     try:
         candidate.write_text(after, encoding="utf-8")
         edited = load_matrix(candidate)
-        expand(edited, {release: registry.pythons(release) for release in edited.torch})
+        expand(edited, {release: _published(edited, release, registry) for release in edited.torch})
     except UserError as exc:
+        problems = str(exc).replace(str(candidate), f"{matrix.path} (as edited)")
         raise UpdateError(
-            f"the edits outdated would make leave an invalid matrix, so {matrix.path} is unchanged:\n{exc}"
+            f"the edits outdated would make leave an invalid matrix, so {matrix.path} is unchanged:\n{problems}"
         ) from None
     finally:
         candidate.unlink(missing_ok=True)
     write_text_atomic(matrix.path, after)
     edited = load_matrix(matrix.path)
     return Update(edited, changed_releases(edited, edits), before, after)
+
+
+def _published(matrix: Matrix, release: TorchRelease, registry: Registry) -> set[Version]:
+    """The release's Pythons; as declared when its source cannot be read here (CI has no find-links of this machine)."""
+    try:
+        return registry.pythons(release)
+    except UserError:
+        return set(release.python or matrix.python)
 
 
 def changed_releases(matrix: Matrix, edits: list[Edit]) -> tuple[TorchRelease, ...]:

@@ -244,7 +244,7 @@ def _new_minors(matrix: Matrix, sources: Sources, variants: frozenset[Variant] |
         if offer.yanked is None and offer.minor not in listed and offer.minor > oldest:
             by_minor[offer.minor].append(offer)
     out = []
-    for _minor, offers in sorted(by_minor.items()):
+    for _, offers in sorted(by_minor.items()):
         wanted = [o for o in offers if variants is None or o.variant in variants]
         others = sorted({f"{o.variant} build from {o.source.describe()}" for o in offers if o not in wanted})
         if not wanted:

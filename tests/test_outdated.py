@@ -1,0 +1,267 @@
+"""`outdated` against recorded registry answers served over HTTP: findings, edits, --apply keeping every comment."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from buildmatrix.builder.update import UpdateError, write_edits
+from buildmatrix.model.matrix import WheelSource, load_matrix
+from buildmatrix.model.matrixedit import apply_edits
+from buildmatrix.model.outdated import AddRelease, Comparison, SetVersion, compare, read_sources
+from buildmatrix.model.registry import Registry
+from buildmatrix.model.vocab import FindingKind, Variant
+
+from conftest import copy_project, run_cli
+
+ANSWERS = Path(__file__).parent / "fixtures" / "registry"
+PEP691 = "application/vnd.pypi.simple.v1+json"
+
+OLD_MATRIX = """\
+schema-version: 1
+plugin: {distribution: torch-emu, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
+driver: {source: driver, versions: ["1.4", "2.1"]}
+python: ["3.11", "3.12", "3.13"]
+torch:
+  - version: "2.12.0"
+    python: ["3.13"]
+    patches: [pre-2.7]
+  - version: "2.14.0"     # the newest we knew
+exclude:
+  - {torch: "2.12", driver: "1"}
+"""
+
+
+class Answers:
+    """A PEP 691 index on 127.0.0.1 that answers /simple/torch/ with whichever recorded file the test picks."""
+
+    def __init__(self) -> None:
+        self.file = ANSWERS / "torch-recorded.json"
+        self.requests = 0
+        answers = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                answers.requests += 1
+                if self.path != "/simple/torch/" or PEP691 not in self.headers.get("Accept", ""):
+                    self.send_error(404)
+                    return
+                body = answers.file.read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Type", PEP691)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def use(self, name: str) -> None:
+        self.file = ANSWERS / name
+
+
+@pytest.fixture
+def answers() -> Iterator[Answers]:
+    served = Answers()
+    yield served
+    served.server.shutdown()
+    served.server.server_close()
+
+
+@pytest.fixture
+def no_pip_find_links(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """This machine's pip find-links (the 2.13 CPU wheel) would be a source too; these tests choose theirs."""
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr("buildmatrix.model.registry.Path.home", lambda: tmp_path / "home")
+
+
+def outdated(matrix_path: Path, answers: Answers, tmp_path: Path, **kwargs: object) -> Comparison:
+    matrix = load_matrix(matrix_path)
+    registry = Registry(tmp_path / "cache", index_url=answers.url)
+    registry.machine = "x86_64"
+    return compare(matrix, read_sources(matrix, registry), **kwargs)  # type: ignore[arg-type]
+
+
+def by_kind(result: Comparison) -> dict[FindingKind, list[str]]:
+    return {kind: [f"{f.subject} => {f.need}" for f in result.of_kind(kind)] for kind in FindingKind}
+
+
+@pytest.mark.usefixtures("no_pip_find_links")
+def test_recorded_answer_new_minors_patches_and_pythons(write_matrix, answers: Answers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    result = outdated(write_matrix(OLD_MATRIX), answers, tmp_path)
+    found = by_kind(result)
+    assert found[FindingKind.NEW_PATCH] == [
+        'torch 2.12.1 (cuda, registry) => the torch entry "2.12.0" becomes "2.12.1" (same patches and Pythons)',
+        'torch 2.14.1 (cuda, registry) => the torch entry "2.14.0" becomes "2.14.1" (same patches and Pythons)',
+    ]
+    assert found[FindingKind.NEW_MINOR] == [
+        'torch 2.13.0 (cuda, registry) => a torch entry "2.13.0" as a coverage cell (Python 3.13, driver 2; '
+        "exclude driver 1) with the shim series of the nearest release 2.14.0: none",
+        'torch 2.15.0 (cuda, registry) => a torch entry "2.15.0" as a coverage cell (Python 3.13, driver 2; '
+        "exclude driver 1) with the shim series of the nearest release 2.14.0: none",
+    ]
+    assert found[FindingKind.NEW_PYTHON] == [
+        "Python 3.14, published by torch 2.12.0 (cuda), 2.14.0 (cuda) => "
+        'python: add "3.14" (a CPython 3.14 interpreter on every builder, and in an image for Docker); '
+        "new cells: torch2.14-cuda-cp314-drv1, torch2.14-cuda-cp314-drv2"
+    ]
+    assert found[FindingKind.YANKED] == []
+    assert result.edits == [
+        SetVersion(Version("2.12.0"), Variant.CUDA, Version("2.12.1")),
+        SetVersion(Version("2.14.0"), Variant.CUDA, Version("2.14.1")),
+        AddRelease(
+            Version("2.13.0"), Variant.CUDA, WheelSource("registry"), Version("3.13"), (), Version("2.14.0"), (1,)
+        ),
+        AddRelease(
+            Version("2.15.0"), Variant.CUDA, WheelSource("registry"), Version("3.13"), (), Version("2.14.0"), (1,)
+        ),
+    ]
+    assert answers.requests == 1  # one index request; the answer is cached for the rest
+
+
+@pytest.mark.usefixtures("no_pip_find_links")
+def test_yanked_listed_release_moves_to_the_newest_not_yanked(write_matrix, answers: Answers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    answers.use("torch-yanked.json")
+    path = write_matrix(OLD_MATRIX.replace('"2.14.0"     # the newest we knew', '"2.14.1"'))
+    result = outdated(path, answers, tmp_path)
+    [yanked] = result.of_kind(FindingKind.YANKED)
+    assert yanked.subject == "torch 2.14.1 (cuda) is yanked (wheels miss a header (test fixture))"
+    assert yanked.edit == SetVersion(Version("2.14.1"), Variant.CUDA, Version("2.14.0"))
+    # Nor is a yanked release ever proposed as a new patch release.
+    older = outdated(write_matrix(OLD_MATRIX), answers, tmp_path / "again")
+    assert [f.subject for f in older.of_kind(FindingKind.NEW_PATCH)] == ["torch 2.12.1 (cuda, registry)"]
+
+
+@pytest.mark.usefixtures("no_pip_find_links")
+def test_find_links_source_new_minor_only_when_its_variant_is_asked_for(  # type: ignore[no-untyped-def]
+    write_matrix, answers: Answers, tmp_path: Path
+) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for name in (
+        "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "torch-2.14.0+cpu-cp312-cp312-linux_x86_64.whl",
+    ):
+        (wheels / name).write_bytes(b"")
+    path = write_matrix(
+        OLD_MATRIX.replace(
+            '  - version: "2.14.0"     # the newest we knew\n',
+            f'  - {{version: "2.14.0", variant: cpu, wheels: {{find-links: "{wheels}"}}}}\n',
+        )
+    )
+    default = outdated(path, answers, tmp_path)
+    [minor_13, minor_15] = default.of_kind(FindingKind.NEW_MINOR)
+    assert minor_13.subject == f"torch 2.13.0 (cuda, registry); also offered: cpu build from find-links {wheels}"
+    assert minor_15.subject == "torch 2.15.0 (cuda, registry)"
+    cpu = outdated(path, answers, tmp_path / "cpu", variants=frozenset({Variant.CPU}))
+    [only] = cpu.of_kind(FindingKind.NEW_MINOR)
+    # 2.12.0 and 2.14.0 are as near as each other: the newer one's series (shims only ever drop out going up).
+    assert only.edit == AddRelease(
+        Version("2.13.0"),
+        Variant.CPU,
+        WheelSource("find-links", str(wheels)),
+        Version("3.11"),
+        (),
+        Version("2.14.0"),
+        (1,),
+    )
+
+
+@pytest.mark.usefixtures("no_pip_find_links")
+def test_unreadable_registry_is_a_note_not_a_crash(write_matrix, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    matrix = load_matrix(write_matrix(OLD_MATRIX))
+    registry = Registry(tmp_path / "cache", index_url="http://127.0.0.1:9/simple/")
+    result = compare(matrix, read_sources(matrix, registry))
+    assert result.findings == ()
+    assert result.notes[0].startswith("torch 2.12.0 (cuda): not checked, registry unreadable: cannot read")
+
+
+def comment_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip().startswith("#") or " # " in line]
+
+
+@pytest.mark.usefixtures("no_pip_find_links")
+def test_apply_on_a_copy_of_matrix_yaml_keeps_every_comment(
+    answers: Answers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answers.use("torch-next.json")
+    root = copy_project(tmp_path / "project")
+    before = (root / "matrix.yaml").read_text()
+    result = run_cli(root, "outdated", "--apply", "--no-probe", "--index-url", answers.url, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = (root / "matrix.yaml").read_text()
+    old, new = before.splitlines(), after.splitlines()
+    # Line by line: every line of the old file is still there, in order; the only changed one is 2.15.0 -> 2.15.1
+    # (with its comment); the added ones are the 2.16.0 coverage entry and its driver-1 exclusion.
+    added = []
+    cursor = 0
+    for line in new:
+        expected = old[cursor] if cursor < len(old) else None
+        if line == expected or (expected is not None and line == expected.replace('"2.15.0"', '"2.15.1"')):
+            cursor += 1
+        else:
+            added.append(line)
+    assert cursor == len(old), f"line {cursor + 1} of the old matrix.yaml is missing or moved: {old[cursor]!r}"
+    assert added == [
+        '  - version: "2.16.0"',
+        '    python: ["3.13"]',
+        '  - {torch: "2.16", driver: "1"}',
+    ]
+    assert '  - version: "2.15.1"         # newest on the registry' in new
+    assert comment_lines(after) == [c.replace('"2.15.0"', '"2.15.1"') for c in comment_lines(before)]
+    # The comment block that followed the last torch entry still introduces the exclude rules.
+    tail = after.split('  - version: "2.16.0"\n    python: ["3.13"]\n', 1)[1]
+    assert tail.startswith("\n# Rules in the spirit of GitHub Actions")
+    report = (root / "build" / "outdated" / "report.md").read_text()
+    assert "torch 2.16.0 (cuda): not probed (`--no-probe`)" in report
+    assert "(applied)" in report and "Python 3.14" in report
+    # The edited matrix is valid and its new cells are what was promised (an empty find-links: no 2.13 CPU wheel).
+    (tmp_path / "no-wheels").mkdir()
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "no-wheels"))
+    listed = run_cli(root, "matrix", "--torch", "2.16", "--torch", "2.15", "--offline", timeout=60)
+    assert "torch2.16-cuda-cp313-drv2" in listed.stdout and "torch2.16-cuda-cp313-drv1" not in listed.stdout
+
+
+@pytest.mark.usefixtures("no_pip_find_links")
+def test_no_findings_leaves_matrix_yaml_byte_identical(answers: Answers, tmp_path: Path) -> None:
+    root = copy_project(tmp_path / "project")
+    before = (root / "matrix.yaml").read_bytes()
+    result = run_cli(root, "outdated", "--apply", "--no-probe", "--index-url", answers.url, "--variant", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert (root / "matrix.yaml").read_bytes() == before
+    assert "edited" not in result.stdout
+
+
+def test_edits_that_would_break_the_matrix_leave_it_unchanged(write_matrix, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = write_matrix(OLD_MATRIX)
+    before = path.read_bytes()
+    registry = Registry(tmp_path / "cache", offline=True)
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "torch.json").write_bytes((ANSWERS / "torch-recorded.json").read_bytes())
+    registry.machine = "x86_64"
+    # Python 3.9: torch 2.15.0 publishes no wheel for it, so the edited matrix would not expand.
+    bad = AddRelease(Version("2.15.0"), Variant.CUDA, WheelSource("registry"), Version("3.9"), (), None, ())
+    with pytest.raises(
+        UpdateError,
+        match=r"(?s)unchanged:\n.*matrix.yaml \(as edited\):11: torch\[2\].python\[0\]: "
+        r"torch 2.15.0 \(cuda\) publishes no wheel for Python 3.9",
+    ):
+        write_edits(load_matrix(path), [bad], registry)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir() if p.name.startswith(".")) == []
+
+
+def test_set_version_of_an_entry_that_is_not_there_names_it(tmp_path: Path) -> None:
+    with pytest.raises(Exception, match=r"no entry for torch 2\.3\.0 \(cuda\) to move to 2\.3\.1"):
+        apply_edits(tmp_path / "m.yaml", OLD_MATRIX, [SetVersion(Version("2.3.0"), Variant.CUDA, Version("2.3.1"))])
