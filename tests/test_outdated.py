@@ -226,9 +226,11 @@ def test_apply_on_a_copy_of_matrix_yaml_keeps_every_comment(
     report = (root / "build" / "outdated" / "report.md").read_text()
     assert "torch 2.16.0 (cuda): not probed (`--no-probe`)" in report
     assert "(applied)" in report and "Python 3.14" in report
-    # The edited matrix is valid and its new cells are what was promised (an empty find-links: no 2.13 CPU wheel).
-    (tmp_path / "no-wheels").mkdir()
-    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "no-wheels"))
+    # The edited matrix is valid and its new cells are what was promised (2.13's CPU wheel from a local mirror).
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(mirror))
     listed = run_cli(root, "matrix", "--torch", "2.16", "--torch", "2.15", "--offline", timeout=60)
     assert "torch2.16-cuda-cp313-drv2" in listed.stdout and "torch2.16-cuda-cp313-drv1" not in listed.stdout
 

@@ -73,3 +73,29 @@ def test_cached_answer_is_used_offline(tmp_path: Path) -> None:
     registry = Registry(tmp_path, offline=True)
     registry.machine = "x86_64"
     assert registry.pythons(release) == {Version("3.11")}
+
+
+def test_yank_status_from_json_html_and_old_caches(tmp_path: Path) -> None:
+    from buildmatrix.model.registry import simple_page_entries
+
+    page = "https://example.invalid/simple/torch/"
+    body = json.dumps(
+        {
+            "files": [
+                {"filename": "a.whl", "url": "a.whl", "yanked": False},
+                {"filename": "b.whl", "url": "b.whl", "yanked": True},
+                {"filename": "c.whl", "url": "c.whl", "yanked": "broken"},
+                {"filename": "d.whl", "url": "d.whl"},
+            ]
+        }
+    )
+    assert [f.yanked for f in simple_page_entries(body, page)] == [None, "", "broken", None]
+    html = '<a href="a.whl">a.whl</a><a href="b.whl" data-yanked>b.whl</a><a href="c.whl" data-yanked="bad">c.whl</a>'
+    assert [(f.url, f.yanked) for f in simple_page_entries(html, page)] == [
+        (page + "a.whl", None),
+        (page + "b.whl", ""),
+        (page + "c.whl", "bad"),
+    ]
+    # A cache written before yank status was kept: PyPI's raw answer, "yanked": false on every file.
+    (tmp_path / "torch.json").write_text(body)
+    assert [f.yanked for f in Registry(tmp_path, offline=True).index_entries("torch")] == [None, "", "broken", None]

@@ -14,6 +14,7 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from ruamel.yaml.tokens import CommentToken
 
 from buildmatrix.errors import MatrixError, Problem
+from buildmatrix.model.matrix import PIP_CONFIG, WheelSource
 from buildmatrix.model.outdated import AddRelease, Edit, SetVersion
 
 
@@ -79,18 +80,28 @@ def _flow_strings(values: list[str]) -> CommentedSeq:
     return seq
 
 
+def _wheels(source: WheelSource) -> str | CommentedMap:
+    """A wheel source written the way matrix.yaml spells it."""
+    if source.kind == "find-links" and source.location == PIP_CONFIG:
+        return "pip-find-links"
+    if source.kind == "index":
+        fields = [("index", source.location)] + (
+            [("local-find-links", source.local_find_links)] if source.local_find_links else []
+        )
+    else:
+        fields = [("find-links", source.location)]
+    mapping = CommentedMap(fields)
+    mapping.fa.set_flow_style()
+    return mapping
+
+
 def _add_release(doc: CommentedMap, torch: CommentedSeq, edit: AddRelease) -> None:
     entry = CommentedMap()
     entry["version"] = DoubleQuotedScalarString(str(edit.version))
     if edit.wheels.kind != "registry" or edit.variant != "cuda":
         entry["variant"] = str(edit.variant)
     if edit.wheels.kind != "registry":
-        if edit.wheels.location == "pip-config":
-            entry["wheels"] = "pip-find-links"
-        else:
-            location = CommentedMap([("find-links", edit.wheels.location)])
-            location.fa.set_flow_style()
-            entry["wheels"] = location
+        entry["wheels"] = _wheels(edit.wheels)
     entry["python"] = _flow_strings([str(edit.python)])
     if edit.patches:
         patches = CommentedSeq(list(edit.patches))

@@ -14,7 +14,7 @@ from packaging.version import Version
 
 from buildmatrix.errors import UserError
 from buildmatrix.model.cells import Cell, rule_matches
-from buildmatrix.model.matrix import Matrix, TorchRelease, WheelSource
+from buildmatrix.model.matrix import PIP_CONFIG, Matrix, TorchRelease, WheelSource
 from buildmatrix.model.registry import PublishedWheel, Registry
 from buildmatrix.model.vocab import FindingKind, Variant
 
@@ -119,8 +119,8 @@ class Sources:
 
 
 def read_sources(matrix: Matrix, registry: Registry) -> Sources:
-    """Ask the registry, every find-links source matrix.yaml names, and pip's configured find-links (if any)."""
-    watched = [WheelSource("registry"), WheelSource("find-links", "pip-config")]
+    """Ask the registry, pip's configured find-links (if any) and every other source matrix.yaml names."""
+    watched = [WheelSource("registry"), WheelSource("find-links", PIP_CONFIG)]
     watched += [r.wheels for r in matrix.torch if r.wheels not in watched]
     sources = Sources()
     for source in watched:

@@ -137,6 +137,13 @@ class _AnchorParser(HTMLParser):
             self._href = None
 
 
+def yank_reason(value: object) -> str | None:
+    """PEP 691's "yanked" (false, true or a reason) as None when not yanked, else the reason ("" for none given)."""
+    if value is None or value is False:
+        return None
+    return "" if value is True else str(value)
+
+
 def simple_page_files(body: str, page_url: str) -> list[tuple[str, str]]:
     """(filename, absolute url) of a project page, PEP 691 JSON or PEP 503 HTML (PyTorch's indexes serve HTML)."""
     return [(f.filename, f.url) for f in simple_page_entries(body, page_url)]
@@ -148,9 +155,8 @@ def simple_page_entries(body: str, page_url: str) -> list[IndexFile]:
         data = json.loads(body)
         out = []
         for entry in data.get("files", []):
-            yanked = entry.get("yanked", False)
-            reason = None if yanked is False else ("" if yanked is True else str(yanked))
-            out.append(IndexFile(entry["filename"], urllib.parse.urljoin(page_url, entry["url"]), reason))
+            url = urllib.parse.urljoin(page_url, entry["url"])
+            out.append(IndexFile(entry["filename"], url, yank_reason(entry.get("yanked"))))
         return out
     parser = _AnchorParser()
     parser.feed(body)
@@ -285,4 +291,5 @@ class Registry:
         if not cache.is_file():
             raise RegistryError(f"offline and no cached copy of the {project} index {base} in {cache}")
         data = json.loads(cache.read_text())
-        return [IndexFile(f["filename"], f["url"], f.get("yanked")) for f in data.get("files", [])]
+        # Caches written before yank status was kept hold PyPI's raw answer ("yanked": false) or no key at all.
+        return [IndexFile(f["filename"], f["url"], yank_reason(f.get("yanked"))) for f in data.get("files", [])]
