@@ -16,7 +16,7 @@ from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import UserError
 from buildmatrix.model.cells import Cell, Selection, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
-from buildmatrix.model.registry import DEFAULT_INDEX, Registry
+from buildmatrix.model.registry import DEFAULT_INDEX, Registry, published_pythons
 
 EXIT_CELLS_FAILED = 1
 
@@ -24,8 +24,7 @@ EXIT_CELLS_FAILED = 1
 def load_cells(args: argparse.Namespace) -> tuple[Matrix, list[Cell], Registry]:
     matrix = load_matrix(Path(args.matrix).resolve())
     registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=args.offline)
-    available = {release: registry.pythons(release) for release in matrix.torch}
-    cells = expand(matrix, available)
+    cells = expand(matrix, published_pythons(matrix, registry))
     selection = Selection(
         tuple(args.torch or ()), tuple(args.python or ()), tuple(args.driver or ()), tuple(args.variant or ())
     )
@@ -222,7 +221,7 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
         problems = docs_problems(CompatTable.from_json((matrix.root / DOCS_TABLE).read_text()), matrix)
     else:
         registry = Registry(workspace.cache_dir / "registry", offline=args.offline)
-        available = {release: registry.pythons(release) for release in matrix.torch}
+        available = published_pythons(matrix, registry)
         results = ResultStore(workspace.results_dir).all()
         table = build_table(matrix, expand(matrix, available), results, available, site_url=args.site_url)
         # The site is built and checked beside the live one; nothing (site or docs) changes unless every check passes.

@@ -113,7 +113,14 @@ pythons = st.sets(st.sampled_from([V(f"3.{m}") for m in range(8, 15)]))
 @given(published_24=pythons, published_213=pythons)
 def test_expansion_properties(write_matrix, published_24: set[Version], published_213: set[Version]) -> None:
     matrix = load_matrix(write_matrix())
-    cells = expand(matrix, available(matrix, {"2.4.1": published_24, "2.13.0": published_213}))
+    table = {"2.4.1": published_24, "2.13.0": published_213}
+    dropped = [f"torch[{i}]" for i, r in enumerate(matrix.torch) if not table[str(r.version)] & set(matrix.python)]
+    if dropped:  # a release none of whose Pythons is shipped is an error, never silently left out
+        with pytest.raises(MatrixError) as info:
+            expand(matrix, available(matrix, table))
+        assert [p.key for p in info.value.problems] == dropped
+        return
+    cells = expand(matrix, available(matrix, table))
     # ids are unique, every cell's Python is both declared and published, and both drivers appear per pair
     assert len(set(ids(cells))) == len(cells)
     for cell in cells:

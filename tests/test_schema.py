@@ -44,3 +44,46 @@ def test_same_choices() -> None:
     assert (
         tuple(SCHEMA["properties"]["torch"]["items"]["properties"]["wheels"]["oneOf"][0]["enum"]) == model.WHEEL_SOURCES
     )
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        (("python",), ["3.11", "3.11.0"]),
+        (("python",), ["3.11", "3.11"]),
+        (("plugin", "source"), "/etc"),
+        (("plugin", "source"), "../outside"),
+        (("images",), {"deb": {"base": "debootstrap:../../X", "python": ["3.11"]}}),
+        (("images",), {"deb": {"base": "/srv/rootfs", "python": ["3.11"]}}),
+        (("images",), {"../x": {"base": "debian:12", "python": ["3.11"]}}),
+    ],
+)
+def test_schema_refuses_what_the_parser_refuses(where: tuple[str, ...], value: object) -> None:
+    document = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    target = document
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = value
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(document, SCHEMA)
+
+
+def test_schema_accepts_image_references() -> None:
+    document = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    document["images"] = {
+        "a": {"base": "quay.io/pypa/manylinux_2_28_x86_64:2024.11.16-1", "python": ["3.11"]},
+        "b": {"base": "localhost:5000/debian:12", "python": ["3.11"]},
+        "c": {"base": "debian:12", "python": ["3.11"]},
+    }
+    jsonschema.validate(document, SCHEMA)
+
+
+def test_same_name_patterns() -> None:
+    images = SCHEMA["properties"]["images"]
+    base = images["additionalProperties"]["properties"]["base"]["pattern"]
+    assert base == f"^(?:{model.DEBOOTSTRAP_BASE.pattern}|{model.IMAGE_REFERENCE.pattern})$"
+    assert images["propertyNames"]["pattern"] == f"^{model.PLAIN_NAME.pattern}$"
+    assert (
+        SCHEMA["properties"]["torch"]["items"]["properties"]["patches"]["items"]["pattern"]
+        == f"^{model.PLAIN_NAME.pattern}$"
+    )

@@ -17,6 +17,7 @@ from pathlib import Path
 from buildmatrix.docker import oci
 from buildmatrix.errors import StepFailed, UserError
 from buildmatrix.model.matrix import BuildImage
+from buildmatrix.util.paths import inside, name_problem
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +156,13 @@ class ImageBuilder:
             return plan.tag
 
     def _debootstrap_base(self, suite: str, reference: str, log_file: Path) -> None:
+        try:  # matrix.yaml refuses such a suite already; this directory is deleted below, so check again here
+            problem = name_problem(suite)
+            if problem:
+                raise ValueError(f"{suite!r} {problem}")
+            rootfs = inside(self.cache_dir / "debootstrap", suite)
+        except ValueError as exc:
+            raise StepFailed("image", f"debootstrap suite {exc}: it would lead outside {self.cache_dir}") from None
         with self._lock(reference):
             if oci.image_exists(reference):
                 return
@@ -169,7 +177,6 @@ class ImageBuilder:
                     "image",
                     f"debootstrap of {suite} needs root; run the build as root or `docker import` a {suite} rootfs as {reference}",
                 )
-            rootfs = self.cache_dir / "debootstrap" / suite
             if rootfs.exists():
                 shutil.rmtree(rootfs)  # left by an interrupted run
             rootfs.parent.mkdir(parents=True, exist_ok=True)

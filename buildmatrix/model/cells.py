@@ -84,10 +84,33 @@ def expand(matrix: Matrix, available_pythons: Mapping[TorchRelease, set[Version]
             pythons = [p for p in release.python if p in offered]
         else:
             pythons = [p for p in matrix.python if p in offered]
+            if not pythons:
+                key = f"torch[{index}]"
+                published = ", ".join(str(v) for v in sorted(offered)) or "none"
+                problems.append(
+                    Problem(
+                        file,
+                        matrix.lines.line(key),
+                        key,
+                        f"torch {release.version} ({release.variant}) publishes wheels for Python {published}, none of "
+                        "them in python: give this release its own python list, or remove it",
+                    )
+                )
         for python in pythons:
             for driver in matrix.drivers:
                 cells.append(Cell(release, python, driver))
 
+    for index, rule in enumerate(matrix.exclude):
+        if not any(rule_matches(rule, c) for c in cells):
+            key = f"exclude[{index}]"
+            problems.append(
+                Problem(
+                    file,
+                    matrix.lines.line(key),
+                    key,
+                    "matches no cell of the matrix (allowed: a rule that removes one)",
+                )
+            )
     cells = [c for c in cells if not any(rule_matches(rule, c) for rule in matrix.exclude)]
     for index, rule in enumerate(matrix.include):
         key = f"include[{index}]"
@@ -120,6 +143,9 @@ def expand(matrix: Matrix, available_pythons: Mapping[TorchRelease, set[Version]
             matched = True
         if not matched and not any(p.key == key for p in problems):
             problems.append(Problem(file, matrix.lines.line(key), key, "matches no torch release of the matrix"))
+    if not cells and not problems:
+        key = "exclude" if matrix.exclude else "torch"
+        problems.append(Problem(file, matrix.lines.line(key), key, "the matrix expands to no cell at all"))
     if problems:
         raise MatrixError(problems)
     return cells

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,17 @@ DRIVER_KEYS = ("distribution", "source", "versions")
 TORCH_KEYS = ("version", "variant", "wheels", "python", "patches")
 RULE_KEYS = ("torch", "python", "driver", "variant")
 IMAGE_KEYS = ("base", "python")
+
+ABSENT: Any = object()  # a key not written at all, as opposed to written as null
+
+# Names that become path components (patch series, images): never a path, never hidden.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+DEBOOTSTRAP_BASE = re.compile(r"debootstrap:[a-z][a-z0-9-]*")
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(
+    rf"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
+)
 
 
 PIP_CONFIG = "pip-config"  # a find-links location meaning pip's configured find-links (PIP_FIND_LINKS, pip.conf)
@@ -161,24 +173,32 @@ class _Reader:
                 self.problem(key or "(top level)", f"missing required key '{name}'")
         return value
 
-    def sequence(self, value: Any, key: str) -> list[Any]:
-        if value is None:
-            return []
+    def sequence(self, value: Any, key: str, required: bool = False) -> list[Any]:
+        if value is ABSENT or (value is None and not required):
+            return []  # a missing required key is reported once, by mapping()
         if not isinstance(value, list):
             self.problem(key, f"expected a list, got {_kind(value)}")
             return []
         return value
 
     def version(self, value: Any, key: str) -> Version | None:
-        if isinstance(value, float):
-            # YAML reads 3.10 as 3.1: refuse rather than guess.
-            self.problem(key, f'{value!r} is a number; quote versions, e.g. "{value}"')
+        if not isinstance(value, str):
+            self.not_text(value, key)
             return None
         try:
-            return Version(str(value))
+            return Version(value)
         except InvalidVersion:
             self.problem(key, f"'{value}' is not a valid version (PEP 440, e.g. \"2.4.1\")")
             return None
+
+    def not_text(self, value: Any, key: str) -> None:
+        """A version or selector YAML typed as something else: a number loses digits (2.10 reads as 2.1)."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            written = self.lines.text(key) or repr(value)
+            read_as = f" (YAML reads it as {value!r})" if written != repr(value) else ""
+            self.problem(key, f'{written} is a number{read_as}; quote versions, e.g. "{written}"')
+        else:
+            self.problem(key, f'expected a quoted version like "2.4", got {_kind(value)}')
 
     def choice(self, value: Any, key: str, allowed: tuple[str, ...]) -> str | None:
         if value not in allowed:
@@ -187,6 +207,20 @@ class _Reader:
             self.problem(key, f"'{value}' is not allowed (allowed: {', '.join(allowed)}){tip}")
             return None
         return str(value)
+
+    def project_dir(self, value: Any, key: str, root: Path) -> Path | None:
+        """A directory given relative to the matrix file; it must exist and stay inside the project."""
+        text = self.string(value, key)
+        if text is None:
+            return None
+        path = root / text
+        if Path(text).is_absolute() or not path.resolve().is_relative_to(root.resolve()):
+            self.problem(key, f"'{text}' is outside the project (allowed: a directory relative to {root})")
+            return None
+        if not path.is_dir():
+            self.problem(key, f"directory '{text}' does not exist next to the matrix file")
+            return None
+        return path
 
     def string(self, value: Any, key: str) -> str | None:
         if not isinstance(value, str) or not value:
@@ -215,10 +249,13 @@ def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
 
     plugin = _plugin(reader, root.get("plugin"), path.parent)
     driver_raw = reader.mapping(root.get("driver"), "driver", DRIVER_KEYS, required=("source", "versions"))
-    drivers = _drivers(reader, driver_raw.get("versions"))
-    python = _versions(reader, root.get("python"), "python")
+    driver_source = (
+        reader.project_dir(driver_raw["source"], "driver.source", path.parent) if "source" in driver_raw else None
+    )
+    drivers = _drivers(reader, driver_raw.get("versions", ABSENT))
+    python = _versions(reader, root.get("python", ABSENT), "python", minors=True)
     patches_root = patches_dir if patches_dir is not None else path.parent / "patches"
-    torch = _torch(reader, root.get("torch"), patches_root)
+    torch = _torch(reader, root.get("torch", ABSENT), patches_root)
     exclude = _rules(reader, root.get("exclude"), "exclude")
     include = _rules(reader, root.get("include"), "include")
     for index, rule in enumerate(include):
@@ -229,11 +266,11 @@ def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
 
     if reader.problems:
         raise MatrixError(reader.problems)
-    assert plugin is not None
+    assert plugin is not None and driver_source is not None
     return Matrix(
         path=path,
         plugin=plugin,
-        driver_source=path.parent / str(driver_raw["source"]),
+        driver_source=driver_source,
         driver_distribution=str(driver_raw.get("distribution", "emu-driver")),
         drivers=drivers,
         python=python,
@@ -252,19 +289,23 @@ def _plugin(reader: _Reader, value: Any, root: Path) -> PluginSpec | None:
         return None
     version = reader.version(raw["version"], "plugin.version")
     distribution = reader.string(raw["distribution"], "plugin.distribution")
-    source = reader.string(raw["source"], "plugin.source")
-    tests = reader.string(raw["smoke-tests"], "plugin.smoke-tests")
-    if source and not (root / source).is_dir():
-        reader.problem("plugin.source", f"directory '{source}' does not exist next to the matrix file")
+    source = reader.project_dir(raw["source"], "plugin.source", root)
+    tests = reader.project_dir(raw["smoke-tests"], "plugin.smoke-tests", root)
+    if source and tests and not tests.resolve().is_relative_to(source.resolve()):
+        reader.problem(
+            "plugin.smoke-tests",
+            f"'{raw['smoke-tests']}' is outside plugin.source '{raw['source']}' (allowed: a directory inside it)",
+        )
+        return None
     if None in (version, distribution, source, tests):
         return None
     assert version and distribution and source and tests
-    return PluginSpec(distribution, version, root / source, root / tests)
+    return PluginSpec(distribution, version, source, tests)
 
 
 def _drivers(reader: _Reader, value: Any) -> tuple[DriverVersion, ...]:
     out = []
-    for index, item in enumerate(reader.sequence(value, "driver.versions")):
+    for index, item in enumerate(reader.sequence(value, "driver.versions", required=True)):
         version = reader.version(item, f"driver.versions[{index}]")
         if version is not None:
             out.append(DriverVersion(version))
@@ -274,13 +315,24 @@ def _drivers(reader: _Reader, value: Any) -> tuple[DriverVersion, ...]:
     return tuple(out)
 
 
-def _versions(reader: _Reader, value: Any, key: str) -> tuple[Version, ...]:
-    out = []
-    for index, item in enumerate(reader.sequence(value, key)):
-        version = reader.version(item, f"{key}[{index}]")
-        if version is not None:
-            out.append(version)
-    if not out and value is not None:
+def _versions(reader: _Reader, value: Any, key: str, minors: bool = False) -> tuple[Version, ...]:
+    """A list of versions, each once; minors=True: Python minors such as "3.11" (cells are per minor)."""
+    out: list[Version] = []
+    items = reader.sequence(value, key, required=True)
+    for index, item in enumerate(items):
+        ikey = f"{key}[{index}]"
+        version = reader.version(item, ikey)
+        if version is None:
+            continue
+        if minors and (len(version.release) != 2 or version != Version(version.base_version)):
+            reader.problem(ikey, f"'{item}' is not a Python minor (allowed: major.minor, e.g. \"3.11\")")
+            continue
+        if version in out:
+            first = out.index(version)
+            reader.problem(ikey, f"'{item}' repeats {key}[{first}] ('{items[first]}'); list each version once")
+            continue
+        out.append(version)
+    if not out and isinstance(value, list) and not value:
         reader.problem(key, "needs at least one version")
     return tuple(out)
 
@@ -291,7 +343,17 @@ def _wheel_source(reader: _Reader, value: Any, key: str) -> WheelSource:
     if value == "pip-find-links":
         return WheelSource("find-links", "pip-config")
     if isinstance(value, dict) and set(value) == {"find-links"} and isinstance(value["find-links"], str):
-        return WheelSource("find-links", value["find-links"])
+        location = value["find-links"]
+        directory = Path(location.removeprefix("file://"))
+        if not directory.is_absolute():
+            reader.problem(
+                f"{key}.find-links",
+                f"'{location}' is not absolute (allowed: an absolute directory path or file:// URL; runners "
+                "resolve a relative one from different directories)",
+            )
+        elif not directory.is_dir():
+            reader.problem(f"{key}.find-links", f"'{location}' is not a directory (allowed: a directory of wheels)")
+        return WheelSource("find-links", str(directory))
     if isinstance(value, dict) and "index" in value:
         return _index_source(reader, value, key)
     reader.problem(
@@ -322,8 +384,8 @@ def _index_source(reader: _Reader, value: dict[str, Any], key: str) -> WheelSour
 
 def _torch(reader: _Reader, value: Any, patches_root: Path) -> tuple[TorchRelease, ...]:
     out: list[TorchRelease] = []
-    seen: dict[tuple[str, str], int] = {}
-    for index, item in enumerate(reader.sequence(value, "torch")):
+    seen: dict[str, int] = {}
+    for index, item in enumerate(reader.sequence(value, "torch", required=True)):
         key = f"torch[{index}]"
         raw = reader.mapping(item, key, TORCH_KEYS, required=("version",))
         if "version" not in raw:
@@ -342,8 +404,8 @@ def _torch(reader: _Reader, value: Any, patches_root: Path) -> tuple[TorchReleas
         patches = []
         for p_index, name in enumerate(reader.sequence(raw.get("patches"), f"{key}.patches")):
             pkey = f"{key}.patches[{p_index}]"
-            if not isinstance(name, str):
-                reader.problem(pkey, f"expected a series name, got {_kind(name)}")
+            if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
+                reader.problem(pkey, f"expected a series name (a directory of patches/), got {_kind(name)}")
                 continue
             if not (patches_root / name / "series").is_file():
                 known = (
@@ -362,13 +424,15 @@ def _torch(reader: _Reader, value: Any, patches_root: Path) -> tuple[TorchReleas
             continue
         if version.is_prerelease or version.local:
             reader.problem(f"{key}.version", f"'{version}': give the public release version; the variant says cpu/cuda")
-        ident = (f"{version.major}.{version.minor}", variant)
-        if ident in seen:
+        minor = f"{version.major}.{version.minor}"
+        if minor in seen:
             reader.problem(
                 f"{key}.version",
-                f"torch {ident[0]} ({variant}) is already declared at torch[{seen[ident]}]; one entry per minor and variant",
+                f"torch {minor} is already declared at torch[{seen[minor]}]; one entry per torch minor (the plugin "
+                f"wheel's name carries the minor, not the variant: a cpu and a cuda build of {minor} would publish "
+                "the same file and overwrite each other)",
             )
-        seen[ident] = index
+        seen[minor] = index
         out.append(TorchRelease(version, variant, wheels, python, tuple(patches), reader.lines.line(key)))
     if not out and not reader.problems:
         reader.problem("torch", "needs at least one torch release")
@@ -384,7 +448,9 @@ def _rules(reader: _Reader, value: Any, key: str) -> tuple[CellRule, ...]:
             reader.problem(rkey, f"a rule needs at least one of {', '.join(RULE_KEYS)}")
             continue
         torch = None
-        if "torch" in raw:
+        if "torch" in raw and not isinstance(raw["torch"], str):
+            reader.not_text(raw["torch"], f"{rkey}.torch")
+        elif "torch" in raw:
             try:
                 torch = torch_selector(str(raw["torch"]))
             except (InvalidSpecifier, InvalidVersion):
@@ -411,11 +477,20 @@ def _images(reader: _Reader, value: Any) -> tuple[BuildImage, ...]:
     out = []
     for name, item in value.items():
         key = f"images.{name}"
+        if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
+            reader.problem(key, f"image name {_kind(name)} is not a plain name (allowed: letters, digits, . _ -)")
+            continue
         raw = reader.mapping(item, key, IMAGE_KEYS, required=IMAGE_KEYS)
         if set(IMAGE_KEYS) - set(raw):
             continue
         base = reader.string(raw["base"], f"{key}.base")
-        python = _versions(reader, raw["python"], f"{key}.python")
-        if base:
-            out.append(BuildImage(str(name), base, python))
+        python = _versions(reader, raw["python"], f"{key}.python", minors=True)
+        if base and not (DEBOOTSTRAP_BASE.fullmatch(base) or IMAGE_REFERENCE.fullmatch(base)):
+            reader.problem(
+                f"{key}.base",
+                f"'{base}' is neither debootstrap:<suite> (a Debian suite name like bookworm) nor an image "
+                "reference like quay.io/pypa/manylinux_2_28_x86_64:latest; bases are names, never paths",
+            )
+        elif base:
+            out.append(BuildImage(name, base, python))
     return tuple(out)

@@ -18,8 +18,8 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from buildmatrix.errors import UserError
-from buildmatrix.model.matrix import PIP_CONFIG, TorchRelease, WheelSource
+from buildmatrix.errors import MatrixError, Problem, UserError
+from buildmatrix.model.matrix import PIP_CONFIG, Matrix, TorchRelease, WheelSource
 from buildmatrix.util.atomic import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -209,23 +209,27 @@ class Registry:
             return TorchSource(find_links=tuple(local)) if local else TorchSource(index_urls=(wheels.location,))
         return TorchSource(find_links=tuple(self.find_links_locations(wheels)))
 
-    def wheels(self, release: TorchRelease) -> list[PublishedWheel]:
+    def release_files(self, release: TorchRelease) -> tuple[str, list[tuple[str, str]]]:
+        """Where the release's wheels come from on this machine (for messages), and every torch file there."""
         if release.wheels.kind == "registry":
-            files = self._index_files("torch")
-            return pythons_from_filenames(files, release.version, self.machine)
+            return self.index_url + "torch/", self._index_files("torch")
         if release.wheels.kind == "index" and not self._mirrored_locally(release):
-            files = self._index_files("torch", release.wheels.location)
-            return pythons_from_filenames(files, Version(release.requirement_version), self.machine)
-        out: list[PublishedWheel] = []
-        for location in self.source(release).find_links:
+            return release.wheels.location + "/torch/", self._index_files("torch", release.wheels.location)
+        locations = list(self.source(release).find_links)
+        files: list[tuple[str, str]] = []
+        for location in locations:
             directory = Path(location.removeprefix("file://"))
-            if not directory.is_dir():
-                log.warning("find-links location %s is not a directory; skipped", location)
-                continue
-            files = [(p.name, p.as_uri()) for p in sorted(directory.glob("torch-*.whl"))]
-            local = Version(release.requirement_version)
-            out += pythons_from_filenames(files, local, self.machine)
-        return out
+            if not directory.is_absolute() or not directory.is_dir():
+                raise RegistryError(
+                    f"find-links location '{location}' is not an absolute directory (allowed: an absolute path "
+                    "or file:// URL of a directory of wheels)"
+                )
+            files += [(p.name, p.as_uri()) for p in sorted(directory.glob("torch-*.whl"))]
+        return "find-links " + " ".join(locations), files
+
+    def wheels(self, release: TorchRelease) -> list[PublishedWheel]:
+        _where, files = self.release_files(release)
+        return pythons_from_filenames(files, Version(release.requirement_version), self.machine)
 
     def pythons(self, release: TorchRelease) -> set[Version]:
         return {w.python for w in self.wheels(release)}
@@ -290,6 +294,58 @@ class Registry:
                 log.warning("registry unreachable (%s); using cached %s", exc, cache)
         if not cache.is_file():
             raise RegistryError(f"offline and no cached copy of the {project} index {base} in {cache}")
-        data = json.loads(cache.read_text())
-        # Caches written before yank status was kept hold PyPI's raw answer ("yanked": false) or no key at all.
-        return [IndexFile(f["filename"], f["url"], yank_reason(f.get("yanked"))) for f in data.get("files", [])]
+        try:
+            data = json.loads(cache.read_text())
+            # Caches written before yank status was kept hold PyPI's raw answer ("yanked": false) or no key at all.
+            return [
+                IndexFile(str(f["filename"]), str(f["url"]), yank_reason(f.get("yanked"))) for f in data.get("files", [])
+            ]
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise RegistryError(
+                f"{cache} is not a PEP 691 answer ({type(exc).__name__}: {exc}); delete it to fetch it again"
+            ) from None
+
+
+def file_versions(files: list[tuple[str, str]]) -> set[Version]:
+    """Every version a list of wheel files offers, whatever its tags."""
+    out = set()
+    for filename, _url in files:
+        try:
+            out.add(parse_wheel_filename(filename)[1])
+        except InvalidWheelFilename:
+            continue
+    return out
+
+
+def published_pythons(matrix: Matrix, registry: Registry) -> dict[TorchRelease, set[Version]]:
+    """Per release, the Pythons its wheels support; a release with no wheel there is a located MatrixError, never
+    silently left out of the matrix."""
+    problems: list[Problem] = []
+    out: dict[TorchRelease, set[Version]] = {}
+    for index, release in enumerate(matrix.torch):
+        key = f"torch[{index}]"
+        try:
+            where, files = registry.release_files(release)
+        except RegistryError as exc:
+            problems.append(Problem(str(matrix.path), matrix.lines.line(f"{key}.wheels"), f"{key}.wheels", str(exc)))
+            continue
+        wanted = Version(release.requirement_version)
+        pythons = {w.python for w in pythons_from_filenames(files, wanted, registry.machine)}
+        if pythons:
+            out[release] = pythons
+            continue
+        offered = file_versions(files)
+        if not files:
+            why = f"{where} lists no torch wheel at all"
+        elif wanted not in offered:
+            near = sorted(
+                (v for v in offered if (v.major, v.minor) == (wanted.major, wanted.minor)), reverse=True
+            ) or sorted(offered, reverse=True)
+            shown = ", ".join(str(v) for v in near[:6])
+            why = f"torch {wanted} ({release.variant}) is not on {where} (it has: {shown})"
+        else:
+            why = f"torch {wanted} on {where} has no CPython Linux {registry.machine} wheel"
+        problems.append(Problem(str(matrix.path), matrix.lines.line(f"{key}.version"), f"{key}.version", why))
+    if problems:
+        raise MatrixError(problems)
+    return out
