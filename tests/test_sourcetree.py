@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -79,11 +80,8 @@ def test_series_listing_a_missing_file(tmp_path: Path) -> None:
 
 def test_touched_paths(tmp_path: Path) -> None:
     patch = tmp_path / "x.patch"
-    patch.write_text(
-        PATCH
-        + PATCH.replace("plugin/csrc/hooks.cpp", "plugin/new.cpp").replace("--- a/plugin/new.cpp", "--- /dev/null")
-    )
-    assert touched_paths(patch) == ["plugin/csrc/hooks.cpp", "plugin/new.cpp"]
+    patch.write_text(PATCH + "--- /dev/null\n+++ b/plugin/new.cpp\n@@ -0,0 +1 @@\n+int x;\n")
+    assert touched_paths(patch, tmp_path) == ["plugin/csrc/hooks.cpp", "plugin/new.cpp"]
 
 
 def test_applies_inside_another_git_work_tree(tmp_path: Path) -> None:
@@ -106,3 +104,80 @@ def test_applies_inside_another_git_work_tree(tmp_path: Path) -> None:
     assert apply_series([PatchSeries("s", series_dir)], tree, "plugin") == ["s/0001.patch"]
     assert (tree / "plugin" / "a.txt").read_text() == "two\n"
     assert (repo / "plugin" / "a.txt").read_text() == "one\n"
+
+
+RENAME_OUT = (
+    "diff --git a/plugin/csrc/hooks.cpp b/driver/hooks.cpp\nsimilarity index 100%\n"
+    "rename from plugin/csrc/hooks.cpp\nrename to driver/hooks.cpp\n"
+)
+COPY_OUT = (
+    "diff --git a/plugin/csrc/hooks.cpp b/setup.py\nsimilarity index 100%\ncopy from plugin/csrc/hooks.cpp\n"
+    "copy to setup.py\n"
+)
+RENAME_IN = "diff --git a/README b/plugin/README\nsimilarity index 100%\nrename from README\nrename to plugin/README\n"
+SYMLINK = (
+    "diff --git a/plugin/passwd b/plugin/passwd\nnew file mode 120000\nindex 0000000..1234567\n--- /dev/null\n"
+    "+++ b/plugin/passwd\n@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n"
+)
+INTO_SYMLINK = "diff --git a/plugin/csrc/hooks.cpp b/plugin/csrc/hooks.cpp\nold mode 100644\nnew mode 120000\n"
+
+
+def binary_patch() -> str:
+    """A real `git diff --binary` of a file with a NUL byte."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp)
+        (repo / "plugin").mkdir()
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+        (repo / "plugin" / "blob.bin").write_bytes(b"\x00\x01\x02")
+        subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+        return subprocess.run(
+            [*git, "diff", "--cached", "--binary"], cwd=repo, check=True, capture_output=True, text=True
+        ).stdout
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        # no b/ prefix: git apply -p1 strips 'plugin/' and would write X at the tree root
+        (PATCH.replace("+++ b/plugin/csrc/hooks.cpp", "+++ plugin/X"), "touches paths outside plugin/: X"),
+        (
+            PATCH.replace("a/plugin/csrc/hooks.cpp", "a/plugin/../driver/x.c").replace(
+                "b/plugin/csrc/hooks.cpp", "b/plugin/../driver/x.c"
+            ),
+            "outside plugin/",
+        ),
+        (RENAME_OUT, "touches paths outside plugin/: driver/hooks.cpp"),
+        (COPY_OUT, "touches paths outside plugin/: setup.py"),
+        (RENAME_IN, "touches paths outside plugin/: README"),
+        (SYMLINK, "creates symbolic links (plugin/passwd)"),
+        (INTO_SYMLINK, "creates symbolic links (plugin/csrc/hooks.cpp)"),
+        (binary_patch(), "has binary changes (plugin/blob.bin)"),
+    ],
+)
+def test_guard_refuses_and_leaves_the_tree_alone(plugin: Path, tmp_path: Path, patch: str, message: str) -> None:
+    copy = copy_pristine(plugin, tmp_path / "work")
+    before = {p.relative_to(copy.parent): p.read_bytes() for p in copy.parent.rglob("*") if p.is_file()}
+    with pytest.raises(PatchError, match=re.escape(message)):
+        apply_series([series(tmp_path, "bad", {"0001-evil.patch": patch})], copy.parent, "plugin")
+    after = {p.relative_to(copy.parent): p.read_bytes() for p in copy.parent.rglob("*") if p.is_file()}
+    assert after == before
+    assert not any(p.is_symlink() for p in copy.parent.rglob("*"))
+
+
+def test_rename_inside_plugin_is_allowed(plugin: Path, tmp_path: Path) -> None:
+    inside = RENAME_OUT.replace("driver/hooks.cpp", "plugin/csrc/hooks2.cpp")
+    copy = copy_pristine(plugin, tmp_path / "work")
+    apply_series([series(tmp_path, "ok", {"0001-mv.patch": inside})], copy.parent, "plugin")
+    assert (copy / "csrc" / "hooks2.cpp").is_file() and not (copy / "csrc" / "hooks.cpp").exists()
+
+
+def test_unreadable_patch_is_a_patch_error(plugin: Path, tmp_path: Path) -> None:
+    copy = copy_pristine(plugin, tmp_path / "work")
+    with pytest.raises(PatchError, match="git apply cannot read it"):
+        apply_series(
+            [series(tmp_path, "bad", {"0001.patch": "diff --git a/plugin/x\ngarbage\n"})], copy.parent, "plugin"
+        )

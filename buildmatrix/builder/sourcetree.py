@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from buildmatrix.errors import PatchError
 from buildmatrix.util.fingerprint import source_files
+from buildmatrix.util.process import run_captured
 
 
 @dataclass(frozen=True)
@@ -45,15 +46,92 @@ def copy_pristine(source: Path, dest: Path) -> Path:
     return target
 
 
-def touched_paths(patch: Path) -> list[str]:
-    """Paths a unified diff touches, as written after a/ b/ (git apply -p1)."""
-    paths = []
-    for line in patch.read_text(errors="replace").splitlines():
-        if line.startswith(("--- ", "+++ ")):
-            name = line[4:].split("\t", 1)[0].strip()
-            if name != "/dev/null":
-                paths.append(name.split("/", 1)[1] if name.startswith(("a/", "b/")) else name)
-    return sorted(set(paths))
+@dataclass(frozen=True)
+class PatchSummary:
+    """What a patch does, as git apply itself reads it (the same parser that applies it)."""
+
+    paths: tuple[str, ...]  # every path written, deleted, or renamed/copied from or to (after -p1)
+    binary: tuple[str, ...]  # paths with a binary change
+    symlinks: tuple[str, ...]  # paths created as, or changed into, a symbolic link (mode 120000)
+
+
+_BRACES = re.compile(r"^(?P<pre>[^{]*)\{(?P<old>[^}]*) => (?P<new>[^}]*)\}(?P<post>.*)$")
+
+
+def _rename_paths(text: str) -> list[str]:
+    """'plugin/{a => b}/c' or 'plugin/a => other/b' (git's --summary forms) as both full paths."""
+    match = _BRACES.match(text)
+    if match:
+        pre, post = match["pre"], match["post"]
+        return [_join(pre, match["old"], post), _join(pre, match["new"], post)]
+    old, _, new = text.partition(" => ")
+    return [old, new]
+
+
+def _join(pre: str, middle: str, post: str) -> str:
+    # git writes 'a/{ => b}/c' for a directory added in the middle: no doubled slash in the real path
+    return (pre + middle + post).replace("//", "/")
+
+
+def read_patch(patch: Path, root: Path) -> PatchSummary:
+    """Ask `git apply --numstat --summary` (which applies nothing) what the patch touches; raises PatchError if it
+    is not a patch git can read."""
+    proc = run_captured(
+        ["git", "apply", "-p1", "--numstat", "--summary", str(patch)], cwd=root, env=_outside_any_repository(root)
+    )
+    if proc.returncode != 0:
+        raise PatchError(f"{patch}: git apply cannot read it: {proc.stderr.strip()}", proc.stderr[-4000:])
+    paths: list[str] = []
+    binary: list[str] = []
+    symlinks: list[str] = []
+    for line in proc.stdout.splitlines():
+        fields = line.split("\t")
+        if len(fields) == 3:  # numstat: added, deleted, path
+            paths.append(fields[2])
+            if fields[0] == "-" or fields[1] == "-":
+                binary.append(fields[2])
+            continue
+        words = line.strip()
+        if words.startswith(("rename ", "copy ")):
+            paths += _rename_paths(words.split(" ", 1)[1].rsplit(" (", 1)[0])
+        elif words.startswith(("create mode ", "delete mode ")):
+            mode, name = words.split(" ", 3)[2:]
+            paths.append(name)
+            if mode == "120000" and words.startswith("create"):
+                symlinks.append(name)
+        elif words.startswith("mode change "):
+            _old, _arrow, new, name = words.removeprefix("mode change ").split(" ", 3)
+            paths.append(name)
+            if new == "120000":
+                symlinks.append(name)
+    return PatchSummary(tuple(sorted(set(paths))), tuple(binary), tuple(symlinks))
+
+
+def touched_paths(patch: Path, root: Path) -> list[str]:
+    """Paths a patch touches, as git apply -p1 reads them (renames and copies: both sides)."""
+    return list(read_patch(patch, root).paths)
+
+
+def guard(patch: Path, root: Path, allowed_prefix: str) -> None:
+    """Refuse a patch that reaches outside allowed_prefix/, makes a symlink, or carries a binary change."""
+    summary = read_patch(patch, root)
+    outside = [p for p in summary.paths if not _inside(p, allowed_prefix)]
+    if outside:
+        raise PatchError(f"{patch}: touches paths outside {allowed_prefix}/: {', '.join(outside)}")
+    if summary.symlinks:
+        raise PatchError(f"{patch}: creates symbolic links ({', '.join(summary.symlinks)}); patches carry text only")
+    if summary.binary:
+        raise PatchError(f"{patch}: has binary changes ({', '.join(summary.binary)}); patches carry text only")
+
+
+def _inside(path: str, prefix: str) -> bool:
+    parts = path.split("/")
+    return (
+        len(parts) > 1
+        and parts[0] == prefix
+        and not path.startswith('"')
+        and all(p not in ("", ".", "..") for p in parts)
+    )
 
 
 def apply_series(series: list[PatchSeries], root: Path, allowed_prefix: str) -> list[str]:
@@ -61,15 +139,9 @@ def apply_series(series: list[PatchSeries], root: Path, allowed_prefix: str) -> 
     applied = []
     for one in series:
         for patch in one.patches():
-            outside = [p for p in touched_paths(patch) if not p.startswith(allowed_prefix + "/")]
-            if outside:
-                raise PatchError(f"{patch}: touches paths outside {allowed_prefix}/: {', '.join(outside)}")
-            proc = subprocess.run(
-                ["git", "apply", "--verbose", "-p1", str(patch)],
-                cwd=root,
-                capture_output=True,
-                text=True,
-                env=_outside_any_repository(root),
+            guard(patch, root, allowed_prefix)
+            proc = run_captured(
+                ["git", "apply", "--verbose", "-p1", str(patch)], cwd=root, env=_outside_any_repository(root)
             )
             if proc.returncode != 0:
                 raise PatchError(

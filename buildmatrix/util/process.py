@@ -74,3 +74,14 @@ def run_logged(
     if code != 0:
         raise StepFailed(step, f"exit code {code}: {shown} (log: {log_file})", "\n".join(tail))
     return "\n".join(tail)
+
+
+def run_captured(
+    command: Sequence[str | os.PathLike[str]], cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a quick tool whose output we parse (git apply --numstat); never raises on a non-zero exit."""
+    argv = [str(part) for part in command]
+    log.debug("%s", shlex.join(argv))
+    return subprocess.run(
+        argv, cwd=cwd, env=dict(env) if env is not None else None, capture_output=True, text=True, check=False
+    )
