@@ -9,7 +9,6 @@ torch_emu/_build_info.py records what it was built against for the import-time g
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import sys
 from pathlib import Path
 
@@ -20,7 +19,14 @@ from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 HERE = Path(__file__).parent.resolve()
-BASE_VERSION = os.environ.get("TORCH_EMU_VERSION", "0.1.0")
+# The version is matrix.yaml's plugin.version, and only that: the build matrix writes it into the patched copy.
+VERSION_FILE = HERE / "PLUGIN_VERSION"
+if not VERSION_FILE.is_file():
+    sys.exit(
+        f"{VERSION_FILE} is missing: build through the build matrix (`nox -s build`), which writes it from "
+        "matrix.yaml's plugin.version into its copy of plugin/"
+    )
+BASE_VERSION = VERSION_FILE.read_text().strip()
 
 torch_version = Version(torch.__version__)
 torch_minor = f"{torch_version.major}.{torch_version.minor}"

@@ -95,6 +95,22 @@ def test_statuses_and_stale_records(write_matrix, tmp_path: Path) -> None:
     assert "✓ 90/92" in section and "✗ smoke" in section
 
 
+def test_records_of_another_plugin_version_are_not_built(write_matrix, tmp_path: Path) -> None:
+    """Changing plugin.version leaves no install command for a version that was never built."""
+    path = write_matrix()
+    old = load_matrix(path)
+    cells = by_id(cells_of(old)[0])
+    results = [cell_result(cells["torch2.13-cpu-cp311-drv2"], wheels_dir=tmp_path)]  # a 0.1.0 wheel
+    assert {c.id: c.status for c in table_for(old, results).cells}["torch2.13-cpu-cp311-drv2"] == "passed"
+    path.write_text(path.read_text().replace("version: 0.1.0", "version: 0.2.0"))
+    new = load_matrix(path)
+    table = table_for(new, results)
+    cell = next(c for c in table.cells if c.id == "torch2.13-cpu-cp311-drv2")
+    assert cell.status == NOT_BUILT and cell.wheel is None
+    assert cell.requirement == "torch-emu==0.2.0+torch2.13.drv2"
+    assert "0.1.0" not in readme_section(table)
+
+
 @pytest.mark.parametrize(
     ("outcomes", "expected"),
     [

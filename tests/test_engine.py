@@ -61,3 +61,49 @@ def test_plan_reuses_only_matching_records(tmp_path: Path) -> None:
     (engine.matrix.plugin.source / "new_file.py").write_text("")
     engine._shared_hashes = None
     assert engine.plan(cells)[0].reusable is None  # changed sources: rebuilt
+
+
+def test_plugin_version_is_a_cell_input(tmp_path: Path) -> None:
+    engine, cells = setup_project(tmp_path)
+    engine.runner = LocalRunner()
+    [first] = engine.plan(cells)
+    from buildmatrix.builder.results import CellResult
+
+    engine.store.save(
+        CellResult(cell=cells[0].as_dict(), inputs_hash=first.inputs_hash, inputs=first.inputs, runner="local")
+    )
+    path = engine.matrix.path
+    path.write_text(path.read_text().replace("version: 0.1.0", "version: 0.2.0"))
+    engine.matrix = load_matrix(path)
+    [again] = engine.plan(cells)
+    assert again.inputs["plugin_version"] == "0.2.0" and first.inputs["plugin_version"] == "0.1.0"
+    assert again.inputs_hash != first.inputs_hash and again.reusable is None
+
+
+class TreeReader:
+    """A runner that reads the version file the engine prepared for setup.py, then fails its build."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self.seen: str | None = None
+
+    def python_identity(self, cell) -> str:  # type: ignore[no-untyped-def]
+        return "cpython-3.11"
+
+    def run(self, job, steps, output) -> None:  # type: ignore[no-untyped-def]
+        from buildmatrix.errors import StepFailed
+
+        self.seen = (job.plugin_tree / "PLUGIN_VERSION").read_text()
+        raise StepFailed("build", "stopped by the test")
+
+
+def test_the_patched_copy_carries_the_matrix_plugin_version(tmp_path: Path) -> None:
+    """setup.py reads PLUGIN_VERSION from the patched copy; the pristine plugin/ gets none."""
+    engine, cells = setup_project(tmp_path)
+    runner = TreeReader()
+    engine.runner = runner
+    [result] = engine.run(cells, RunOptions())
+    assert result.status == "failed" and result.failed_step == "build"
+    assert runner.seen == "0.1.0\n"
+    assert not (engine.matrix.plugin.source / "PLUGIN_VERSION").exists()

@@ -14,6 +14,7 @@ from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import load_matrix
 
+V010 = Version("0.1.0")
 BUILD_INFO = "TORCH_VERSION = '2.4.1'\nDRIVER_API = '2.1'\n"
 
 
@@ -35,7 +36,9 @@ def plugin_wheel(directory: Path, cell: Cell, torch_pin: str) -> Path:
 
 def test_release_line_pin_passes(write_matrix, tmp_path: Path) -> None:
     cell = cell_2_4(write_matrix)
-    facts = check_plugin_wheel(plugin_wheel(tmp_path, cell, "torch==2.4.*"), cell, "torch-emu", "emu-driver")
+    facts = check_plugin_wheel(
+        plugin_wheel(tmp_path, cell, "torch==2.4.*"), cell, "torch-emu", "emu-driver", plugin_version=V010
+    )
     assert facts["TORCH_VERSION"] == "2.4.1"
 
 
@@ -44,7 +47,7 @@ def test_any_other_torch_pin_fails_the_cell(write_matrix, tmp_path: Path, pin: s
     cell = cell_2_4(write_matrix)
     wheel = plugin_wheel(tmp_path, cell, pin)
     with pytest.raises(StepFailed, match=r"expected 'torch==2\.4\.\*'"):
-        check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver")
+        check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=V010)
     assert wheel.is_file()  # the check reads, never deletes: the engine decides what happens to a failed wheel
 
 
@@ -54,3 +57,14 @@ def test_vendor_builds_satisfy_the_release_line_pin_but_not_a_range(vendor: str)
     if Version(vendor).is_prerelease:
         assert not SpecifierSet(">=2.4,<2.5").contains(Version(vendor), prereleases=True)
     assert not SpecifierSet("==2.4.*").contains(Version("2.5.0.dev20240801"), prereleases=True)
+
+
+def test_wheel_of_another_version_than_the_matrix_fails(write_matrix, tmp_path: Path) -> None:
+    """plugin.version in matrix.yaml is the plugin's version: a 0.1.0 wheel for a 0.2.0 matrix is not published."""
+    cell = cell_2_4(write_matrix)
+    wheel = plugin_wheel(tmp_path, cell, "torch==2.4.*")
+    with pytest.raises(StepFailed) as info:
+        check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=Version("0.2.0"))
+    assert info.value.step == "check"
+    assert "version is 0.1.0, matrix.yaml's plugin.version is 0.2.0" in info.value.message
+    assert wheel.is_file()

@@ -15,7 +15,7 @@ from typing import Any
 import buildmatrix
 from buildmatrix.builder.results import FAILED, PASSED, CellResult, ResultStore, WheelRecord
 from buildmatrix.builder.runners.base import CellJob, Runner, RunnerOutput
-from buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine
+from buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine, write_plugin_version
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import RecordError, StepFailed, UserError
@@ -131,6 +131,7 @@ class Engine:
             patch_files = [p for s in self.series(cell) for p in sorted(s.directory.iterdir()) if p.is_file()]
             inputs: dict[str, Any] = {
                 "cell": cell.as_dict(),
+                "plugin_version": str(self.matrix.plugin.version),
                 "torch_requirement": cell.torch.requirement_version,
                 "wheel_source": cell.torch.wheels.describe(),
                 "python": python,
@@ -218,6 +219,7 @@ class Engine:
                 plugin_tree = copy_pristine(self.matrix.plugin.source, tree_root)
                 applied = apply_series(self.series(cell), tree_root, self.matrix.plugin.source.name)
                 result.inputs["applied_patches"] = applied
+                write_plugin_version(plugin_tree, self.matrix.plugin.version)
             smoke_tests = plugin_tree / self.matrix.plugin.smoke_tests.relative_to(self.matrix.plugin.source)
             source = self.registry.source(cell.torch)
             job = CellJob(

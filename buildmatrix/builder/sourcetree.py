@@ -8,7 +8,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import Version
+
 from buildmatrix.errors import PatchError
+from buildmatrix.util.atomic import write_text_atomic
 from buildmatrix.util.fingerprint import source_files
 from buildmatrix.util.process import run_captured
 
@@ -32,6 +35,16 @@ class PatchSeries:
                 raise PatchError(f"{series}:{number}: patch file '{line}' does not exist")
             out.append(patch)
         return out
+
+
+VERSION_FILE = "PLUGIN_VERSION"  # the plugin's setup.py reads its version from here (see write_plugin_version)
+
+
+def write_plugin_version(tree: Path, version: Version) -> Path:
+    """matrix.yaml's plugin.version into the patched copy, where setup.py reads it: the one source of the version."""
+    path = tree / VERSION_FILE
+    write_text_atomic(path, f"{version}\n")
+    return path
 
 
 def copy_pristine(source: Path, dest: Path) -> Path:

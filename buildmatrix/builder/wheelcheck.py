@@ -43,12 +43,16 @@ def read_build_info(wheel: Path, package: str) -> dict[str, Any]:
     return facts
 
 
-def check_plugin_wheel(wheel: Path, cell: Cell, distribution: str, driver_distribution: str) -> dict[str, Any]:
+def check_plugin_wheel(
+    wheel: Path, cell: Cell, distribution: str, driver_distribution: str, *, plugin_version: Version
+) -> dict[str, Any]:
     """Raises StepFailed naming what is wrong; returns the wheel's build facts."""
     name, version, _build, _tags = parse_wheel_filename(wheel.name)
     problems = []
     if name != canonicalize_name(distribution):
         problems.append(f"distribution is {name}, expected {distribution}")
+    if Version(version.public) != plugin_version:
+        problems.append(f"version is {version.public}, matrix.yaml's plugin.version is {plugin_version}")
     if version.local != cell.local_version_label:
         problems.append(f"local version label is '{version.local}', expected '{cell.local_version_label}'")
     requirements = [Requirement(r) for r in read_metadata(wheel).get("Requires-Dist", [])]

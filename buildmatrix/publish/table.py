@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from packaging.utils import parse_wheel_filename
-from packaging.version import Version
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from buildmatrix.builder.results import PASSED, CellResult, SmokeCounts
 from buildmatrix.errors import MatrixError
@@ -169,15 +169,32 @@ def _short(version: Version) -> str:
     return f"{version.major}.{version.minor}"
 
 
-def _result_matches(cell: Cell, result: CellResult) -> bool:
-    """A record of an older matrix (other torch patch release or driver API) says nothing about this cell."""
-    return result.cell.get("torch") == str(cell.torch.version) and result.cell.get("driver") == str(cell.driver.api)
+def _result_matches(matrix: Matrix, cell: Cell, result: CellResult) -> bool:
+    """A record of an older matrix (other torch patch release, driver API or plugin version) says nothing about
+    this cell: its install command would name a wheel the matrix no longer makes."""
+    return (
+        result.cell.get("torch") == str(cell.torch.version)
+        and result.cell.get("driver") == str(cell.driver.api)
+        and _built_for(matrix.plugin.version, result)
+    )
+
+
+def _built_for(plugin_version: Version, result: CellResult) -> bool:
+    """Whether the record is of this plugin version: its wheel's, else its inputs' (older records without either
+    are taken as current, as before)."""
+    try:
+        if result.wheel is not None:
+            return Version(parse_wheel_filename(result.wheel.filename)[1].public) == plugin_version
+        recorded = result.inputs.get("plugin_version")
+        return recorded is None or Version(str(recorded)) == plugin_version
+    except (InvalidWheelFilename, InvalidVersion):
+        return False
 
 
 def compat_cell(matrix: Matrix, cell: Cell, result: CellResult | None) -> CompatCell:
     requirement = f"{matrix.plugin.distribution}=={matrix.plugin.version}+{cell.local_version_label}"
     base = CompatCell(cell.id, release_key(cell.torch), _short(cell.python), cell.driver.major, NOT_BUILT, requirement)
-    if result is None or not _result_matches(cell, result):
+    if result is None or not _result_matches(matrix, cell, result):
         return base
     wheel = WheelFile(result.wheel.filename, result.wheel.sha256, result.wheel.path) if result.wheel else None
     driver = (

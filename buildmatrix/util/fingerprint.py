@@ -11,7 +11,7 @@ from typing import Any
 # Build outputs and caches inside source trees never count as inputs.
 IGNORED_DIRS = {"build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".nox", ".git"}
 IGNORED_SUFFIXES = (".pyc", ".so", ".o", ".egg-info")
-GENERATED_FILES = {"_build_info.py", "emu_driver_version.h"}
+GENERATED_FILES = {"_build_info.py", "emu_driver_version.h", "PLUGIN_VERSION"}
 
 
 def source_files(root: Path) -> list[Path]:

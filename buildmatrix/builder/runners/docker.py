@@ -310,7 +310,13 @@ class DockerRunner:
             output.torch_build["image"] = tag
 
         with steps.step("check"):
-            facts = check_plugin_wheel(wheels[0], cell, job.matrix.plugin.distribution, job.matrix.driver_distribution)
+            facts = check_plugin_wheel(
+                wheels[0],
+                cell,
+                job.matrix.plugin.distribution,
+                job.matrix.driver_distribution,
+                plugin_version=job.matrix.plugin.version,
+            )
             provided = set((out / "provided-symbols.txt").read_text().split())
             missing = unresolved_against(wheels[0], provided)
             if missing:

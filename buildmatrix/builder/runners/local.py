@@ -113,7 +113,13 @@ class LocalRunner:
             output.plugin_wheel = wheels[0]
 
         with steps.step("check"):
-            facts = check_plugin_wheel(wheels[0], cell, job.matrix.plugin.distribution, job.matrix.driver_distribution)
+            facts = check_plugin_wheel(
+                wheels[0],
+                cell,
+                job.matrix.plugin.distribution,
+                job.matrix.driver_distribution,
+                plugin_version=job.matrix.plugin.version,
+            )
             site = _site_packages(build_env)
             driver_libs = sorted({p.parent for p in (site / _package(job.matrix.driver_distribution)).rglob("*.so*")})
             missing = unresolved_symbols(wheels[0], [site / "torch" / "lib", *driver_libs])
