@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from buildmatrix.model.vocab import Cause, FailureClass
+
 
 class UserError(Exception):
     """A problem the user can fix; the CLI prints it without a traceback."""
@@ -45,13 +47,38 @@ class EngineUnavailable(UserError):
 
 
 class StepFailed(Exception):
-    """A build or test step of one cell failed; the cell is recorded as failed, the run goes on."""
+    """A build or test step of one cell failed; the cell is recorded as failed, the run goes on.
 
-    def __init__(self, step: str, message: str, log_tail: str = "") -> None:
+    Deterministic failures are remembered for the cell's inputs; transient ones (with their cause) are retried.
+    """
+
+    def __init__(
+        self,
+        step: str,
+        message: str,
+        log_tail: str = "",
+        failure_class: FailureClass = FailureClass.DETERMINISTIC,
+        cause: Cause | None = None,
+    ) -> None:
         self.step = step
         self.message = message
         self.log_tail = log_tail
+        self.failure_class = failure_class
+        self.cause = cause
         super().__init__(f"{step}: {message}")
+
+
+class Interrupted(StepFailed):
+    """The run is stopping (Ctrl-C, SIGTERM): the cell is recorded as interrupted and rebuilt by the next run."""
+
+    def __init__(self, step: str, message: str) -> None:
+        super().__init__(step, message, "", FailureClass.TRANSIENT, Cause.INTERRUPTED)
+
+
+class ResourceError(UserError):
+    """The machine cannot hold the run's output (disk full, read-only, not writable): the run stops cleanly."""
+
+    exit_code = 8
 
 
 class PatchError(StepFailed):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import Version
 
-from buildmatrix.errors import InterpreterNotFound
+from buildmatrix.errors import InterpreterNotFound, StepFailed
+from buildmatrix.util.process import run_captured
 
 _PROBE = (
     "import json,sys,platform;print(json.dumps([platform.python_version(), sys.implementation.name, sys.executable]))"
@@ -45,11 +45,10 @@ def _pyenv_root() -> Path | None:
     pyenv = shutil.which("pyenv")
     if pyenv:
         try:
-            return Path(
-                subprocess.run([pyenv, "root"], capture_output=True, text=True, check=True, timeout=30).stdout.strip()
-            )
-        except (OSError, subprocess.SubprocessError):
+            found = run_captured([pyenv, "root"], step="interpreter", timeout=30)
+        except StepFailed:
             return None
+        return Path(found.stdout.strip()) if found.returncode == 0 else None
     default = Path.home() / ".pyenv"
     return default if default.is_dir() else None
 
@@ -62,11 +61,11 @@ def find_interpreter(
     root = _pyenv_root() if pyenv_root == "auto" else (Path(pyenv_root) if pyenv_root else None)
     for candidate in _candidates(series, path_env, root):
         try:
-            out = subprocess.run(
-                [str(candidate), "-c", _PROBE], capture_output=True, text=True, timeout=60, check=True
-            ).stdout
-            version, implementation, executable = json.loads(out)
-        except (OSError, subprocess.SubprocessError, ValueError):
+            probed = run_captured([candidate, "-c", _PROBE], step="interpreter", timeout=60)
+            version, implementation, executable = json.loads(probed.stdout) if probed.returncode == 0 else ("", "", "")
+        except (StepFailed, ValueError):
+            continue
+        if not version:
             continue
         full = Version(version)
         if implementation == "cpython" and (full.major, full.minor) == (series.major, series.minor):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine
 from buildmatrix.errors import PatchError, UserError
 from buildmatrix.model.matrix import Matrix, TorchRelease
+from buildmatrix.util.process import run_captured
 
 # Smoke tests gated on a torch range say so with requires_torch("<2.5") (see plugin/tests/conftest.py).
 GATE = re.compile(r"""requires_torch\(\s*["']([^"']+)["']""")
@@ -79,7 +79,7 @@ def dead_gates(matrix: Matrix) -> list[str]:
 
 
 def _git(args: list[str], cwd: Path) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    proc = run_captured(["git", *args], step="git", cwd=cwd)
     if proc.returncode != 0:
         raise UserError(f"git {' '.join(args)} failed in {cwd}: {proc.stderr.strip()}")
     return proc.stdout

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import subprocess
 import tempfile
 import zipfile
 from email.parser import Parser
@@ -17,6 +16,7 @@ from packaging.version import Version
 
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell
+from buildmatrix.util.process import run_captured
 
 
 def read_metadata(wheel: Path) -> dict[str, list[str]]:
@@ -88,7 +88,7 @@ def check_plugin_wheel(
 
 def _dynamic_symbols(library: Path, undefined: bool) -> set[str]:
     flag = "--undefined-only" if undefined else "--defined-only"
-    out = subprocess.run(["nm", "-D", flag, str(library)], check=False, capture_output=True, text=True)
+    out = run_captured(["nm", "-D", flag, str(library)], step="check")
     if out.returncode != 0:
         raise StepFailed("check", f"nm failed on {library}: {out.stderr.strip()}")
     symbols = set()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildmatrix.docker.oci import server_version
 from buildmatrix.errors import EngineUnavailable
+from buildmatrix.util.process import run_captured, spawn_detached
 
 # What the Docker runner needs on the host: the engine itself, and debootstrap for registry-free base images.
 APT_PACKAGES = {"dockerd": "docker.io", "debootstrap": "debootstrap"}
@@ -74,14 +74,11 @@ def _install(report: EngineReport, packages: list[str], install: bool) -> None:
         )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     started = time.monotonic()
-    update = subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True, env=env)
+    update = run_captured(["apt-get", "update", "-qq"], step="engine", env=env, timeout=900)
     if update.returncode != 0:
         raise EngineUnavailable(f"`apt-get update` failed:\n{_tail(update.stdout + update.stderr)}")
-    proc = subprocess.run(
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
-        capture_output=True,
-        text=True,
-        env=env,
+    proc = run_captured(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages], step="engine", env=env, timeout=1800
     )
     if proc.returncode != 0:
         raise EngineUnavailable(f"`apt-get install -y {wanted}` failed:\n{_tail(proc.stdout + proc.stderr)}")
@@ -97,13 +94,8 @@ def _start_dockerd(report: EngineReport, log_file: Path) -> None:
             "no Docker engine answers and starting dockerd needs root; run `sudo python3 -m buildmatrix engine`, "
             "or start Docker yourself (e.g. `sudo systemctl start docker`) and add yourself to the docker group"
         )
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    handle = log_file.open("ab")
     # A new session: the engine outlives this command (and the nox session that ran it).
-    proc = subprocess.Popen(
-        [dockerd], stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-    )
-    handle.close()
+    proc = spawn_detached([dockerd], log_file)
     report.actions.append(f"started `{dockerd}` in the background as root (pid {proc.pid}), logging to {log_file}")
     deadline = time.monotonic() + START_TIMEOUT
     started = time.monotonic()

@@ -7,7 +7,6 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Mapping
@@ -18,6 +17,7 @@ from buildmatrix.docker import oci
 from buildmatrix.errors import StepFailed, UserError
 from buildmatrix.model.matrix import BuildImage
 from buildmatrix.util.paths import inside, name_problem
+from buildmatrix.util.process import run_captured, run_logged
 
 log = logging.getLogger(__name__)
 
@@ -183,8 +183,6 @@ class ImageBuilder:
             mirror = debian_mirror()
             started = time.monotonic()
             try:
-                from buildmatrix.util.process import run_logged
-
                 run_logged("image", ["debootstrap", "--variant=minbase", suite, rootfs, mirror], log_file, timeout=1800)
                 oci.import_rootfs(rootfs, reference, "image", log_file)
             except StepFailed as exc:
@@ -192,7 +190,7 @@ class ImageBuilder:
                     "image", f"debootstrap of '{suite}' from {mirror} failed: {_last_error(exc.log_tail)}", exc.log_tail
                 ) from None
             finally:
-                subprocess.run(["rm", "-rf", "--one-file-system", str(rootfs)], check=False)
+                run_captured(["rm", "-rf", "--one-file-system", rootfs], step="image", timeout=600)
             _note(log_file, f"made {reference} with debootstrap from {mirror} in {time.monotonic() - started:.0f} s")
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from buildmatrix.errors import StepFailed
-from buildmatrix.util.process import run_logged
+from buildmatrix.model.vocab import Cause
+from buildmatrix.util.process import run_captured, run_logged
 from buildmatrix.util.redact import is_secret
 
 DOCKER = "docker"
@@ -21,10 +22,8 @@ def server_version(timeout: float = 20.0) -> str:
     if shutil.which(DOCKER) is None:
         return ""
     try:
-        proc = subprocess.run(
-            [DOCKER, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=timeout
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        proc = run_captured([DOCKER, "info", "--format", "{{.ServerVersion}}"], step="engine", timeout=timeout)
+    except StepFailed:
         return ""
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
@@ -34,13 +33,11 @@ def engine_problem(timeout: float = 20.0) -> str:
     if shutil.which(DOCKER) is None:
         return "no docker client on PATH"
     try:
-        proc = subprocess.run(
-            [DOCKER, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired:
-        return f"`docker info` did not answer within {timeout:.0f} s"
-    except OSError as exc:
-        return f"cannot run docker: {exc}"
+        proc = run_captured([DOCKER, "info", "--format", "{{.ServerVersion}}"], step="engine", timeout=timeout)
+    except StepFailed as exc:
+        if exc.cause == Cause.TIMEOUT:
+            return f"`docker info` did not answer within {timeout:.0f} s"
+        return f"cannot run docker: {exc.message}"
     if proc.returncode == 0 and proc.stdout.strip():
         return ""
     lines = [line for line in (proc.stderr + proc.stdout).strip().splitlines() if line.strip()]
@@ -49,9 +46,7 @@ def engine_problem(timeout: float = 20.0) -> str:
 
 def image_platform(reference: str) -> str:
     """'os/arch' of a local image, or '' when the engine does not have it."""
-    proc = subprocess.run(
-        [DOCKER, "image", "inspect", reference, "--format", "{{.Os}}/{{.Architecture}}"], capture_output=True, text=True
-    )
+    proc = run_captured([DOCKER, "image", "inspect", reference, "--format", "{{.Os}}/{{.Architecture}}"], step="image")
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
@@ -61,23 +56,15 @@ def image_exists(reference: str) -> bool:
 
 def import_rootfs(rootfs: Path, reference: str, step: str, log_file: Path) -> None:
     """`tar -C rootfs -c . | docker import - reference`, the output appended to log_file."""
-    with log_file.open("a") as handle:
-        handle.write(f"\n$ tar -C {rootfs} -c . | {DOCKER} import --platform {PLATFORM} - {reference}\n")
-        handle.flush()
-        tar = subprocess.Popen(
-            ["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE, stderr=handle
-        )
-        assert tar.stdout is not None
-        imported = subprocess.run(
-            [DOCKER, "import", "--platform", PLATFORM, "-", reference], stdin=tar.stdout, stdout=handle, stderr=handle
-        )
-        tar.stdout.close()
-        tar_code = tar.wait()
-    if tar_code != 0 or imported.returncode != 0:
+    # One bash pipeline under run_logged: both ends share the step's process group, timeout and log.
+    tar = shlex.join(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."])
+    load = shlex.join([DOCKER, "import", "--platform", PLATFORM, "-", reference])
+    try:
+        run_logged(step, ["bash", "-o", "pipefail", "-c", f"{tar} | {load}"], log_file, timeout=1800)
+    except StepFailed as exc:
         raise StepFailed(
-            step,
-            f"importing {rootfs} as {reference} failed (tar {tar_code}, docker import {imported.returncode}); see {log_file}",
-        )
+            step, f"importing {rootfs} as {reference} failed: {exc.message}", exc.log_tail, exc.failure_class, exc.cause
+        ) from None
 
 
 def build_image(
@@ -112,7 +99,7 @@ def build_image(
 
 
 def remove_image(reference: str) -> None:
-    subprocess.run([DOCKER, "image", "rm", "--force", reference], capture_output=True)
+    run_captured([DOCKER, "image", "rm", "--force", reference], step="image")
 
 
 def run_in_image(reference: str, command: Sequence[str], step: str, log_file: Path) -> str:

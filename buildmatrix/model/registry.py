@@ -298,7 +298,8 @@ class Registry:
             data = json.loads(cache.read_text())
             # Caches written before yank status was kept hold PyPI's raw answer ("yanked": false) or no key at all.
             return [
-                IndexFile(str(f["filename"]), str(f["url"]), yank_reason(f.get("yanked"))) for f in data.get("files", [])
+                IndexFile(str(f["filename"]), str(f["url"]), yank_reason(f.get("yanked")))
+                for f in data.get("files", [])
             ]
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise RegistryError(

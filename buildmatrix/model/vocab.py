@@ -20,6 +20,17 @@ class FailureClass(StrEnum):
     TRANSIENT = "transient"  # network or registry error, killed by a signal or OOM, timeout, disk full
 
 
+class Cause(StrEnum):
+    """Why a transient failure happened (deterministic failures need none: their log says it)."""
+
+    NETWORK = "network"  # a registry or index did not answer, or answered 5xx
+    SIGNAL = "signal"  # a child was killed by a signal other than SIGKILL
+    OOM = "oom"  # a child was SIGKILLed: the kernel's OOM killer, or a person
+    TIMEOUT = "timeout"  # a step ran past its timeout (matrix.yaml timeouts:)
+    DISK_FULL = "disk-full"  # no space left on a device
+    INTERRUPTED = "interrupted"  # the run was stopped by Ctrl-C or SIGTERM
+
+
 class Variant(StrEnum):
     """Which build of a torch release a cell uses."""
 
