@@ -147,3 +147,22 @@ def test_merge_of_a_hostile_cell_id_writes_nothing(tmp_path: Path) -> None:
     assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()] == [
         "machine1/results/cells/x.json"
     ]
+
+
+def test_build_rebuilds_a_cell_whose_record_is_damaged_and_says_why(tmp_path: Path) -> None:
+    from buildmatrix.builder.runners.local import LocalRunner
+
+    from test_engine import setup_project
+
+    engine, cells = setup_project(tmp_path)
+    engine.runner = LocalRunner()  # a real interpreter, so the cell can be planned
+    [planned] = engine.plan(cells)
+    engine.store.save(
+        CellResult(cell=cells[0].as_dict(), inputs_hash=planned.inputs_hash, inputs=planned.inputs, runner="local")
+    )
+    assert engine.plan(cells)[0].reusable is not None and engine.damaged == {}
+    path = engine.store.path(cells[0].id)
+    path.write_text(path.read_text()[:-40])  # truncated, e.g. by a full disk
+    [replanned] = engine.plan(cells)
+    assert replanned.reusable is None  # rebuilt, never silently "not built"
+    assert str(engine.damaged[cells[0].id]).startswith(f"{path}: not valid JSON")
