@@ -100,7 +100,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
     """The live site (through its link), the docs and README: what a failed compat-table must leave as it was."""
     site = root / "wheels" / "site"
     files = {f"site/{p.relative_to(site).as_posix()}": p.read_bytes() for p in site.rglob("*") if p.is_file()}
-    files["link"] = os.readlink(site).encode()
+    files["link"] = site.readlink().as_posix().encode()
     for doc in ("README.md", "docs/compatibility.md", "docs/compatibility.json"):
         files[doc] = (root / doc).read_bytes()
     return files

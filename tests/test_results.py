@@ -140,7 +140,9 @@ def test_merge_of_a_hostile_cell_id_writes_nothing(tmp_path: Path) -> None:
     (source.directory / "cells" / "x.json").write_text(json.dumps(data))
     into = tmp_path / "deep" / "into"
     done = run_cli(tmp_path, "merge-results", str(tmp_path / "machine1"), "--into", str(into), timeout=60)
-    assert done.returncode == 8, done.stdout + done.stderr
+    from buildmatrix.builder.merge import MergeError
+
+    assert done.returncode == MergeError.exit_code, done.stdout + done.stderr
     assert "machine1/results/cells/x.json: cell.id: '../../x' is not a plain file name" in done.stderr
     assert "Traceback" not in done.stderr
     assert not into.exists() and not (tmp_path / "x.json").exists() and not (tmp_path / "deep").exists()
@@ -150,9 +152,9 @@ def test_merge_of_a_hostile_cell_id_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_build_rebuilds_a_cell_whose_record_is_damaged_and_says_why(tmp_path: Path) -> None:
-    from buildmatrix.builder.runners.local import LocalRunner
-
     from test_engine import setup_project
+
+    from buildmatrix.builder.runners.local import LocalRunner
 
     engine, cells = setup_project(tmp_path)
     engine.runner = LocalRunner()  # a real interpreter, so the cell can be planned
