@@ -94,3 +94,13 @@ def real_cells(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (root / "build-output.txt").write_text(result.stdout + result.stderr)
     return root
+
+
+@pytest.fixture
+def answers():  # type: ignore[no-untyped-def]
+    """Recorded registry answers served on 127.0.0.1 (registry_server.Answers); `answers.use(name)` picks one."""
+    from registry_server import Answers
+
+    served = Answers()
+    yield served
+    served.close()

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import http.server
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from packaging.version import Version
+from registry_server import ANSWERS, Answers
 
 from buildmatrix.builder.update import UpdateError, write_edits
 from buildmatrix.model.matrix import WheelSource, load_matrix
@@ -18,9 +16,6 @@ from buildmatrix.model.registry import Registry
 from buildmatrix.model.vocab import FindingKind, Variant
 
 from conftest import copy_project, run_cli
-
-ANSWERS = Path(__file__).parent / "fixtures" / "registry"
-PEP691 = "application/vnd.pypi.simple.v1+json"
 
 OLD_MATRIX = """\
 schema-version: 1
@@ -35,46 +30,6 @@ torch:
 exclude:
   - {torch: "2.12", driver: "1"}
 """
-
-
-class Answers:
-    """A PEP 691 index on 127.0.0.1 that answers /simple/torch/ with whichever recorded file the test picks."""
-
-    def __init__(self) -> None:
-        self.file = ANSWERS / "torch-recorded.json"
-        self.requests = 0
-        answers = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                answers.requests += 1
-                if self.path != "/simple/torch/" or PEP691 not in self.headers.get("Accept", ""):
-                    self.send_error(404)
-                    return
-                body = answers.file.read_bytes()
-                self.send_response(200)
-                self.send_header("Content-Type", PEP691)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def use(self, name: str) -> None:
-        self.file = ANSWERS / name
-
-
-@pytest.fixture
-def answers() -> Iterator[Answers]:
-    served = Answers()
-    yield served
-    served.server.shutdown()
-    served.server.server_close()
 
 
 @pytest.fixture

@@ -116,7 +116,8 @@ def _add_release(doc: CommentedMap, torch: CommentedSeq, edit: AddRelease) -> No
         exclude = doc.get("exclude")
         if not isinstance(exclude, CommentedSeq):
             exclude = CommentedSeq()
-            doc["exclude"] = exclude
+            doc.pop("exclude", None)
+            doc.insert(list(doc).index("torch") + 1, "exclude", exclude)
         for major in edit.exclude_drivers:
             rule = CommentedMap(
                 [
