@@ -51,7 +51,8 @@ def make_wheel(
     wheel = directory / f"{stem}-{version}-{tag}.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
         for path, text in files.items():
-            archive.writestr(path, text)
+            # A fixed stamp, like SOURCE_DATE_EPOCH in real builds: the same wheel made twice has the same bytes.
+            archive.writestr(zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0)), text, zipfile.ZIP_DEFLATED)
     return wheel
 
 

@@ -273,3 +273,20 @@ class _Tags(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.seen.append(tag)
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("javascript:alert(1)", "is not an http:// or https:// URL"),
+        ("https://user:FAKE-PASSWORD@wheels.example", "holds credentials, which would be published"),
+        ('https://wheels.example/"><script>', "no query, fragment, quotes, spaces or angle brackets"),
+    ],
+)
+def test_a_site_url_that_is_not_a_plain_http_url_is_refused(published, url: str, problem: str) -> None:
+    matrix, table, wheels, site = published
+    before, live = snapshot(site), site.readlink().as_posix()
+    report = write_site(dataclasses.replace(table, site_url=url), wheels, site, matrix)
+    assert not report.published and len(report.problems) == 1 and problem in report.problems[0]
+    assert "FAKE-PASSWORD" not in report.problems[0]
+    assert site.readlink().as_posix() == live and snapshot(site) == before

@@ -145,9 +145,25 @@ def page_problems(table: CompatTable, staging: Path) -> list[str]:
     return problems
 
 
+def site_url_problem(url: str) -> str:
+    """--site-url goes into every install command and link: an http(s) URL without credentials ('' when it is)."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"--site-url {url!r:.80} is not an http:// or https:// URL"
+    if parts.username or parts.password:
+        return f"--site-url {parts.scheme}://***@{parts.hostname}...: holds credentials, which would be published"
+    if parts.query or parts.fragment or any(c in url for c in " \t\n\"'<>`\\"):
+        return f"--site-url {url!r:.80}: no query, fragment, quotes, spaces or angle brackets"
+    return ""
+
+
 def site_problems(table: CompatTable, staging: Path, matrix: Matrix | None) -> list[str]:
     """Every check of a staged site; empty when it may go live."""
-    problems = (
+    url = site_url_problem(table.site_url)
+    problems = [url] if url else []
+    problems += (
         [f"{p} (the table no longer describes matrix.yaml)" for p in stale_problems(table, matrix)] if matrix else []
     )
     return problems + page_problems(table, staging) + check_coverage(table, staging)
