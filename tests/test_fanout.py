@@ -1,4 +1,4 @@
-"""The GitHub Actions fan-out, simulated on this machine: separate clones each build one cell of the plan, sharing nothing
+"""The GitHub Actions fan-out, simulated here: separate clones each build one cell of the plan, sharing nothing
 but the uv cache and ccache; their wheels/ trees are merged with merge-results exactly as the workflow's merge job does,
 and the published site must equal, in wheels, hashes and table, the one a single machine builds.
 

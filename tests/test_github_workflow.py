@@ -93,6 +93,7 @@ def test_workflow_level_practice() -> None:
     for job in ("publish", "deploy"):
         text = yaml.safe_dump(JOBS[job])
         assert "refs/heads/main" in text, f"{job} publishes from main only"
+        assert "!inputs.selection" in text, f"{job} never publishes a run that built a selection only"
 
 
 def test_every_action_is_pinned_by_commit_sha_with_its_version() -> None:
