@@ -347,3 +347,24 @@ def test_compat_table_refuses_a_bad_matrix_and_changes_nothing(
     assert "/project/matrix.yaml:" in said
     assert "Traceback" not in result.stderr
     assert snapshot(root) == before
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            "  distribution: torch-emu",
+            "  distribution: ../../x",
+            "matrix.yaml:3: plugin.distribution: '../../x' is not",
+        ),
+        (
+            "  source: driver",
+            "  source: driver\n  distribution: a/b",
+            "matrix.yaml:9: driver.distribution: 'a/b' is not",
+        ),
+    ],
+)
+def test_distribution_names_are_names(write_matrix, old: str, new: str, expected: str) -> None:
+    """They name wheel files and glob patterns, so never a path."""
+    found = problems(write_matrix(VALID.replace(old, new, 1)))
+    assert expected in found and "allowed: letters, digits, . _ -" in found, found

@@ -87,3 +87,9 @@ def test_same_name_patterns() -> None:
         SCHEMA["properties"]["torch"]["items"]["properties"]["patches"]["items"]["pattern"]
         == f"^{model.PLAIN_NAME.pattern}$"
     )
+
+
+def test_same_distribution_pattern() -> None:
+    for part in ("plugin", "driver"):
+        pattern = SCHEMA["properties"][part]["properties"]["distribution"]["pattern"]
+        assert pattern == f"^{model.DISTRIBUTION_NAME.pattern}$"

@@ -31,6 +31,7 @@ ABSENT: Any = object()  # a key not written at all, as opposed to written as nul
 
 # Names that become path components (patch series, images): never a path, never hidden.
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+DISTRIBUTION_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 DEBOOTSTRAP_BASE = re.compile(r"debootstrap:[a-z][a-z0-9-]*")
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 IMAGE_REFERENCE = re.compile(
@@ -222,6 +223,13 @@ class _Reader:
             return None
         return path
 
+    def distribution(self, value: Any, key: str) -> str:
+        """A distribution name (PEP 508); it names wheel files, so it is never a path."""
+        text = self.string(value, key)
+        if text is not None and not DISTRIBUTION_NAME.fullmatch(text):
+            self.problem(key, f"'{text}' is not a distribution name (allowed: letters, digits, . _ -, e.g. torch-emu)")
+        return text or ""
+
     def string(self, value: Any, key: str) -> str | None:
         if not isinstance(value, str) or not value:
             self.problem(key, f"expected a non-empty string, got {_kind(value)}")
@@ -253,6 +261,7 @@ def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
         reader.project_dir(driver_raw["source"], "driver.source", path.parent) if "source" in driver_raw else None
     )
     drivers = _drivers(reader, driver_raw.get("versions", ABSENT))
+    driver_distribution = reader.distribution(driver_raw.get("distribution", "emu-driver"), "driver.distribution")
     python = _versions(reader, root.get("python", ABSENT), "python", minors=True)
     patches_root = patches_dir if patches_dir is not None else path.parent / "patches"
     torch = _torch(reader, root.get("torch", ABSENT), patches_root)
@@ -271,7 +280,7 @@ def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
         path=path,
         plugin=plugin,
         driver_source=driver_source,
-        driver_distribution=str(driver_raw.get("distribution", "emu-driver")),
+        driver_distribution=driver_distribution,
         drivers=drivers,
         python=python,
         torch=torch,
@@ -288,7 +297,7 @@ def _plugin(reader: _Reader, value: Any, root: Path) -> PluginSpec | None:
     if set(PLUGIN_KEYS) - set(raw):
         return None
     version = reader.version(raw["version"], "plugin.version")
-    distribution = reader.string(raw["distribution"], "plugin.distribution")
+    distribution = reader.distribution(raw["distribution"], "plugin.distribution")
     source = reader.project_dir(raw["source"], "plugin.source", root)
     tests = reader.project_dir(raw["smoke-tests"], "plugin.smoke-tests", root)
     if source and tests and not tests.resolve().is_relative_to(source.resolve()):

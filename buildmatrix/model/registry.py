@@ -171,6 +171,7 @@ class Registry:
         self.index_url = index_url.rstrip("/") + "/"
         self.offline = offline
         self.machine = platform.machine()
+        self._read: dict[str, list[IndexFile]] = {}  # index page -> its files, read once per Registry (one command)
 
     def find_links_locations(self, source: WheelSource) -> list[str]:
         if source.kind == "index":
@@ -272,6 +273,12 @@ class Registry:
 
     def _index_entries(self, project: str, index_url: str = "") -> list[IndexFile]:
         base = index_url.rstrip("/") + "/" if index_url else self.index_url
+        page = f"{base}{project}/"
+        if page not in self._read:
+            self._read[page] = self._read_index(project, base)
+        return self._read[page]
+
+    def _read_index(self, project: str, base: str) -> list[IndexFile]:
         # The default index keeps its historical cache name; another index gets one named after its URL.
         name = project if base == self.index_url else f"{hashlib.sha256(base.encode()).hexdigest()[:16]}-{project}"
         cache = self.cache_dir / f"{name}.json"
