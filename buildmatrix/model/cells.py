@@ -46,108 +46,98 @@ class Cell:
 
 
 def rule_matches(rule: CellRule, cell: Cell) -> bool:
-    if rule.torch is not None and not rule.torch.contains(cell.torch.version, prereleases=True):
-        return False
-    if rule.python is not None and rule.python != cell.python:
-        return False
-    if rule.driver is not None and rule.driver != cell.driver.major:
-        return False
-    if rule.variant is not None and rule.variant != cell.torch.variant:
-        return False
-    return True
+    return (
+        (rule.torch is None or rule.torch.contains(cell.torch.version, prereleases=True))
+        and (rule.python is None or rule.python == cell.python)
+        and (rule.driver is None or rule.driver == cell.driver.major)
+        and (rule.variant is None or rule.variant == cell.torch.variant)
+    )
+
+
+class _Problems:
+    """Collects located problems of the expansion, to raise them all at once."""
+
+    def __init__(self, matrix: Matrix) -> None:
+        self.matrix = matrix
+        self.found: list[Problem] = []
+
+    def add(self, key: str, message: str) -> None:
+        self.found.append(Problem(str(self.matrix.path), self.matrix.lines.line(key), key, message))
+
+
+def _release_pythons(
+    index: int, release: TorchRelease, matrix: Matrix, offered: set[Version], problems: _Problems
+) -> list[Version]:
+    """The Pythons a release is built for: its own list (each must be published) or the matrix's (at least one)."""
+    published = ", ".join(str(v) for v in sorted(offered)) or "none"
+    name = f"torch {release.version} ({release.variant})"
+    if release.python is not None:
+        for p_index, python in enumerate(release.python):
+            if python not in offered:
+                problems.add(
+                    f"torch[{index}].python[{p_index}]",
+                    f"{name} publishes no wheel for Python {python} (published: {published})",
+                )
+        return [p for p in release.python if p in offered]
+    pythons = [p for p in matrix.python if p in offered]
+    if not pythons:
+        problems.add(
+            f"torch[{index}]",
+            f"{name} publishes wheels for Python {published}, none of them in python: give this release its own "
+            "python list, or remove it",
+        )
+    return pythons
+
+
+def _include(
+    index: int, rule: CellRule, matrix: Matrix, available: Mapping[TorchRelease, set[Version]], problems: _Problems
+) -> list[Cell]:
+    """The cells an include rule adds (it names torch, python and driver; the parser checked that)."""
+    key = f"include[{index}]"
+    assert rule.torch is not None and rule.python is not None
+    driver = next((d for d in matrix.drivers if d.major == rule.driver), None)
+    out = []
+    for release in matrix.torch:
+        if not rule_matches(
+            CellRule(torch=rule.torch, variant=rule.variant), Cell(release, rule.python, matrix.drivers[0])
+        ):
+            continue
+        if driver is None:
+            problems.add(key, f"driver {rule.driver} is not in driver.versions")
+            return []
+        if rule.python not in available.get(release, set()):
+            problems.add(key, f"torch {release.version} publishes no wheel for Python {rule.python}")
+            return []
+        out.append(Cell(release, rule.python, driver))
+    if not out:
+        problems.add(key, "matches no torch release of the matrix")
+    return out
 
 
 def expand(matrix: Matrix, available_pythons: Mapping[TorchRelease, set[Version]]) -> list[Cell]:
     """All cells of the matrix, in declaration order.
 
     available_pythons gives, per release, the Pythons its published wheels support. The matrix-wide
-    Python list is intersected with it silently; a Python a release names itself must be supported.
+    Python list is intersected with it, but a release left with none is an error; a Python a release names
+    itself must be supported. An exclude rule must remove a cell, and the matrix must keep at least one.
     """
-    problems: list[Problem] = []
+    problems = _Problems(matrix)
     cells: list[Cell] = []
-    file = str(matrix.path)
     for index, release in enumerate(matrix.torch):
         offered = available_pythons.get(release, set())
-        if release.python is not None:
-            for p_index, python in enumerate(release.python):
-                if python not in offered:
-                    key = f"torch[{index}].python[{p_index}]"
-                    allowed = ", ".join(str(v) for v in sorted(offered)) or "none"
-                    problems.append(
-                        Problem(
-                            file,
-                            matrix.lines.line(key),
-                            key,
-                            f"torch {release.version} ({release.variant}) publishes no wheel for Python {python} (published: {allowed})",
-                        )
-                    )
-            pythons = [p for p in release.python if p in offered]
-        else:
-            pythons = [p for p in matrix.python if p in offered]
-            if not pythons:
-                key = f"torch[{index}]"
-                published = ", ".join(str(v) for v in sorted(offered)) or "none"
-                problems.append(
-                    Problem(
-                        file,
-                        matrix.lines.line(key),
-                        key,
-                        f"torch {release.version} ({release.variant}) publishes wheels for Python {published}, none of "
-                        "them in python: give this release its own python list, or remove it",
-                    )
-                )
-        for python in pythons:
-            for driver in matrix.drivers:
-                cells.append(Cell(release, python, driver))
-
+        for python in _release_pythons(index, release, matrix, offered, problems):
+            cells += [Cell(release, python, driver) for driver in matrix.drivers]
     for index, rule in enumerate(matrix.exclude):
         if not any(rule_matches(rule, c) for c in cells):
-            key = f"exclude[{index}]"
-            problems.append(
-                Problem(
-                    file,
-                    matrix.lines.line(key),
-                    key,
-                    "matches no cell of the matrix (allowed: a rule that removes one)",
-                )
-            )
+            problems.add(f"exclude[{index}]", "matches no cell of the matrix (allowed: a rule that removes one)")
     cells = [c for c in cells if not any(rule_matches(rule, c) for rule in matrix.exclude)]
     for index, rule in enumerate(matrix.include):
-        key = f"include[{index}]"
-        matched = False
-        for release in matrix.torch:
-            assert rule.torch is not None and rule.python is not None
-            if not rule_matches(
-                CellRule(torch=rule.torch, variant=rule.variant), Cell(release, rule.python, matrix.drivers[0])
-            ):
-                continue
-            rule_driver = next((d for d in matrix.drivers if d.major == rule.driver), None)
-            if rule_driver is None:
-                problems.append(
-                    Problem(file, matrix.lines.line(key), key, f"driver {rule.driver} is not in driver.versions")
-                )
-                break
-            if rule.python not in available_pythons.get(release, set()):
-                problems.append(
-                    Problem(
-                        file,
-                        matrix.lines.line(key),
-                        key,
-                        f"torch {release.version} publishes no wheel for Python {rule.python}",
-                    )
-                )
-                break
-            cell = Cell(release, rule.python, rule_driver)
-            if cell not in cells:
-                cells.append(cell)
-            matched = True
-        if not matched and not any(p.key == key for p in problems):
-            problems.append(Problem(file, matrix.lines.line(key), key, "matches no torch release of the matrix"))
-    if not cells and not problems:
+        cells += [c for c in _include(index, rule, matrix, available_pythons, problems) if c not in cells]
+    if not cells and not problems.found:
         key = "exclude" if matrix.exclude else "torch"
-        problems.append(Problem(file, matrix.lines.line(key), key, "the matrix expands to no cell at all"))
-    if problems:
-        raise MatrixError(problems)
+        problems.add(key, "the matrix expands to no cell at all")
+    if problems.found:
+        raise MatrixError(problems.found)
     return cells
 
 
