@@ -212,7 +212,7 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder.results import ResultStore
-    from buildmatrix.publish.site import DOCS_TABLE, docs_problems, write_docs, write_site
+    from buildmatrix.publish.site import DOCS_TABLE, README, docs_problems, rendered_docs, write_docs, write_site
     from buildmatrix.publish.table import CompatTable, build_table
 
     matrix = load_matrix(Path(args.matrix).resolve())
@@ -224,6 +224,10 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
         available = published_pythons(matrix, registry)
         results = ResultStore(workspace.results_dir).all()
         table = build_table(matrix, expand(matrix, available), results, available, site_url=args.site_url)
+        try:  # the docs must render (README's markers) before anything is published
+            rendered_docs(table, (matrix.root / README).read_text())
+        except (ValueError, OSError) as exc:
+            raise UserError(f"{matrix.root / README}: {exc}") from None
         # The site is built and checked beside the live one; nothing (site or docs) changes unless every check passes.
         report = write_site(table, workspace.wheels_dir, workspace.wheels_dir / "site", matrix)
         problems = report.problems

@@ -38,7 +38,7 @@ def snapshot(site: Path) -> dict[str, bytes]:
 
 
 def siblings(site: Path) -> list[str]:
-    return sorted(p.name for p in site.parent.iterdir() if p.name.startswith(f".{site.name}"))
+    return sorted(p.name for p in site.parent.iterdir() if p.name.startswith(f".{site.name}."))
 
 
 @pytest.fixture
@@ -290,3 +290,18 @@ def test_a_site_url_that_is_not_a_plain_http_url_is_refused(published, url: str,
     assert not report.published and len(report.problems) == 1 and problem in report.problems[0]
     assert "FAKE-PASSWORD" not in report.problems[0]
     assert site.readlink().as_posix() == live and snapshot(site) == before
+
+
+def test_a_second_publisher_is_refused_while_one_publishes(published) -> None:
+    import fcntl
+
+    from buildmatrix.errors import UserError
+
+    matrix, table, wheels, site = published
+    before, live = snapshot(site), site.readlink().as_posix()
+    with site.with_name(f".{site.name}-publish.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(UserError, match="another compat-table is publishing"):
+            write_site(table, wheels, site, matrix)
+    assert site.readlink().as_posix() == live and snapshot(site) == before and siblings(site) == [live]
+    assert write_site(table, wheels, site, matrix).published  # once the other is done

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
 import time
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildmatrix.errors import UserError
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.publish.index import (
     IndexedWheel,
@@ -200,6 +204,23 @@ def write_site(table: CompatTable, wheels_dir: Path, site: Path, matrix: Matrix 
     With problems, the staged copy is removed and the live site is left as it was. With `matrix`, the table is also
     checked against matrix.yaml.
     """
+    site.parent.mkdir(parents=True, exist_ok=True)
+    with _publish_lock(site):
+        return _write_site(table, wheels_dir, site, matrix)
+
+
+@contextmanager
+def _publish_lock(site: Path) -> Iterator[None]:
+    """One publisher at a time: a second would remove the first's staged version as a leftover."""
+    with site.with_name(f".{site.name}-publish.lock").open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"another compat-table is publishing {site}; wait for it to finish") from None
+        yield  # the kernel drops the lock when the file closes, or when its holder dies
+
+
+def _write_site(table: CompatTable, wheels_dir: Path, site: Path, matrix: Matrix | None) -> SiteReport:
     recover_site(site)
     released, problems = read_released(site)
     staging = site.with_name(f".{site.name}.{time.time_ns()}")
