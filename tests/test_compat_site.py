@@ -29,7 +29,7 @@ from packaging.version import Version
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.publish.site import write_site
-from buildmatrix.publish.table import CompatTable, build_table, install_choice
+from buildmatrix.publish.table import CompatTable, any_torch_command, build_table, install_choice
 
 from conftest import VALID
 
@@ -157,7 +157,7 @@ def test_page_command_installs_the_cells_wheels(
     minor = release.removeprefix("torch").split("-")[0]
     assert installed(python) == {
         "torch-emu": f"0.1.0+torch{minor}.drv2",
-        "emu-driver": "2.1.0",
+        "emu-driver": "2.1.0+emu",
         "emu-fake-torch": expected_torch,
     }
     if tool == "pip":  # pip reads PEP 658 metadata instead of downloading wheels to resolve
@@ -169,13 +169,14 @@ def test_not_built_choice_offers_the_nearest_built_wheel_and_never_an_sdist(serv
     choice = install_choice(served.table, "torch2.13-cpu", PYTHON, 1, site=served.url)  # driver 1 was never built
     assert not choice.exact and choice.cell == "torch2.13-cpu-cp" + PYTHON.replace(".", "") + "-drv2"
     sdist = "torch_emu-0.1.0+torch2.13.drv1.tar.gz"
-    project = served.root / "site" / "simple" / "torch-emu"
+    project = served.root / "site" / "torch2.13" / "simple" / "torch-emu"  # the index the command names
     (project / sdist).write_bytes(b"not a real sdist")
     (project / "index.html").write_text(
         f'<a href="{sdist}">{sdist}</a>'
     )  # plant an sdist where the driver 1 wheel would be
     python = fresh_venv(tmp_path / "venv")
-    asked = choice.index_command.replace("drv2 emu-driver==2.1.0", "drv1 emu-driver==1.4.0")
+    asked = choice.index_command.replace("drv2 emu-driver==2.1.0+emu", "drv1 emu-driver==1.4.0+emu")
+    assert asked != choice.index_command
     result = run_install(asked, python, isolated_env(served), "pip")
     assert result.returncode != 0 and "No matching distribution" in result.stderr, result.stderr
     assert not any(sdist in r for r in served.requests)  # --only-binary: pip never even downloads it
@@ -225,14 +226,24 @@ def test_install_page_in_chromium(served: Served) -> None:
             ("torch2.4-cuda", "1", "index"),
             ("torch2.13-cpu", "1", "find-links"),
             ("torch2.13-cpu", "2", "find-links"),
+            ("torch2.4-cuda", "2", "plain"),
         ]:
             pick(torch, driver, how)
             expected = install_choice(served.table, torch, PYTHON, int(driver), site=served.url)
-            assert command.text == (expected.index_command if how == "index" else expected.find_links_command)
+            assert (
+                command.text
+                == {
+                    "index": expected.index_command,
+                    "plain": expected.release_index_command,
+                    "find-links": expected.find_links_command,
+                }[how]
+            )
             assert command.get_attribute("data-cell") == expected.cell
             assert note.text == expected.note
             if driver == "1":
                 assert "Nearest supported choice" in note.text and "inexact" in (note.get_attribute("class") or "")
+        assert browser.find_element("id", "any-torch").text == any_torch_command(served.table, served.url)
+        assert "pip merges every index" in browser.find_element("id", "look-alike").text
         links = page_links(browser, served.url + "/")
         assert any(link.endswith(".log") for link in links) and any(".whl" in link for link in links)
         for link in links:

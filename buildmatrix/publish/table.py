@@ -355,11 +355,13 @@ def release_index_command(table: CompatTable, minor: str, site: str = SITE_PLACE
 
 def any_torch_command(table: CompatTable, site: str = SITE_PLACEHOLDER) -> str:
     """One line for whatever torch is installed, from the all-releases index: restating the installed torch as a
-    requirement makes pip and uv backtrack to the plugin wheel built for it instead of upgrading torch."""
-    return (
-        f"pip install {table.plugin} \"torch==$(python -c 'import torch; print(torch.__version__)')\" "
-        f"--extra-index-url {site}/simple/"
-    )
+    requirement makes pip and uv backtrack to the plugin wheel built for it instead of upgrading torch.
+
+    The version is the installed distribution's, which is what resolvers compare: torch.__version__ can differ
+    (2.4.1+cu121 for the registry's 2.4.1), and `pip freeze` prints a URL for a torch installed from a file.
+    """
+    installed = "$(python -c \"from importlib.metadata import version; print(version('torch'))\")"
+    return f'pip install {table.plugin} "torch=={installed}" --extra-index-url {site}/simple/'
 
 
 def install_commands(table: CompatTable, cell: CompatCell, site: str = SITE_PLACEHOLDER) -> InstallCommands:
