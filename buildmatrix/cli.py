@@ -166,6 +166,7 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder import probe, update
     from buildmatrix.builder.probe import ProbeReport
     from buildmatrix.builder.runners import select_runner
+    from buildmatrix.builder.runners.base import Runner
     from buildmatrix.model.matrix import TorchRelease
     from buildmatrix.model.outdated import compare, read_sources
     from buildmatrix.model.vocab import Variant
@@ -178,29 +179,36 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
     )
     variants = frozenset(Variant(v) for v in args.variant) if args.variant else None
     comparison = compare(matrix, read_sources(matrix, registry), variants)
-    probes: dict[TorchRelease, ProbeReport | None] = {}
+    probes: dict[TorchRelease, ProbeReport | str] = {}
     applied = False
     if args.apply and comparison.edits:
         result = update.write_edits(matrix, comparison.edits, registry)
         applied = True
         console.print(f"edited {matrix.path.name}: {len(comparison.edits)} change(s)", highlight=False)
-        runner = None
+        runner: Runner | None = None
         for release in result.changed:
             if args.no_probe:
-                probes[release] = None
+                probes[release] = "not probed (`--no-probe`)"
                 continue
-            if runner is None:
-                runner, why = select_runner(args.runner or "local", result.matrix)
-                console.print(f"drift probe on {len(result.changed)} release(s) ({why})", highlight=False)
-            cell = probe.probe_cell(release, result.matrix, registry, None, None)
-            probes[release] = report = probe.run_probe(
-                result.matrix,
-                release,
-                cell,
-                registry,
-                runner=runner,
-                progress=lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False),
-            )
+            # One release the probe cannot run on (no interpreter, a locked workspace) leaves the others probed.
+            try:
+                if runner is None:
+                    runner, why = select_runner(args.runner or "local", result.matrix)
+                    console.print(f"drift probe on {len(result.changed)} release(s) ({why})", highlight=False)
+                cell = probe.probe_cell(release, result.matrix, registry, None, None)
+                report = probe.run_probe(
+                    result.matrix,
+                    release,
+                    cell,
+                    registry,
+                    runner=runner,
+                    progress=lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False),
+                )
+            except UserError as exc:
+                probes[release] = f"not probed: {exc}"
+                console.print(f"torch {release.version}: {probes[release]}", highlight=False)
+                continue
+            probes[release] = report
             console.print(f"torch {release.version}: {report.verdict()}", highlight=False)
     text = outdated_markdown(comparison, applied, probes)
     report_path = Path(args.report).resolve() if args.report else update.report_path(matrix)

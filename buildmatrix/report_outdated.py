@@ -20,9 +20,9 @@ SECTIONS = (
 def outdated_markdown(
     comparison: Comparison,
     applied: bool,
-    probes: Mapping[TorchRelease, ProbeReport | None] | None = None,
+    probes: Mapping[TorchRelease, ProbeReport | str] | None = None,
 ) -> str:
-    """probes: per new or moved release, its probe report, or None when it was not probed (--no-probe)."""
+    """probes: per new or moved release, its probe report, or why it was not probed."""
     count = len(comparison.findings)
     lines = ["# matrix.yaml against the torch registry", ""]
     lines.append(f"{count} finding(s)." if count else "matrix.yaml is up to date with its torch sources.")
@@ -42,8 +42,8 @@ def outdated_markdown(
         lines += ["## Drift probe", ""]
         for release, report in probes.items():
             name = f"torch {release.version} ({release.variant})"
-            if report is None:
-                lines.append(f"- {name}: not probed (`--no-probe`)")
+            if isinstance(report, str):
+                lines.append(f"- {name}: {report}")
                 continue
             lines.append(f"- {name}, cell `{report.cell_id}`: **{report.verdict()}**")
             for interface, errors in report.by_interface().items():

@@ -134,12 +134,26 @@ def test_find_links_source_new_minor_only_when_its_variant_is_asked_for(  # type
 
 
 @pytest.mark.usefixtures("no_pip_find_links")
-def test_unreadable_registry_is_a_note_not_a_crash(write_matrix, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    matrix = load_matrix(write_matrix(OLD_MATRIX))
-    registry = Registry(tmp_path / "cache", index_url="http://127.0.0.1:9/simple/")
-    result = compare(matrix, read_sources(matrix, registry))
-    assert result.findings == ()
-    assert result.notes[0].startswith("torch 2.12.0 (cuda): not checked, registry unreadable: cannot read")
+def test_unreadable_registry_is_an_error_and_nothing_is_written(write_matrix) -> None:  # type: ignore[no-untyped-def]
+    path = write_matrix(OLD_MATRIX)
+    before = path.read_bytes()
+    result = run_cli(path.parent, "outdated", "--apply", "--index-url", "http://127.0.0.1:9/simple/", timeout=60)
+    assert result.returncode == 7
+    assert "cannot read http://127.0.0.1:9/simple/torch/" in result.stderr
+    assert "up to date" not in result.stdout
+    assert path.read_bytes() == before
+    assert not (path.parent / "build" / "outdated").exists()
+
+
+@pytest.mark.usefixtures("no_pip_find_links")
+def test_an_unreadable_index_source_is_a_note(write_matrix, answers: Answers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cpu = '  - {version: "2.13.0", variant: cpu, python: ["3.11"], wheels: {index: "http://127.0.0.1:9/whl/cpu"}}\n'
+    text = OLD_MATRIX.replace("exclude:\n", cpu + "exclude:\n")
+    result = outdated(write_matrix(text), answers, tmp_path)
+    [note] = result.notes
+    assert note.startswith("torch 2.13.0 (cpu): not checked, index http://127.0.0.1:9/whl/cpu unreadable: ")
+    assert "cannot read http://127.0.0.1:9/whl/cpu/torch/" in note
+    assert len(result.of_kind(FindingKind.NEW_PATCH)) == 2  # the registry's releases are still compared
 
 
 def comment_lines(text: str) -> list[str]:

@@ -78,3 +78,15 @@ def test_release_resolution(tmp_path: Path, write_matrix) -> None:  # type: igno
         resolve_release("latest", matrix, registry, ())  # type: ignore[arg-type]
     with pytest.raises(UserError, match="no shim series patches/pre-2.9/series"):
         resolve_release("2.14", matrix, registry, ("pre-2.9",))  # type: ignore[arg-type]
+
+
+def test_verdict_for_outdated_says_which_interfaces_need_shims() -> None:
+    errors = parse_compile_errors(LOG)
+    assert ProbeReport("2.14.1", "c", "passed", None).verdict() == "builds and passes as is"
+    shims = ProbeReport("2.4.1", "c", "failed", "build", errors).verdict()
+    assert shims.startswith("needs shims: ATen kernels and dispatcher registration; Allocator (c10/core/Allocator.h); ")
+    smoke = ProbeReport("2.4.1", "c", "failed", "smoke", [], ["a.py::b"]).verdict()
+    assert smoke == "needs shims: smoke suite (1 failed)"
+    # A probe stopped before the compiler or the smoke suite said anything proves nothing either way.
+    early = ProbeReport("2.4.1", "c", "failed", "build-env").verdict()
+    assert early == "probe inconclusive: failed in step build-env before any compile error or smoke result"

@@ -127,6 +127,8 @@ def read_sources(matrix: Matrix, registry: Registry) -> Sources:
         try:
             sources.offers += offers_from_wheels(source, registry.published(source))
         except UserError as exc:
+            if source.kind == "registry":
+                raise  # without the registry there is nothing to compare with: say so rather than "up to date"
             sources.unreadable[source] = str(exc)
     return sources
 
