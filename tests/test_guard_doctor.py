@@ -5,11 +5,16 @@ wheel that might not exist. The same checks against a real built wheel run in th
 from __future__ import annotations
 
 import ast
+import functools
+import http.server
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -173,3 +178,54 @@ def test_doctor_fills_in_the_site_and_the_users_torch(tmp_path: Path) -> None:
         done.stdout
     ), done.stdout
     assert "<site>" not in done.stdout
+
+
+PUBLISHED = {"2.4": {"3.11", "3.12"}, "2.12": {"3.13"}, "2.13": {"3.11"}}
+
+
+def test_torch_without_a_wheel_for_this_python_names_what_exists() -> None:
+    [problem] = guard.problems(BUILD, guard.Installed("2.12.1", False, (2, 1), "3.11"), "https://x.test", PUBLISHED)
+    assert "no torch_emu is published for torch 2.12 on Python 3.11" in problem
+    assert "for torch 2.12: Python 3.13; for Python 3.11: torch 2.4, 2.13" in problem
+    assert "torch2.12/simple" not in problem  # that index has no wheel for this Python
+    assert problem.endswith("(pip install torch-emu --extra-index-url https://x.test/torch2.13/simple/)")
+    [fine] = guard.problems(BUILD, guard.Installed("2.13.0+cpu", False, (2, 1), "3.11"), "https://x.test", PUBLISHED)
+    assert "pip install torch-emu --extra-index-url https://x.test/torch2.13/simple/" in fine
+
+
+def served_table(directory: Path, python: str) -> Iterator[str]:
+    """A site root serving a compatibility.json in which torch 2.12 has wheels for Python 3.13 only."""
+    directory.mkdir()
+    releases = [{"key": f"torch{m}-cuda", "minor": m} for m in ("2.4", "2.12")]
+    wheel = {"filename": "w.whl", "path": "w", "sha256": "0"}
+    cells = [
+        {"release": "torch2.4-cuda", "python": python, "status": "passed", "wheel": wheel, "driver_wheel": wheel},
+        {"release": "torch2.12-cuda", "python": "3.13", "status": "passed", "wheel": wheel, "driver_wheel": wheel},
+        {"release": "torch2.12-cuda", "python": python, "status": "failed", "wheel": None, "driver_wheel": None},
+    ]
+    (directory / "compatibility.json").write_text(json.dumps({"releases": releases, "cells": cells}))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_doctor_with_a_site_prints_only_commands_that_find_a_wheel(tmp_path: Path) -> None:
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert python != "3.13", "this test needs a Python that torch 2.12's stand-in wheels leave out"
+    site = fake_install(tmp_path, "2.12.1", "2, 1")
+    for url in served_table(tmp_path / "www", python):
+        done = doctor(site, "--site", url)
+    assert done.returncode == 1 and done.stderr == "", done.stdout + done.stderr
+    assert f"no torch_emu is published for torch 2.12 on Python {python}" in done.stdout, done.stdout
+    assert "torch2.12/simple" not in done.stdout and f"{url}/torch2.4/simple/" in done.stdout
+
+
+def test_doctor_with_an_unreachable_site_still_gives_a_verdict(tmp_path: Path) -> None:
+    done = doctor(fake_install(tmp_path, "2.4.1", "2, 0"), "--site", "http://127.0.0.1:9/")
+    assert done.returncode == 1 and done.stderr == "", done.stderr
+    assert "could not read its compatibility.json" in done.stdout and "verdict: PROBLEM" in done.stdout

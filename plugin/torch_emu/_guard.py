@@ -57,7 +57,7 @@ def driver_command(build: dict, site: str) -> str:
     return f"pip install '{DRIVER_PROJECT}{pin}' --extra-index-url {site}/torch{line[0]}.{line[1]}/simple/"
 
 
-def _torch_problems(build: dict, installed: Installed, site: str) -> list:
+def _torch_problems(build: dict, installed: Installed, site: str, published: dict | None) -> list:
     built = release_line(build["TORCH_VERSION"]) or (0, 0)
     built_text = f"{built[0]}.{built[1]}"
     if installed.torch_version is None:
@@ -71,6 +71,16 @@ def _torch_problems(build: dict, installed: Installed, site: str) -> list:
         return [
             f"torch reports the version {installed.torch_version!r}, which names no release line; this torch_emu "
             f"was built for torch {built_text}.*: install torch {built_text}.* (pip install 'torch=={built_text}.*')"
+        ]
+    if have != built and published is not None and installed.python not in published.get(f"{have[0]}.{have[1]}", ()):
+        here = sorted((m for m, pythons in published.items() if installed.python in pythons), key=release_line)
+        there = sorted(published.get(f"{have[0]}.{have[1]}", ()), key=release_line)
+        return [
+            f"this torch_emu ({build['PLUGIN_VERSION']}) was built for torch {built_text}.x, but torch "
+            f"{installed.torch_version} is installed, and no torch_emu is published for torch {have[0]}.{have[1]} on "
+            f"Python {installed.python} (for torch {have[0]}.{have[1]}: Python {', '.join(there) or 'none'}; for "
+            f"Python {installed.python}: torch {', '.join(here) or 'none'}). Install one of those torch releases, then "
+            f"torch_emu from its index ({index_command(release_line(here[-1]) or built, site) if here else 'none yet'})"
         ]
     if have != built:
         return [
@@ -113,10 +123,13 @@ def _driver_problems(build: dict, installed: Installed, site: str) -> list:
     return []
 
 
-def problems(build: dict, installed: Installed, site: str | None = None) -> list:
-    """What does not match, each as one sentence naming what is installed, what is needed and the fix."""
+def problems(build: dict, installed: Installed, site: str | None = None, published: dict | None = None) -> list:
+    """What does not match, each as one sentence naming what is installed, what is needed and the fix.
+
+    `published` (torch release line -> Pythons with a wheel, from the site) lets the fix name only what exists.
+    """
     where = site_of(build) if site is None else site.rstrip("/")
-    return _torch_problems(build, installed, where) + _driver_problems(build, installed, where)
+    return _torch_problems(build, installed, where, published) + _driver_problems(build, installed, where)
 
 
 def running_doctor() -> bool:

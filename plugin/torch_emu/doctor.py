@@ -1,5 +1,8 @@
 """`python -m torch_emu.doctor [--site URL]`: what is installed, what torch_emu was built for, a verdict and the fix.
 
+With --site (or TORCH_EMU_SITE) it reads the site's compatibility.json, so a command it prints names only a torch
+release that has a wheel for the running Python.
+
 Runs even when `import torch_emu` would fail (no torch, wrong torch, missing or damaged driver): that is when it is
 needed, so every environment gets a verdict and nothing here raises. Every command it prints installs from the
 per-torch-release index, which holds only wheels that were built and tested; it never names a plugin wheel that
@@ -13,6 +16,7 @@ import os
 import sys
 
 from torch_emu._guard import _first_line, driver_command, index_command, installed_now, problems, release_line, site_of
+from torch_emu._published import published_pythons
 
 
 def _build_facts() -> dict:
@@ -64,10 +68,16 @@ def report(site: str | None = None) -> tuple[str, bool]:
         f"({build.get('TORCH_VARIANT')}, C++11 ABI {int(bool(build.get('CXX11_ABI')))}), "
         f"driver API {build.get('DRIVER_API')}, Python {build.get('PYTHON')}",
     ]
+    published = None
+    if site is not None:
+        try:
+            published = published_pythons(where)
+        except (OSError, ValueError) as exc:
+            lines.append(f"  site        {where}: could not read its compatibility.json ({_first_line(exc)})")
     line = release_line(now.torch_version) if now.torch_version else None
-    if line is not None:
+    if line is not None and (published is None or now.python in published.get(f"{line[0]}.{line[1]}", ())):
         lines.append(f"  for torch {line[0]}.{line[1]}: {index_command(line, where)}")
-    found = problems(build, now, where)
+    found = problems(build, now, where, published)
     error = _load_error()
     if not found and error is not None:
         found.append(
