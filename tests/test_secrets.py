@@ -113,3 +113,13 @@ def test_cibuildwheel_container_arguments_hold_no_secret(tmp_path: Path, monkeyp
     shown = " ".join(container.create_args) + " ".join(f"{k}={v}" for k, v in container.cibw_env.items())
     assert not any(s in shown for s in SECRETS), shown
     assert "--env=HTTPS_PROXY" in container.create_args and container.secret_env["HTTPS_PROXY"] == PROXY
+
+
+def test_image_notes_never_show_a_mirror_credential(tmp_path: Path) -> None:
+    from buildmatrix.docker import images
+
+    log = tmp_path / "image.log"
+    images._note(
+        log, "made emu-base:bookworm with debootstrap from https://apt:FAKE-MIRROR-PASSWORD@mirror.invalid/debian"
+    )
+    assert log.read_text() == "# made emu-base:bookworm with debootstrap from https://***@mirror.invalid/debian\n"

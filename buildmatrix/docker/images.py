@@ -18,6 +18,7 @@ from buildmatrix.errors import StepFailed, UserError
 from buildmatrix.model.matrix import BuildImage
 from buildmatrix.util.paths import inside, name_problem
 from buildmatrix.util.process import run_captured, run_logged
+from buildmatrix.util.redact import redact, secret_values
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +188,9 @@ class ImageBuilder:
                 oci.import_rootfs(rootfs, reference, "image", log_file)
             except StepFailed as exc:
                 raise StepFailed(
-                    "image", f"debootstrap of '{suite}' from {mirror} failed: {_last_error(exc.log_tail)}", exc.log_tail
+                    "image",
+                    redact(f"debootstrap of '{suite}' from {mirror} failed: {_last_error(exc.log_tail)}"),
+                    exc.log_tail,
                 ) from None
             finally:
                 run_captured(["rm", "-rf", "--one-file-system", rootfs], step="image", timeout=600)
@@ -195,6 +198,7 @@ class ImageBuilder:
 
 
 def _note(log_file: Path, text: str) -> None:
+    text = redact(text, secret_values(os.environ))  # a mirror URL may carry credentials; logs are published
     log.info("%s", text)
     with log_file.open("a") as handle:
         handle.write(f"# {text}\n")
