@@ -217,13 +217,11 @@ def assert_ours(world: World, env: Path, release: str, before: str, result: subp
 @pytest.mark.parametrize("release", list(TORCH))
 @pytest.mark.parametrize("tool", ["pip", "uv"])
 @pytest.mark.parametrize("kind", ["release index", "any torch"])
-def test_plain_commands_keep_the_installed_torch(
-    world: World, tmp_path: Path, release: str, tool: str, kind: str
-) -> None:
-    env = clone(cached_torch_env(TORCH[release]), tmp_path / "env")
-    before = torch_version(python_of(env))
-    result = run(commands(world, release)[kind], tool, env, environment(world, "clean", env))
-    assert_ours(world, env, release, before, result)
+def test_plain_commands_keep_the_installed_torch(world: World, release: str, tool: str, kind: str) -> None:
+    with clone(cached_torch_env(TORCH[release])) as env:
+        before = torch_version(python_of(env))
+        result = run(commands(world, release)[kind], tool, env, environment(world, "clean", env))
+        assert_ours(world, env, release, before, result)
 
 
 # (command, tool) -> who wins against look-alikes on the public index; the docs (markdown.LOOK_ALIKE_NOTE) say this.
@@ -240,16 +238,17 @@ SQUAT_OUTCOME = {
 
 
 @pytest.mark.parametrize(("kind", "tool"), list(SQUAT_OUTCOME))
-def test_documented_commands_against_look_alikes(world: World, tmp_path: Path, kind: str, tool: str) -> None:
+def test_documented_commands_against_look_alikes(world: World, kind: str, tool: str) -> None:
     release = "torch2.4-cuda"
-    env = clone(cached_torch_env(TORCH[release]), tmp_path / "env")
-    before = torch_version(python_of(env))
-    result = run(commands(world, release)[kind], tool, env, environment(world, "squatted", env))
-    if SQUAT_OUTCOME[(kind, tool)] == "ours":
-        assert_ours(world, env, release, before, result)
-    else:  # what the docs warn about: pip merges indexes and takes the look-alike's higher version
-        assert result.returncode == 0, result.stderr
-        assert versions(env)["torch-emu"] == "99.0.0" and (site_packages(env) / "torch_emu" / "SQUATTER").is_file()
+    with clone(cached_torch_env(TORCH[release])) as env:
+        before = torch_version(python_of(env))
+        result = run(commands(world, release)[kind], tool, env, environment(world, "squatted", env))
+        if SQUAT_OUTCOME[(kind, tool)] == "ours":
+            assert_ours(world, env, release, before, result)
+        else:  # what the docs warn about: pip merges indexes and takes the look-alike's higher version
+            assert result.returncode == 0, result.stderr
+            assert versions(env)["torch-emu"] == "99.0.0"
+            assert (site_packages(env) / "torch_emu" / "SQUATTER").is_file()
 
 
 def test_the_docs_warn_where_pip_can_pick_a_look_alike() -> None:

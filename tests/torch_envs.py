@@ -7,11 +7,14 @@ a hard-linked clone (seconds, no extra space), so what it installs or removes ne
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from buildmatrix.model.registry import pip_configured_find_links
@@ -56,9 +59,18 @@ def cached_torch_env(requirement: str) -> Path:
         return env
 
 
-def clone(env: Path, dest: Path) -> Path:
-    """A hard-linked copy of a venv: its own directory entries, the cached files' bytes shared (pip and uv replace
-    files, never write into them). The interpreter finds its prefix from pyvenv.cfg, so the copy works where it is."""
-    subprocess.run(["cp", "-al", str(env), str(dest)], check=True, timeout=600)
-    (dest / READY).unlink(missing_ok=True)
-    return dest
+@contextlib.contextmanager
+def clone(env: Path) -> Iterator[Path]:
+    """A hard-linked copy of a cached venv, removed afterwards: its own directory entries, the cached files' bytes
+    shared (pip and uv replace files, never write into them). It lives beside the cache, because hard links cannot
+    cross file systems (/tmp is often another one); the interpreter finds its prefix from pyvenv.cfg, so the copy
+    works where it is."""
+    clones = cache_root() / ".clones"
+    clones.mkdir(parents=True, exist_ok=True)
+    dest = Path(tempfile.mkdtemp(prefix=f"{env.name}-", dir=clones)) / "env"
+    try:
+        subprocess.run(["cp", "-al", str(env), str(dest)], check=True, timeout=600)
+        (dest / READY).unlink(missing_ok=True)
+        yield dest
+    finally:
+        shutil.rmtree(dest.parent, ignore_errors=True)
