@@ -305,3 +305,16 @@ def test_a_second_publisher_is_refused_while_one_publishes(published) -> None:
             write_site(table, wheels, site, matrix)
     assert site.readlink().as_posix() == live and snapshot(site) == before and siblings(site) == [live]
     assert write_site(table, wheels, site, matrix).published  # once the other is done
+
+
+def test_a_site_link_the_user_pointed_elsewhere_never_has_its_target_deleted(write_matrix, tmp_path: Path) -> None:
+    matrix = load_matrix(write_matrix())
+    wheels = tmp_path / "wheels"
+    table = table_of(matrix, wheels)
+    elsewhere = tmp_path / "www" / "site"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "keep.txt").write_text("the user's")
+    wheels.mkdir(exist_ok=True)
+    (wheels / "site").symlink_to(elsewhere)
+    assert write_site(table, wheels, wheels / "site", matrix).published
+    assert (elsewhere / "keep.txt").read_text() == "the user's"

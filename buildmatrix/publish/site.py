@@ -194,7 +194,11 @@ def _swap(site: Path, staged: Path) -> None:
         previous = site.with_name(f".{site.name}.legacy")
         site.rename(previous)  # a kill here: recover_site links it again
     _link(site, staged)
-    if previous is not None and previous.is_dir() and previous != staged.resolve():
+    # Only a version this code made is removed: a link the user pointed elsewhere leaves its target alone.
+    ours = (
+        previous is not None and previous.parent == site.parent.resolve() and previous.name.startswith(f".{site.name}.")
+    )
+    if ours and previous is not None and previous.is_dir() and previous != staged.resolve():
         shutil.rmtree(previous)
 
 
