@@ -7,6 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from packaging.version import Version
 
 from buildmatrix.docker.images import ImageBuilder
@@ -368,3 +371,77 @@ def test_distribution_names_are_names(write_matrix, old: str, new: str, expected
     """They name wheel files and glob patterns, so never a path."""
     found = problems(write_matrix(VALID.replace(old, new, 1)))
     assert expected in found and "allowed: letters, digits, . _ -" in found, found
+
+
+# ---- anything at any key: a Matrix or a MatrixError, never another exception -----------------------------------
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(["2.4", "3.11", "3.11.0", "cpu", "cuda", "../x", "/etc", "debootstrap:../X", "pip-find-links"]),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+_PATHS = [
+    ("plugin",),
+    ("plugin", "version"),
+    ("plugin", "source"),
+    ("plugin", "smoke-tests"),
+    ("plugin", "distribution"),
+    ("driver",),
+    ("driver", "versions"),
+    ("driver", "source"),
+    ("python",),
+    ("torch",),
+    ("torch", 0),
+    ("torch", 0, "version"),
+    ("torch", 0, "python"),
+    ("torch", 0, "patches"),
+    ("torch", 1, "wheels"),
+    ("torch", 1, "variant"),
+    ("exclude",),
+    ("include",),
+    ("images",),
+    ("runner",),
+    ("schema-version",),
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.sampled_from(_PATHS), value=_values)
+def test_any_value_anywhere_is_a_matrix_or_a_located_error(write_matrix, where: tuple, value: object) -> None:  # type: ignore[type-arg]
+    document = yaml.safe_load(VALID)
+    target = document
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = value
+    path = write_matrix(yaml.safe_dump(document))
+    try:
+        matrix = load_matrix(path)
+        expand(matrix, {r: {Version("3.9"), Version("3.10"), Version("3.11")} for r in matrix.torch})
+    except MatrixError as exc:
+        assert exc.problems and all(p.file == str(path) and p.key for p in exc.problems)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(line=st.integers(min_value=0, max_value=VALID.count("\n")), junk=st.binary(max_size=40))
+def test_any_bytes_anywhere_is_a_matrix_or_a_located_error(write_matrix, line: int, junk: bytes) -> None:
+    lines = VALID.encode().split(b"\n")
+    path = write_matrix()
+    path.write_bytes(b"\n".join([*lines[:line], junk, *lines[line:]]))
+    try:
+        load_matrix(path)
+    except MatrixError as exc:
+        assert exc.problems and all(p.file == str(path) and p.key for p in exc.problems)
+
+
+def test_nul_byte_names_its_line(write_matrix) -> None:
+    path = write_matrix()
+    path.write_bytes(path.read_bytes().replace(b"runner: auto", b"runner: a\x00uto"))
+    assert "matrix.yaml:17: (encoding): character U+0000 is not allowed in YAML" in problems(path)

@@ -223,12 +223,13 @@ class _Reader:
             return None
         return path
 
-    def distribution(self, value: Any, key: str) -> str:
+    def distribution(self, value: Any, key: str) -> str | None:
         """A distribution name (PEP 508); it names wheel files, so it is never a path."""
         text = self.string(value, key)
         if text is not None and not DISTRIBUTION_NAME.fullmatch(text):
             self.problem(key, f"'{text}' is not a distribution name (allowed: letters, digits, . _ -, e.g. torch-emu)")
-        return text or ""
+            return None
+        return text
 
     def string(self, value: Any, key: str) -> str | None:
         if not isinstance(value, str) or not value:
@@ -275,7 +276,7 @@ def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
 
     if reader.problems:
         raise MatrixError(reader.problems)
-    assert plugin is not None and driver_source is not None
+    assert plugin is not None and driver_source is not None and driver_distribution is not None
     return Matrix(
         path=path,
         plugin=plugin,
@@ -318,6 +319,8 @@ def _drivers(reader: _Reader, value: Any) -> tuple[DriverVersion, ...]:
         version = reader.version(item, f"driver.versions[{index}]")
         if version is not None:
             out.append(DriverVersion(version))
+    if isinstance(value, list) and not value:
+        reader.problem("driver.versions", 'needs at least one driver API version, e.g. ["2.1"]')
     majors = [d.major for d in out]
     if len(set(majors)) != len(majors):
         reader.problem("driver.versions", f"two versions share an API major ({majors}); cells are per major")

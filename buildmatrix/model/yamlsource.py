@@ -154,9 +154,10 @@ def load_yaml_with_lines(path: Path) -> tuple[Any, LineMap]:
     if len(raw) > MAX_BYTES:
         raise MatrixError([Problem(file, None, "(file)", f"{len(raw)} bytes (a matrix file has at most {MAX_BYTES})")])
     text = _decode(raw, file)
-    loader = yaml.SafeLoader(text)
+    loader: yaml.SafeLoader | None = None
     try:
         _check_depth(text, file)
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
         if node is None:
             return None, LineMap()
@@ -168,6 +169,11 @@ def load_yaml_with_lines(path: Path) -> tuple[Any, LineMap]:
         if walker.problems:
             raise MatrixError(walker.problems)
         data = loader.construct_document(node)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow, e.g. NUL
+        at = text[: exc.position].count("\n") + 1
+        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+        problem = f"character U+{code:04X} is not allowed in YAML (allowed: printable text)"
+        raise MatrixError([Problem(file, at, "(encoding)", problem)]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -175,5 +181,6 @@ def load_yaml_with_lines(path: Path) -> tuple[Any, LineMap]:
     except (ValueError, OverflowError, RecursionError) as exc:  # e.g. a timestamp like 2024-13-45
         raise MatrixError([Problem(file, None, "(value)", f"a value YAML cannot read: {exc}")]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return data, walker.lines
