@@ -226,7 +226,14 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
     matrix = load_matrix(Path(args.matrix).resolve())
     workspace = Workspace.for_root(matrix.root)
     if args.check:
-        problems = docs_problems(CompatTable.from_json((matrix.root / DOCS_TABLE).read_text()), matrix)
+        try:
+            recorded = CompatTable.from_json((matrix.root / DOCS_TABLE).read_text(encoding="utf-8"))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise UserError(
+                f"{matrix.root / DOCS_TABLE}: unreadable ({type(exc).__name__}: {exc}); regenerate it with "
+                "`nox -s compat-table`"
+            ) from None
+        problems = docs_problems(recorded, matrix)
     else:
         registry = Registry(workspace.cache_dir / "registry", offline=args.offline)
         available = published_pythons(matrix, registry)

@@ -318,3 +318,16 @@ def test_a_site_link_the_user_pointed_elsewhere_never_has_its_target_deleted(wri
     (wheels / "site").symlink_to(elsewhere)
     assert write_site(table, wheels, wheels / "site", matrix).published
     assert (elsewhere / "keep.txt").read_text() == "the user's"
+
+
+def test_check_of_a_damaged_committed_table_is_an_error_naming_it(write_matrix) -> None:
+    from conftest import run_cli
+
+    path = write_matrix()
+    table = path.parent / "docs" / "compatibility.json"
+    table.parent.mkdir()
+    table.write_text('{"schema_version": 1, "releases": [{"key": 3}]')  # truncated, wrong types
+    done = run_cli(path.parent, "compat-table", "--check", "--matrix", str(path), timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{table}: unreadable (JSONDecodeError" in done.stderr and "Traceback" not in done.stderr
+    assert table.read_text() == '{"schema_version": 1, "releases": [{"key": 3}]'
