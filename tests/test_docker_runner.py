@@ -15,6 +15,7 @@ from packaging.version import Version
 from buildmatrix.builder.drivers import DriverWheels
 from buildmatrix.builder.runners import select_runner
 from buildmatrix.builder.runners.docker import driver_cache_dir, failed_phase
+from buildmatrix.builder.toolenv import reproducible_env
 from buildmatrix.docker import oci
 from buildmatrix.errors import EngineUnavailable
 from buildmatrix.model.matrix import DriverVersion
@@ -87,7 +88,7 @@ def test_driver_wheels_are_built_per_image_by_the_given_build(tmp_path: Path) ->
     first = wheels.wheel(DriverVersion(Version("2.1")), tmp_path / "log")
     again = wheels.wheel(DriverVersion(Version("2.1")), tmp_path / "log")
     assert first == again and first.parent.parent == bullseye and first.read_bytes() == b"wheel"
-    assert len(calls) == 1 and calls[0][1] == {"EMU_DRIVER_API_VERSION": "2.1"}
+    assert len(calls) == 1 and calls[0][1] == {"EMU_DRIVER_API_VERSION": "2.1", **reproducible_env()}
     with pytest.raises(ValueError):
         DriverWheels(source, "tiny-driver", trixie)
 
