@@ -5,18 +5,26 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
 
 from buildmatrix.builder.workspace import Workspace
-from buildmatrix.errors import UserError
+from buildmatrix.errors import ResourceError, UserError
 from buildmatrix.model.cells import Cell, Selection, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.registry import DEFAULT_INDEX, Registry, published_pythons
+from buildmatrix.progress import failure_kind
+from buildmatrix.util.failures import is_resource_error, resource_message
+
+if TYPE_CHECKING:
+    from buildmatrix.builder.engine import Engine
 
 EXIT_CELLS_FAILED = 1
 
@@ -66,9 +74,13 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
     runner, why = select_runner(args.runner or matrix.runner, matrix)
     console.print(f"[bold]{len(cells)} cell(s)[/bold], {why}, {args.jobs} job(s)")
     workspace = Workspace.for_root(matrix.root)
+    options = RunOptions(jobs=args.jobs, fail_fast=args.fail_fast, force=args.force, retries=args.retries)
     with RunLock(workspace), ProgressDisplay(console, cells) as display:
         engine = Engine(matrix, workspace, runner, registry, progress=display.update)
-        results = engine.run(cells, RunOptions(jobs=args.jobs, fail_fast=args.fail_fast, force=args.force))
+        with stop_on_signals(engine) as stopped_by:
+            results = engine.run(cells, options)
+    if engine.orphans_ended:
+        console.print(f"ended {len(engine.orphans_ended)} process(es) left running by an earlier run that was killed")
     console.print(summary_table(results))
     for cell_id, damage in engine.damaged.items():
         console.print(Text.assemble((cell_id, "yellow"), f" rebuilt: its record was damaged ({damage})"))
@@ -77,9 +89,30 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
         log_path = workspace.wheels_dir / (result.log or "")
         error = result.error or ""
         where = "" if f"(log: {log_path})" in error else f"  (log: {log_path})"  # step errors name their log already
-        console.print(Text.assemble((result.id, "red"), f" failed in {result.failed_step}: {error}{where}"))
+        what = f" {result.status} in {result.failed_step} ({failure_kind(result)}): "
+        console.print(Text.assemble((result.id, "red"), what, f"{error}{where}"))
     console.print(f"results: {workspace.results_dir / 'summary.json'}")
+    if stopped_by:
+        console.print(f"stopped by {stopped_by[0]}; finished cells are recorded, the next run resumes the others")
+        return 128 + int(signal.Signals[stopped_by[0]])
     return EXIT_CELLS_FAILED if failed else 0
+
+
+@contextmanager
+def stop_on_signals(engine: Engine) -> Iterator[list[str]]:
+    """While the block runs, Ctrl-C and SIGTERM stop the engine (its children die at once); yields the signals seen."""
+    seen: list[str] = []
+
+    def handler(number: int, _frame: object) -> None:
+        seen.append(signal.Signals(number).name)
+        engine.interrupt(seen[0])
+
+    previous = {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield seen
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
 
 
 def cmd_merge_results(args: argparse.Namespace, console: Console) -> int:
@@ -317,7 +350,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(build)
     build.add_argument("--jobs", "-j", type=int, default=1, help="cells built at once (default: %(default)s)")
     build.add_argument("--fail-fast", action="store_true", help="start no new cell after a failure")
-    build.add_argument("--force", action="store_true", help="rebuild cells whose inputs are unchanged")
+    build.add_argument(
+        "--force", action="store_true", help="rebuild cells whose inputs are unchanged, and the caches they use"
+    )
+    build.add_argument(
+        "--retries",
+        type=int,
+        default=1,
+        metavar="N",
+        help="retry a transient failure (network, timeout, signal, full disk) N more times (default: %(default)s)",
+    )
     build.add_argument("--runner", choices=("auto", "local", "docker"), help="default: matrix.yaml's runner")
     build.set_defaults(func=cmd_build)
 
@@ -389,6 +431,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)  # paths in errors stay whole
         errors.print(Text.assemble(("error: ", "bold red"), str(exc)), highlight=False)
         return exc.exit_code
+    except OSError as exc:
+        if not is_resource_error(exc):
+            raise
+        # A full disk or a read-only directory outside the engine's own checks (the site, the docs): one line.
+        Console(stderr=True, width=None if sys.stderr.isatty() else 200).print(
+            Text.assemble(("error: ", "bold red"), resource_message(exc)), highlight=False
+        )
+        return ResourceError.exit_code
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted; finished cells are recorded, the next run resumes")
         return 130

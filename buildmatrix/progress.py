@@ -12,8 +12,9 @@ from rich.table import Table
 
 from buildmatrix.builder.results import CellResult
 from buildmatrix.model.cells import Cell
+from buildmatrix.model.vocab import FailureClass, Status
 
-STYLE = {"passed": "green", "failed": "red", "up-to-date": "cyan", "queued": "dim"}
+STYLE = {"passed": "green", "failed": "red", "interrupted": "magenta", "up-to-date": "cyan", "queued": "dim"}
 
 
 class ProgressDisplay:
@@ -56,6 +57,15 @@ class ProgressDisplay:
         return table
 
 
+def failure_kind(result: CellResult) -> str:
+    """'deterministic', 'transient: timeout', 'interrupted'...: whether a rerun can change the outcome, and why."""
+    if result.status == Status.INTERRUPTED:
+        return "interrupted: rebuilt next run"
+    if result.failure_class == FailureClass.TRANSIENT:
+        return f"transient: {result.cause}, retried next run" if result.cause else "transient, retried next run"
+    return "deterministic" if result.failure_class else "recorded before failure classes"
+
+
 def summary_table(results: list[CellResult]) -> Table:
     table = Table(title="summary")
     for column in ("cell", "status", "smoke (pass/fail/skip)", "time", "wheel"):
@@ -64,7 +74,11 @@ def summary_table(results: list[CellResult]) -> Table:
         style = STYLE.get(result.status, "yellow")
         smoke = result.smoke
         counts = f"{smoke.passed}/{smoke.failed + smoke.errors}/{smoke.skipped}" if smoke else "-"
-        status = result.status if result.status == "passed" else f"{result.status} ({result.failed_step})"
+        status = (
+            result.status
+            if result.status == "passed"
+            else f"{result.status} ({result.failed_step}; {failure_kind(result).split(',')[0]})"
+        )
         table.add_row(
             result.id,
             f"[{style}]{status}[/{style}]",

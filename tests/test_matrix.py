@@ -120,3 +120,16 @@ def test_torch_selector(text: str, inside: list[str], outside: list[str]) -> Non
 def test_project_matrix_is_valid() -> None:
     matrix = load_matrix(Path(__file__).parent.parent / "matrix.yaml")
     assert any(r.minor == "2.13" and r.variant == "cpu" for r in matrix.torch)
+
+
+def test_timeouts_default_and_override(write_matrix) -> None:
+    assert load_matrix(write_matrix()).timeouts["build"] == 3600
+    matrix = load_matrix(write_matrix(VALID + "timeouts:\n  build: 90\n  smoke: 12.5\n"))
+    assert (matrix.timeouts["build"], matrix.timeouts["smoke"], matrix.timeouts["build-env"]) == (90, 12.5, 3600)
+
+
+def test_bad_timeouts_name_key_value_and_allowed(write_matrix) -> None:
+    found = problems(write_matrix(VALID + "timeouts:\n  build: -1\n  smoek: 5\n  smoke: yes\n"))
+    assert any("timeouts.build" in p and "-1 is not a positive number of seconds" in p for p in found)
+    assert any("timeouts.smoek" in p and "did you mean 'smoke'?" in p for p in found)
+    assert any("timeouts.smoke" in p and "True is not a positive number" in p for p in found)

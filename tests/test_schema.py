@@ -28,6 +28,7 @@ def test_project_matrix_validates() -> None:
         (SCHEMA["properties"]["torch"]["items"]["properties"], model.TORCH_KEYS),
         (SCHEMA["$defs"]["rule"]["properties"], model.RULE_KEYS),
         (SCHEMA["properties"]["images"]["additionalProperties"]["properties"], model.IMAGE_KEYS),
+        (SCHEMA["properties"]["timeouts"]["properties"], model.TIMEOUT_KEYS),
         (
             SCHEMA["properties"]["torch"]["items"]["properties"]["wheels"]["oneOf"][2]["properties"],
             model.INDEX_SOURCE_KEYS,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -18,17 +20,20 @@ from buildmatrix.builder.runners.base import CellJob, Runner, RunnerOutput
 from buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine, write_plugin_version
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.workspace import Workspace
-from buildmatrix.errors import RecordError, StepFailed, UserError
+from buildmatrix.errors import Interrupted, RecordError, ResourceError, StepFailed, UserError
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.registry import Registry
+from buildmatrix.model.vocab import Cause, FailureClass, Status
 from buildmatrix.util.atomic import copy_file_atomic
+from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
 from buildmatrix.util.fingerprint import file_sha256, files_hash, inputs_hash, tree_hash
+from buildmatrix.util.process import CHILDREN, kill_orphans
 
 log = logging.getLogger(__name__)
 
 # Events for whoever displays progress: (cell id, what) with what in
-# "queued" | "up-to-date" | "<step name>" | "passed" | "failed".
+# "queued" | "up-to-date" | "<step name>" | "retry <n>" | "passed" | "failed" | "interrupted".
 ProgressCallback = Callable[[str, str], None]
 
 # Modules of this package that never run while a cell is built: the CLI and runner selection, reporting
@@ -74,7 +79,8 @@ def build_code_exclusions(runner: str) -> frozenset[str]:
 class RunOptions:
     jobs: int = 1
     fail_fast: bool = False
-    force: bool = False  # rebuild even when inputs are unchanged
+    force: bool = False  # rebuild even when inputs are unchanged, and the shared caches the cells use
+    retries: int = 1  # extra tries within the run for a cell that fails transiently (network, timeout, ...)
 
 
 @dataclass
@@ -103,6 +109,8 @@ class Engine:
         self.store = ResultStore(workspace.results_dir)
         self._shared_hashes: dict[str, str] | None = None
         self.damaged: dict[str, RecordError] = {}  # cells rebuilt because their record was damaged
+        self.orphans_ended: list[int] = []  # processes an earlier, SIGKILLed run left behind, ended by this one
+        self._stop = threading.Event()
 
     # ---- planning ---------------------------------------------------------
     def shared_inputs(self) -> dict[str, str]:
@@ -159,10 +167,46 @@ class Engine:
                 return False
             wheel = self.workspace.wheels_dir / stored.wheel.path
             return wheel.is_file() and file_sha256(wheel) == stored.wheel.sha256
-        return True  # the same inputs fail the same way; --force retries
+        # The same inputs fail the same way (--force retries); a network blip, a timeout or a stop says nothing
+        # about the inputs, so those cells are tried again.
+        return stored.status != Status.INTERRUPTED and stored.failure_class != FailureClass.TRANSIENT
 
     # ---- running ----------------------------------------------------------
+    def interrupt(self, reason: str) -> None:
+        """Stop the run (Ctrl-C, SIGTERM): no new cell or step starts, every child process tree is killed now."""
+        self._stop.set()
+        CHILDREN.stop(reason)
+
+    def preflight(self) -> None:
+        """Raise ResourceError, before any cell starts, when a directory the run writes cannot be written."""
+        for directory in (
+            self.workspace.results_dir / "cells",
+            self.workspace.logs_dir,
+            self.workspace.build_dir,
+            self.workspace.cache_dir,
+        ):
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=directory)
+                os.close(fd)
+                Path(probe).unlink()
+            except OSError as exc:
+                raise ResourceError(resource_message(exc, directory)) from None
+
     def run(self, cells: list[Cell], options: RunOptions) -> list[CellResult]:
+        """Run the cells; raises ResourceError (after stopping the others) when results can no longer be written."""
+        self.preflight()
+        CHILDREN.reset()
+        self._stop.clear()
+        CHILDREN.owner = str(self.workspace.build_dir.resolve())
+        # The run lock is held: anything still carrying our owner mark was left by a run that was SIGKILLed.
+        self.orphans_ended = kill_orphans(CHILDREN.owner)
+        try:
+            return self._run(cells, options)
+        finally:
+            CHILDREN.owner = None
+
+    def _run(self, cells: list[Cell], options: RunOptions) -> list[CellResult]:
         planned = self.plan(cells, force=options.force)
         results: dict[str, CellResult] = {}
         todo = []
@@ -173,36 +217,64 @@ class Engine:
             else:
                 todo.append(item)
                 self.progress(item.cell.id, "queued")
-        stop = threading.Event()
+        fatal: ResourceError | None = None
         with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-            pending: dict[Future[CellResult], PlannedCell] = {}
-            queue = list(todo)
+            pending: dict[Future[CellResult], tuple[PlannedCell, int]] = {}
+            queue = [(item, 1) for item in todo]
             while queue or pending:
-                while queue and len(pending) < max(1, options.jobs) and not stop.is_set():
-                    item = queue.pop(0)
-                    pending[pool.submit(self.run_cell, item)] = item
+                while queue and len(pending) < max(1, options.jobs) and not self._stop.is_set():
+                    item, attempt = queue.pop(0)
+                    pending[pool.submit(self.run_cell, item, attempt, options.force)] = (item, attempt)
                 if not pending:
                     break
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
-                    item = pending.pop(future)
-                    result = future.result()
+                    item, attempt = pending.pop(future)
+                    try:
+                        result = future.result()
+                    except ResourceError as exc:
+                        fatal = fatal or exc
+                        self.interrupt("a resource fault")
+                        continue
                     results[item.cell.id] = result
-                    if result.status == FAILED and options.fail_fast:
-                        stop.set()
+                    retry = result.status == FAILED and result.failure_class == FailureClass.TRANSIENT
+                    if retry and attempt <= options.retries and not self._stop.is_set():
+                        queue.insert(0, (item, attempt + 1))
+                        self.progress(item.cell.id, f"retry {attempt + 1}")
+                    elif result.status == FAILED and options.fail_fast:
+                        self._stop.set()
                         queue.clear()
+        if fatal is not None:
+            raise fatal
         ordered = [results[p.cell.id] for p in planned if p.cell.id in results]
-        self.store.write_summary(*self.store.scan())
+        try:
+            self.store.write_summary(*self.store.scan())
+        except OSError as exc:
+            raise ResourceError(resource_message(exc, self.store.directory)) from None
         return ordered
 
-    def run_cell(self, item: PlannedCell) -> CellResult:
+    def _start_log(self, cell: Cell, attempt: int) -> Path:
+        log_file = self.workspace.logs_dir / f"{cell.id}.log"
+        started = time.strftime("%Y-%m-%d %H:%M:%S")
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            with log_file.open("a" if attempt > 1 else "w") as handle:  # a retry keeps the failed attempt's log
+                handle.write(f"# {cell.id}: {self.runner.name} runner, attempt {attempt}, started {started}\n")
+        except OSError as exc:
+            raise ResourceError(resource_message(exc, log_file)) from None
+        return log_file
+
+    def run_cell(self, item: PlannedCell, attempt: int = 1, force: bool = False) -> CellResult:
+        """Build one cell and record it; raises ResourceError only when its log or record cannot be written."""
         cell = item.cell
         result = CellResult(
-            cell=cell.as_dict(), inputs_hash=item.inputs_hash, inputs=item.inputs, runner=self.runner.name
+            cell=cell.as_dict(),
+            inputs_hash=item.inputs_hash,
+            inputs=item.inputs,
+            runner=self.runner.name,
+            attempts=attempt,
         )
-        log_file = self.workspace.logs_dir / f"{cell.id}.log"
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        log_file.write_text(f"# {cell.id}: {self.runner.name} runner, started {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        log_file = self._start_log(cell, attempt)
         result.log = str(log_file.relative_to(self.workspace.wheels_dir))
         steps = StepRecorder(result, self.progress)
         output = RunnerOutput()
@@ -232,6 +304,7 @@ class Engine:
                 log_file,
                 source.find_links,
                 source.index_urls,
+                force=force,
             )
             self.runner.run(job, steps, output)
             with steps.step("publish"):
@@ -242,24 +315,18 @@ class Engine:
             # The wheel, log and record are published; the environments (GBs of hard links into the uv cache,
             # which keep pruned cache entries alive) are scratch. A failed cell keeps its directory for inspection.
             shutil.rmtree(workdir, ignore_errors=True)
-        except StepFailed as exc:
-            result.status = FAILED
-            result.failed_step = exc.step
-            result.error = exc.message
-            result.error_tail = exc.log_tail or None
-            with log_file.open("a") as handle:
-                handle.write(f"\n# FAILED in step {exc.step}: {exc.message}\n")
-        except UserError as exc:
-            result.status = FAILED
-            result.failed_step = result.steps[-1].name if result.steps else "setup"
-            result.error = str(exc)
+        except Exception as exc:  # a failed step, or anything outside one: only this cell fails
+            _record_failure(result, exc, log_file, workdir)
         finally:
             result.smoke = output.smoke
             result.features = output.features
             result.torch_build = output.torch_build
             result.variants_claimed = output.variants_claimed
             result.finished = time.time()
-            self.store.save(result)
+            try:
+                self.store.save(result)
+            except OSError as exc:
+                raise ResourceError(resource_message(exc, self.store.directory)) from None
             self.progress(cell.id, result.status)
         return result
 
@@ -267,3 +334,35 @@ class Engine:
         dest = directory / built.name
         copy_file_atomic(built, dest)
         return WheelRecord(built.name, file_sha256(dest), str(dest.relative_to(self.workspace.wheels_dir)))
+
+
+def _record_failure(result: CellResult, exc: Exception, log_file: Path, workdir: Path) -> None:
+    """Fill in how a cell failed: its step, message, class and cause (interrupted cells are not failures)."""
+    result.status = FAILED
+    result.failed_step = result.steps[-1].name if result.steps else "setup"
+    result.failure_class = FailureClass.DETERMINISTIC
+    if isinstance(exc, StepFailed):
+        result.status = Status.INTERRUPTED if isinstance(exc, Interrupted) else FAILED
+        result.failed_step, result.error, result.error_tail = exc.step, exc.message, exc.log_tail or None
+        result.failure_class, result.cause = exc.failure_class, exc.cause
+        if exc.cause == Cause.DISK_FULL and not exc.message.startswith("cannot write"):
+            result.error = f"no space left on the device of {workdir}; free space there and rerun ({exc.message})"
+    elif isinstance(exc, UserError):
+        result.error = str(exc)
+    elif isinstance(exc, OSError) and is_resource_error(exc):  # the machine's fault (full disk...): retried
+        result.error = resource_message(exc)
+        result.failure_class = FailureClass.TRANSIENT
+        result.cause = Cause.DISK_FULL if exc.errno in DISK_FULL_ERRNOS else Cause.NOT_WRITABLE
+    else:  # a bug or a bad path outside any step
+        log.debug("cell %s failed outside a step", result.id, exc_info=exc)
+        result.error = f"{type(exc).__name__}: {exc}"
+    _append(log_file, f"\n# {result.status.upper()} in step {result.failed_step}: {result.error}\n")
+
+
+def _append(log_file: Path, text: str) -> None:
+    """Best effort: the cell's record says the same, and a full disk must not hide the real failure."""
+    try:
+        with log_file.open("a") as handle:
+            handle.write(text)
+    except OSError:
+        pass

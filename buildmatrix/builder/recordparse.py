@@ -7,11 +7,13 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import fields
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from buildmatrix.errors import RecordError
+from buildmatrix.model.vocab import Cause, FailureClass
 from buildmatrix.util.paths import name_problem, relative_path_problem
 
 if TYPE_CHECKING:
@@ -153,6 +155,26 @@ def _status(value: Any, key: str) -> str:
     return text
 
 
+def _enum_of(kind: type[StrEnum]) -> Callable[[Any, str], str | None]:
+    def parse(value: Any, key: str) -> str | None:
+        if value is None:
+            return None
+        text = _str(value, key)
+        allowed = [member.value for member in kind]
+        if text not in allowed:
+            raise _Bad(f"{key}: {text!r:.60} is not one of {', '.join(allowed)}")
+        return text
+
+    return parse
+
+
+def _attempts(value: Any, key: str) -> int:
+    count = _count(value, key)
+    if count < 1:
+        raise _Bad(f"{key}: expected at least 1 attempt, got {count}")
+    return count
+
+
 # One parser per field of CellResult; a field without one (added later) is only required to be JSON.
 PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "cell": _cell,
@@ -163,6 +185,9 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "failed_step": _opt_str,
     "error": _opt_str,
     "error_tail": _opt_str,
+    "failure_class": _enum_of(FailureClass),
+    "cause": _enum_of(Cause),
+    "attempts": _attempts,
     "steps": _steps,
     "smoke": _smoke,
     "features": _str_map,

@@ -52,6 +52,9 @@ class CellResult:
     failed_step: str | None = None
     error: str | None = None
     error_tail: str | None = None
+    failure_class: str | None = None  # FailureClass of a failed or interrupted cell; None in older records
+    cause: str | None = None  # Cause of a transient failure (timeout, network, ...)
+    attempts: int = 1  # tries within the run that made this record (--retries)
     steps: list[StepResult] = field(default_factory=list)
     smoke: SmokeCounts | None = None
     features: dict[str, str] = field(default_factory=dict)

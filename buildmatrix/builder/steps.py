@@ -8,6 +8,9 @@ from contextlib import contextmanager
 
 from buildmatrix.builder.results import FAILED, PASSED, CellResult, StepResult
 from buildmatrix.errors import StepFailed
+from buildmatrix.model.vocab import Cause, FailureClass
+from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
+from buildmatrix.util.process import CHILDREN
 
 ProgressCallback = Callable[[str, str], None]  # (cell id, step name)
 
@@ -19,6 +22,7 @@ class StepRecorder:
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
+        CHILDREN.check(name)  # a stopping run starts no new step
         if self.progress:
             self.progress(self.result.id, name)
         start = time.monotonic()
@@ -30,5 +34,8 @@ class StepRecorder:
         except Exception as exc:
             # An unexpected error inside a step still fails only this cell.
             self.result.steps.append(StepResult(name, FAILED, round(time.monotonic() - start, 3)))
+            if isinstance(exc, OSError) and is_resource_error(exc):
+                cause = Cause.DISK_FULL if exc.errno in DISK_FULL_ERRNOS else Cause.NOT_WRITABLE
+                raise StepFailed(name, resource_message(exc), "", FailureClass.TRANSIENT, cause) from exc
             raise StepFailed(name, f"{type(exc).__name__}: {exc}") from exc
         self.result.steps.append(StepResult(name, PASSED, round(time.monotonic() - start, 3)))

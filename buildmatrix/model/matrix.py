@@ -20,7 +20,30 @@ VARIANTS = ("cpu", "cuda")
 WHEEL_SOURCES = ("registry", "pip-find-links")
 INDEX_SOURCE_KEYS = ("index", "local-find-links")
 
-TOP_KEYS = ("schema-version", "plugin", "driver", "python", "torch", "exclude", "include", "images", "runner")
+TOP_KEYS = (
+    "schema-version",
+    "plugin",
+    "driver",
+    "python",
+    "torch",
+    "exclude",
+    "include",
+    "images",
+    "runner",
+    "timeouts",
+)
+# Seconds a step may run before its whole process tree is killed and the cell fails (transient: retried).
+# Generous: a cold uv cache downloads GBs of CUDA torch; the real plugin compiles in minutes on 2 cores.
+DEFAULT_TIMEOUTS = {
+    "driver": 1800,
+    "build-env": 3600,
+    "build": 3600,
+    "check": 600,
+    "smoke-env": 3600,
+    "smoke": 1800,
+    "image": 3600,
+}
+TIMEOUT_KEYS = tuple(DEFAULT_TIMEOUTS)
 PLUGIN_KEYS = ("distribution", "version", "source", "smoke-tests")
 DRIVER_KEYS = ("distribution", "source", "versions")
 TORCH_KEYS = ("version", "variant", "wheels", "python", "patches")
@@ -118,6 +141,19 @@ class PluginSpec:
 
 
 @dataclass(frozen=True)
+class Timeouts:
+    """Seconds each step may run (matrix.yaml `timeouts:` over DEFAULT_TIMEOUTS)."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: {k: float(v) for k, v in DEFAULT_TIMEOUTS.items()})
+
+    def __getitem__(self, step: str) -> float:
+        return self.seconds[step]
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.seconds.items())))
+
+
+@dataclass(frozen=True)
 class Matrix:
     path: Path
     plugin: PluginSpec
@@ -131,6 +167,7 @@ class Matrix:
     images: tuple[BuildImage, ...]
     runner: str
     lines: LineMap = field(repr=False, compare=False, default_factory=LineMap)
+    timeouts: Timeouts = field(default_factory=Timeouts)
 
     @property
     def root(self) -> Path:
@@ -273,6 +310,7 @@ def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
             reader.problem(f"include[{index}]", "an include rule names torch, python and driver")
     images = _images(reader, root.get("images"))
     runner = reader.choice(root.get("runner", "auto"), "runner", RUNNERS) or "auto"
+    timeouts = _timeouts(reader, root.get("timeouts"))
 
     if reader.problems:
         raise MatrixError(reader.problems)
@@ -290,7 +328,21 @@ def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
         images=images,
         runner=runner,
         lines=lines,
+        timeouts=timeouts,
     )
+
+
+def _timeouts(reader: _Reader, value: Any) -> Timeouts:
+    raw = reader.mapping(value, "timeouts", TIMEOUT_KEYS) if value is not None else {}
+    seconds = {k: float(v) for k, v in DEFAULT_TIMEOUTS.items()}
+    for step, given in raw.items():
+        if step not in seconds:
+            continue  # reported by mapping() as an unknown key
+        if isinstance(given, bool) or not isinstance(given, int | float) or not 0 < given <= 7 * 24 * 3600:
+            reader.problem(f"timeouts.{step}", f"{given!r:.40} is not a positive number of seconds (at most 604800, a week)")
+            continue
+        seconds[step] = float(given)
+    return Timeouts(seconds)
 
 
 def _plugin(reader: _Reader, value: Any, root: Path) -> PluginSpec | None:

@@ -28,6 +28,7 @@ class Cause(StrEnum):
     OOM = "oom"  # a child was SIGKILLed: the kernel's OOM killer, or a person
     TIMEOUT = "timeout"  # a step ran past its timeout (matrix.yaml timeouts:)
     DISK_FULL = "disk-full"  # no space left on a device
+    NOT_WRITABLE = "not-writable"  # a read-only file system or a permission refused
     INTERRUPTED = "interrupted"  # the run was stopped by Ctrl-C or SIGTERM
 
 

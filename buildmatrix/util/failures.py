@@ -19,7 +19,7 @@ NETWORK_PATTERNS = (
     r"failed to (?:fetch|download)",
     r"request failed after \d+ retr",
     r"http status server error",
-    r"\b50[234] (?:server error|bad gateway|service unavailable|gateway time-?out)",
+    r"\b50[234]\b.{0,3}(?:server error|bad gateway|service unavailable|gateway time-?out)",
     r"readtimeouterror|connecttimeouterror|newconnectionerror|max retries exceeded",
     r"error sending request",
     r"operation timed out",

@@ -26,6 +26,7 @@ class CellJob:
     log_file: Path
     find_links: tuple[str, ...]  # where the cell's torch wheel is found, beyond the registry
     index_urls: tuple[str, ...] = ()  # extra indexes holding the cell's torch (PyTorch's own, for its CPU builds)
+    force: bool = False  # --force: rebuild the shared caches this cell uses (driver wheel) rather than trust them
 
 
 @dataclass

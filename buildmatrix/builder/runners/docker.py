@@ -268,7 +268,7 @@ class DockerRunner:
                     f"{tag} is {oci.image_platform(tag) or 'missing'}, not {oci.PLATFORM}; cibuildwheel would pull",
                 )
         with steps.step("driver"):
-            output.driver_wheel = self._drivers(job, tag).wheel(cell.driver, log)
+            output.driver_wheel = self._drivers(job, tag).wheel(cell.driver, log, force=job.force)
         driver_wheel = output.driver_wheel
 
         out, dist = job.workdir / "out", job.workdir / "dist"
@@ -293,14 +293,19 @@ class DockerRunner:
                     log,
                     cwd=job.plugin_tree,
                     env=env,
-                    timeout=7200,
+                    # cibuildwheel runs build-env, build, smoke-env and smoke in one go
+                    timeout=sum(job.matrix.timeouts[s] for s in ("build-env", "build", "smoke-env", "smoke")),
                 )
             except StepFailed as exc:
                 with log.open("rb") as handle:
                     handle.seek(start)
                     phase = failed_phase(handle.read().decode(errors="replace"))
                 raise StepFailed(
-                    phase, f"cibuildwheel failed while {phase} in {tag}: {exc.message}", exc.log_tail
+                    phase,
+                    f"cibuildwheel failed while {phase} in {tag}: {exc.message}",
+                    exc.log_tail,
+                    exc.failure_class,
+                    exc.cause,
                 ) from None
             wheels = sorted(dist.glob("*.whl"))
             if len(wheels) != 1:

@@ -14,6 +14,7 @@ from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_tools, compile_env, find_uv, smoke_tools
 from buildmatrix.builder.wheelcheck import check_plugin_wheel, unresolved_symbols
 from buildmatrix.errors import StepFailed
+from buildmatrix.model.vocab import FailureClass
 from buildmatrix.model.cells import Cell
 from buildmatrix.util.process import run_logged
 
@@ -47,7 +48,11 @@ class LocalRunner:
     def _drivers(self, job: CellJob, uv: str) -> DriverWheels:
         if self._driver_wheels is None:
             self._driver_wheels = DriverWheels(
-                job.matrix.driver_source, job.matrix.driver_distribution, job.workspace.cache_dir / "driver-wheels", uv
+                job.matrix.driver_source,
+                job.matrix.driver_distribution,
+                job.workspace.cache_dir / "driver-wheels",
+                uv,
+                timeout=job.matrix.timeouts["driver"],
             )
         return self._driver_wheels
 
@@ -64,12 +69,17 @@ class LocalRunner:
         with steps.step("interpreter"):
             interpreter = self.interpreter(cell)
         with steps.step("driver"):
-            output.driver_wheel = self._drivers(job, uv).wheel(cell.driver, log)
+            output.driver_wheel = self._drivers(job, uv).wheel(cell.driver, log, force=job.force)
         driver_wheel = output.driver_wheel
 
         build_env = job.workdir / "build-env"
         with steps.step("build-env"):
-            run_logged("build-env", [uv, "venv", "--quiet", "--python", interpreter.executable, build_env], log)
+            run_logged(
+                "build-env",
+                [uv, "venv", "--quiet", "--python", interpreter.executable, build_env],
+                log,
+                timeout=job.matrix.timeouts["build-env"],
+            )
             run_logged(
                 "build-env",
                 [
@@ -84,7 +94,7 @@ class LocalRunner:
                     *build_tools(cell.torch.version),
                 ],
                 log,
-                timeout=3600,
+                timeout=job.matrix.timeouts["build-env"],
             )
             output.torch_build = _torch_facts(_python(build_env), log)
 
@@ -105,7 +115,7 @@ class LocalRunner:
                 ],
                 log,
                 env=compile_env(job.workdir),
-                timeout=3600,
+                timeout=job.matrix.timeouts["build"],
             )
             wheels = sorted(dist.glob("*.whl"))
             if len(wheels) != 1:
@@ -136,7 +146,12 @@ class LocalRunner:
         with steps.step("smoke-env"):
             if smoke_env.exists():
                 shutil.rmtree(smoke_env)
-            run_logged("smoke-env", [uv, "venv", "--quiet", "--python", interpreter.executable, smoke_env], log)
+            run_logged(
+                "smoke-env",
+                [uv, "venv", "--quiet", "--python", interpreter.executable, smoke_env],
+                log,
+                timeout=job.matrix.timeouts["smoke-env"],
+            )
             run_logged(
                 "smoke-env",
                 [
@@ -152,7 +167,7 @@ class LocalRunner:
                     *smoke_tools(cell.torch.version),
                 ],
                 log,
-                timeout=3600,
+                timeout=job.matrix.timeouts["smoke-env"],
             )
 
         with steps.step("smoke"):
@@ -163,12 +178,14 @@ class LocalRunner:
             failure: StepFailed | None = None
             try:
                 run_logged(
-                    "smoke", [_python(smoke_env), *pytest_args(tests, junit, features)], log, cwd=run_dir, timeout=3600
+                    "smoke", [_python(smoke_env), *pytest_args(tests, junit, features)], log, cwd=run_dir, timeout=job.matrix.timeouts["smoke"]
                 )
             except StepFailed as exc:
                 failure = exc
             output.smoke = read_junit(junit)
             output.features = read_features(features)
+            if failure is not None and failure.failure_class == FailureClass.TRANSIENT:
+                raise failure  # a timeout, a signal, a stop: the counts so far say nothing about the plugin
             if failure is not None:
                 counts = output.smoke
                 raise StepFailed(
@@ -192,7 +209,7 @@ def _package(distribution: str) -> str:
 
 
 def _torch_facts(python: Path, log: Path) -> dict[str, object]:
-    tail = run_logged("build-env", [python, "-c", TORCH_FACTS], log)
+    tail = run_logged("build-env", [python, "-c", TORCH_FACTS], log, timeout=600)
     for line in tail.splitlines():
         if line.startswith("TORCH-FACTS "):
             facts: dict[str, object] = json.loads(line.removeprefix("TORCH-FACTS "))
