@@ -31,7 +31,11 @@ EXIT_CELLS_FAILED = 1
 
 def load_cells(args: argparse.Namespace) -> tuple[Matrix, list[Cell], Registry]:
     matrix = load_matrix(Path(args.matrix).resolve())
-    registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=args.offline)
+    registry = Registry(
+        Workspace.for_root(matrix.root).cache_dir / "registry",
+        offline=args.offline,
+        refresh=getattr(args, "force", False),  # build --force: the registry's answers are a cache too
+    )
     cells = expand(matrix, published_pythons(matrix, registry))
     selection = Selection(
         tuple(args.torch or ()), tuple(args.python or ()), tuple(args.driver or ()), tuple(args.variant or ())

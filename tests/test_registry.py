@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from packaging.version import Version
@@ -99,3 +102,61 @@ def test_yank_status_from_json_html_and_old_caches(tmp_path: Path) -> None:
     # A cache written before yank status was kept: PyPI's raw answer, "yanked": false on every file.
     (tmp_path / "torch.json").write_text(body)
     assert [f.yanked for f in Registry(tmp_path, offline=True).index_entries("torch")] == [None, "", "broken", None]
+
+
+class OneAnswer(http.server.BaseHTTPRequestHandler):
+    """A PEP 691 index on 127.0.0.1 that lists one torch wheel and counts the requests."""
+
+    hits: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.hits.append(self.path)
+        body = json.dumps({"files": [{"filename": FILES[0][0], "url": "https://example.invalid/" + FILES[0][0]}]})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("damage", [b'{"files": [{"filen', b"\xff\xfe not json", b'{"files": [{"url": "x"}]}', b"[]"])
+def test_damaged_cache_is_fetched_again(tmp_path: Path, damage: bytes) -> None:
+    (tmp_path / "torch.json").write_bytes(damage)  # fresh by its mtime, but truncated or not an index answer
+    OneAnswer.hits = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), OneAnswer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        registry = Registry(tmp_path, index_url=f"http://127.0.0.1:{server.server_address[1]}/simple/")
+        registry.machine = "x86_64"
+        release = TorchRelease(Version("2.4.1"), "cuda", WheelSource("registry"), None, ())
+        assert registry.pythons(release) == {Version("3.11")}
+    finally:
+        server.shutdown()
+    assert OneAnswer.hits == ["/simple/torch/"]
+    assert json.loads((tmp_path / "torch.json").read_text())["files"][0]["filename"] == FILES[0][0]  # repaired
+
+
+def test_damaged_cache_offline_is_an_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "torch.json").write_text('{"files": [')
+    release = TorchRelease(Version("2.4.1"), "cuda", WheelSource("registry"), None, ())
+    with pytest.raises(RegistryError, match=r"offline and the cached registry answer .*torch.json is damaged"):
+        Registry(tmp_path, offline=True).pythons(release)
+
+
+def test_refresh_asks_again_although_the_cache_is_fresh(tmp_path: Path) -> None:
+    (tmp_path / "torch.json").write_text(json.dumps({"files": []}))
+    OneAnswer.hits = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), OneAnswer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/simple/"
+        release = TorchRelease(Version("2.4.1"), "cuda", WheelSource("registry"), None, ())
+        assert Registry(tmp_path, index_url=url).pythons(release) == set()  # fresh cache, no request
+        fresh = Registry(tmp_path, index_url=url, refresh=True)
+        fresh.machine = "x86_64"
+        assert fresh.pythons(release) == {Version("3.11")}
+    finally:
+        server.shutdown()
+    assert OneAnswer.hits == ["/simple/torch/"]

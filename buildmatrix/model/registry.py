@@ -166,7 +166,10 @@ def simple_page_entries(body: str, page_url: str) -> list[IndexFile]:
 class Registry:
     """Answers 'which wheels of torch X exist?', caching index answers on disk."""
 
-    def __init__(self, cache_dir: Path, index_url: str = DEFAULT_INDEX, offline: bool = False) -> None:
+    def __init__(
+        self, cache_dir: Path, index_url: str = DEFAULT_INDEX, offline: bool = False, refresh: bool = False
+    ) -> None:
+        self.refresh = refresh  # --force: ask the index again even when the cached answer is fresh
         self.cache_dir = cache_dir
         self.index_url = index_url.rstrip("/") + "/"
         self.offline = offline
@@ -283,7 +286,10 @@ class Registry:
         name = project if base == self.index_url else f"{hashlib.sha256(base.encode()).hexdigest()[:16]}-{project}"
         cache = self.cache_dir / f"{name}.json"
         page = f"{base}{project}/"
-        fresh = cache.is_file() and time.time() - cache.stat().st_mtime < CACHE_SECONDS
+        cached, damage = _read_cache(cache)
+        if damage:
+            log.warning("%s; fetching it again", damage)
+        fresh = cached is not None and time.time() - cache.stat().st_mtime < CACHE_SECONDS and not self.refresh
         if not fresh and not self.offline:
             try:
                 request = urllib.request.Request(page, headers={"Accept": f"{PEP691}, text/html;q=0.1"})
@@ -294,24 +300,31 @@ class Registry:
                     for f in files
                 ]
                 write_text_atomic(cache, json.dumps({"files": records}))
+                return files
             except (OSError, ValueError) as exc:
-                if not cache.is_file():
+                if cached is None:
                     hint = "" if base == self.index_url else "; a machine without it can name a local-find-links mirror"
-                    raise RegistryError(f"cannot read {page} ({exc}) and no cached copy in {cache}{hint}") from None
+                    why = damage or f"no cached copy in {cache}"
+                    raise RegistryError(f"cannot read {page} ({exc}) and {why}{hint}") from None
                 log.warning("registry unreachable (%s); using cached %s", exc, cache)
-        if not cache.is_file():
-            raise RegistryError(f"offline and no cached copy of the {project} index {base} in {cache}")
-        try:
-            data = json.loads(cache.read_text())
-            # Caches written before yank status was kept hold PyPI's raw answer ("yanked": false) or no key at all.
-            return [
-                IndexFile(str(f["filename"]), str(f["url"]), yank_reason(f.get("yanked")))
-                for f in data.get("files", [])
-            ]
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise RegistryError(
-                f"{cache} is not a PEP 691 answer ({type(exc).__name__}: {exc}); delete it to fetch it again"
-            ) from None
+        if cached is None:
+            why = damage or f"no cached copy of the {project} index {base} in {cache}"
+            raise RegistryError(f"offline and {why}; run once without --offline")
+        return cached
+
+
+def _read_cache(cache: Path) -> tuple[list[IndexFile] | None, str]:
+    """The cached answer, verified by parsing it; (None, why) when it is missing or damaged (then fetched again)."""
+    if not cache.is_file():
+        return None, ""
+    try:
+        data = json.loads(cache.read_text())
+        # Caches written before yank status was kept hold PyPI's raw answer ("yanked": false) or no key at all.
+        return [
+            IndexFile(str(f["filename"]), str(f["url"]), yank_reason(f.get("yanked"))) for f in data.get("files", [])
+        ], ""
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        return None, f"the cached registry answer {cache} is damaged ({type(exc).__name__}: {exc})"
 
 
 def file_versions(files: list[tuple[str, str]]) -> set[Version]:

@@ -44,7 +44,7 @@ def cell_text(table: CompatTable, cell: CompatCell | None, links: bool = True) -
     if cell.status == PASSED:
         text = f"✓ {cell.smoke.passed}/{cell.smoke.total}" if cell.smoke else "✓"
     else:
-        text = f"✗ {cell.failed_step}"
+        text = f"✗ {cell.failed_step}" + (f" ({cell.failure})" if cell.failure else "")
     if links and table.site_url and cell.log:
         return f"[{text}]({site_or_placeholder(table)}/{cell.log})"
     return text
@@ -68,7 +68,15 @@ def legend(table: CompatTable) -> str:
         f"{len(table.cells)} cells: {len(passed)} passed, {len(built) - len(passed)} failed, {len(table.cells) - len(built)} not built. "
         f"✓ passed (smoke tests passed/total), ✗ failed (in the named step), {NOT_IN_MATRIX} not in the matrix "
         "(torch publishes no wheel for that Python, or matrix.yaml excludes it).\n"
+        + (CLASSES_NOTE if any(c.failure for c in table.cells) else "")
     )
+
+
+# Only when some record carries a failure class, so docs of older records stay byte-identical.
+CLASSES_NOTE = (
+    "A failure marked transient (network, timeout, signal, full disk) or interrupted is rebuilt by the next run; "
+    "a deterministic one only when its inputs change.\n"
+)
 
 
 def features_table(table: CompatTable) -> str:

@@ -120,7 +120,7 @@ def cell_td(cell: CompatCell | None, logs: Collection[str]) -> str:
         if href is not None:
             parts.append(f'<a class="wheel" href="{href}">wheel</a>')
     else:
-        parts.append(f"✗ {_e(cell.failed_step)}")
+        parts.append(f"✗ {_e(cell.failed_step)}" + (f" ({_e(cell.failure)})" if cell.failure else ""))
         if cell.smoke is not None:
             parts.append(_e(smoke_summary(cell.smoke)))
     log_href = site_href(cell.log) if cell.log and cell.log in logs else None

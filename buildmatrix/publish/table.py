@@ -19,6 +19,7 @@ from buildmatrix.builder.results import PASSED, CellResult, SmokeCounts
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import Matrix, TorchRelease
+from buildmatrix.model.vocab import FailureClass, Status
 
 COMPAT_SCHEMA_VERSION = 1
 NOT_BUILT = "not built"
@@ -49,6 +50,9 @@ class CompatCell:
     failed_step: str | None = None
     error: str | None = None
     log: str | None = None  # relative to the wheels directory
+    # Of a failed cell: "deterministic", "transient: <cause>" or "interrupted"; None for records that predate classes
+    # (and then absent from the JSON, so docs of such records stay byte-identical).
+    failure: str | None = None
 
     @property
     def installable(self) -> bool:
@@ -111,7 +115,11 @@ class CompatTable:
         return next(r for r in self.releases if r.key == key)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        for cell in data["cells"]:
+            if cell.get("failure") is None:
+                cell.pop("failure", None)
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
@@ -216,7 +224,17 @@ def compat_cell(matrix: Matrix, cell: Cell, result: CellResult | None) -> Compat
         failed_step=None if passed else (result.failed_step or "publish"),
         error=None if passed else result.error,
         log=result.log,
+        failure=None if passed else failure_label(result),
     )
+
+
+def failure_label(result: CellResult) -> str | None:
+    """How a failed cell failed, for the docs and the page: None when its record predates failure classes."""
+    if result.status == Status.INTERRUPTED:
+        return "interrupted"
+    if result.failure_class == FailureClass.TRANSIENT:
+        return f"transient: {result.cause}" if result.cause else "transient"
+    return result.failure_class
 
 
 def feature_support(outcomes: Mapping[int, str]) -> FeatureSupport:
