@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,9 @@ def test_driver_wheels_are_built_per_image_by_the_given_build(tmp_path: Path) ->
     def build(tree: Path, out_dir: Path, env: object, log_file: Path) -> None:
         assert (tree / "setup.py").is_file() and tree != source  # a scratch copy, never the pristine tree
         calls.append((out_dir, dict(env)))  # type: ignore[call-overload]
-        (out_dir / "tiny_driver-2.1.0+tiny-py3-none-manylinux_2_17_x86_64.whl").write_bytes(b"wheel")
+        # A whole wheel (a zip with a RECORD): the cache verifies what it keeps.
+        with zipfile.ZipFile(out_dir / "tiny_driver-2.1.0+tiny-py3-none-manylinux_2_17_x86_64.whl", "w") as whl:
+            whl.writestr("tiny_driver-2.1.0+tiny.dist-info/RECORD", "")
 
     bullseye, trixie = (
         driver_cache_dir(tmp_path, "emu-builder:bullseye-aaa"),
@@ -87,7 +90,11 @@ def test_driver_wheels_are_built_per_image_by_the_given_build(tmp_path: Path) ->
     wheels = DriverWheels(source, "tiny-driver", bullseye, build=build)
     first = wheels.wheel(DriverVersion(Version("2.1")), tmp_path / "log")
     again = wheels.wheel(DriverVersion(Version("2.1")), tmp_path / "log")
-    assert first == again and first.parent.parent == bullseye and first.read_bytes() == b"wheel"
+    assert (
+        first == again
+        and first.parent.parent == bullseye
+        and zipfile.ZipFile(first).namelist() == ["tiny_driver-2.1.0+tiny.dist-info/RECORD"]
+    )
     assert len(calls) == 1 and calls[0][1] == {"EMU_DRIVER_API_VERSION": "2.1", **reproducible_env()}
     with pytest.raises(ValueError):
         DriverWheels(source, "tiny-driver", trixie)

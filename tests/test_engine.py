@@ -107,3 +107,84 @@ def test_the_patched_copy_carries_the_matrix_plugin_version(tmp_path: Path) -> N
     assert result.status == "failed" and result.failed_step == "build"
     assert runner.seen == "0.1.0\n"
     assert not (engine.matrix.plugin.source / "PLUGIN_VERSION").exists()
+
+
+class ScriptedRunner:
+    """A runner whose build step fails the way the test says, counting its calls (the engine is what is tested)."""
+
+    name = "local"
+
+    def __init__(self, failure) -> None:  # type: ignore[no-untyped-def]
+        self.failure = failure
+        self.calls = 0
+
+    def python_identity(self, cell) -> str:  # type: ignore[no-untyped-def]
+        return "cpython-3.11"
+
+    def run(self, job, steps, output) -> None:  # type: ignore[no-untyped-def]
+        self.calls += 1
+        with steps.step("build"):
+            self.failure(job)
+
+
+def test_transient_failure_is_retried_in_the_run_and_not_remembered(tmp_path: Path) -> None:
+    from buildmatrix.errors import StepFailed
+    from buildmatrix.model.vocab import Cause, FailureClass
+
+    def blip(job) -> None:  # type: ignore[no-untyped-def]
+        raise StepFailed("build", "HTTP Error 503", "", FailureClass.TRANSIENT, Cause.NETWORK)
+
+    engine, cells = setup_project(tmp_path)
+    engine.runner = runner = ScriptedRunner(blip)
+    [result] = engine.run(cells, RunOptions(retries=2))
+    assert runner.calls == 3 and result.attempts == 3
+    stored = engine.store.load(result.id)
+    assert stored is not None and (stored.failure_class, stored.cause) == ("transient", "network")
+    assert engine.plan(cells)[0].reusable is None  # the next run tries again
+    log = (engine.workspace.logs_dir / f"{result.id}.log").read_text()
+    assert "attempt 1" in log and "attempt 3" in log
+
+
+def test_deterministic_failure_is_tried_once_and_remembered(tmp_path: Path) -> None:
+    from buildmatrix.util.process import run_logged
+
+    def compile_error(job) -> None:  # type: ignore[no-untyped-def]
+        run_logged("build", ["bash", "-c", "echo 'x.c:1: error: expected ;'; exit 1"], job.log_file)
+
+    engine, cells = setup_project(tmp_path)
+    engine.runner = runner = ScriptedRunner(compile_error)
+    [result] = engine.run(cells, RunOptions(retries=3))
+    assert runner.calls == 1 and result.failure_class == "deterministic" and result.cause is None
+    assert engine.plan(cells)[0].reusable is not None
+
+
+def test_error_outside_any_step_fails_only_the_cell(tmp_path: Path) -> None:
+    engine, cells = setup_project(tmp_path)
+
+    class Broken(ScriptedRunner):
+        def run(self, job, steps, output) -> None:  # type: ignore[no-untyped-def]
+            raise ValueError(f"{job.smoke_tests} is not inside the plugin")
+
+    engine.runner = Broken(None)
+    [result] = engine.run(cells, RunOptions())
+    assert result.status == "failed" and result.failure_class == "deterministic"
+    assert (result.error or "").startswith("ValueError: ") and "is not inside the plugin" in (result.error or "")
+    stored = engine.store.load(result.id)
+    assert stored is not None and stored.status == "failed"
+
+
+def test_interrupt_records_the_running_cell_as_interrupted(tmp_path: Path) -> None:
+    from buildmatrix.util.process import run_logged
+
+    engine, cells = setup_project(tmp_path)
+
+    def stopped(job) -> None:  # type: ignore[no-untyped-def]
+        engine.interrupt("SIGTERM")  # as the CLI's signal handler does, mid-step
+        run_logged("build", ["sleep", "30"], job.log_file)
+
+    engine.runner = runner = ScriptedRunner(stopped)
+    [result] = engine.run(cells, RunOptions(retries=3))
+    assert runner.calls == 1  # no retry once the run is stopping
+    assert result.status == "interrupted" and result.cause == "interrupted" and result.failed_step == "build"
+    assert engine.plan(cells)[0].reusable is None  # rebuilt next run
+    assert "# INTERRUPTED in step build" in (engine.workspace.logs_dir / f"{result.id}.log").read_text()

@@ -205,6 +205,7 @@ class Engine:
             return self._run(cells, options)
         finally:
             CHILDREN.owner = None
+            CHILDREN.reset()  # every child is gone by now; a later run in this process may start its own
 
     def _run(self, cells: list[Cell], options: RunOptions) -> list[CellResult]:
         planned = self.plan(cells, force=options.force)
