@@ -433,14 +433,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except UserError as exc:
         errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)  # paths in errors stay whole
-        errors.print(Text.assemble(("error: ", "bold red"), str(exc)), highlight=False)
+        errors.print(Text.assemble(("error: ", "bold red"), str(exc)), highlight=False, soft_wrap=True)
         return exc.exit_code
     except OSError as exc:
         if not is_resource_error(exc):
             raise
         # A full disk or a read-only directory outside the engine's own checks (the site, the docs): one line.
         Console(stderr=True, width=None if sys.stderr.isatty() else 200).print(
-            Text.assemble(("error: ", "bold red"), resource_message(exc)), highlight=False
+            Text.assemble(("error: ", "bold red"), resource_message(exc)), highlight=False, soft_wrap=True
         )
         return ResourceError.exit_code
     except KeyboardInterrupt:

@@ -51,9 +51,9 @@ def resource_message(exc: OSError, fallback: Path | None = None) -> str:
     path = exc.filename or fallback or "?"
     reason = exc.strerror or str(exc)
     if exc.errno in DISK_FULL_ERRNOS:
-        todo = "free space on that file system (or point the workspace elsewhere) and rerun"
+        todo = "free space on that file system (or use another directory), then rerun"
     elif exc.errno == errno.EROFS:
-        todo = "the file system is mounted read-only; remount it read-write or use another directory, and rerun"
+        todo = "remount it read-write (or use another directory), then rerun"
     else:
-        todo = "give this user write permission there (or run where it can write), and rerun"
+        todo = "give this user write permission there (or use another directory), then rerun"
     return f"cannot write {path}: {reason}; {todo}"
