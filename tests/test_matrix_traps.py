@@ -352,6 +352,11 @@ def test_compat_table_refuses_a_bad_matrix_and_changes_nothing(
     assert snapshot(root) == before
 
 
+def test_the_project_root_is_not_a_source(write_matrix) -> None:
+    found = problems(write_matrix(VALID.replace("  source: driver", "  source: .", 1)))
+    assert "matrix.yaml:8: driver.source: '.' is the project itself (allowed: a directory inside" in found, found
+
+
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [

@@ -252,7 +252,11 @@ class _Reader:
         if text is None:
             return None
         path = root / text
-        if Path(text).is_absolute() or not path.resolve().is_relative_to(root.resolve()):
+        resolved = path.resolve()
+        if resolved == root.resolve():
+            self.problem(key, f"'{text}' is the project itself (allowed: a directory inside {root})")
+            return None
+        if Path(text).is_absolute() or not resolved.is_relative_to(root.resolve()):
             self.problem(key, f"'{text}' is outside the project (allowed: a directory relative to {root})")
             return None
         if not path.is_dir():
