@@ -54,6 +54,7 @@ def test_same_choices() -> None:
         (("python",), ["3.11", "3.11"]),
         (("plugin", "source"), "/etc"),
         (("plugin", "source"), "../outside"),
+        (("driver", "source"), "."),
         (("images",), {"deb": {"base": "debootstrap:../../X", "python": ["3.11"]}}),
         (("images",), {"deb": {"base": "/srv/rootfs", "python": ["3.11"]}}),
         (("images",), {"../x": {"base": "debian:12", "python": ["3.11"]}}),
