@@ -20,6 +20,7 @@ from buildmatrix.errors import ResourceError, UserError
 from buildmatrix.model.cells import Cell, Selection, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.registry import DEFAULT_INDEX, Registry, published_pythons
+from buildmatrix.model.vocab import RunnerName, Status, Variant
 from buildmatrix.progress import failure_kind
 from buildmatrix.util.failures import is_resource_error, resource_message
 
@@ -49,7 +50,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--torch", action="append", metavar="X.Y", help="only these torch minors (repeatable)")
     parser.add_argument("--python", action="append", metavar="X.Y", help="only these Pythons (repeatable)")
     parser.add_argument("--driver", action="append", metavar="N", help="only these driver API majors (repeatable)")
-    parser.add_argument("--variant", action="append", choices=("cpu", "cuda"), help="only these torch variants")
+    parser.add_argument("--variant", action="append", choices=tuple(Variant), help="only these torch variants")
 
 
 def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
@@ -75,7 +76,7 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
     matrix, cells, registry = load_cells(args)
     if not cells:
         raise UserError("the selection matches no cell of the matrix; `nox -s matrix` lists them")
-    runner, why = select_runner(args.runner or matrix.runner, matrix)
+    runner, why = select_runner(RunnerName(args.runner or matrix.runner), matrix)
     console.print(f"[bold]{len(cells)} cell(s)[/bold], {why}, {args.jobs} job(s)")
     workspace = Workspace.for_root(matrix.root)
     options = RunOptions(jobs=args.jobs, fail_fast=args.fail_fast, force=args.force, retries=args.retries)
@@ -88,7 +89,7 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
     console.print(summary_table(results))
     for cell_id, damage in engine.damaged.items():
         console.print(Text.assemble((cell_id, "yellow"), f" rebuilt: its record was damaged ({damage})"))
-    failed = [r for r in results if r.status != "passed"]
+    failed = [r for r in results if r.status != Status.PASSED]
     for result in failed:
         log_path = workspace.wheels_dir / (result.log or "")
         error = result.error or ""
@@ -181,7 +182,7 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=args.offline)
     release = probe.resolve_release(args.release, matrix, registry, tuple(args.series or ()))
     cell = probe.probe_cell(release, matrix, registry, args.python, args.driver)
-    runner, why = select_runner(args.runner or "local", probe.probe_matrix(matrix, release))
+    runner, why = select_runner(RunnerName(args.runner or RunnerName.LOCAL), probe.probe_matrix(matrix, release))
     console.print(
         f"probing torch {release.version} as cell {cell.id} ({why})"
         + (f" with series {', '.join(release.patches)}" if release.patches else "")
@@ -196,7 +197,7 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     )
     console.print(report.markdown(), highlight=False, markup=False)
     console.print(f"report: {probe.probe_dir(matrix, release) / 'report.md'}")
-    return 0 if report.status == "passed" else EXIT_CELLS_FAILED
+    return 0 if report.status == Status.PASSED else EXIT_CELLS_FAILED
 
 
 def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
@@ -206,7 +207,6 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder.runners.base import Runner
     from buildmatrix.model.matrix import TorchRelease
     from buildmatrix.model.outdated import compare, read_sources
-    from buildmatrix.model.vocab import Variant
     from buildmatrix.report_outdated import outdated_markdown
     from buildmatrix.util.atomic import write_text_atomic
 
@@ -230,7 +230,7 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
             # One release the probe cannot run on (no interpreter, a locked workspace) leaves the others probed.
             try:
                 if runner is None:
-                    runner, why = select_runner(args.runner or "local", result.matrix)
+                    runner, why = select_runner(RunnerName(args.runner or RunnerName.LOCAL), result.matrix)
                     console.print(f"drift probe on {len(result.changed)} release(s) ({why})", highlight=False)
                 cell = probe.probe_cell(release, result.matrix, registry, None, None)
                 report = probe.run_probe(
@@ -328,10 +328,10 @@ def add_outdated_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     outdated.add_argument(
         "--variant",
         action="append",
-        choices=("cpu", "cuda"),
+        choices=tuple(Variant),
         help="new minors of these variants only (default: any; the registry's build first)",
     )
-    outdated.add_argument("--runner", choices=("auto", "local", "docker"), help="runner for the probe (default: local)")
+    outdated.add_argument("--runner", choices=tuple(RunnerName), help="runner for the probe (default: local)")
     outdated.add_argument("--report", metavar="FILE", help="Markdown report (default: build/outdated/report.md)")
     outdated.set_defaults(func=cmd_outdated)
 
@@ -364,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="retry a transient failure (network, timeout, signal, full disk) N more times (default: %(default)s)",
     )
-    build.add_argument("--runner", choices=("auto", "local", "docker"), help="default: matrix.yaml's runner")
+    build.add_argument("--runner", choices=tuple(RunnerName), help="default: matrix.yaml's runner")
     build.set_defaults(func=cmd_build)
 
     patches = sub.add_parser("patches", help="check, edit and refresh the per-release shim series")
@@ -386,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument(
         "--series", action="append", metavar="NAME", help="apply this shim series first (repeatable, in order)"
     )
-    probe.add_argument("--runner", choices=("auto", "local", "docker"), help="default: local")
+    probe.add_argument("--runner", choices=tuple(RunnerName), help="default: local")
     probe.set_defaults(func=cmd_probe)
 
     add_outdated_parser(sub)

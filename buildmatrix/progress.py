@@ -14,7 +14,13 @@ from buildmatrix.builder.results import CellResult
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.vocab import FailureClass, Status
 
-STYLE = {"passed": "green", "failed": "red", "interrupted": "magenta", "up-to-date": "cyan", "queued": "dim"}
+STYLE = {
+    Status.PASSED: "green",
+    Status.FAILED: "red",
+    Status.INTERRUPTED: "magenta",
+    "up-to-date": "cyan",
+    "queued": "dim",
+}
 
 
 class ProgressDisplay:
@@ -76,7 +82,7 @@ def summary_table(results: list[CellResult]) -> Table:
         counts = f"{smoke.passed}/{smoke.failed + smoke.errors}/{smoke.skipped}" if smoke else "-"
         status = (
             result.status
-            if result.status == "passed"
+            if result.status == Status.PASSED
             else f"{result.status} ({result.failed_step}; {failure_kind(result).split(',')[0]})"
         )
         table.add_row(

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from buildmatrix.builder.probe import ProbeReport
 from buildmatrix.model.matrix import TorchRelease
 from buildmatrix.model.outdated import Comparison
-from buildmatrix.model.vocab import FindingKind
+from buildmatrix.model.vocab import FindingKind, Status
 
 SECTIONS = (
     (FindingKind.NEW_MINOR, "New torch minors"),
@@ -52,7 +52,7 @@ def outdated_markdown(
             if report.failed_tests:
                 lines.append("  - smoke tests that failed")
                 lines += [f"    - {test}" for test in report.failed_tests]
-            if report.log is not None and report.status != "passed":
+            if report.log is not None and report.status != Status.PASSED:
                 lines.append(f"  - full log: {report.log}")
         lines.append("")
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """Builds the torch-emu wheel against the torch and emu-driver installed in this environment.
 
-The wheel's version carries both as a PEP 440 local label (0.1.0+torch2.13.drv2), its
+The wheel's version (the build matrix's, see PLUGIN_VERSION) carries both as a PEP 440 local label, its
 Requires-Dist pins torch to that release line (torch==2.13.*, which vendor builds such as
 2.13.0a0+nv25.01 satisfy too, while >=2.13,<2.14 would not) and emu-driver to that API major, and
 torch_emu/_build_info.py records what it was built against for the import-time guard.
@@ -19,25 +19,25 @@ from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 HERE = Path(__file__).parent.resolve()
-# The version is matrix.yaml's plugin.version, and only that: the build matrix writes it into the patched copy.
+# The wheel's version, local label included (0.1.0+torch2.13.drv2), comes from the build matrix only: it writes
+# matrix.yaml's plugin.version and the cell's label into its patched copy, so the label's scheme lives there alone.
 VERSION_FILE = HERE / "PLUGIN_VERSION"
 if not VERSION_FILE.is_file():
     sys.exit(
         f"{VERSION_FILE} is missing: build through the build matrix (`nox -s build`), which writes it from "
-        "matrix.yaml's plugin.version into its copy of plugin/"
+        "matrix.yaml's plugin.version and the cell's local label into its copy of plugin/"
     )
-BASE_VERSION = VERSION_FILE.read_text().strip()
+VERSION = VERSION_FILE.read_text().strip()
 
 torch_version = Version(torch.__version__)
 torch_minor = f"{torch_version.major}.{torch_version.minor}"
 driver_major, driver_minor = emu_driver.API_VERSION
 cxx11_abi = bool(torch._C._GLIBCXX_USE_CXX11_ABI)
 variant = "cuda" if torch.version.cuda else "cpu"
-local = f"torch{torch_minor}.drv{driver_major}"
 
 BUILD_INFO = f'''"""What this torch_emu wheel was built against (written by setup.py; read before the extension loads)."""
 
-PLUGIN_VERSION = {BASE_VERSION + "+" + local!r}
+PLUGIN_VERSION = {VERSION!r}
 TORCH_VERSION = {torch.__version__!r}
 TORCH_MINOR = {torch_minor!r}
 TORCH_VARIANT = {variant!r}
@@ -63,7 +63,7 @@ extension = CppExtension(
 
 setup(
     name="torch-emu",
-    version=f"{BASE_VERSION}+{local}",
+    version=VERSION,
     description="PyTorch PrivateUse1 backend for the emulated 'emu' accelerator",
     packages=["torch_emu", "torch_emu.contrib"],
     py_modules=["torch_emu_autoload"],

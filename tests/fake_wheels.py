@@ -7,10 +7,14 @@ import hashlib
 import sys
 import zipfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+
+from packaging.version import Version
 
 from buildmatrix.builder.results import CellResult, SmokeCounts, WheelRecord
 from buildmatrix.model.cells import Cell
+from buildmatrix.model.vocab import RunnerName, Status
 
 
 def make_wheel(
@@ -83,15 +87,13 @@ def cell_result(
     torch: str | None = None,
 ) -> CellResult:
     """A record like the engine writes; with wheels_dir, a passed cell's plugin and driver wheels exist there."""
-    info = cell.as_dict()
-    if torch is not None:
-        info["torch"] = torch
+    key = cell.key if torch is None else replace(cell.key, torch=Version(torch))
     result = CellResult(
-        cell=info,
+        cell=key,
         inputs_hash="h",
         inputs={},
-        runner="local",
-        status=status,
+        runner=RunnerName.LOCAL,
+        status=Status(status),
         smoke=SmokeCounts(passed=90, skipped=2) if status == "passed" else SmokeCounts(passed=80, failed=3),
         features=features or {},
         log=f"logs/{cell.id}.log",

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
 from buildmatrix.errors import MatrixError
-from buildmatrix.model.cells import Cell, Selection, expand
+from buildmatrix.model.cells import Cell, CellKey, Selection, expand, plugin_local_label
 from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.vocab import Variant
 
 from conftest import VALID
 
@@ -127,3 +131,50 @@ def test_expansion_properties(write_matrix, published_24: set[Version], publishe
         assert cell.python in matrix.python
         assert cell.python in (published_24 if cell.torch.minor == "2.4" else published_213)
     assert len(cells) == 2 * (len(published_24 & set(matrix.python)) + len(published_213 & set(matrix.python)))
+
+
+def test_cell_key_round_trips_and_is_what_records_hold(write_matrix) -> None:
+    matrix = load_matrix(write_matrix())
+    for cell in expand(matrix, available(matrix)):
+        key = cell.key
+        assert CellKey.from_dict(cell.as_dict()) == key and key.id == cell.id
+        assert key.to_dict(cell.torch.patches) == cell.as_dict()
+        assert isinstance(key.variant, Variant) and key.python == V(key.python_minor)
+
+
+def test_cell_key_differs_for_an_older_matrix(write_matrix) -> None:
+    """Same id, other torch patch release or driver API minor: not the same cell."""
+    matrix = load_matrix(write_matrix())
+    key = expand(matrix, available(matrix))[0].key
+    assert replace(key, torch=V("2.4.0")).id == key.id and replace(key, torch=V("2.4.0")) != key
+    assert replace(key, driver=V(f"{key.driver.major}.99")) != key
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"torch": "2.13.0", "variant": "cpu", "python": "3.11"}, "driver: expected a string, got None"),
+        (
+            {"torch": "2.13.0", "variant": "rocm", "python": "3.11", "driver": "2.1"},
+            "variant: 'rocm' is not one of cpu, cuda",
+        ),
+        ({"torch": "2.x", "variant": "cpu", "python": "3.11", "driver": "2.1"}, "torch: '2.x' is not a version"),
+        (
+            {"id": "x", "torch": "2.13.0", "variant": "cpu", "python": "3.11", "driver": "2.1"},
+            "id: 'x' is not 'torch2.13-cpu-cp311-drv2'",
+        ),
+    ],
+)
+def test_cell_key_rejects_what_is_not_one(data: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        CellKey.from_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("minor", "driver", "label"),
+    [("2.13", 2, "torch2.13.drv2"), ("2.4", 1, "torch2.4.drv1"), ("3.0", 10, "torch3.0.drv10")],
+)
+def test_plugin_local_label_is_spelled_once(minor: str, driver: int, label: str) -> None:
+    assert plugin_local_label(minor, driver) == label
+    key = CellKey(V(f"{minor}.1"), Variant.CUDA, V("3.12"), V(f"{driver}.0"))
+    assert key.local_version_label == label

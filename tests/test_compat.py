@@ -13,16 +13,12 @@ from packaging.version import Version
 
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.vocab import FeatureState, Status
 from buildmatrix.publish.index import check_coverage, page_anchors, read_metadata
 from buildmatrix.publish.markdown import README_END, README_START, grid, readme_section, replace_readme_section
 from buildmatrix.publish.page import site_page
 from buildmatrix.publish.site import DOCS_TABLE, docs_problems, rendered_docs, write_site
 from buildmatrix.publish.table import (
-    AVAILABLE,
-    FEATURE_FAILED,
-    NOT_AVAILABLE,
-    NOT_BUILT,
-    PARTIAL,
     CompatTable,
     FeatureSupport,
     all_choices,
@@ -55,9 +51,9 @@ def by_id(cells: list[Cell]) -> dict[str, Cell]:
 def test_without_results_every_declared_cell_is_not_built(write_matrix) -> None:
     matrix = load_matrix(write_matrix())
     table = table_for(matrix, [])
-    assert len(table.cells) == 8 and {c.status for c in table.cells} == {NOT_BUILT}
+    assert len(table.cells) == 8 and {c.status for c in table.cells} == {Status.NOT_BUILT}
     section = readme_section(table)
-    assert section.count(f" {NOT_BUILT} |") == 8 and "✓ " not in grid(table) and "✗ " not in grid(table)
+    assert section.count(f" {Status.NOT_BUILT} |") == 8 and "✓ " not in grid(table) and "✗ " not in grid(table)
     assert "| 2.13.0 (cpu) | 1.4 | — | — | not built |" in section  # torch 2.13 has no wheel for 3.9/3.10
     assert all(c.cell is None for c in all_choices(table))
 
@@ -88,7 +84,7 @@ def test_statuses_and_stale_records(write_matrix, tmp_path: Path) -> None:
     status = {c.id: c.status for c in table.cells}
     assert status["torch2.13-cpu-cp311-drv2"] == "passed"
     assert status["torch2.4-cuda-cp310-drv1"] == "failed"
-    assert status["torch2.4-cuda-cp39-drv1"] == NOT_BUILT
+    assert status["torch2.4-cuda-cp39-drv1"] == Status.NOT_BUILT
     passed = next(c for c in table.cells if c.id == "torch2.13-cpu-cp311-drv2")
     assert passed.requirement == "torch-emu==0.1.0+torch2.13.drv2" and passed.installable
     section = readme_section(table)
@@ -106,7 +102,7 @@ def test_records_of_another_plugin_version_are_not_built(write_matrix, tmp_path:
     new = load_matrix(path)
     table = table_for(new, results)
     cell = next(c for c in table.cells if c.id == "torch2.13-cpu-cp311-drv2")
-    assert cell.status == NOT_BUILT and cell.wheel is None
+    assert cell.status == Status.NOT_BUILT and cell.wheel is None
     assert cell.requirement == "torch-emu==0.2.0+torch2.13.drv2"
     assert "0.1.0" not in readme_section(table)
 
@@ -114,13 +110,16 @@ def test_records_of_another_plugin_version_are_not_built(write_matrix, tmp_path:
 @pytest.mark.parametrize(
     ("outcomes", "expected"),
     [
-        ({1: "passed", 2: "passed"}, FeatureSupport(AVAILABLE)),
-        ({1: "not available: needs driver API 2.x", 2: "passed"}, FeatureSupport(PARTIAL, "driver 2 only")),
+        ({1: "passed", 2: "passed"}, FeatureSupport(FeatureState.AVAILABLE)),
+        (
+            {1: "not available: needs driver API 2.x", 2: "passed"},
+            FeatureSupport(FeatureState.PARTIAL, "driver 2 only"),
+        ),
         (
             {1: "not available: needs torch >=2.6", 2: "not available: needs torch >=2.6"},
-            FeatureSupport(NOT_AVAILABLE, "needs torch >=2.6"),
+            FeatureSupport(FeatureState.NOT_AVAILABLE, "needs torch >=2.6"),
         ),
-        ({1: "passed", 2: "failed"}, FeatureSupport(FEATURE_FAILED, "driver 2")),
+        ({1: "passed", 2: "failed"}, FeatureSupport(FeatureState.FAILED, "driver 2")),
     ],
 )
 def test_feature_support(outcomes: dict[int, str], expected: FeatureSupport) -> None:
@@ -139,8 +138,8 @@ def test_features_per_release_from_results(write_matrix) -> None:
     ]
     release = table_for(matrix, results).release("torch2.13-cpu")
     assert release.features == {
-        "event_timing": FeatureSupport(PARTIAL, "driver 2 only"),
-        "events": FeatureSupport(AVAILABLE),
+        "event_timing": FeatureSupport(FeatureState.PARTIAL, "driver 2 only"),
+        "events": FeatureSupport(FeatureState.AVAILABLE),
     }
 
 
@@ -339,4 +338,4 @@ def test_clean_clone_renders_every_declared_cell_as_not_built() -> None:
     empty = build_table(matrix, expand(matrix, available), [], available)
     readme = rendered_docs(empty, (REPO / "README.md").read_text())[Path("README.md")]
     section = readme[readme.index(README_START) : readme.index(README_END)]
-    assert section.count(f" {NOT_BUILT} |") == len(empty.cells) == len(recorded.cells)
+    assert section.count(f" {Status.NOT_BUILT} |") == len(empty.cells) == len(recorded.cells)

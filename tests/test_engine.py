@@ -11,6 +11,7 @@ from buildmatrix.builder.workspace import Workspace
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.registry import Registry
+from buildmatrix.model.vocab import RunnerName
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 MATRIX = """\
@@ -54,7 +55,7 @@ def test_plan_reuses_only_matching_records(tmp_path: Path) -> None:
     from buildmatrix.builder.results import CellResult
 
     engine.store.save(
-        CellResult(cell=cells[0].as_dict(), inputs_hash=first.inputs_hash, inputs=first.inputs, runner="local")
+        CellResult(cell=cells[0].key, inputs_hash=first.inputs_hash, inputs=first.inputs, runner=RunnerName.LOCAL)
     )
     assert engine.plan(cells)[0].reusable is not None  # a failure with the same inputs is reused
     assert engine.plan(cells, force=True)[0].reusable is None
@@ -70,7 +71,7 @@ def test_plugin_version_is_a_cell_input(tmp_path: Path) -> None:
     from buildmatrix.builder.results import CellResult
 
     engine.store.save(
-        CellResult(cell=cells[0].as_dict(), inputs_hash=first.inputs_hash, inputs=first.inputs, runner="local")
+        CellResult(cell=cells[0].key, inputs_hash=first.inputs_hash, inputs=first.inputs, runner=RunnerName.LOCAL)
     )
     path = engine.matrix.path
     path.write_text(path.read_text().replace("version: 0.1.0", "version: 0.2.0"))
@@ -99,13 +100,13 @@ class TreeReader:
 
 
 def test_the_patched_copy_carries_the_matrix_plugin_version(tmp_path: Path) -> None:
-    """setup.py reads PLUGIN_VERSION from the patched copy; the pristine plugin/ gets none."""
+    """setup.py reads PLUGIN_VERSION (plugin.version + the cell's label) from the patched copy; plugin/ gets none."""
     engine, cells = setup_project(tmp_path)
     runner = TreeReader()
     engine.runner = runner
     [result] = engine.run(cells, RunOptions())
     assert result.status == "failed" and result.failed_step == "build"
-    assert runner.seen == "0.1.0\n"
+    assert runner.seen == f"0.1.0+{cells[0].local_version_label}\n"  # the wheel's whole version, label included
     assert not (engine.matrix.plugin.source / "PLUGIN_VERSION").exists()
 
 

@@ -13,6 +13,7 @@ from packaging.version import Version
 
 from buildmatrix.model.matrix import TorchRelease, WheelSource
 from buildmatrix.model.registry import Registry, RegistryError, pip_configured_find_links, pythons_from_filenames
+from buildmatrix.model.vocab import Variant, WheelSourceKind
 
 FILES = [
     ("torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl", "u1"),
@@ -38,7 +39,9 @@ def test_free_threaded_wheels_are_not_counted() -> None:
 def test_find_links_directory(tmp_path: Path) -> None:
     (tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
     (tmp_path / "torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"")
-    release = TorchRelease(Version("2.13.0"), "cpu", WheelSource("find-links", str(tmp_path)), None, ())
+    release = TorchRelease(
+        Version("2.13.0"), Variant.CPU, WheelSource(WheelSourceKind.FIND_LINKS, str(tmp_path)), None, ()
+    )
     registry = Registry(tmp_path / "cache")
     registry.machine = "x86_64"
     assert registry.pythons(release) == {Version("3.11")}
@@ -59,20 +62,20 @@ def test_pip_find_links_from_config_file(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 
 def test_offline_without_cache_says_so(tmp_path: Path) -> None:
-    release = TorchRelease(Version("2.4.1"), "cuda", WheelSource("registry"), None, ())
+    release = TorchRelease(Version("2.4.1"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), None, ())
     with pytest.raises(RegistryError, match="offline and no cached copy"):
         Registry(tmp_path, offline=True).pythons(release)
 
 
 def test_unreachable_registry_without_cache_says_so(tmp_path: Path) -> None:
-    release = TorchRelease(Version("2.4.1"), "cuda", WheelSource("registry"), None, ())
+    release = TorchRelease(Version("2.4.1"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), None, ())
     with pytest.raises(RegistryError, match="cannot read http://127.0.0.1:9/simple/torch/"):
         Registry(tmp_path, index_url="http://127.0.0.1:9/simple/").pythons(release)
 
 
 def test_cached_answer_is_used_offline(tmp_path: Path) -> None:
     (tmp_path / "torch.json").write_text(json.dumps({"files": [{"filename": FILES[0][0], "url": "x"}]}))
-    release = TorchRelease(Version("2.4.1"), "cuda", WheelSource("registry"), None, ())
+    release = TorchRelease(Version("2.4.1"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), None, ())
     registry = Registry(tmp_path, offline=True)
     registry.machine = "x86_64"
     assert registry.pythons(release) == {Version("3.11")}

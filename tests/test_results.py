@@ -3,60 +3,77 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from buildmatrix.builder.results import CellResult, ResultStore, SmokeCounts, StepResult, WheelRecord
 from buildmatrix.errors import RecordError
+from buildmatrix.model.cells import CellKey
+from buildmatrix.model.vocab import RunnerName, Status, Variant
 
 from conftest import run_cli
 
 SHA = "ab" * 32
 
 
-def cell(cell_id: str) -> dict[str, str]:
-    return {
-        "id": cell_id,
-        "torch": "2.13.0",
-        "torch_minor": "2.13",
-        "variant": "cpu",
-        "python": "3.11",
-        "driver": "2.1",
-    }
+A = CellKey(Version("2.13.0"), Variant.CPU, Version("3.11"), Version("2.1"))  # torch2.13-cpu-cp311-drv2
+B = replace(A, python=Version("3.12"))
 
 
-def result(cell_id: str, finished: float, status: str = "passed") -> CellResult:
-    wheel = "torch_emu-0.1.0+torch2.13.drv2-cp311-cp311-linux_x86_64.whl"
+def result(key: CellKey, finished: float, status: Status = Status.PASSED) -> CellResult:
+    wheel = f"torch_emu-0.1.0+torch2.13.drv2-{key.python_tag}-{key.python_tag}-linux_x86_64.whl"
     return CellResult(
-        cell=cell(cell_id),
+        cell=key,
         inputs_hash="h",
         inputs={"python": "cpython-3.11.7"},
-        runner="local",
+        runner=RunnerName.LOCAL,
         status=status,
-        steps=[StepResult("build", "passed", 1.5)],
+        steps=[StepResult("build", Status.PASSED, 1.5)],
         smoke=SmokeCounts(10, 0, 2, 0),
         wheel=WheelRecord(wheel, SHA, f"torch2.13/{wheel}"),
         driver_wheel=WheelRecord("emu_driver-2.1.0-py3-none-any.whl", SHA, "driver/emu_driver-2.1.0-py3-none-any.whl"),
-        log=f"logs/{cell_id}.log",
+        log=f"logs/{key.id}.log",
         finished=finished,
+        patches=("pre-2.7", "extra"),
     )
 
 
 def test_round_trip(tmp_path: Path) -> None:
     store = ResultStore(tmp_path)
-    original = result("a", 1.0)
+    original = result(A, 1.0)
     store.save(original)
-    loaded = store.load("a")
+    loaded = store.load(A.id)
     assert loaded == original
     assert loaded is not None and loaded.smoke == SmokeCounts(10, 0, 2, 0) and loaded.seconds == 1.5
+    assert loaded.cell == A and isinstance(loaded.status, Status) and isinstance(loaded.runner, RunnerName)
+    assert all(isinstance(step.status, Status) for step in loaded.steps)
+
+
+def test_record_keeps_its_format(tmp_path: Path) -> None:
+    """The typed cell key is written in the record form records always had (and read back from it)."""
+    store = ResultStore(tmp_path)
+    store.save(result(A, 1.0))
+    record = json.loads(store.path(A.id).read_text())
+    assert record["cell"] == {
+        "id": "torch2.13-cpu-cp311-drv2",
+        "torch": "2.13.0",
+        "torch_minor": "2.13",
+        "variant": "cpu",
+        "python": "3.11",
+        "driver": "2.1",
+        "patches": "pre-2.7,extra",
+    }
+    assert record["status"] == "passed" and record["runner"] == "local" and "patches" not in record
 
 
 def test_no_temporary_files_left(tmp_path: Path) -> None:
     store = ResultStore(tmp_path)
-    store.save(result("a", 1.0))
-    assert [p.name for p in (tmp_path / "cells").iterdir()] == ["a.json"]
-    assert (tmp_path / "cells" / "a.json").stat().st_mode & 0o777 == 0o644
+    store.save(result(A, 1.0))
+    assert [p.name for p in (tmp_path / "cells").iterdir()] == [f"{A.id}.json"]
+    assert (tmp_path / "cells" / f"{A.id}.json").stat().st_mode & 0o777 == 0o644
 
 
 OTHER_WHEEL = "torch_emu-0.1.0+torch2.4.drv1-cp311-cp311-linux_x86_64.whl"
@@ -68,11 +85,16 @@ DAMAGE = {  # how -> (key path, new value)
     "status": (("status",), "green"),
     "log-outside": (("log",), "/etc/passwd"),
     "log-dotdot": (("log",), "logs/../../../etc/passwd"),
-    "other-cells-log": (("log",), "logs/b.log"),
+    "other-cells-log": (("log",), f"logs/{B.id}.log"),
     "other-cells-wheel": (("wheel",), {"filename": OTHER_WHEEL, "sha256": SHA, "path": f"torch2.4/{OTHER_WHEEL}"}),
     "wheel-elsewhere": (("wheel", "path"), "torch2.4/torch_emu-0.1.0+torch2.13.drv2-cp311-cp311-linux_x86_64.whl"),
     "driver-of-other-api": (("driver_wheel",), {"filename": OLD_DRIVER, "sha256": SHA, "path": f"driver/{OLD_DRIVER}"}),
-    "id-mismatch": (("cell", "id"), "b"),
+    "id-mismatch": (("cell",), B.to_dict()),
+    "id-inconsistent": (("cell", "id"), B.id),
+    "cell-variant": (("cell", "variant"), "rocm"),
+    "cell-driver": (("cell", "driver"), "two"),
+    "runner": (("runner",), "cloud"),
+    "step-status": (("steps",), [{"name": "build", "status": "maybe", "seconds": 1.0}]),
     "unknown-key": (("colour",), "red"),
 }
 
@@ -96,24 +118,29 @@ def damage(data: dict, how: str) -> str:  # type: ignore[type-arg]
         ("steps-type", "steps: expected a list, got str"),
         ("old-schema", "schema_version: 0 is not 1"),
         ("status", "status: 'green' is not one of passed, failed"),
+        ("runner", "runner: 'cloud' is not one of local, docker"),
+        ("step-status", "steps[0].status: 'maybe' is not one of passed"),
         ("log-outside", "log: '/etc/passwd' is absolute; a record names files inside wheels/ only"),
         ("log-dotdot", "log: 'logs/../../../etc/passwd' is not a plain relative path"),
-        ("other-cells-log", "log: 'logs/b.log' is not this cell's log (logs/a.log)"),
-        ("other-cells-wheel", "is not a wheel of cell a (its local label is not +torch2.13.drv2)"),
+        ("other-cells-log", f"log: 'logs/{B.id}.log' is not this cell's log (logs/{A.id}.log)"),
+        ("other-cells-wheel", f"is not a wheel of cell {A.id} (its local label is not +torch2.13.drv2)"),
         ("wheel-elsewhere", "wheel.path: 'torch2.4/torch_emu"),
         ("driver-of-other-api", "driver_wheel.filename: emu_driver-1.4.0-py3-none-any.whl is not a driver 2.1 wheel"),
-        ("id-mismatch", "cell.id: 'b' is not 'a', the cell this file is named after"),
+        ("id-mismatch", f"cell.id: {B.id!r} is not {A.id!r}, the cell this file is named after"),
+        ("id-inconsistent", f"cell.id: {B.id!r} is not {A.id!r}, the id its torch, variant, python and driver make"),
+        ("cell-variant", "cell.variant: 'rocm' is not one of cpu, cuda"),
+        ("cell-driver", "cell.driver: 'two' is not a version"),
         ("unknown-key", "record: unknown key(s) colour"),
     ],
 )
 def test_a_damaged_record_is_an_error_naming_its_file(tmp_path: Path, how: str, message: str) -> None:
     store = ResultStore(tmp_path)
-    store.save(result("a", 1.0))
-    path = store.path("a")
+    store.save(result(A, 1.0))
+    path = store.path(A.id)
     path.write_text(damage(json.loads(path.read_text()), how))
     before = path.read_bytes()
     with pytest.raises(RecordError) as caught:
-        store.load("a")
+        store.load(A.id)
     assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
     with pytest.raises(RecordError, match="1 damaged record"):
         store.all()
@@ -125,18 +152,18 @@ def test_a_damaged_record_is_an_error_naming_its_file(tmp_path: Path, how: str, 
 def test_a_cell_id_never_leads_out_of_the_store(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "results")
     with pytest.raises(RecordError, match="is not a plain file name"):
-        store.save(result("../../x", 1.0))
+        store.load("../../x")
     assert not (tmp_path / "x.json").exists() and not (tmp_path / "results").exists()
 
 
 def test_merge_of_a_hostile_cell_id_writes_nothing(tmp_path: Path) -> None:
     """`merge-results` of a record whose cell id is ../../x: an error naming the file; nothing outside --into."""
     source = ResultStore(tmp_path / "machine1" / "results")
-    source.save(result("a", 1.0, "failed"))
-    data = json.loads(source.path("a").read_text())
+    source.save(result(A, 1.0, Status.FAILED))
+    data = json.loads(source.path(A.id).read_text())
     data["cell"]["id"] = "../../x"
     data["log"] = None
-    source.path("a").unlink()
+    source.path(A.id).unlink()
     (source.directory / "cells" / "x.json").write_text(json.dumps(data))
     into = tmp_path / "deep" / "into"
     done = run_cli(tmp_path, "merge-results", str(tmp_path / "machine1"), "--into", str(into), timeout=60)
@@ -160,7 +187,7 @@ def test_build_rebuilds_a_cell_whose_record_is_damaged_and_says_why(tmp_path: Pa
     engine.runner = LocalRunner()  # a real interpreter, so the cell can be planned
     [planned] = engine.plan(cells)
     engine.store.save(
-        CellResult(cell=cells[0].as_dict(), inputs_hash=planned.inputs_hash, inputs=planned.inputs, runner="local")
+        CellResult(cell=cells[0].key, inputs_hash=planned.inputs_hash, inputs=planned.inputs, runner=RunnerName.LOCAL)
     )
     assert engine.plan(cells)[0].reusable is not None and engine.damaged == {}
     path = engine.store.path(cells[0].id)

@@ -13,13 +13,15 @@ import pytest
 from fake_wheels import cell_result, make_wheel, sha256_file
 from packaging.version import Version
 
+from buildmatrix.builder.results import WheelRecord
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.vocab import Status
 from buildmatrix.publish import site as site_module
 from buildmatrix.publish.index import page_anchors
 from buildmatrix.publish.page import site_page
 from buildmatrix.publish.site import recover_site, write_site
-from buildmatrix.publish.table import CompatTable, WheelFile, all_choices, build_table
+from buildmatrix.publish.table import CompatTable, all_choices, build_table
 from buildmatrix.publish.verify import RELEASED
 
 PUBLISHED = {"2.4": {"3.9", "3.10", "3.11"}, "2.13": {"3.11"}}
@@ -90,7 +92,7 @@ def test_released_bytes_never_change(published) -> None:
     rebuilt = make_wheel(wheels / "torch2.13", "torch-emu", "0.1.0+torch2.13.drv2", requires=["extra-dep"])
     assert rebuilt.name == released.name and rebuilt.read_bytes() != old_bytes
     cells = tuple(
-        dataclasses.replace(c, wheel=WheelFile(c.wheel.filename, sha256_file(rebuilt), c.wheel.path))
+        dataclasses.replace(c, wheel=WheelRecord(c.wheel.filename, sha256_file(rebuilt), c.wheel.path))
         if c.id == CELL and c.wheel
         else c
         for c in table.cells
@@ -110,7 +112,7 @@ def test_the_ledger_remembers_a_wheel_that_left_the_index(published) -> None:
     assert not (site / "torch2.13").exists() and f"torch2.13/{name}" in (site / RELEASED).read_text()
     rebuilt = make_wheel(wheels / "torch2.13", "torch-emu", "0.1.0+torch2.13.drv2", requires=["other"])
     cells = tuple(
-        dataclasses.replace(c, wheel=WheelFile(c.wheel.filename, sha256_file(rebuilt), c.wheel.path))
+        dataclasses.replace(c, wheel=WheelRecord(c.wheel.filename, sha256_file(rebuilt), c.wheel.path))
         if c.id == CELL and c.wheel
         else c
         for c in table.cells
@@ -135,7 +137,7 @@ def test_metadata_must_match_the_filename(write_matrix, tmp_path: Path) -> None:
     lying = make_wheel(wheels / "lying", "torch-emu", "0.2.0+torch2.13.drv2")  # METADATA says 0.2.0
     plugin.write_bytes(lying.read_bytes())
     cells = tuple(
-        dataclasses.replace(c, wheel=WheelFile(c.wheel.filename, sha256_file(plugin), c.wheel.path))
+        dataclasses.replace(c, wheel=WheelRecord(c.wheel.filename, sha256_file(plugin), c.wheel.path))
         if c.id == CELL and c.wheel
         else c
         for c in table.cells
@@ -239,7 +241,8 @@ def test_every_field_is_escaped_and_the_selector_data_survives_comment_and_scrip
         for r in table.releases
     )
     cells = tuple(
-        dataclasses.replace(c, status="failed", failed_step="<b>smoke</b>", error='"><img src=x>') for c in table.cells
+        dataclasses.replace(c, status=Status.FAILED, failed_step="<b>smoke</b>", error='"><img src=x>')
+        for c in table.cells
     )
     hostile = dataclasses.replace(table, releases=releases, cells=cells)
     page = site_page(hostile)

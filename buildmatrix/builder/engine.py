@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 import buildmatrix
-from buildmatrix.builder.results import FAILED, PASSED, CellResult, ResultStore, WheelRecord
+from buildmatrix.builder.results import CellResult, ResultStore, WheelRecord
 from buildmatrix.builder.runners.base import CellJob, Runner, RunnerOutput
 from buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine, write_plugin_version
 from buildmatrix.builder.steps import StepRecorder
@@ -24,7 +26,7 @@ from buildmatrix.errors import Interrupted, RecordError, ResourceError, StepFail
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import Cause, FailureClass, Status
+from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status
 from buildmatrix.util.atomic import copy_file_atomic
 from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
 from buildmatrix.util.fingerprint import file_sha256, files_hash, inputs_hash, tree_hash
@@ -64,12 +66,12 @@ NOT_BUILD_CODE = frozenset(
 )
 # Modules that only one runner runs: a cell's build code leaves out those of the other runners.
 RUNNER_MODULES = {
-    "local": frozenset({"builder/runners/local.py"}),
-    "docker": frozenset({"builder/runners/docker.py", "docker/images.py", "docker/oci.py"}),
+    RunnerName.LOCAL: frozenset({"builder/runners/local.py"}),
+    RunnerName.DOCKER: frozenset({"builder/runners/docker.py", "docker/images.py", "docker/oci.py"}),
 }
 
 
-def build_code_exclusions(runner: str) -> frozenset[str]:
+def build_code_exclusions(runner: RunnerName) -> frozenset[str]:
     """Package modules that are not build code for cells built by `runner`."""
     others = [modules for name, modules in RUNNER_MODULES.items() if name != runner]
     return NOT_BUILD_CODE.union(*others)
@@ -161,7 +163,7 @@ class Engine:
     def _reusable(self, stored: CellResult, digest: str) -> bool:
         if stored.inputs_hash != digest:
             return False
-        if stored.status == PASSED:
+        if stored.status == Status.PASSED:
             # A passed cell is only up to date if its published wheel is still there, unchanged.
             if stored.wheel is None:
                 return False
@@ -238,11 +240,11 @@ class Engine:
                         self.interrupt("a resource fault")
                         continue
                     results[item.cell.id] = result
-                    retry = result.status == FAILED and result.failure_class == FailureClass.TRANSIENT
+                    retry = result.status == Status.FAILED and result.failure_class == FailureClass.TRANSIENT
                     if retry and attempt <= options.retries and not self._stop.is_set():
                         queue.insert(0, (item, attempt + 1))
                         self.progress(item.cell.id, f"retry {attempt + 1}")
-                    elif result.status == FAILED and options.fail_fast:
+                    elif result.status == Status.FAILED and options.fail_fast:
                         self._stop.set()
                         queue.clear()
         if fatal is not None:
@@ -269,11 +271,12 @@ class Engine:
         """Build one cell and record it; raises ResourceError only when its log or record cannot be written."""
         cell = item.cell
         result = CellResult(
-            cell=cell.as_dict(),
+            cell=cell.key,
             inputs_hash=item.inputs_hash,
             inputs=item.inputs,
             runner=self.runner.name,
             attempts=attempt,
+            patches=cell.torch.patches,
         )
         log_file = self._start_log(cell, attempt)
         result.log = str(log_file.relative_to(self.workspace.wheels_dir))
@@ -292,7 +295,7 @@ class Engine:
                 plugin_tree = copy_pristine(self.matrix.plugin.source, tree_root)
                 applied = apply_series(self.series(cell), tree_root, self.matrix.plugin.source.name)
                 result.inputs["applied_patches"] = applied
-                write_plugin_version(plugin_tree, self.matrix.plugin.version)
+                write_plugin_version(plugin_tree, Version(f"{self.matrix.plugin.version}+{cell.local_version_label}"))
             smoke_tests = plugin_tree / self.matrix.plugin.smoke_tests.relative_to(self.matrix.plugin.source)
             source = self.registry.source(cell.torch)
             job = CellJob(
@@ -312,7 +315,7 @@ class Engine:
                 assert output.plugin_wheel is not None and output.driver_wheel is not None
                 result.wheel = self._publish(output.plugin_wheel, self.workspace.plugin_wheel_dir(cell.torch.minor))
                 result.driver_wheel = self._publish(output.driver_wheel, self.workspace.driver_wheel_dir)
-            result.status = PASSED
+            result.status = Status.PASSED
             # The wheel, log and record are published; the environments (GBs of hard links into the uv cache,
             # which keep pruned cache entries alive) are scratch. A failed cell keeps its directory for inspection.
             shutil.rmtree(workdir, ignore_errors=True)
@@ -339,11 +342,11 @@ class Engine:
 
 def _record_failure(result: CellResult, exc: Exception, log_file: Path, workdir: Path) -> None:
     """Fill in how a cell failed: its step, message, class and cause (interrupted cells are not failures)."""
-    result.status = FAILED
+    result.status = Status.FAILED
     result.failed_step = result.steps[-1].name if result.steps else "setup"
     result.failure_class = FailureClass.DETERMINISTIC
     if isinstance(exc, StepFailed):
-        result.status = Status.INTERRUPTED if isinstance(exc, Interrupted) else FAILED
+        result.status = Status.INTERRUPTED if isinstance(exc, Interrupted) else Status.FAILED
         result.failed_step, result.error, result.error_tail = exc.step, exc.message, exc.log_tail or None
         result.failure_class, result.cause = exc.failure_class, exc.cause
         if exc.cause == Cause.DISK_FULL and not exc.message.startswith("cannot write"):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from buildmatrix.builder.results import PASSED, CellResult, ResultStore, WheelRecord
+from buildmatrix.builder.results import CellResult, ResultStore, WheelRecord
 from buildmatrix.errors import RecordError, UserError
+from buildmatrix.model.vocab import Status
 from buildmatrix.util.atomic import copy_file_atomic, write_text_atomic
 from buildmatrix.util.fingerprint import file_sha256
 
@@ -116,7 +117,7 @@ class _Planner:
         """The wheels and log a record names, each checked against the tree; None (and problems) if any is wrong."""
         found: list[TreeFile] = []
         ok = True
-        if result.status == PASSED and (result.wheel is None or result.driver_wheel is None):
+        if result.status == Status.PASSED and (result.wheel is None or result.driver_wheel is None):
             self.problems.append(f"{path}: cell {result.id} passed but its record names no plugin or driver wheel")
             ok = False
         wheels: list[tuple[str, WheelRecord]] = [

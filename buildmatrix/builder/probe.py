@@ -23,7 +23,7 @@ from buildmatrix.errors import UserError
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import DriverVersion, Matrix, TorchRelease, WheelSource
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import Status
+from buildmatrix.model.vocab import Status, Variant, WheelSourceKind
 from buildmatrix.util.atomic import write_text_atomic
 
 # Which torch interface each plugin source file implements: the report groups errors by these.
@@ -92,7 +92,7 @@ class CompileError:
 class ProbeReport:
     release: str
     cell_id: str
-    status: str
+    status: Status
     failed_step: str | None
     errors: list[CompileError] = field(default_factory=list)
     failed_tests: list[str] = field(default_factory=list)
@@ -132,7 +132,7 @@ class ProbeReport:
         if self.failed_tests:
             lines += [f"## Smoke tests that failed ({len(self.failed_tests)})", ""]
             lines += [f"- {t}" for t in self.failed_tests] + [""]
-        if self.status == "passed":
+        if self.status == Status.PASSED:
             lines += ["The plugin builds and passes its smoke suite on this release without a shim series.", ""]
         else:
             lines += [
@@ -207,7 +207,11 @@ def resolve_release(spec: str, matrix: Matrix, registry: Registry, series: tuple
                 f"{', '.join(sorted(p.parent.name for p in (matrix.root / 'patches').glob('*/series')))})"
             )
     return TorchRelease(
-        version=candidates[-1], variant="cuda", wheels=WheelSource("registry"), python=None, patches=series
+        version=candidates[-1],
+        variant=Variant.CUDA,
+        wheels=WheelSource(WheelSourceKind.REGISTRY),
+        python=None,
+        patches=series,
     )
 
 

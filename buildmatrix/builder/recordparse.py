@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from buildmatrix.errors import RecordError
-from buildmatrix.model.vocab import Cause, FailureClass
+from buildmatrix.model.cells import CellKey
+from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status
 from buildmatrix.util.paths import name_problem, relative_path_problem
 
 if TYPE_CHECKING:
@@ -77,14 +78,23 @@ def _exact_keys(data: Mapping[str, Any], allowed: set[str], required: set[str], 
         raise _Bad(f"{key}: missing key(s) {', '.join(missing)}")
 
 
-def _cell(value: Any, key: str) -> dict[str, str]:
+def _cell(value: Any, key: str) -> CellKey:
     cell = _str_map(value, key)
     if "id" not in cell:
         raise _Bad(f"{key}: has no id")
     problem = name_problem(cell["id"])
     if problem:
         raise _Bad(f"{key}.id: {cell['id']!r:.80} {problem}")
-    return cell
+    try:
+        return CellKey.from_dict(cell)
+    except ValueError as exc:
+        raise _Bad(f"{key}.{exc}") from None
+
+
+def _patches(record: Mapping[str, Any]) -> tuple[str, ...]:
+    """The shim series a record's cell names (a comma-separated field of its record form)."""
+    names = record["cell"].get("patches", "")
+    return tuple(name for name in names.split(",") if name)
 
 
 def _relative(value: Any, key: str) -> str:
@@ -138,32 +148,38 @@ def _steps(value: Any, key: str) -> list[Any]:
         steps.append(
             StepResult(
                 _str(data["name"], f"{key}[{i}].name"),
-                _str(data["status"], f"{key}[{i}].status"),
+                _status(data["status"], f"{key}[{i}].status"),
                 _number(data["seconds"], f"{key}[{i}].seconds"),
             )
         )
     return steps
 
 
-def _status(value: Any, key: str) -> str:
-    from buildmatrix.model.vocab import Status
-
+def _status(value: Any, key: str) -> Status:
     text = _str(value, key)
     allowed = [s.value for s in Status]
     if text not in allowed:
         raise _Bad(f"{key}: {text!r:.60} is not one of {', '.join(allowed)}")
-    return text
+    return Status(text)
 
 
-def _enum_of(kind: type[StrEnum]) -> Callable[[Any, str], str | None]:
-    def parse(value: Any, key: str) -> str | None:
+def _runner(value: Any, key: str) -> RunnerName:
+    text = _str(value, key)
+    allowed = [r.value for r in RunnerName if r != RunnerName.AUTO]
+    if text not in allowed:
+        raise _Bad(f"{key}: {text!r:.60} is not one of {', '.join(allowed)}")
+    return RunnerName(text)
+
+
+def _enum_of(kind: type[StrEnum]) -> Callable[[Any, str], StrEnum | None]:
+    def parse(value: Any, key: str) -> StrEnum | None:
         if value is None:
             return None
         text = _str(value, key)
         allowed = [member.value for member in kind]
         if text not in allowed:
             raise _Bad(f"{key}: {text!r:.60} is not one of {', '.join(allowed)}")
-        return text
+        return kind(text)
 
     return parse
 
@@ -180,7 +196,7 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "cell": _cell,
     "inputs_hash": _str,
     "inputs": _object,
-    "runner": _str,
+    "runner": _runner,
     "status": _status,
     "failed_step": _opt_str,
     "error": _opt_str,
@@ -206,10 +222,10 @@ def _own_cell(result: CellResult) -> None:
     cell_id = result.id
     if result.log is not None and result.log != f"logs/{cell_id}.log":
         raise _Bad(f"log: {result.log!r:.80} is not this cell's log (logs/{cell_id}.log)")
-    minor, driver = result.cell.get("torch_minor"), result.cell.get("driver")
-    if result.wheel is not None and minor is not None and driver is not None:
+    minor, driver = result.cell.torch_minor, result.cell.driver
+    if result.wheel is not None:
         version = parse_wheel_filename(result.wheel.filename)[1]
-        label = f"torch{minor}.drv{driver.split('.')[0]}"
+        label = result.cell.local_version_label
         if version.local != label:
             raise _Bad(
                 f"wheel.filename: {result.wheel.filename} is not a wheel of cell {cell_id} "
@@ -217,9 +233,9 @@ def _own_cell(result: CellResult) -> None:
             )
         if result.wheel.path != f"torch{minor}/{result.wheel.filename}":
             raise _Bad(f"wheel.path: {result.wheel.path!r} is not torch{minor}/{result.wheel.filename}")
-    if result.driver_wheel is not None and driver is not None:
+    if result.driver_wheel is not None:
         version = parse_wheel_filename(result.driver_wheel.filename)[1]
-        if str(version.major) != driver.split(".")[0]:
+        if version.major != driver.major:
             raise _Bad(f"driver_wheel.filename: {result.driver_wheel.filename} is not a driver {driver} wheel")
         if result.driver_wheel.path != f"driver/{result.driver_wheel.filename}":
             raise _Bad(f"driver_wheel.path: {result.driver_wheel.path!r} is not driver/{result.driver_wheel.filename}")
@@ -237,11 +253,11 @@ def parse_record(text: str, source: str, expected_id: str | None = None) -> Cell
         record = _object(data, "record")
         if record.get("schema_version") != RESULT_SCHEMA_VERSION:
             raise _Bad(f"schema_version: {record.get('schema_version')!r:.20} is not {RESULT_SCHEMA_VERSION}")
-        known = {f.name for f in fields(CellResult)}
+        known = {f.name for f in fields(CellResult)} - {"patches"}  # patches are part of the cell's record form
         required = {f.name for f in fields(CellResult) if f.name in ("cell", "inputs_hash", "inputs", "runner")}
         _exact_keys(record, known, required, "record")
         values = {k: PARSERS[k](v, k) if k in PARSERS else v for k, v in record.items()}
-        result = CellResult(**values)
+        result = CellResult(**values, patches=_patches(record))
         if expected_id is not None and result.id != expected_id:
             raise _Bad(f"cell.id: {result.id!r} is not {expected_id!r}, the cell this file is named after")
         _own_cell(result)

@@ -9,17 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from buildmatrix.errors import RecordError
+from buildmatrix.model.cells import CellKey
+from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status
 from buildmatrix.util.atomic import write_text_atomic
 from buildmatrix.util.paths import name_problem
 
 RESULT_SCHEMA_VERSION = 1
-PASSED, FAILED = "passed", "failed"
 
 
 @dataclass
 class StepResult:
     name: str
-    status: str  # passed | failed
+    status: Status
     seconds: float
 
 
@@ -35,25 +36,31 @@ class SmokeCounts:
         return self.passed + self.failed + self.skipped + self.errors
 
 
-@dataclass
+@dataclass(frozen=True)
 class WheelRecord:
+    """A published wheel: in a cell's record, in the compat table and on the site (whose root mirrors wheels/)."""
+
     filename: str
     sha256: str
     path: str  # relative to the wheels directory
 
+    @classmethod
+    def from_dict(cls, data: Any) -> WheelRecord | None:
+        return cls(**data) if data else None
+
 
 @dataclass
 class CellResult:
-    cell: dict[str, str]
+    cell: CellKey
     inputs_hash: str
     inputs: dict[str, Any]
-    runner: str
-    status: str = FAILED
+    runner: RunnerName
+    status: Status = Status.FAILED
     failed_step: str | None = None
     error: str | None = None
     error_tail: str | None = None
-    failure_class: str | None = None  # FailureClass of a failed or interrupted cell; None in older records
-    cause: str | None = None  # Cause of a transient failure (timeout, network, ...)
+    failure_class: FailureClass | None = None  # FailureClass of a failed or interrupted cell; None in older records
+    cause: Cause | None = None  # Cause of a transient failure (timeout, network, ...)
     attempts: int = 1  # tries within the run that made this record (--retries)
     steps: list[StepResult] = field(default_factory=list)
     smoke: SmokeCounts | None = None
@@ -65,18 +72,25 @@ class CellResult:
     log: str | None = None
     started: float = field(default_factory=time.time)
     finished: float | None = None
+    patches: tuple[str, ...] = ()  # the shim series applied, in order (recorded in the cell's record form)
     schema_version: int = RESULT_SCHEMA_VERSION
 
     @property
     def id(self) -> str:
-        return self.cell["id"]
+        return self.cell.id
 
     @property
     def seconds(self) -> float:
         return sum(step.seconds for step in self.steps)
 
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        del data["patches"]
+        data["cell"] = self.cell.to_dict(self.patches)
+        return data
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str, source: str, expected_id: str | None = None) -> CellResult:
@@ -143,11 +157,11 @@ class ResultStore:
 
 
 def summary_json(results: list[CellResult], damaged: list[RecordError] | None = None) -> str:
-    counts = {PASSED: sum(r.status == PASSED for r in results), FAILED: sum(r.status == FAILED for r in results)}
+    counts = {str(s): sum(r.status == s for r in results) for s in (Status.PASSED, Status.FAILED)}
     body: dict[str, Any] = {
         "schema_version": RESULT_SCHEMA_VERSION,
         "counts": counts,
-        "cells": {r.id: json.loads(r.to_json()) for r in sorted(results, key=lambda r: r.id)},
+        "cells": {r.id: r.to_dict() for r in sorted(results, key=lambda r: r.id)},
     }
     if damaged:
         body["damaged"] = {exc.source: exc.problem for exc in damaged}

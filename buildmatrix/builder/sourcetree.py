@@ -41,7 +41,8 @@ VERSION_FILE = "PLUGIN_VERSION"  # the plugin's setup.py reads its version from 
 
 
 def write_plugin_version(tree: Path, version: Version) -> Path:
-    """matrix.yaml's plugin.version into the patched copy, where setup.py reads it: the one source of the version."""
+    """The wheel's version into the patched copy, where setup.py reads it: the one source of the version, made of
+    matrix.yaml's plugin.version and the cell's local label (model.cells.plugin_local_label)."""
     path = tree / VERSION_FILE
     write_text_atomic(path, f"{version}\n")
     return path

@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from buildmatrix.builder.results import FAILED, PASSED, CellResult, StepResult
+from buildmatrix.builder.results import CellResult, StepResult
 from buildmatrix.errors import StepFailed
-from buildmatrix.model.vocab import Cause, FailureClass
+from buildmatrix.model.vocab import Cause, FailureClass, Status
 from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
 from buildmatrix.util.process import CHILDREN
 
@@ -29,13 +29,13 @@ class StepRecorder:
         try:
             yield
         except StepFailed:
-            self.result.steps.append(StepResult(name, FAILED, round(time.monotonic() - start, 3)))
+            self.result.steps.append(StepResult(name, Status.FAILED, round(time.monotonic() - start, 3)))
             raise
         except Exception as exc:
             # An unexpected error inside a step still fails only this cell.
-            self.result.steps.append(StepResult(name, FAILED, round(time.monotonic() - start, 3)))
+            self.result.steps.append(StepResult(name, Status.FAILED, round(time.monotonic() - start, 3)))
             if isinstance(exc, OSError) and is_resource_error(exc):
                 cause = Cause.DISK_FULL if exc.errno in DISK_FULL_ERRNOS else Cause.NOT_WRITABLE
                 raise StepFailed(name, resource_message(exc), "", FailureClass.TRANSIENT, cause) from exc
             raise StepFailed(name, f"{type(exc).__name__}: {exc}") from exc
-        self.result.steps.append(StepResult(name, PASSED, round(time.monotonic() - start, 3)))
+        self.result.steps.append(StepResult(name, Status.PASSED, round(time.monotonic() - start, 3)))

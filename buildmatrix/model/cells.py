@@ -4,11 +4,102 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from buildmatrix.errors import MatrixError, Problem
 from buildmatrix.model.matrix import CellRule, DriverVersion, Matrix, TorchRelease
+from buildmatrix.model.vocab import Variant
+
+
+def plugin_local_label(torch_minor: str, driver_major: int) -> str:
+    """PEP 440 local label of the plugin wheel built for a torch minor and a driver API major.
+
+    The one place the orchestration spells the scheme: cell ids' siblings, the wheel check, the compat table's
+    requirements and the label handed to the plugin's setup.py all come from here.
+    """
+    return f"torch{torch_minor}.drv{driver_major}"
+
+
+@dataclass(frozen=True)
+class CellKey:
+    """What identifies a cell from the matrix through result records to the compat table.
+
+    Equal keys mean the same build inputs as far as the published table cares: the exact torch release and
+    variant, the Python minor and the driver API version. A record made for an older matrix (another torch
+    patch release, another driver API minor) has a different key, so it never describes a current cell.
+    """
+
+    torch: Version
+    variant: Variant
+    python: Version  # major.minor
+    driver: Version  # driver API version
+
+    @property
+    def torch_minor(self) -> str:
+        return f"{self.torch.major}.{self.torch.minor}"
+
+    @property
+    def python_minor(self) -> str:
+        return f"{self.python.major}.{self.python.minor}"
+
+    @property
+    def python_tag(self) -> str:
+        return f"cp{self.python.major}{self.python.minor}"
+
+    @property
+    def driver_major(self) -> int:
+        return self.driver.major
+
+    @property
+    def id(self) -> str:
+        """Stable, readable id used for folders, logs, results and CI job names."""
+        return f"torch{self.torch_minor}-{self.variant}-{self.python_tag}-drv{self.driver_major}"
+
+    @property
+    def local_version_label(self) -> str:
+        """PEP 440 local label of the plugin wheel built in this cell."""
+        return plugin_local_label(self.torch_minor, self.driver_major)
+
+    def to_dict(self, patches: tuple[str, ...] = ()) -> dict[str, str]:
+        """The record form (result records, `matrix --json`, the inputs hash); from_dict reads it back."""
+        return {
+            "id": self.id,
+            "torch": str(self.torch),
+            "torch_minor": self.torch_minor,
+            "variant": str(self.variant),
+            "python": self.python_minor,
+            "driver": str(self.driver),
+            "patches": ",".join(patches),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CellKey:
+        """Parse the record form; raises ValueError starting with the bad field's name ("driver: ...")."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"cell: expected a mapping with torch, variant, python and driver, got {data!r:.60}")
+        fields: dict[str, str] = {}
+        for name in ("torch", "variant", "python", "driver"):
+            value = data.get(name)
+            if not isinstance(value, str):
+                raise ValueError(f"{name}: expected a string, got {value!r:.60}")
+            fields[name] = value
+        if fields["variant"] not in tuple(Variant):
+            raise ValueError(f"variant: {fields['variant']!r:.60} is not one of {', '.join(Variant)}")
+        versions: dict[str, Version] = {}
+        for name in ("torch", "python", "driver"):
+            try:
+                versions[name] = Version(fields[name])
+            except InvalidVersion:
+                raise ValueError(f"{name}: {fields[name]!r:.60} is not a version") from None
+        python = Version(f"{versions['python'].major}.{versions['python'].minor}")  # a cell is per Python minor
+        key = cls(versions["torch"], Variant(fields["variant"]), python, versions["driver"])
+        if "id" in data and data["id"] != key.id:
+            raise ValueError(
+                f"id: {data['id']!r:.80} is not {key.id!r}, the id its torch, variant, python and driver make"
+            )
+        return key
 
 
 @dataclass(frozen=True)
@@ -20,29 +111,30 @@ class Cell:
     driver: DriverVersion
 
     @property
+    def key(self) -> CellKey:
+        return CellKey(
+            self.torch.version,
+            self.torch.variant,
+            Version(f"{self.python.major}.{self.python.minor}"),
+            self.driver.api,
+        )
+
+    @property
     def id(self) -> str:
         """Stable, readable id used for folders, logs, results and CI job names."""
-        return f"torch{self.torch.minor}-{self.torch.variant}-{self.python_tag}-drv{self.driver.major}"
+        return self.key.id
 
     @property
     def python_tag(self) -> str:
-        return f"cp{self.python.major}{self.python.minor}"
+        return self.key.python_tag
 
     @property
     def local_version_label(self) -> str:
         """PEP 440 local label of the plugin wheel built in this cell."""
-        return f"torch{self.torch.minor}.drv{self.driver.major}"
+        return self.key.local_version_label
 
     def as_dict(self) -> dict[str, str]:
-        return {
-            "id": self.id,
-            "torch": str(self.torch.version),
-            "torch_minor": self.torch.minor,
-            "variant": self.torch.variant,
-            "python": f"{self.python.major}.{self.python.minor}",
-            "driver": str(self.driver.api),
-            "patches": ",".join(self.torch.patches),
-        }
+        return self.key.to_dict(self.torch.patches)
 
 
 def rule_matches(rule: CellRule, cell: Cell) -> bool:

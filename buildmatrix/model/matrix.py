@@ -12,11 +12,12 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.errors import MatrixError, Problem
+from buildmatrix.model.vocab import RunnerName, Variant, WheelSourceKind
 from buildmatrix.model.yamlsource import LineMap, load_yaml_with_lines
 
 SCHEMA_VERSION = 1
-RUNNERS = ("auto", "local", "docker")
-VARIANTS = ("cpu", "cuda")
+RUNNERS = tuple(RunnerName)
+VARIANTS = tuple(Variant)
 WHEEL_SOURCES = ("registry", "pip-find-links")
 INDEX_SOURCE_KEYS = ("index", "local-find-links")
 
@@ -70,22 +71,22 @@ PIP_CONFIG = "pip-config"  # a find-links location meaning pip's configured find
 class WheelSource:
     """Where a torch release's wheel comes from: the registry, a find-links location, or an index of its own."""
 
-    kind: str  # "registry" | "find-links" | "index"
+    kind: WheelSourceKind
     location: str = ""  # find-links: a path or URL, or PIP_CONFIG; index: the index URL
     # index only: find-links that replace the index on a machine where they hold the release's wheels (offline
     # machines); a directory, PIP_CONFIG, or "" for none. Not part of describe(): the same wheels, mirrored.
     local_find_links: str = ""
 
     def describe(self) -> str:
-        if self.kind == "registry":
-            return "registry"
+        if self.kind == WheelSourceKind.REGISTRY:
+            return str(self.kind)
         return f"{self.kind} {self.location}"
 
 
 @dataclass(frozen=True)
 class TorchRelease:
     version: Version
-    variant: str
+    variant: Variant
     wheels: WheelSource
     python: tuple[Version, ...] | None  # None: use the matrix-wide list
     patches: tuple[str, ...]
@@ -98,7 +99,8 @@ class TorchRelease:
     @property
     def requirement_version(self) -> str:
         """The exact version pip must install: the CPU build carries a +cpu local label."""
-        return f"{self.version}+cpu" if self.variant == "cpu" and self.wheels.kind != "registry" else str(self.version)
+        cpu_build = self.variant == Variant.CPU and self.wheels.kind != WheelSourceKind.REGISTRY
+        return f"{self.version}+{Variant.CPU}" if cpu_build else str(self.version)
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ class CellRule:
     torch: SpecifierSet | None = None
     python: Version | None = None
     driver: int | None = None
-    variant: str | None = None
+    variant: Variant | None = None
     line: int | None = None
 
 
@@ -165,7 +167,8 @@ class Matrix:
     exclude: tuple[CellRule, ...]
     include: tuple[CellRule, ...]
     images: tuple[BuildImage, ...]
-    runner: str
+    runner: RunnerName
+    patches_dir: Path  # patches/<series>/ for the torch releases' shim series
     lines: LineMap = field(repr=False, compare=False, default_factory=LineMap)
     timeouts: Timeouts = field(default_factory=Timeouts)
 
@@ -313,7 +316,7 @@ def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
         if rule.torch is None or rule.python is None or rule.driver is None:
             reader.problem(f"include[{index}]", "an include rule names torch, python and driver")
     images = _images(reader, root.get("images"))
-    runner = reader.choice(root.get("runner", "auto"), "runner", RUNNERS) or "auto"
+    runner = RunnerName(reader.choice(root.get("runner", RunnerName.AUTO), "runner", RUNNERS) or RunnerName.AUTO)
     timeouts = _timeouts(reader, root.get("timeouts"))
 
     if reader.problems:
@@ -331,6 +334,7 @@ def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
         include=include,
         images=images,
         runner=runner,
+        patches_dir=patches_root,
         lines=lines,
         timeouts=timeouts,
     )
@@ -343,7 +347,9 @@ def _timeouts(reader: _Reader, value: Any) -> Timeouts:
         if step not in seconds:
             continue  # reported by mapping() as an unknown key
         if isinstance(given, bool) or not isinstance(given, int | float) or not 0 < given <= 7 * 24 * 3600:
-            reader.problem(f"timeouts.{step}", f"{given!r:.40} is not a positive number of seconds (at most 604800, a week)")
+            reader.problem(
+                f"timeouts.{step}", f"{given!r:.40} is not a positive number of seconds (at most 604800, a week)"
+            )
             continue
         seconds[step] = float(given)
     return Timeouts(seconds)
@@ -406,10 +412,10 @@ def _versions(reader: _Reader, value: Any, key: str, minors: bool = False) -> tu
 
 
 def _wheel_source(reader: _Reader, value: Any, key: str) -> WheelSource:
-    if value is None or value == "registry":
-        return WheelSource("registry")
+    if value is None or value == WheelSourceKind.REGISTRY:
+        return WheelSource(WheelSourceKind.REGISTRY)
     if value == "pip-find-links":
-        return WheelSource("find-links", "pip-config")
+        return WheelSource(WheelSourceKind.FIND_LINKS, "pip-config")
     if isinstance(value, dict) and set(value) == {"find-links"} and isinstance(value["find-links"], str):
         location = value["find-links"]
         directory = Path(location.removeprefix("file://"))
@@ -421,7 +427,7 @@ def _wheel_source(reader: _Reader, value: Any, key: str) -> WheelSource:
             )
         elif not directory.is_dir():
             reader.problem(f"{key}.find-links", f"'{location}' is not a directory (allowed: a directory of wheels)")
-        return WheelSource("find-links", str(directory))
+        return WheelSource(WheelSourceKind.FIND_LINKS, str(directory))
     if isinstance(value, dict) and "index" in value:
         return _index_source(reader, value, key)
     reader.problem(
@@ -429,7 +435,7 @@ def _wheel_source(reader: _Reader, value: Any, key: str) -> WheelSource:
         f"{_kind(value)} is not allowed (allowed: registry, pip-find-links, {{find-links: <path or URL>}}, "
         f"{{index: <URL>, local-find-links: <absolute directory or {PIP_CONFIG}>}})",
     )
-    return WheelSource("registry")
+    return WheelSource(WheelSourceKind.REGISTRY)
 
 
 def _index_source(reader: _Reader, value: dict[str, Any], key: str) -> WheelSource:
@@ -447,7 +453,7 @@ def _index_source(reader: _Reader, value: dict[str, Any], key: str) -> WheelSour
             "configured find-links)",
         )
         local = ""
-    return WheelSource("index", url.rstrip("/"), str(local))
+    return WheelSource(WheelSourceKind.INDEX, url.rstrip("/"), str(local))
 
 
 def _torch(reader: _Reader, value: Any, patches_root: Path) -> tuple[TorchRelease, ...]:
@@ -460,14 +466,15 @@ def _torch(reader: _Reader, value: Any, patches_root: Path) -> tuple[TorchReleas
             continue
         version = reader.version(raw["version"], f"{key}.version")
         wheels = _wheel_source(reader, raw.get("wheels"), f"{key}.wheels")
-        default_variant = "cuda" if wheels.kind == "registry" else None
+        default_variant = Variant.CUDA if wheels.kind == WheelSourceKind.REGISTRY else None
         variant_raw = raw.get("variant", default_variant)
         if variant_raw is None:
             reader.problem(
                 f"{key}.variant", "a torch release from find-links must name its variant (allowed: cpu, cuda)"
             )
             continue
-        variant = reader.choice(variant_raw, f"{key}.variant", VARIANTS)
+        chosen = reader.choice(variant_raw, f"{key}.variant", VARIANTS)
+        variant = Variant(chosen) if chosen is not None else None
         python = _versions(reader, raw["python"], f"{key}.python") if "python" in raw else None
         patches = []
         for p_index, name in enumerate(reader.sequence(raw.get("patches"), f"{key}.patches")):
@@ -531,7 +538,8 @@ def _rules(reader: _Reader, value: Any, key: str) -> tuple[CellRule, ...]:
         if "driver" in raw:
             driver_version = reader.version(raw["driver"], f"{rkey}.driver")
             driver = driver_version.major if driver_version else None
-        variant = reader.choice(raw["variant"], f"{rkey}.variant", VARIANTS) if "variant" in raw else None
+        chosen = reader.choice(raw["variant"], f"{rkey}.variant", VARIANTS) if "variant" in raw else None
+        variant = Variant(chosen) if chosen is not None else None
         out.append(CellRule(torch, python, driver, variant, reader.lines.line(rkey)))
     return tuple(out)
 

@@ -16,6 +16,7 @@ from ruamel.yaml.tokens import CommentToken
 from buildmatrix.errors import MatrixError, Problem
 from buildmatrix.model.matrix import PIP_CONFIG, WheelSource
 from buildmatrix.model.outdated import AddRelease, Edit, SetVersion
+from buildmatrix.model.vocab import Variant, WheelSourceKind
 
 
 def _yaml() -> YAML:
@@ -82,9 +83,9 @@ def _flow_strings(values: list[str]) -> CommentedSeq:
 
 def _wheels(source: WheelSource) -> str | CommentedMap:
     """A wheel source written the way matrix.yaml spells it."""
-    if source.kind == "find-links" and source.location == PIP_CONFIG:
+    if source.kind == WheelSourceKind.FIND_LINKS and source.location == PIP_CONFIG:
         return "pip-find-links"
-    if source.kind == "index":
+    if source.kind == WheelSourceKind.INDEX:
         fields = [("index", source.location)] + (
             [("local-find-links", source.local_find_links)] if source.local_find_links else []
         )
@@ -98,9 +99,9 @@ def _wheels(source: WheelSource) -> str | CommentedMap:
 def _add_release(doc: CommentedMap, torch: CommentedSeq, edit: AddRelease) -> None:
     entry = CommentedMap()
     entry["version"] = DoubleQuotedScalarString(str(edit.version))
-    if edit.wheels.kind != "registry" or edit.variant != "cuda":
+    if edit.wheels.kind != WheelSourceKind.REGISTRY or edit.variant != Variant.CUDA:
         entry["variant"] = str(edit.variant)
-    if edit.wheels.kind != "registry":
+    if edit.wheels.kind != WheelSourceKind.REGISTRY:
         entry["wheels"] = _wheels(edit.wheels)
     entry["python"] = _flow_strings([str(edit.python)])
     if edit.patches:

@@ -16,7 +16,7 @@ from buildmatrix.errors import UserError
 from buildmatrix.model.cells import Cell, rule_matches
 from buildmatrix.model.matrix import PIP_CONFIG, Matrix, TorchRelease, WheelSource
 from buildmatrix.model.registry import PublishedWheel, Registry
-from buildmatrix.model.vocab import FindingKind, Variant
+from buildmatrix.model.vocab import FindingKind, Variant, WheelSourceKind
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ class Sources:
 
 def read_sources(matrix: Matrix, registry: Registry) -> Sources:
     """Ask the registry, pip's configured find-links (if any) and every other source matrix.yaml names."""
-    watched = [WheelSource("registry"), WheelSource("find-links", PIP_CONFIG)]
+    watched = [WheelSource(WheelSourceKind.REGISTRY), WheelSource(WheelSourceKind.FIND_LINKS, PIP_CONFIG)]
     watched += [r.wheels for r in matrix.torch if r.wheels not in watched]
     sources = Sources()
     for source in watched:
@@ -252,7 +252,7 @@ def _new_minors(matrix: Matrix, sources: Sources, variants: frozenset[Variant] |
         if not wanted:
             continue
         # The registry's build is the one users install; a find-links build comes in only when asked for by variant.
-        best = max(wanted, key=lambda o: (o.source.kind == "registry", o.version))
+        best = max(wanted, key=lambda o: (o.source.kind == WheelSourceKind.REGISTRY, o.version))
         also = sorted({f"{o.variant} build from {o.source.describe()}" for o in wanted if o.source != best.source})
         out.append(_coverage_finding(matrix, best, also + others))
     return out

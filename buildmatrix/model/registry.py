@@ -20,6 +20,7 @@ from packaging.version import Version
 
 from buildmatrix.errors import MatrixError, Problem, UserError
 from buildmatrix.model.matrix import PIP_CONFIG, Matrix, TorchRelease, WheelSource
+from buildmatrix.model.vocab import WheelSourceKind
 from buildmatrix.util.atomic import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -177,7 +178,7 @@ class Registry:
         self._read: dict[str, list[IndexFile]] = {}  # index page -> its files, read once per Registry (one command)
 
     def find_links_locations(self, source: WheelSource) -> list[str]:
-        if source.kind == "index":
+        if source.kind == WheelSourceKind.INDEX:
             return self._local_mirror(source)
         if source.location == PIP_CONFIG:
             locations = pip_configured_find_links()
@@ -206,18 +207,18 @@ class Registry:
     def source(self, release: TorchRelease) -> TorchSource:
         """Where cells of this release install torch from on this machine."""
         wheels = release.wheels
-        if wheels.kind == "registry":
+        if wheels.kind == WheelSourceKind.REGISTRY:
             return TorchSource()
-        if wheels.kind == "index":
+        if wheels.kind == WheelSourceKind.INDEX:
             local = self._mirrored_locally(release)
             return TorchSource(find_links=tuple(local)) if local else TorchSource(index_urls=(wheels.location,))
         return TorchSource(find_links=tuple(self.find_links_locations(wheels)))
 
     def release_files(self, release: TorchRelease) -> tuple[str, list[tuple[str, str]]]:
         """Where the release's wheels come from on this machine (for messages), and every torch file there."""
-        if release.wheels.kind == "registry":
+        if release.wheels.kind == WheelSourceKind.REGISTRY:
             return self.index_url + "torch/", self._index_files("torch")
-        if release.wheels.kind == "index" and not self._mirrored_locally(release):
+        if release.wheels.kind == WheelSourceKind.INDEX and not self._mirrored_locally(release):
             return release.wheels.location + "/torch/", self._index_files("torch", release.wheels.location)
         locations = list(self.source(release).find_links)
         files: list[tuple[str, str]] = []
@@ -243,9 +244,9 @@ class Registry:
 
         An index source that cannot be read falls back to its local find-links mirror when it has one.
         """
-        if source.kind == "registry":
+        if source.kind == WheelSourceKind.REGISTRY:
             return linux_wheels(self.index_entries("torch"), self.machine)
-        if source.kind == "index":
+        if source.kind == WheelSourceKind.INDEX:
             try:
                 return linux_wheels(self.index_entries("torch", source.location), self.machine)
             except RegistryError as exc:

@@ -11,6 +11,7 @@ class Status(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     INTERRUPTED = "interrupted"  # the run was stopped (Ctrl-C, SIGTERM) while the cell ran; rebuilt next run
+    NOT_BUILT = "not built"  # compat table only: the cell has no record for its current inputs
 
 
 class FailureClass(StrEnum):
@@ -54,3 +55,20 @@ class FindingKind(StrEnum):
     NEW_PATCH = "new-patch"  # a newer patch release of a listed minor
     NEW_PYTHON = "new-python"  # a Python newer than matrix.yaml's, published by a listed release
     YANKED = "yanked"  # a listed release the registry has yanked
+
+
+class WheelSourceKind(StrEnum):
+    """Where a torch release's wheels come from."""
+
+    REGISTRY = "registry"  # the package index pip is configured with
+    FIND_LINKS = "find-links"  # a path or URL given to pip as --find-links
+    INDEX = "index"  # a PEP 503 index of its own (e.g. PyTorch's per-variant index), maybe mirrored locally
+
+
+class FeatureState(StrEnum):
+    """How a smoke-tested feature fares across the cells of one torch release (the compat table's feature list)."""
+
+    AVAILABLE = "available"
+    PARTIAL = "partial"  # passed with some driver API versions only
+    NOT_AVAILABLE = "not available"  # the release lacks it (detected at run time, not a failure)
+    FAILED = "failed"

@@ -21,7 +21,8 @@ from pathlib import Path, PurePosixPath
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from buildmatrix.publish.table import CompatTable, WheelFile
+from buildmatrix.builder.results import WheelRecord
+from buildmatrix.publish.table import CompatTable
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,9 @@ def project_of(filename: str) -> str:
     return str(canonicalize_name(parse_wheel_filename(filename)[0]))
 
 
-def wheels_to_index(table: CompatTable) -> list[WheelFile]:
+def wheels_to_index(table: CompatTable) -> list[WheelRecord]:
     """Plugin wheels of passed cells and the driver wheels they were tested with, each once."""
-    out: dict[str, WheelFile] = {}
+    out: dict[str, WheelRecord] = {}
     for cell in table.cells:
         if cell.installable:
             assert cell.wheel is not None and cell.driver_wheel is not None

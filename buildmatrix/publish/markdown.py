@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from buildmatrix.builder.results import PASSED
+from buildmatrix.model.vocab import FeatureState, Status
 from buildmatrix.publish.table import (
-    AVAILABLE,
-    FEATURE_FAILED,
-    NOT_AVAILABLE,
-    NOT_BUILT,
-    PARTIAL,
     CompatCell,
     CompatTable,
     any_torch_command,
@@ -19,7 +14,12 @@ from buildmatrix.publish.table import (
 README_START = "<!-- compat-table:start -->"
 README_END = "<!-- compat-table:end -->"
 NOT_IN_MATRIX = "—"
-FEATURE_MARKS = {AVAILABLE: "✓", PARTIAL: "◐", NOT_AVAILABLE: "–", FEATURE_FAILED: "✗"}
+FEATURE_MARKS = {
+    FeatureState.AVAILABLE: "✓",
+    FeatureState.PARTIAL: "◐",
+    FeatureState.NOT_AVAILABLE: "–",
+    FeatureState.FAILED: "✗",
+}
 # Said wherever a plain command is shown (docs, README, page): pip merges every index it is given.
 LOOK_ALIKE_NOTE = (
     "Look-alike packages: `torch-emu` and `emu-driver` are not ours on the public index, so anyone can publish "
@@ -39,9 +39,9 @@ def cell_text(table: CompatTable, cell: CompatCell | None, links: bool = True) -
     """✓ with smoke counts, ✗ with the failed step, 'not built', or — for a combination outside the matrix."""
     if cell is None:
         return NOT_IN_MATRIX
-    if cell.status == NOT_BUILT:
-        return NOT_BUILT
-    if cell.status == PASSED:
+    if cell.status == Status.NOT_BUILT:
+        return str(Status.NOT_BUILT)
+    if cell.status == Status.PASSED:
         text = f"✓ {cell.smoke.passed}/{cell.smoke.total}" if cell.smoke else "✓"
     else:
         text = f"✗ {cell.failed_step}" + (f" ({cell.failure})" if cell.failure else "")
@@ -62,8 +62,8 @@ def grid(table: CompatTable, links: bool = True) -> str:
 
 
 def legend(table: CompatTable) -> str:
-    built = [c for c in table.cells if c.status != NOT_BUILT]
-    passed = [c for c in built if c.status == PASSED]
+    built = [c for c in table.cells if c.status != Status.NOT_BUILT]
+    passed = [c for c in built if c.status == Status.PASSED]
     return (
         f"{len(table.cells)} cells: {len(passed)} passed, {len(built) - len(passed)} failed, {len(table.cells) - len(built)} not built. "
         f"✓ passed (smoke tests passed/total), ✗ failed (in the named step), {NOT_IN_MATRIX} not in the matrix "
@@ -93,7 +93,7 @@ def features_table(table: CompatTable) -> str:
                 marks.append("?")
                 continue
             mark = FEATURE_MARKS[support.state]
-            marks.append(f"{mark} {support.note}".strip() if support.state != NOT_AVAILABLE else mark)
+            marks.append(f"{mark} {support.note}".strip() if support.state != FeatureState.NOT_AVAILABLE else mark)
         rows.append(f"| `{name}` | " + " | ".join(marks) + " |")
     unmeasured = [r.label for r in table.releases if not r.features]
     tail = f"\nNot measured yet (no cell ran): {', '.join(unmeasured)}.\n" if unmeasured else ""

@@ -11,10 +11,9 @@ import json
 from collections.abc import Collection
 from urllib.parse import quote
 
-from buildmatrix.builder.results import PASSED
+from buildmatrix.model.vocab import Status
 from buildmatrix.publish.markdown import FEATURE_MARKS, LOOK_ALIKE_NOTE, NOT_IN_MATRIX
 from buildmatrix.publish.table import (
-    NOT_BUILT,
     SITE_PLACEHOLDER,
     CompatCell,
     CompatTable,
@@ -111,10 +110,10 @@ def selector(table: CompatTable) -> str:
 def cell_td(cell: CompatCell | None, logs: Collection[str]) -> str:
     if cell is None:
         return f'<td class="absent" title="not in the matrix">{NOT_IN_MATRIX}</td>'
-    if cell.status == NOT_BUILT:
-        return f'<td class="not-built" id="{_e(cell.id)}">{NOT_BUILT}</td>'
+    if cell.status == Status.NOT_BUILT:
+        return f'<td class="not-built" id="{_e(cell.id)}">{Status.NOT_BUILT}</td>'
     parts = []
-    if cell.status == PASSED:
+    if cell.status == Status.PASSED:
         parts.append(f"✓ {_e(smoke_summary(cell.smoke))}")
         href = site_href(cell.wheel.path) if cell.wheel is not None else None
         if href is not None:
@@ -126,7 +125,7 @@ def cell_td(cell: CompatCell | None, logs: Collection[str]) -> str:
     log_href = site_href(cell.log) if cell.log and cell.log in logs else None
     if log_href is not None:
         parts.append(f'<a class="log" href="{log_href}">log</a>')
-    css = "passed" if cell.status == PASSED else "failed"
+    css = Status.PASSED if cell.status == Status.PASSED else Status.FAILED
     title = f' title="{_e(cell.error)}"' if cell.error else ""
     return f'<td class="{css}" id="{_e(cell.id)}"{title}>' + " · ".join(parts) + "</td>"
 

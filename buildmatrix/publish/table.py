@@ -15,37 +15,30 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from buildmatrix.builder.results import PASSED, CellResult, SmokeCounts
+from buildmatrix.builder.results import CellResult, SmokeCounts, WheelRecord
 from buildmatrix.errors import MatrixError
-from buildmatrix.model.cells import Cell, expand
+from buildmatrix.model.cells import Cell, CellKey, expand
 from buildmatrix.model.matrix import Matrix, TorchRelease
-from buildmatrix.model.vocab import FailureClass, Status
+from buildmatrix.model.vocab import FailureClass, FeatureState, Status, Variant
 
 COMPAT_SCHEMA_VERSION = 1
-NOT_BUILT = "not built"
-FAILED = "failed"
-# Feature states of a torch release, aggregated over its cells.
-AVAILABLE, PARTIAL, NOT_AVAILABLE, FEATURE_FAILED = "available", "partial", "not available", "failed"
 SITE_PLACEHOLDER = "{site}"
 
 
-@dataclass(frozen=True)
-class WheelFile:
-    filename: str
-    sha256: str
-    path: str  # relative to the wheels directory (and to the site root, which mirrors it)
+def release_key(minor: str, variant: Variant) -> str:
+    """The table's key of a torch release, e.g. torch2.13-cpu."""
+    return f"torch{minor}-{variant}"
 
 
 @dataclass(frozen=True)
 class CompatCell:
-    id: str
-    release: str  # key of its Release, e.g. torch2.13-cpu
-    python: str  # 3.11
-    driver: int  # API major
-    status: str  # passed | failed | not built
+    """One cell of the table: its identity, and what its current record says (not built: none)."""
+
+    key: CellKey
+    status: Status  # passed | failed | not built
     requirement: str  # torch-emu==0.1.0+torch2.13.drv2
-    wheel: WheelFile | None = None
-    driver_wheel: WheelFile | None = None
+    wheel: WheelRecord | None = None
+    driver_wheel: WheelRecord | None = None
     smoke: SmokeCounts | None = None
     failed_step: str | None = None
     error: str | None = None
@@ -55,13 +48,66 @@ class CompatCell:
     failure: str | None = None
 
     @property
+    def id(self) -> str:
+        return self.key.id
+
+    @property
+    def release(self) -> str:
+        """Key of its Release, e.g. torch2.13-cpu."""
+        return release_key(self.key.torch_minor, self.key.variant)
+
+    @property
+    def python(self) -> str:
+        return self.key.python_minor
+
+    @property
+    def driver(self) -> int:
+        """Driver API major."""
+        return self.key.driver_major
+
+    @property
     def installable(self) -> bool:
-        return self.status == PASSED and self.wheel is not None and self.driver_wheel is not None
+        return self.status == Status.PASSED and self.wheel is not None and self.driver_wheel is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The table names a cell by its release key, Python and driver column; from_dict joins them back."""
+        data = asdict(self)
+        del data["key"]
+        if data["failure"] is None:
+            del data["failure"]  # records that predate failure classes: docs stay byte-identical
+        return {"id": self.id, "release": self.release, "python": self.python, "driver": self.driver, **data}
+
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any], releases: Mapping[str, Release], drivers: Mapping[int, DriverColumn]
+    ) -> CompatCell:
+        release, column = releases[data["release"]], drivers[data["driver"]]
+        key = CellKey.from_dict(
+            {
+                "id": data["id"],
+                "torch": release.version,
+                "variant": release.variant,
+                "python": data["python"],
+                "driver": column.api,
+            }
+        )
+        return cls(
+            key,
+            Status(data["status"]),
+            data["requirement"],
+            wheel=WheelRecord.from_dict(data.get("wheel")),
+            driver_wheel=WheelRecord.from_dict(data.get("driver_wheel")),
+            smoke=SmokeCounts(**data["smoke"]) if data.get("smoke") else None,
+            failed_step=data.get("failed_step"),
+            error=data.get("error"),
+            log=data.get("log"),
+            failure=data.get("failure"),
+        )
 
 
 @dataclass(frozen=True)
 class FeatureSupport:
-    state: str  # available | partial | not available | failed
+    state: FeatureState
     note: str = ""  # which drivers have it (partial), or why not
 
 
@@ -70,7 +116,7 @@ class Release:
     key: str
     minor: str
     version: str
-    variant: str
+    variant: Variant
     torch_requirement: str  # what pip installs: 2.13.0+cpu
     wheel_source: str  # registry | find-links ...
     pythons: tuple[str, ...]  # Pythons its published torch wheels support (the registry's answer)
@@ -116,9 +162,7 @@ class CompatTable:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for cell in data["cells"]:
-            if cell.get("failure") is None:
-                cell.pop("failure", None)
+        data["cells"] = [c.to_dict() for c in self.cells]
         return data
 
     def to_json(self) -> str:
@@ -132,29 +176,25 @@ class CompatTable:
             Release(
                 **{
                     **r,
+                    "variant": Variant(r["variant"]),
                     "pythons": tuple(r["pythons"]),
-                    "features": {k: FeatureSupport(**v) for k, v in r["features"].items()},
+                    "features": {
+                        k: FeatureSupport(FeatureState(v["state"]), v.get("note", "")) for k, v in r["features"].items()
+                    },
                 }
             )
             for r in data["releases"]
         )
-        cells = tuple(
-            CompatCell(
-                **{
-                    **c,
-                    "wheel": _wheel(c.get("wheel")),
-                    "driver_wheel": _wheel(c.get("driver_wheel")),
-                    "smoke": SmokeCounts(**c["smoke"]) if c.get("smoke") else None,
-                }
-            )
-            for c in data["cells"]
-        )
+        drivers = tuple(DriverColumn(**d) for d in data["drivers"])
+        by_key = {r.key: r for r in releases}
+        by_major = {d.major: d for d in drivers}
+        cells = tuple(CompatCell.from_dict(c, by_key, by_major) for c in data["cells"])
         return cls(
             plugin=data["plugin"],
             plugin_version=data["plugin_version"],
             driver_distribution=data["driver_distribution"],
             pythons=tuple(data["pythons"]),
-            drivers=tuple(DriverColumn(**d) for d in data["drivers"]),
+            drivers=drivers,
             releases=releases,
             cells=cells,
             site_url=data.get("site_url", ""),
@@ -165,26 +205,8 @@ class CompatTable:
         return cls.from_dict(json.loads(text))
 
 
-def _wheel(data: Mapping[str, str] | None) -> WheelFile | None:
-    return WheelFile(**data) if data else None
-
-
-def release_key(release: TorchRelease) -> str:
-    return f"torch{release.minor}-{release.variant}"
-
-
 def _short(version: Version) -> str:
     return f"{version.major}.{version.minor}"
-
-
-def _result_matches(matrix: Matrix, cell: Cell, result: CellResult) -> bool:
-    """A record of an older matrix (other torch patch release, driver API or plugin version) says nothing about
-    this cell: its install command would name a wheel the matrix no longer makes."""
-    return (
-        result.cell.get("torch") == str(cell.torch.version)
-        and result.cell.get("driver") == str(cell.driver.api)
-        and _built_for(matrix.plugin.version, result)
-    )
 
 
 def _built_for(plugin_version: Version, result: CellResult) -> bool:
@@ -200,23 +222,18 @@ def _built_for(plugin_version: Version, result: CellResult) -> bool:
 
 
 def compat_cell(matrix: Matrix, cell: Cell, result: CellResult | None) -> CompatCell:
-    requirement = f"{matrix.plugin.distribution}=={matrix.plugin.version}+{cell.local_version_label}"
-    base = CompatCell(cell.id, release_key(cell.torch), _short(cell.python), cell.driver.major, NOT_BUILT, requirement)
-    if result is None or not _result_matches(matrix, cell, result):
-        return base
-    wheel = WheelFile(result.wheel.filename, result.wheel.sha256, result.wheel.path) if result.wheel else None
-    driver = (
-        WheelFile(result.driver_wheel.filename, result.driver_wheel.sha256, result.driver_wheel.path)
-        if result.driver_wheel
-        else None
-    )
-    passed = result.status == PASSED and wheel is not None and driver is not None
+    """The cell as the table shows it; `result` is the record for its key (a record of an older matrix has another
+    key: another torch patch release or driver API version says nothing about this cell, nor does a record of
+    another plugin version: its install command would name a wheel the matrix no longer makes)."""
+    key = cell.key
+    requirement = f"{matrix.plugin.distribution}=={matrix.plugin.version}+{key.local_version_label}"
+    if result is None or result.cell != key or not _built_for(matrix.plugin.version, result):
+        return CompatCell(key, Status.NOT_BUILT, requirement)
+    wheel, driver = result.wheel, result.driver_wheel
+    passed = result.status == Status.PASSED and wheel is not None and driver is not None
     return CompatCell(
-        base.id,
-        base.release,
-        base.python,
-        base.driver,
-        PASSED if passed else FAILED,
+        key,
+        Status.PASSED if passed else Status.FAILED,
         requirement,
         wheel=wheel if passed else None,
         driver_wheel=driver if passed else None,
@@ -239,16 +256,17 @@ def failure_label(result: CellResult) -> str | None:
 
 def feature_support(outcomes: Mapping[int, str]) -> FeatureSupport:
     """Aggregate one feature's outcome over the cells of a release, keyed by driver major."""
-    passed = sorted({d for d, o in outcomes.items() if o == PASSED})
-    failed = sorted({d for d, o in outcomes.items() if o == FAILED})
-    missing = sorted({o.split(":", 1)[1].strip() for o in outcomes.values() if o.startswith(NOT_AVAILABLE + ":")})
+    passed = sorted({d for d, o in outcomes.items() if o == Status.PASSED})
+    failed = sorted({d for d, o in outcomes.items() if o == Status.FAILED})
+    unavailable = f"{FeatureState.NOT_AVAILABLE}:"
+    missing = sorted({o.split(":", 1)[1].strip() for o in outcomes.values() if o.startswith(unavailable)})
     if failed:
-        return FeatureSupport(FEATURE_FAILED, "driver " + ", ".join(map(str, failed)))
+        return FeatureSupport(FeatureState.FAILED, "driver " + ", ".join(map(str, failed)))
     if passed and len(passed) == len(set(outcomes)):
-        return FeatureSupport(AVAILABLE)
+        return FeatureSupport(FeatureState.AVAILABLE)
     if passed:
-        return FeatureSupport(PARTIAL, "driver " + ", ".join(map(str, passed)) + " only")
-    return FeatureSupport(NOT_AVAILABLE, "; ".join(missing))
+        return FeatureSupport(FeatureState.PARTIAL, "driver " + ", ".join(map(str, passed)) + " only")
+    return FeatureSupport(FeatureState.NOT_AVAILABLE, "; ".join(missing))
 
 
 def release_features(cells: Iterable[tuple[CompatCell, CellResult]]) -> dict[str, FeatureSupport]:
@@ -257,7 +275,7 @@ def release_features(cells: Iterable[tuple[CompatCell, CellResult]]) -> dict[str
     for cell, result in cells:
         for name, outcome in result.features.items():
             known = by_feature.setdefault(name, {})
-            if known.get(cell.driver) != PASSED:
+            if known.get(cell.driver) != Status.PASSED:
                 known[cell.driver] = outcome
     return {name: feature_support(by_feature[name]) for name in sorted(by_feature)}
 
@@ -270,12 +288,12 @@ def build_table(
     site_url: str = "",
 ) -> CompatTable:
     """Join the expanded cells with their records; a cell without a (current) record is 'not built'."""
-    by_id = {r.id: r for r in results}
-    compat = [compat_cell(matrix, cell, by_id.get(cell.id)) for cell in cells]
+    by_key = {r.cell: r for r in results}
+    compat = [compat_cell(matrix, cell, by_key.get(cell.key)) for cell in cells]
     releases = []
     for release in matrix.torch:
-        key = release_key(release)
-        measured = [(c, by_id[c.id]) for c in compat if c.release == key and c.status != NOT_BUILT]
+        key = release_key(release.minor, release.variant)
+        measured = [(c, by_key[c.key]) for c in compat if c.release == key and c.status != Status.NOT_BUILT]
         releases.append(
             Release(
                 key,
@@ -304,9 +322,9 @@ def available_from_table(table: CompatTable, matrix: Matrix) -> dict[TorchReleas
     """The registry's answers as recorded in the table, to re-expand the matrix offline."""
     recorded = {r.key: r for r in table.releases}
     return {
-        rel: {Version(p) for p in recorded[release_key(rel)].pythons}
+        rel: {Version(p) for p in recorded[release_key(rel.minor, rel.variant)].pythons}
         for rel in matrix.torch
-        if release_key(rel) in recorded
+        if release_key(rel.minor, rel.variant) in recorded
     }
 
 
@@ -317,7 +335,7 @@ def stale_problems(table: CompatTable, matrix: Matrix) -> list[str]:
         problems.append(
             f"plugin {table.plugin} {table.plugin_version} is now {matrix.plugin.distribution} {matrix.plugin.version}"
         )
-    declared = [(release_key(r), str(r.version)) for r in matrix.torch]
+    declared = [(release_key(r.minor, r.variant), str(r.version)) for r in matrix.torch]
     recorded = [(r.key, r.version) for r in table.releases]
     if declared != recorded:
         problems.append(f"torch releases {recorded} are now {declared}")
@@ -441,7 +459,7 @@ def install_choice(
         )
         reason = f"not in the matrix ({why})"
     else:
-        reason = "not built" if exact.status == NOT_BUILT else f"failed in step {exact.failed_step}"
+        reason = str(Status.NOT_BUILT) if exact.status == Status.NOT_BUILT else f"failed in step {exact.failed_step}"
     near = nearest_cell(table, release, python, driver)
     if near is None:
         note = f"torch {rel.version}, Python {python}, driver {driver}: {reason}; no wheel is published yet"

@@ -13,10 +13,10 @@ from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from buildmatrix.builder.results import PASSED
 from buildmatrix.model.matrix import Matrix
+from buildmatrix.model.vocab import Status
 from buildmatrix.publish.index import check_coverage, sha256_hex
-from buildmatrix.publish.table import NOT_BUILT, CompatTable, stale_problems
+from buildmatrix.publish.table import CompatTable, stale_problems
 
 RELEASED = "released.json"  # every wheel the site ever served, path -> sha256: released bytes never change
 RELEASED_SCHEMA_VERSION = 1
@@ -125,7 +125,7 @@ def page_problems(table: CompatTable, staging: Path) -> list[str]:
     page = _PageParser()
     page.feed((staging / "index.html").read_text(encoding="utf-8"))
     for cell in table.cells:
-        expected = {PASSED: "passed", NOT_BUILT: "not-built"}.get(cell.status, "failed")
+        expected = {Status.PASSED: "passed", Status.NOT_BUILT: "not-built"}.get(cell.status, "failed")
         shown = page.cells.get(cell.id)
         if shown != expected:
             problems.append(f"index.html: cell {cell.id} is shown as {shown or 'absent'}, its result is {cell.status}")

@@ -10,21 +10,20 @@ from buildmatrix.builder.runners.local import LocalRunner
 from buildmatrix.docker import oci
 from buildmatrix.errors import EngineUnavailable, UserError
 from buildmatrix.model.matrix import Matrix
+from buildmatrix.model.vocab import RunnerName
 
 log = logging.getLogger(__name__)
 
-RUNNER_NAMES = ("auto", "local", "docker")
 
-
-def select_runner(name: str, matrix: Matrix | None = None) -> tuple[Runner, str]:
+def select_runner(name: RunnerName, matrix: Matrix | None = None) -> tuple[Runner, str]:
     """The runner to use and why it was chosen (auto: Docker when an engine answers `docker info`, else local)."""
     from buildmatrix.builder.runners.docker import DockerRunner, cibuildwheel_command
 
-    if name == "local":
+    if name == RunnerName.LOCAL:
         return LocalRunner(), "local runner (asked for)"
     problem = oci.engine_problem()
     where = os.environ.get("DOCKER_HOST", "the default socket")
-    if name == "docker":
+    if name == RunnerName.DOCKER:
         if problem:
             raise EngineUnavailable(
                 f"--runner docker, but no Docker engine answers `docker info` at {where}: {problem}. "

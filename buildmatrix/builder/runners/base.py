@@ -11,6 +11,7 @@ from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import Matrix
+from buildmatrix.model.vocab import RunnerName
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class RunnerOutput:
 
 
 class Runner(Protocol):
-    name: str
+    name: RunnerName
 
     def python_identity(self, cell: Cell) -> str:
         """The exact interpreter a cell would use (part of the cell's inputs); raises UserError when there is none."""

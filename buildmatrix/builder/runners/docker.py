@@ -23,6 +23,7 @@ from buildmatrix.docker.images import HOST_CA_BUNDLE, ImageBuilder, ImagePlan, d
 from buildmatrix.errors import InterpreterNotFound, StepFailed, UserError
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import BuildImage, Matrix
+from buildmatrix.model.vocab import RunnerName
 from buildmatrix.util.fingerprint import file_sha256, tree_hash
 from buildmatrix.util.process import run_logged
 
@@ -204,7 +205,7 @@ def cibuildwheel_command() -> list[str]:
 
 
 class DockerRunner:
-    name = "docker"
+    name = RunnerName.DOCKER
 
     def __init__(self, matrix: Matrix | None = None, ca_bundle: Path = HOST_CA_BUNDLE) -> None:
         """matrix, when known before planning, lets a cell's identity name its exact builder image."""

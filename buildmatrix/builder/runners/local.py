@@ -14,8 +14,8 @@ from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_tools, compile_env, find_uv, smoke_tools
 from buildmatrix.builder.wheelcheck import check_plugin_wheel, unresolved_symbols
 from buildmatrix.errors import StepFailed
-from buildmatrix.model.vocab import FailureClass
 from buildmatrix.model.cells import Cell
+from buildmatrix.model.vocab import FailureClass, RunnerName
 from buildmatrix.util.process import run_logged
 
 TORCH_FACTS = (
@@ -26,7 +26,7 @@ TORCH_FACTS = (
 
 
 class LocalRunner:
-    name = "local"
+    name = RunnerName.LOCAL
 
     def __init__(self, search_path: str | None = None, pyenv_root: Path | str | None = "auto") -> None:
         """search_path and pyenv_root narrow interpreter discovery (default: PATH and the user's pyenv)."""
@@ -178,7 +178,11 @@ class LocalRunner:
             failure: StepFailed | None = None
             try:
                 run_logged(
-                    "smoke", [_python(smoke_env), *pytest_args(tests, junit, features)], log, cwd=run_dir, timeout=job.matrix.timeouts["smoke"]
+                    "smoke",
+                    [_python(smoke_env), *pytest_args(tests, junit, features)],
+                    log,
+                    cwd=run_dir,
+                    timeout=job.matrix.timeouts["smoke"],
                 )
             except StepFailed as exc:
                 failure = exc
