@@ -97,3 +97,66 @@ def test_image_failure_names_the_error_line_not_the_echoed_command() -> None:
     assert _last_error(
         "I: Retrieving InRelease\nE: Failed getting release file http://m/debian/dists/x/Release\n"
     ).startswith("E: Failed")
+
+
+FAKE_DOCKER = """#!{python}
+# A docker CLI stand-in that keeps images as label files in $FAKE_DOCKER_STATE and logs every call.
+import json, os, sys
+from pathlib import Path
+state = Path(os.environ["FAKE_DOCKER_STATE"])
+args = sys.argv[1:]
+with (state / "calls").open("a") as log:
+    log.write(" ".join(args[:2]) + "\\n")
+def image(tag):
+    return state / tag.replace(":", "_").replace("/", "_")
+if args[:2] == ["image", "inspect"]:
+    if not image(args[2]).exists():
+        sys.exit(1)
+    print(image(args[2]).read_text())
+elif args[:2] == ["image", "rm"]:
+    image(args[-1]).unlink(missing_ok=True)
+elif args[0] == "build":
+    tag = args[args.index("--tag") + 1]
+    labels = dict(a.split("=", 1) for i, a in enumerate(args) if i and args[i - 1] == "--label")
+    image(tag).write_text(json.dumps(labels))
+"""
+
+
+@pytest.fixture
+def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    import os
+    import sys
+
+    state = tmp_path / "engine"
+    state.mkdir()
+    (state / "calls").write_text("")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(FAKE_DOCKER.format(python=sys.executable))
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DOCKER_STATE", str(state))
+    return state
+
+
+def test_builder_image_is_verified_on_use_and_rebuilt_when_damaged(
+    docker_dir: Path, fake_docker: Path, tmp_path: Path
+) -> None:
+    from buildmatrix.docker.images import ImageBuilder
+
+    plan = plan_image(MANYLINUX, docker_dir, docker_dir / "ca.crt", {})
+    log = tmp_path / "cell.log"
+    builds = lambda: (fake_docker / "calls").read_text().count("build ")  # noqa: E731
+    assert ImageBuilder(tmp_path / "cache", docker_dir / "ca.crt").ensure(plan, log) == plan.tag
+    assert builds() == 1
+    ImageBuilder(tmp_path / "cache", docker_dir / "ca.crt").ensure(plan, log)
+    assert builds() == 1  # verified by its labels: reused
+    stored = fake_docker / plan.tag.replace(":", "_")
+    stored.write_text("{not json")  # an image the engine answers for, but not ours (or half imported)
+    ImageBuilder(tmp_path / "cache", docker_dir / "ca.crt").ensure(plan, log)
+    assert builds() == 2 and "building it again" in log.read_text()
+    assert '"org.buildmatrix.image": "ml"' in stored.read_text()
+    forced = ImageBuilder(tmp_path / "cache", docker_dir / "ca.crt")
+    forced.ensure(plan, log, force=True)
+    forced.ensure(plan, log, force=True)  # a second cell on the same image in this run
+    assert builds() == 3 and "image rm" in (fake_docker / "calls").read_text()

@@ -158,6 +158,9 @@ class ResultStore:
 
 def summary_json(results: list[CellResult], damaged: list[RecordError] | None = None) -> str:
     counts = {str(s): sum(r.status == s for r in results) for s in (Status.PASSED, Status.FAILED)}
+    interrupted = sum(r.status == Status.INTERRUPTED for r in results)
+    if interrupted:  # only then, so summaries of runs that were never stopped keep their shape
+        counts[str(Status.INTERRUPTED)] = interrupted
     body: dict[str, Any] = {
         "schema_version": RESULT_SCHEMA_VERSION,
         "counts": counts,

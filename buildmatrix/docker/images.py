@@ -22,6 +22,7 @@ from buildmatrix.util.redact import redact, secret_values
 
 log = logging.getLogger(__name__)
 
+IMAGE_LABEL = "org.buildmatrix.image"  # every builder image says which matrix image it is; checked on use
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Host settings a build inside the image needs too: proxies, and package indexes reachable over the network.
@@ -106,24 +107,37 @@ def debian_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
 
 
 class ImageBuilder:
-    """Makes each plan's image at most once per process (threads share it); a tag the engine has is never rebuilt."""
+    """Makes each plan's image at most once per process (threads share it); an existing one is reused if it verifies."""
 
     def __init__(self, cache_dir: Path, ca_bundle: Path = HOST_CA_BUNDLE) -> None:
         self.cache_dir = cache_dir
         self.ca_bundle = ca_bundle
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._forced: set[str] = set()  # tags rebuilt by --force in this run
 
     def _lock(self, key: str) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault(key, threading.Lock())
 
-    def ensure(self, plan: ImagePlan, log_file: Path) -> str:
-        """The builder image's tag, building its base and itself when the engine lacks them; raises StepFailed('image')."""
+    def ensure(self, plan: ImagePlan, log_file: Path, force: bool = False) -> str:
+        """The builder image's tag, building its base and itself when the engine lacks them; raises StepFailed('image').
+
+        An existing image is verified by its labels (it must say it is this plan's image); a damaged one, or with
+        `force` (once per run), is removed and built again.
+        """
         with self._lock(plan.tag):
-            if oci.image_exists(plan.tag):
+            labels = oci.image_labels(plan.tag)
+            rebuild = force and plan.tag not in self._forced
+            if force:
+                self._forced.add(plan.tag)
+            if labels is not None and not rebuild and labels.get(IMAGE_LABEL) == plan.image.name:
                 _note(log_file, f"builder image {plan.tag} exists; not rebuilt")
                 return plan.tag
+            if labels is not None:
+                why = "--force" if rebuild else f"its labels do not name image '{plan.image.name}' ({labels})"
+                _note(log_file, f"removing builder image {plan.tag} ({why}); building it again")
+                oci.remove_image(plan.tag)
             if plan.image.suite:
                 self._debootstrap_base(plan.image.suite, plan.base_reference, log_file)
             if not plan.dockerfile.is_file():
@@ -142,7 +156,7 @@ class ImageBuilder:
                     plan.build_args,
                     "image",
                     log_file,
-                    labels={"org.buildmatrix.image": plan.image.name, "org.buildmatrix.base": plan.image.base},
+                    labels={IMAGE_LABEL: plan.image.name, "org.buildmatrix.base": plan.image.base},
                 )
             except StepFailed as exc:
                 raise StepFailed(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -52,6 +53,18 @@ def image_platform(reference: str) -> str:
 
 def image_exists(reference: str) -> bool:
     return image_platform(reference) != ""
+
+
+def image_labels(reference: str) -> dict[str, str] | None:
+    """A local image's labels, read by parsing `docker image inspect`; None when the engine has no such image."""
+    proc = run_captured([DOCKER, "image", "inspect", reference, "--format", "{{json .Config.Labels}}"], step="image")
+    if proc.returncode != 0:
+        return None
+    try:
+        labels = json.loads(proc.stdout or "null")
+    except ValueError:
+        return {}  # there, but unreadable: the caller treats it as damaged
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
 
 
 def import_rootfs(rootfs: Path, reference: str, step: str, log_file: Path) -> None:

@@ -262,7 +262,7 @@ class DockerRunner:
                 plan = self.plan(cell, job.matrix)
             except InterpreterNotFound as exc:
                 raise StepFailed("image", str(exc)) from None
-            tag = self._builder(job).ensure(plan, log)
+            tag = self._builder(job).ensure(plan, log, force=job.force)
             if oci.image_platform(tag) != oci.PLATFORM:
                 raise StepFailed(
                     "image",
