@@ -85,7 +85,7 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
         with stop_on_signals(engine) as stopped_by:
             results = engine.run(cells, options)
     if engine.orphans_ended:
-        console.print(f"ended {len(engine.orphans_ended)} process(es) left running by an earlier run that was killed")
+        console.print(f"ended {engine.orphans_ended} process(es) left running by an earlier run that was killed")
     console.print(summary_table(results))
     for cell_id, damage in engine.damaged.items():
         console.print(Text.assemble((cell_id, "yellow"), f" rebuilt: its record was damaged ({damage})"))

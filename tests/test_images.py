@@ -115,6 +115,15 @@ if args[:2] == ["image", "inspect"]:
     print(image(args[2]).read_text())
 elif args[:2] == ["image", "rm"]:
     image(args[-1]).unlink(missing_ok=True)
+elif args[0] == "ps":
+    wanted = args[args.index("--filter") + 1].removeprefix("label=")
+    for line in (state / "containers").read_text().splitlines():
+        if line.split(" ", 1)[1] == wanted:
+            print(line.split(" ", 1)[0])
+elif args[0] == "rm":
+    gone = set(args[2:])
+    kept = [c for c in (state / "containers").read_text().splitlines() if c.split(" ", 1)[0] not in gone]
+    (state / "containers").write_text("".join(c + "\\n" for c in kept))
 elif args[0] == "build":
     tag = args[args.index("--tag") + 1]
     labels = dict(a.split("=", 1) for i, a in enumerate(args) if i and args[i - 1] == "--label")
@@ -160,3 +169,22 @@ def test_builder_image_is_verified_on_use_and_rebuilt_when_damaged(
     forced.ensure(plan, log, force=True)
     forced.ensure(plan, log, force=True)  # a second cell on the same image in this run
     assert builds() == 3 and "image rm" in (fake_docker / "calls").read_text()
+
+
+def test_sweep_removes_only_the_containers_of_this_workspace(fake_docker: Path) -> None:
+    from buildmatrix.docker.oci import OWNER_LABEL, owner_label, remove_owned_containers
+    from buildmatrix.util.process import CHILDREN
+
+    # What killed docker clients leave: their containers, labelled by the run that started them.
+    (fake_docker / "containers").write_text(
+        f"c1 {OWNER_LABEL}=/ws/build\nc2 {OWNER_LABEL}=/other/build\nc3 {OWNER_LABEL}=/ws/build\n"
+    )
+    assert remove_owned_containers("/ws/build") == 2
+    assert (fake_docker / "containers").read_text() == f"c2 {OWNER_LABEL}=/other/build\n"
+    assert remove_owned_containers("/ws/build") == 0
+    CHILDREN.owner = "/ws/build"
+    try:
+        assert owner_label() == [f"--label={OWNER_LABEL}=/ws/build"]
+    finally:
+        CHILDREN.owner = None
+    assert owner_label() == []

@@ -111,7 +111,7 @@ class Engine:
         self.store = ResultStore(workspace.results_dir)
         self._shared_hashes: dict[str, str] | None = None
         self.damaged: dict[str, RecordError] = {}  # cells rebuilt because their record was damaged
-        self.orphans_ended: list[int] = []  # processes an earlier, SIGKILLed run left behind, ended by this one
+        self.orphans_ended = 0  # processes (and containers) an earlier, SIGKILLed run left behind, ended by this one
         self._stop = threading.Event()
 
     # ---- planning ---------------------------------------------------------
@@ -179,6 +179,10 @@ class Engine:
         self._stop.set()
         CHILDREN.stop(reason)
 
+    def _sweep(self) -> int:
+        sweep = getattr(self.runner, "sweep", None)  # test doubles need none
+        return int(sweep(CHILDREN.owner)) if sweep is not None and CHILDREN.owner else 0
+
     def preflight(self) -> None:
         """Raise ResourceError, before any cell starts, when a directory the run writes cannot be written."""
         for directory in (
@@ -198,14 +202,13 @@ class Engine:
     def run(self, cells: list[Cell], options: RunOptions) -> list[CellResult]:
         """Run the cells; raises ResourceError (after stopping the others) when results can no longer be written."""
         self.preflight()
-        CHILDREN.reset()
-        self._stop.clear()
         CHILDREN.owner = str(self.workspace.build_dir.resolve())
         # The run lock is held: anything still carrying our owner mark was left by a run that was SIGKILLed.
-        self.orphans_ended = kill_orphans(CHILDREN.owner)
+        self.orphans_ended = len(kill_orphans(CHILDREN.owner)) + self._sweep()
         try:
             return self._run(cells, options)
         finally:
+            self._sweep()  # containers whose clients were killed (timeout, stop) outlive them
             CHILDREN.owner = None
             CHILDREN.reset()  # every child is gone by now; a later run in this process may start its own
 

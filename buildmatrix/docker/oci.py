@@ -11,10 +11,11 @@ from pathlib import Path
 
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.vocab import Cause
-from buildmatrix.util.process import run_captured, run_logged
+from buildmatrix.util.process import CHILDREN, run_captured, run_logged
 from buildmatrix.util.redact import is_secret
 
 DOCKER = "docker"
+OWNER_LABEL = "org.buildmatrix.owner"
 PLATFORM = "linux/amd64"
 
 
@@ -117,7 +118,22 @@ def remove_image(reference: str) -> None:
 
 def run_in_image(reference: str, command: Sequence[str], step: str, log_file: Path) -> str:
     """A throwaway container of reference running command; returns the output's tail."""
-    return run_logged(step, [DOCKER, "run", "--rm", "--pull=never", reference, *command], log_file)
+    return run_logged(step, [DOCKER, "run", "--rm", "--pull=never", *owner_label(), reference, *command], log_file)
+
+
+def owner_label() -> list[str]:
+    """`--label` naming the run that starts a container: killing the docker client does not stop its container, so
+    the run's sweep (remove_owned_containers) finds it by this label."""
+    return [f"--label={OWNER_LABEL}={CHILDREN.owner}"] if CHILDREN.owner else []
+
+
+def remove_owned_containers(owner: str) -> int:
+    """Force-remove every container labelled as started by `owner`'s runs; returns how many."""
+    listed = run_captured([DOCKER, "ps", "-aq", "--filter", f"label={OWNER_LABEL}={owner}"], step="engine")
+    ids = listed.stdout.split() if listed.returncode == 0 else []
+    if ids:
+        run_captured([DOCKER, "rm", "--force", *ids], step="engine", timeout=300)
+    return len(ids)
 
 
 def run_container(
@@ -134,7 +150,7 @@ def run_container(
     env_args, secret_env = env_options(env or {})
     return run_logged(
         step,
-        [DOCKER, "run", "--rm", "--pull=never", *options, *env_args, reference, *command],
+        [DOCKER, "run", "--rm", "--pull=never", *owner_label(), *options, *env_args, reference, *command],
         log_file,
         env=secret_env,
         timeout=timeout,

@@ -48,5 +48,8 @@ class Runner(Protocol):
     def python_identity(self, cell: Cell) -> str:
         """The exact interpreter a cell would use (part of the cell's inputs); raises UserError when there is none."""
 
+    def sweep(self, owner: str) -> int:
+        """End what runs over `owner` left running outside their process trees (containers); returns how many."""
+
     def run(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
         """Build, check and smoke-test the plugin for job.cell, filling output; raises StepFailed."""

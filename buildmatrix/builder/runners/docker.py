@@ -100,6 +100,7 @@ def cell_container(job: CellJob, image_tag: str, driver_wheel: Path, cache: Path
     create_args = [f"--volume={host}:{inside}:{mode}" for host, inside, mode in mounts]
     # cibuildwheel's test venv (torch: ~1 GB, ~15k files) lives under /tmp; deleting it from overlayfs takes half a minute.
     create_args.append("--tmpfs=/tmp:exec,size=8g")
+    create_args += oci.owner_label()  # cibuildwheel's container, found by the run's sweep if it outlives its client
     env_args, secret_env = oci.env_options(env)  # secrets by name: cibuildwheel's docker reads them from its env
     create_args += env_args
     driver_package = job.matrix.driver_distribution.replace("-", "_")
@@ -215,6 +216,10 @@ class DockerRunner:
         self._driver_wheels: dict[str, DriverWheels] = {}
         self._driver_guard = threading.Lock()
         self._plans: dict[tuple[str, str], ImagePlan] = {}
+
+    def sweep(self, owner: str) -> int:
+        """Remove the containers runs over `owner` left behind (a killed client leaves its container running)."""
+        return oci.remove_owned_containers(owner) if oci.server_version(timeout=10) else 0
 
     def plan(self, cell: Cell, matrix: Matrix) -> ImagePlan:
         image = image_for(cell, matrix)

@@ -41,6 +41,10 @@ class LocalRunner:
             self._interpreters[key] = find_interpreter(cell.python, self._search_path, self._pyenv_root)
         return self._interpreters[key]
 
+    def sweep(self, owner: str) -> int:
+        """Nothing of a local cell lives outside its process tree."""
+        return 0
+
     def python_identity(self, cell: Cell) -> str:
         found = self.interpreter(cell)
         return f"cpython-{found.version}"
