@@ -124,6 +124,7 @@ def _supervise(proc: subprocess.Popen[str], step: str, timeout: float | None) ->
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     why = None
+    pause = 0.002  # short tools (nm, git apply) finish in milliseconds; long steps are polled every POLL_SECONDS
     while not _exited(proc.pid):
         if CHILDREN.stopping:
             why = f"interrupted by {CHILDREN.stopping}"
@@ -131,7 +132,8 @@ def _supervise(proc: subprocess.Popen[str], step: str, timeout: float | None) ->
         if deadline is not None and time.monotonic() >= deadline:
             why = f"timed out after {timeout:g} s in step {step}"
             break
-        time.sleep(POLL_SECONDS)
+        time.sleep(pause)
+        pause = min(pause * 2, POLL_SECONDS)
     if why is None and CHILDREN.stopping:  # the stop killed it between two polls
         why = f"interrupted by {CHILDREN.stopping}"
     _kill_group(proc.pid)
