@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -9,8 +10,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from buildmatrix.errors import Interrupted  # noqa: E402
-from buildmatrix.util.process import CHILDREN, run_captured, run_logged  # noqa: E402
+from buildmatrix.errors import Interrupted, StepFailed
+from buildmatrix.util.process import CHILDREN, run_captured, run_logged
 
 
 def main() -> None:
@@ -23,10 +24,8 @@ def main() -> None:
 
     log = Path("/tmp/bench_process.log")
     started = time.monotonic()
-    try:
+    with contextlib.suppress(StepFailed):
         run_logged("bench", ["bash", "-c", "sleep 60 & while true; do echo tick; sleep 0.01; done"], log, timeout=1)
-    except Exception:
-        pass
     print(f"timeout=1 on a chatty step with a grandchild: returned after {time.monotonic() - started:.2f} s")
 
     def stop_soon() -> None:
@@ -35,10 +34,8 @@ def main() -> None:
 
     threading.Thread(target=stop_soon).start()
     started = time.monotonic()
-    try:
+    with contextlib.suppress(Interrupted):
         run_logged("bench", ["sleep", "60"], log)
-    except Interrupted:
-        pass
     print(f"stop 0.5 s into a 60 s step: returned after {time.monotonic() - started:.2f} s")
     CHILDREN.reset()
 
