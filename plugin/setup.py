@@ -19,7 +19,7 @@ from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 HERE = Path(__file__).parent.resolve()
-# The wheel's version, local label included (0.1.0+torch2.13.drv2), comes from the build matrix only: it writes
+# The wheel's version, local label included (0.1.0+torch.2.13.drv.2), comes from the build matrix only: it writes
 # matrix.yaml's plugin.version and the cell's label into its patched copy, so the label's scheme lives there alone.
 VERSION_FILE = HERE / "PLUGIN_VERSION"
 if not VERSION_FILE.is_file():

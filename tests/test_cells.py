@@ -106,7 +106,7 @@ def test_selection(write_matrix, selection: Selection, expected: list[str]) -> N
 def test_cell_naming(write_matrix) -> None:
     matrix = load_matrix(write_matrix())
     cell = expand(matrix, available(matrix))[-1]
-    assert cell.local_version_label == "torch2.13.drv2"
+    assert cell.local_version_label == "torch.2.13.drv.2"
     assert cell.as_dict()["python"] == "3.11" and cell.python_tag == "cp311"
 
 
@@ -170,9 +170,25 @@ def test_cell_key_rejects_what_is_not_one(data: dict[str, str], message: str) ->
         CellKey.from_dict(data)
 
 
+def test_plugin_local_labels_sort_numerically_past_nine() -> None:
+    """An installer takes the highest version: with labels as text, drv10 < drv2 and torch2.10 < torch2.9."""
+    ordered = [("2.4", 2), ("2.4", 9), ("2.4", 10), ("2.9", 1), ("2.10", 1), ("2.10", 2), ("2.15", 1), ("3.0", 1)]
+    versions = [Version(f"0.1.0+{plugin_local_label(minor, driver)}") for minor, driver in ordered]
+    assert versions == sorted(versions) and len(set(versions)) == len(versions)
+    assert Version("0.1.0+torch2.4.drv10") < Version("0.1.0+torch2.4.drv2")  # the scheme this one replaced
+
+
+@given(st.integers(0, 99), st.integers(0, 99), st.integers(0, 99), st.integers(0, 99))
+def test_label_order_is_the_numeric_order(minor_a: int, drv_a: int, minor_b: int, drv_b: int) -> None:
+    a = Version(f"0.1.0+{plugin_local_label(f'2.{minor_a}', drv_a)}")
+    b = Version(f"0.1.0+{plugin_local_label(f'2.{minor_b}', drv_b)}")
+    assert (a < b) == ((minor_a, drv_a) < (minor_b, drv_b))
+    assert (a.local or "").split(".")[1:3] == ["2", str(minor_a)]  # torch line and driver stay parseable fields
+
+
 @pytest.mark.parametrize(
     ("minor", "driver", "label"),
-    [("2.13", 2, "torch2.13.drv2"), ("2.4", 1, "torch2.4.drv1"), ("3.0", 10, "torch3.0.drv10")],
+    [("2.13", 2, "torch.2.13.drv.2"), ("2.4", 1, "torch.2.4.drv.1"), ("3.0", 10, "torch.3.0.drv.10")],
 )
 def test_plugin_local_label_is_spelled_once(minor: str, driver: int, label: str) -> None:
     assert plugin_local_label(minor, driver) == label

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -15,7 +16,14 @@ from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.vocab import FeatureState, Status
 from buildmatrix.publish.index import check_coverage, page_anchors, read_metadata
-from buildmatrix.publish.markdown import README_END, README_START, grid, readme_section, replace_readme_section
+from buildmatrix.publish.markdown import (
+    README_END,
+    README_START,
+    grid,
+    install_section,
+    readme_section,
+    replace_readme_section,
+)
 from buildmatrix.publish.page import site_page
 from buildmatrix.publish.site import DOCS_TABLE, docs_problems, rendered_docs, write_site
 from buildmatrix.publish.table import (
@@ -86,7 +94,7 @@ def test_statuses_and_stale_records(write_matrix, tmp_path: Path) -> None:
     assert status["torch2.4-cuda-cp310-drv1"] == "failed"
     assert status["torch2.4-cuda-cp39-drv1"] == Status.NOT_BUILT
     passed = next(c for c in table.cells if c.id == "torch2.13-cpu-cp311-drv2")
-    assert passed.requirement == "torch-emu==0.1.0+torch2.13.drv2" and passed.installable
+    assert passed.requirement == "torch-emu==0.1.0+torch.2.13.drv.2" and passed.installable
     section = readme_section(table)
     assert "✓ 90/92" in section and "✗ smoke" in section
 
@@ -103,7 +111,7 @@ def test_records_of_another_plugin_version_are_not_built(write_matrix, tmp_path:
     table = table_for(new, results)
     cell = next(c for c in table.cells if c.id == "torch2.13-cpu-cp311-drv2")
     assert cell.status == Status.NOT_BUILT and cell.wheel is None
-    assert cell.requirement == "torch-emu==0.2.0+torch2.13.drv2"
+    assert cell.requirement == "torch-emu==0.2.0+torch.2.13.drv.2"
     assert "0.1.0" not in readme_section(table)
 
 
@@ -155,7 +163,7 @@ def test_install_choice_exact_and_nearest(write_matrix, tmp_path: Path) -> None:
     exact = install_choice(table, "torch2.13-cpu", "3.11", 2, site="https://w.example")
     assert exact.exact and exact.cell == "torch2.13-cpu-cp311-drv2"
     assert exact.index_command == (
-        "pip install torch-emu==0.1.0+torch2.13.drv2 emu-driver==2.1.0+emu --only-binary=torch-emu,emu-driver "
+        "pip install torch-emu==0.1.0+torch.2.13.drv.2 emu-driver==2.1.0+emu --only-binary=torch-emu,emu-driver "
         "--extra-index-url https://w.example/torch2.13/simple/"
     )
     assert exact.release_index_command == "pip install torch-emu --extra-index-url https://w.example/torch2.13/simple/"
@@ -217,7 +225,7 @@ def site_with_two_cells(matrix: Matrix, wheels: Path) -> tuple[CompatTable, Path
         cell_result(cells["torch2.4-cuda-cp310-drv1"], "failed", wheels_dir=wheels),
     ]
     # A wheel left by an earlier passing run of the now failing cell must not be indexed.
-    make_wheel(wheels / "torch2.4", "torch-emu", "0.1.0+torch2.4.drv1")
+    make_wheel(wheels / "torch2.4", "torch-emu", "0.1.0+torch.2.4.drv.1")
     table = table_for(matrix, results)
     report = write_site(table, wheels, wheels / "site")
     assert report.problems == []
@@ -257,8 +265,8 @@ def test_site_and_wheel_index(write_matrix, tmp_path: Path) -> None:
         [
             "emu_driver-1.4.0+emu-py3-none-any.whl",
             "emu_driver-2.1.0+emu-py3-none-any.whl",
-            "torch_emu-0.1.0+torch2.13.drv1-py3-none-any.whl",
-            "torch_emu-0.1.0+torch2.13.drv2-py3-none-any.whl",
+            "torch_emu-0.1.0+torch.2.13.drv.1-py3-none-any.whl",
+            "torch_emu-0.1.0+torch.2.13.drv.2-py3-none-any.whl",
         ]
     )
     # The release's own index root: PEP 503 pages with hashes and PEP 658 metadata, only this release's wheels.
@@ -303,21 +311,21 @@ def test_every_link_of_the_page_resolves(write_matrix, tmp_path: Path) -> None:
 def test_coverage_check_fails_when_index_and_results_disagree(write_matrix, tmp_path: Path, damage: str) -> None:
     matrix = load_matrix(write_matrix())
     table, site = site_with_two_cells(matrix, tmp_path / "wheels")
-    plugin = next(site.glob("torch2.13/*drv2*.whl"))
+    plugin = next(site.glob("torch2.13/*drv.2*.whl"))
     if damage == "missing wheel":
         plugin.unlink()
     elif damage == "changed wheel":
-        shutil.copyfile(next(site.glob("torch2.13/*drv1*.whl")), plugin)
+        shutil.copyfile(next(site.glob("torch2.13/*drv.1*.whl")), plugin)
     elif damage == "sdist":
         (site / "torch2.13" / "torch_emu-0.1.0.tar.gz").write_bytes(b"")
     elif damage == "stray wheel":
-        make_wheel(site / "torch2.13", "torch-emu", "0.1.0+torch2.13.drv9")
+        make_wheel(site / "torch2.13", "torch-emu", "0.1.0+torch.2.13.drv.9")
     elif damage == "empty page":
         (site / "torch2.4").mkdir()
         (site / "torch2.4" / "index.html").write_text("<html><body></body></html>")
     else:  # a release's own index offering a wheel of another release would steer installers to the wrong torch
         page = site / "torch2.13/simple/torch-emu/index.html"
-        stray = make_wheel(site / "torch2.4", "torch-emu", "0.1.0+torch2.4.drv1")
+        stray = make_wheel(site / "torch2.4", "torch-emu", "0.1.0+torch.2.4.drv.1")
         page.write_text(page.read_text().replace("</body>", f'<a href="../../../torch2.4/{stray.name}">x</a></body>'))
         assert any("no passed cell of torch 2.13" in p for p in check_coverage(table, site))
     assert check_coverage(table, site) != []
@@ -339,3 +347,16 @@ def test_clean_clone_renders_every_declared_cell_as_not_built() -> None:
     readme = rendered_docs(empty, (REPO / "README.md").read_text())[Path("README.md")]
     section = readme[readme.index(README_START) : readme.index(README_END)]
     assert section.count(f" {Status.NOT_BUILT} |") == len(empty.cells) == len(recorded.cells)
+
+
+def test_docs_say_when_recorded_wheels_carry_an_older_label_scheme(write_matrix, tmp_path: Path) -> None:
+    matrix = load_matrix(write_matrix())
+    cells = by_id(cells_of(matrix)[0])
+    table = table_for(matrix, [cell_result(cells["torch2.13-cpu-cp311-drv2"], wheels_dir=tmp_path)])
+    assert "earlier local-label scheme" not in install_section(table)
+    [cell] = [c for c in table.cells if c.installable]
+    old = dataclasses.replace(cell, requirement="torch-emu==0.1.0+torch2.13.drv2")
+    recorded = dataclasses.replace(table, cells=tuple(old if c == cell else c for c in table.cells))
+    text = install_section(recorded)
+    assert "earlier local-label scheme (e.g. `torch-emu==0.1.0+torch2.13.drv2`)" in text
+    assert "pip install torch-emu==0.1.0+torch2.13.drv2 emu-driver==2.1.0+emu" in text  # the wheels that exist

@@ -156,7 +156,7 @@ def test_page_command_installs_the_cells_wheels(
     assert result.returncode == 0, result.stdout + result.stderr
     minor = release.removeprefix("torch").split("-")[0]
     assert installed(python) == {
-        "torch-emu": f"0.1.0+torch{minor}.drv2",
+        "torch-emu": f"0.1.0+torch.{minor}.drv.2",
         "emu-driver": "2.1.0+emu",
         "emu-fake-torch": expected_torch,
     }
@@ -168,14 +168,14 @@ def test_page_command_installs_the_cells_wheels(
 def test_not_built_choice_offers_the_nearest_built_wheel_and_never_an_sdist(served: Served, tmp_path: Path) -> None:
     choice = install_choice(served.table, "torch2.13-cpu", PYTHON, 1, site=served.url)  # driver 1 was never built
     assert not choice.exact and choice.cell == "torch2.13-cpu-cp" + PYTHON.replace(".", "") + "-drv2"
-    sdist = "torch_emu-0.1.0+torch2.13.drv1.tar.gz"
+    sdist = "torch_emu-0.1.0+torch.2.13.drv.1.tar.gz"
     project = served.root / "site" / "torch2.13" / "simple" / "torch-emu"  # the index the command names
     (project / sdist).write_bytes(b"not a real sdist")
     (project / "index.html").write_text(
         f'<a href="{sdist}">{sdist}</a>'
     )  # plant an sdist where the driver 1 wheel would be
     python = fresh_venv(tmp_path / "venv")
-    asked = choice.index_command.replace("drv2 emu-driver==2.1.0+emu", "drv1 emu-driver==1.4.0+emu")
+    asked = choice.index_command.replace("drv.2 emu-driver==2.1.0+emu", "drv.1 emu-driver==1.4.0+emu")
     assert asked != choice.index_command
     result = run_install(asked, python, isolated_env(served), "pip")
     assert result.returncode != 0 and "No matching distribution" in result.stderr, result.stderr

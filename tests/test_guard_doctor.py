@@ -26,7 +26,7 @@ from conftest import REPO
 
 PLUGIN = REPO / "plugin" / "torch_emu"
 BUILD_INFO = """\
-PLUGIN_VERSION = '0.1.0+torch2.4.drv2'
+PLUGIN_VERSION = '0.1.0+torch.2.4.drv.2'
 TORCH_VERSION = '2.4.1'
 TORCH_MINOR = '2.4'
 TORCH_VARIANT = 'cuda'

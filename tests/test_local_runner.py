@@ -82,8 +82,8 @@ def test_green_build_then_noop_rerun(tiny: Path) -> None:
     assert wheel_files(tiny) == [
         "driver/tiny_driver-1.4.0+tiny-py3-none-any.whl",
         "driver/tiny_driver-2.1.0+tiny-py3-none-any.whl",
-        "torch2.13/tiny_plugin-0.1.0+torch2.13.drv1-cp311-cp311-linux_x86_64.whl",
-        "torch2.13/tiny_plugin-0.1.0+torch2.13.drv2-cp311-cp311-linux_x86_64.whl",
+        "torch2.13/tiny_plugin-0.1.0+torch.2.13.drv.1-cp311-cp311-linux_x86_64.whl",
+        "torch2.13/tiny_plugin-0.1.0+torch.2.13.drv.2-cp311-cp311-linux_x86_64.whl",
     ]
     summary = json.loads((tiny / "wheels" / "results" / "summary.json").read_text())
     assert summary["counts"] == {"passed": 2, "failed": 0}

@@ -20,7 +20,7 @@ def test_cell_is_green(real_cells: Path, driver: str) -> None:
     smoke = record["smoke"]
     assert smoke["failed"] == 0 and smoke["errors"] == 0 and smoke["passed"] >= 20, smoke
     assert record["torch_build"]["version"] == "2.13.0+cpu" and record["torch_build"]["cxx11_abi"] is True
-    assert record["wheel"]["filename"].startswith(f"torch_emu-0.1.0+torch2.13.drv{driver}-cp311-cp311-")
+    assert record["wheel"]["filename"].startswith(f"torch_emu-0.1.0+torch.2.13.drv.{driver}-cp311-cp311-")
     assert (real_cells / "wheels" / record["wheel"]["path"]).is_file()
     assert record["driver_wheel"]["filename"].startswith("emu_driver-")
 
@@ -82,7 +82,7 @@ def test_page_command_installs_the_real_wheel_beside_torch_2_13(real_cells: Path
         )
         out = subprocess.run([str(python), "-c", check], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
-        assert out.stdout.split() == ["2.13.0+cpu", "0.1.0+torch2.13.drv2", "6.0"]
+        assert out.stdout.split() == ["2.13.0+cpu", "0.1.0+torch.2.13.drv.2", "6.0"]
         doctor = subprocess.run([str(python), "-m", "torch_emu.doctor"], capture_output=True, text=True, timeout=120)
         assert doctor.returncode == 0 and "verdict: OK" in doctor.stdout, doctor.stdout + doctor.stderr
     finally:

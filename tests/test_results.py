@@ -24,7 +24,7 @@ B = replace(A, python=Version("3.12"))
 
 
 def result(key: CellKey, finished: float, status: Status = Status.PASSED) -> CellResult:
-    wheel = f"torch_emu-0.1.0+torch2.13.drv2-{key.python_tag}-{key.python_tag}-linux_x86_64.whl"
+    wheel = f"torch_emu-0.1.0+torch.2.13.drv.2-{key.python_tag}-{key.python_tag}-linux_x86_64.whl"
     return CellResult(
         cell=key,
         inputs_hash="h",
@@ -76,7 +76,7 @@ def test_no_temporary_files_left(tmp_path: Path) -> None:
     assert (tmp_path / "cells" / f"{A.id}.json").stat().st_mode & 0o777 == 0o644
 
 
-OTHER_WHEEL = "torch_emu-0.1.0+torch2.4.drv1-cp311-cp311-linux_x86_64.whl"
+OTHER_WHEEL = "torch_emu-0.1.0+torch.2.4.drv.1-cp311-cp311-linux_x86_64.whl"
 OLD_DRIVER = "emu_driver-1.4.0-py3-none-any.whl"
 DAMAGE = {  # how -> (key path, new value)
     "smoke-type": (("smoke", "passed"), "ten"),
@@ -87,7 +87,7 @@ DAMAGE = {  # how -> (key path, new value)
     "log-dotdot": (("log",), "logs/../../../etc/passwd"),
     "other-cells-log": (("log",), f"logs/{B.id}.log"),
     "other-cells-wheel": (("wheel",), {"filename": OTHER_WHEEL, "sha256": SHA, "path": f"torch2.4/{OTHER_WHEEL}"}),
-    "wheel-elsewhere": (("wheel", "path"), "torch2.4/torch_emu-0.1.0+torch2.13.drv2-cp311-cp311-linux_x86_64.whl"),
+    "wheel-elsewhere": (("wheel", "path"), "torch2.4/torch_emu-0.1.0+torch.2.13.drv.2-cp311-cp311-linux_x86_64.whl"),
     "driver-of-other-api": (("driver_wheel",), {"filename": OLD_DRIVER, "sha256": SHA, "path": f"driver/{OLD_DRIVER}"}),
     "id-mismatch": (("cell",), B.to_dict()),
     "id-inconsistent": (("cell", "id"), B.id),
@@ -123,7 +123,7 @@ def damage(data: dict, how: str) -> str:  # type: ignore[type-arg]
         ("log-outside", "log: '/etc/passwd' is absolute; a record names files inside wheels/ only"),
         ("log-dotdot", "log: 'logs/../../../etc/passwd' is not a plain relative path"),
         ("other-cells-log", f"log: 'logs/{B.id}.log' is not this cell's log (logs/{A.id}.log)"),
-        ("other-cells-wheel", f"is not a wheel of cell {A.id} (its local label is not +torch2.13.drv2)"),
+        ("other-cells-wheel", f"is not a wheel of cell {A.id} (its local label is not +torch.2.13.drv.2)"),
         ("wheel-elsewhere", "wheel.path: 'torch2.4/torch_emu"),
         ("driver-of-other-api", "driver_wheel.filename: emu_driver-1.4.0-py3-none-any.whl is not a driver 2.1 wheel"),
         ("id-mismatch", f"cell.id: {B.id!r} is not {A.id!r}, the cell this file is named after"),

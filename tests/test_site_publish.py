@@ -73,7 +73,7 @@ def test_site_is_a_link_to_one_verified_version_and_world_readable(write_matrix,
 def test_a_wheel_differing_from_its_record_is_never_published(published, tmp_path: Path) -> None:
     matrix, table, wheels, site = published
     before, live = snapshot(site), site.readlink().as_posix()
-    plugin = next((wheels / "torch2.13").glob("*drv2*.whl"))
+    plugin = next((wheels / "torch2.13").glob("*drv.2*.whl"))
     plugin.write_bytes(plugin.read_bytes() + b"tampered")
     report = write_site(table, wheels, site, matrix)
     assert not report.published
@@ -87,9 +87,9 @@ def test_a_wheel_differing_from_its_record_is_never_published(published, tmp_pat
 def test_released_bytes_never_change(published) -> None:
     """A rebuild with other bytes under a released filename is refused; the site keeps the released bytes."""
     matrix, table, wheels, site = published
-    released = (site / "torch2.13").glob("*drv2*.whl").__next__()
+    released = (site / "torch2.13").glob("*drv.2*.whl").__next__()
     old_bytes = released.read_bytes()
-    rebuilt = make_wheel(wheels / "torch2.13", "torch-emu", "0.1.0+torch2.13.drv2", requires=["extra-dep"])
+    rebuilt = make_wheel(wheels / "torch2.13", "torch-emu", "0.1.0+torch.2.13.drv.2", requires=["extra-dep"])
     assert rebuilt.name == released.name and rebuilt.read_bytes() != old_bytes
     cells = tuple(
         dataclasses.replace(c, wheel=WheelRecord(c.wheel.filename, sha256_file(rebuilt), c.wheel.path))
@@ -106,11 +106,11 @@ def test_released_bytes_never_change(published) -> None:
 
 def test_the_ledger_remembers_a_wheel_that_left_the_index(published) -> None:
     matrix, table, wheels, site = published
-    name = next((site / "torch2.13").glob("*drv2*.whl")).name
+    name = next((site / "torch2.13").glob("*drv.2*.whl")).name
     empty = table_of(matrix, wheels, built=())  # the cell's record is gone: its wheel leaves the index
     assert write_site(empty, wheels, site, matrix).published
     assert not (site / "torch2.13").exists() and f"torch2.13/{name}" in (site / RELEASED).read_text()
-    rebuilt = make_wheel(wheels / "torch2.13", "torch-emu", "0.1.0+torch2.13.drv2", requires=["other"])
+    rebuilt = make_wheel(wheels / "torch2.13", "torch-emu", "0.1.0+torch.2.13.drv.2", requires=["other"])
     cells = tuple(
         dataclasses.replace(c, wheel=WheelRecord(c.wheel.filename, sha256_file(rebuilt), c.wheel.path))
         if c.id == CELL and c.wheel
@@ -133,8 +133,8 @@ def test_metadata_must_match_the_filename(write_matrix, tmp_path: Path) -> None:
     matrix = load_matrix(write_matrix())
     wheels = tmp_path / "wheels"
     table = table_of(matrix, wheels)
-    plugin = next((wheels / "torch2.13").glob("*drv2*.whl"))
-    lying = make_wheel(wheels / "lying", "torch-emu", "0.2.0+torch2.13.drv2")  # METADATA says 0.2.0
+    plugin = next((wheels / "torch2.13").glob("*drv.2*.whl"))
+    lying = make_wheel(wheels / "lying", "torch-emu", "0.2.0+torch.2.13.drv.2")  # METADATA says 0.2.0
     plugin.write_bytes(lying.read_bytes())
     cells = tuple(
         dataclasses.replace(c, wheel=WheelRecord(c.wheel.filename, sha256_file(plugin), c.wheel.path))
@@ -145,7 +145,7 @@ def test_metadata_must_match_the_filename(write_matrix, tmp_path: Path) -> None:
     report = write_site(dataclasses.replace(table, cells=cells), wheels, wheels / "site", matrix)
     assert not report.published
     assert report.problems == [
-        f"torch2.13/{plugin.name}: METADATA Version '0.2.0+torch2.13.drv2' is not the filename's 0.1.0+torch2.13.drv2"
+        f"torch2.13/{plugin.name}: METADATA Version '0.2.0+torch.2.13.drv.2' is not the filename's 0.1.0+torch.2.13.drv.2"
     ]
     assert not (wheels / "site").exists() and siblings(wheels / "site") == []  # nothing was ever live
 
@@ -216,7 +216,7 @@ def test_a_site_from_before_the_link_layout_is_replaced_and_a_kill_mid_swap_reco
 
 def test_a_javascript_wheel_path_never_becomes_a_link(published) -> None:
     matrix, table, wheels, site = published
-    hostile = "javascript:alert(document.cookie)//torch_emu-0.1.0+torch2.13.drv2-py3-none-any.whl"
+    hostile = "javascript:alert(document.cookie)//torch_emu-0.1.0+torch.2.13.drv.2-py3-none-any.whl"
     cells = tuple(
         dataclasses.replace(c, wheel=dataclasses.replace(c.wheel, path=hostile), log="javascript:alert(1)")
         if c.id == CELL and c.wheel

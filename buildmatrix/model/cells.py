@@ -18,8 +18,13 @@ def plugin_local_label(torch_minor: str, driver_major: int) -> str:
 
     The one place the orchestration spells the scheme: cell ids' siblings, the wheel check, the compat table's
     requirements and the label handed to the plugin's setup.py all come from here.
+
+    Every number is a segment of its own (torch.2.13.drv.2): PEP 440 compares numeric local segments as numbers
+    but alphanumeric ones as text, so "drv10" would sort before "drv2" and "torch2.10" before "torch2.9", and an
+    installer choosing the highest version would take the wrong wheel. The torch minor and the driver major stay
+    separately parseable fields, so a later move to wheel variants is a mechanical relabel.
     """
-    return f"torch{torch_minor}.drv{driver_major}"
+    return f"torch.{torch_minor}.drv.{driver_major}"
 
 
 @dataclass(frozen=True)

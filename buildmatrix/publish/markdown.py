@@ -122,6 +122,14 @@ def install_section(table: CompatTable) -> str:
     )
     lines.append(f"```sh\n{any_torch_command(table, site)}\n```\n")
     lines.append(LOOK_ALIKE_NOTE + "\n")
+    current = f"{table.plugin}=={table.plugin_version}+"
+    older = sorted({c.requirement for c in installable if c.requirement != current + c.key.local_version_label})
+    if older:
+        lines.append(
+            f"The recorded plugin wheels were built under an earlier local-label scheme (e.g. `{older[0]}`); their "
+            f"pins below stay valid for the wheels the site serves. The next full-matrix run builds "
+            f"`{current}{installable[0].key.local_version_label}`-style labels, which sort numerically.\n"
+        )
     unlabelled = sorted(
         {c.driver_wheel.filename for c in installable if c.driver_wheel and "+" not in c.driver_wheel.filename}
     )

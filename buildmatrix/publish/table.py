@@ -36,7 +36,7 @@ class CompatCell:
 
     key: CellKey
     status: Status  # passed | failed | not built
-    requirement: str  # torch-emu==0.1.0+torch2.13.drv2
+    requirement: str  # torch-emu==0.1.0+torch.2.13.drv.2
     wheel: WheelRecord | None = None
     driver_wheel: WheelRecord | None = None
     smoke: SmokeCounts | None = None
