@@ -109,3 +109,33 @@ def test_merge_runs_merge_results_on_every_cell_artifact() -> None:
     assert download["with"]["pattern"] == "cell-*" and "merge-multiple" not in download["with"]
     runs = [s["run"] for s in steps if "run" in s]
     assert "nox -s merge-results -- artifacts/cell-* --into wheels" in runs
+
+
+def test_matrix_github_refuses_more_than_256_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`nox -s matrix -- --github` on a matrix of 2 releases x 20 Pythons x 7 drivers: an error, no JSON."""
+    from buildmatrix.cli import main
+
+    wheels = tmp_path / "torch-wheels"
+    wheels.mkdir()
+    pythons = [f"3.{n}" for n in range(20)]
+    for version in ("2.12.0", "2.13.0"):
+        for python in pythons:
+            tag = f"cp3{python.split('.')[1]}"
+            (wheels / f"torch-{version}+cpu-{tag}-{tag}-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    for part in ("plugin/tests", "driver"):
+        (tmp_path / part).mkdir(parents=True)
+    releases = "".join(
+        f'  - {{version: "{v}", variant: cpu, wheels: {{find-links: "{wheels}"}}}}\n' for v in ("2.12.0", "2.13.0")
+    )
+    drivers = ", ".join(f'"{n}.0"' for n in range(1, 8))
+    (tmp_path / "matrix.yaml").write_text(
+        "plugin: {distribution: p, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}\n"
+        f"driver: {{source: driver, versions: [{drivers}]}}\n"
+        f"python: [{', '.join(repr(p) for p in pythons)}]\n"
+        f"torch:\n{releases}"
+    )
+    code = main(["matrix", "--matrix", str(tmp_path / "matrix.yaml"), "--github"])
+    captured = capsys.readouterr()
+    assert code == MatrixTooLarge.exit_code
+    assert "280 cells, but a GitHub Actions matrix runs at most 256 jobs" in captured.err
+    assert captured.out == ""
