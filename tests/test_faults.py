@@ -6,6 +6,7 @@ Full and read-only disks are real mounts (tmpfs, read-only tmpfs); they need roo
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import shutil
@@ -256,6 +257,25 @@ def test_full_disk_fails_the_cell_as_transient(tiny: Path) -> None:
     assert "no space left on the device of" in failed["error"] and "free space" in failed["error"]
     assert not (tiny / "wheels" / "torch2.13").exists()
     assert [p for p in (tiny / "wheels").rglob("*") if p.suffix == ".tmp"] == []
+
+
+def test_full_disk_while_publishing_leaves_nothing_half_written(tiny: Path) -> None:
+    published = tiny / "wheels" / "torch2.13"
+    mount_tmpfs(published, "size=64k")
+    try:
+        with contextlib.suppress(OSError), (published / "filler").open("wb", buffering=0) as filler:
+            while True:  # fill it: the wheel's copy runs out of space part way
+                filler.write(b"x" * 4096)
+        result = build(tiny, "--driver", "2", "--retries", "0")
+        left = sorted(p.name for p in published.iterdir())
+    finally:
+        unmount(published)
+    assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr, result.stdout + result.stderr
+    failed = record(tiny, DRV2)
+    assert (failed["failed_step"], failed["failure_class"], failed["cause"]) == ("publish", "transient", "disk-full")
+    assert failed["error"].startswith(f"cannot write {published}/tiny_plugin-") and "free space" in failed["error"]
+    assert left == ["filler"]  # no partial wheel, no temporary file
+    assert failed["wheel"] is None
 
 
 def test_read_only_wheels_stops_the_run_with_one_line(tiny: Path) -> None:

@@ -7,6 +7,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from buildmatrix.util.failures import is_resource_error
+
 # What we write is published (the site, logs, records): readable by a web server running as another user,
 # whatever the umask. mkstemp alone creates 0600.
 PUBLIC_FILE = 0o644
@@ -27,8 +29,9 @@ def write_bytes_atomic(path: Path, data: bytes, mode: int = PUBLIC_FILE) -> None
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        _name_the_file(exc, path)
         raise
 
 
@@ -41,6 +44,14 @@ def copy_file_atomic(source: Path, dest: Path, mode: int = PUBLIC_FILE) -> None:
         os.close(fd)
         shutil.copyfile(source, tmp)
         os.replace(tmp, dest)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        _name_the_file(exc, dest)
         raise
+
+
+def _name_the_file(exc: BaseException, path: Path) -> None:
+    """A full disk or a read-only directory is the destination's fault, whatever the error names (a failed write()
+    names no file, shutil.copyfile names its source): the message the user sees names the file we meant to write."""
+    if isinstance(exc, OSError) and (exc.filename is None or is_resource_error(exc)):
+        exc.filename, exc.filename2 = str(path), None
