@@ -69,7 +69,7 @@ def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_build(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder.engine import Engine, RunOptions
-    from buildmatrix.builder.runners import select_runner
+    from buildmatrix.builder.runners.select import select_runner
     from buildmatrix.builder.workspace import RunLock
     from buildmatrix.progress import ProgressDisplay, summary_table
 
@@ -176,7 +176,7 @@ def cmd_patches(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder import probe
-    from buildmatrix.builder.runners import select_runner
+    from buildmatrix.builder.runners.select import select_runner
 
     matrix = load_matrix(Path(args.matrix).resolve())
     registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=args.offline)
@@ -203,8 +203,8 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
 def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder import probe, update
     from buildmatrix.builder.probe import ProbeReport
-    from buildmatrix.builder.runners import select_runner
     from buildmatrix.builder.runners.base import Runner
+    from buildmatrix.builder.runners.select import select_runner
     from buildmatrix.model.matrix import TorchRelease
     from buildmatrix.model.outdated import compare, read_sources
     from buildmatrix.report_outdated import outdated_markdown

@@ -14,8 +14,8 @@ import pytest
 from packaging.version import Version
 
 from buildmatrix.builder.drivers import DriverWheels
-from buildmatrix.builder.runners import select_runner
 from buildmatrix.builder.runners.docker import driver_cache_dir, failed_phase
+from buildmatrix.builder.runners.select import select_runner
 from buildmatrix.builder.toolenv import reproducible_env
 from buildmatrix.docker import oci
 from buildmatrix.errors import EngineUnavailable

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
-from buildmatrix.builder.engine import Engine, RunOptions
+import pytest
+
+from buildmatrix.builder.engine import Engine, RunOptions, judge_smoke
+from buildmatrix.builder.runners.base import RunnerOutput, SmokeRun
 from buildmatrix.builder.runners.local import LocalRunner
 from buildmatrix.builder.workspace import Workspace
+from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import RunnerName
+from buildmatrix.model.vocab import Cause, FailureClass, RunnerName
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 MATRIX = """\
@@ -84,7 +89,8 @@ def test_plugin_version_is_a_cell_input(tmp_path: Path) -> None:
 class TreeReader:
     """A runner that reads the version file the engine prepared for setup.py, then fails its build."""
 
-    name = "local"
+    name = RunnerName.LOCAL
+    build_modules = (__name__,)
 
     def __init__(self) -> None:
         self.seen: str | None = None
@@ -92,7 +98,7 @@ class TreeReader:
     def python_identity(self, cell) -> str:  # type: ignore[no-untyped-def]
         return "cpython-3.11"
 
-    def run(self, job, steps, output) -> None:  # type: ignore[no-untyped-def]
+    def build(self, job, steps, output) -> None:  # type: ignore[no-untyped-def]
         from buildmatrix.errors import StepFailed
 
         self.seen = (job.plugin_tree / "PLUGIN_VERSION").read_text()
@@ -113,7 +119,8 @@ def test_the_patched_copy_carries_the_matrix_plugin_version(tmp_path: Path) -> N
 class ScriptedRunner:
     """A runner whose build step fails the way the test says, counting its calls (the engine is what is tested)."""
 
-    name = "local"
+    name = RunnerName.LOCAL
+    build_modules = (__name__,)
 
     def __init__(self, failure) -> None:  # type: ignore[no-untyped-def]
         self.failure = failure
@@ -122,7 +129,7 @@ class ScriptedRunner:
     def python_identity(self, cell) -> str:  # type: ignore[no-untyped-def]
         return "cpython-3.11"
 
-    def run(self, job, steps, output) -> None:  # type: ignore[no-untyped-def]
+    def build(self, job, steps, output) -> None:  # type: ignore[no-untyped-def]
         self.calls += 1
         with steps.step("build"):
             self.failure(job)
@@ -163,7 +170,7 @@ def test_error_outside_any_step_fails_only_the_cell(tmp_path: Path) -> None:
     engine, cells = setup_project(tmp_path)
 
     class Broken(ScriptedRunner):
-        def run(self, job, steps, output) -> None:  # type: ignore[no-untyped-def]
+        def build(self, job, steps, output) -> None:  # type: ignore[no-untyped-def]
             raise ValueError(f"{job.smoke_tests} is not inside the plugin")
 
     engine.runner = Broken(None)
@@ -189,3 +196,35 @@ def test_interrupt_records_the_running_cell_as_interrupted(tmp_path: Path) -> No
     assert result.status == "interrupted" and result.cause == "interrupted" and result.failed_step == "build"
     assert engine.plan(cells)[0].reusable is None  # rebuilt next run
     assert "# INTERRUPTED in step build" in (engine.workspace.logs_dir / f"{result.id}.log").read_text()
+
+
+JUNIT = '<testsuite tests="5" failures="{failed}" errors="0" skipped="1"></testsuite>'
+
+
+def smoke_run(tmp_path: Path, failed: int, failure: StepFailed | None, detail: str = "") -> SmokeRun:
+    (tmp_path / "junit.xml").write_text(JUNIT.format(failed=failed))
+    (tmp_path / "features.json").write_text(json.dumps({"events": "passed"}))
+    return SmokeRun(tmp_path / "junit.xml", tmp_path / "features.json", failure, detail)
+
+
+def test_the_engine_judges_every_runners_smoke_run_the_same_way(tmp_path: Path) -> None:
+    output = RunnerOutput()
+    judge_smoke(smoke_run(tmp_path, 0, None), output)
+    assert output.smoke is not None and (output.smoke.passed, output.smoke.skipped) == (4, 1)
+    assert output.features == {"events": "passed"}
+
+    failed = StepFailed("smoke", "exit code 1: python -m pytest", "FAILED test_x")
+    output = RunnerOutput()
+    with pytest.raises(StepFailed) as caught:
+        judge_smoke(smoke_run(tmp_path, 2, failed, detail="pytest exit code 1"), output)
+    assert caught.value.step == "smoke" and caught.value.log_tail == "FAILED test_x"
+    assert caught.value.message == "2 failed, 0 errors, 2 passed (pytest exit code 1)"
+    assert output.smoke is not None and output.smoke.failed == 2  # the counts are kept for the record
+
+
+def test_a_transient_smoke_failure_is_raised_as_it_is_with_the_counts_so_far(tmp_path: Path) -> None:
+    timeout = StepFailed("smoke", "timed out after 60 s", "", FailureClass.TRANSIENT, Cause.TIMEOUT)
+    output = RunnerOutput()
+    with pytest.raises(StepFailed) as caught:
+        judge_smoke(smoke_run(tmp_path, 1, timeout), output)
+    assert caught.value is timeout and output.smoke is not None and output.smoke.failed == 1

@@ -1,4 +1,4 @@
-"""What counts as a cell input: source trees by content, and the build code without the reporting modules."""
+"""What counts as a cell input: source trees by content, and the build code (engine and runner, with their imports)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 import buildmatrix
-from buildmatrix.builder.engine import NOT_BUILD_CODE, RUNNER_MODULES, build_code_exclusions
+from buildmatrix.builder.buildcode import ENGINE_MODULES, build_code
+from buildmatrix.builder.runners.base import Runner
+from buildmatrix.builder.runners.docker import DockerRunner
+from buildmatrix.builder.runners.local import LocalRunner
+from buildmatrix.model.vocab import RunnerName
 from buildmatrix.util.fingerprint import tree_hash
 
 PACKAGE = Path(buildmatrix.__file__).parent
@@ -38,6 +42,7 @@ def test_excluded_files_do_not_count(tmp_path: Path) -> None:
 
 
 def _imported_modules(path: Path) -> set[str]:
+    """Written here again, not taken from buildcode.py: the test checks that module's answer independently."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("buildmatrix"):
@@ -52,26 +57,98 @@ def _module_name(rel: str) -> str:
     return "buildmatrix." + rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
 
-def test_every_excluded_module_exists() -> None:
-    for name in NOT_BUILD_CODE.union(*RUNNER_MODULES.values()):
-        assert (PACKAGE / name).is_file(), f"{name} is named in engine.py but is not in {PACKAGE}"
+def _build_code(runner: type[Runner]) -> frozenset[str]:
+    return build_code((*ENGINE_MODULES, *runner.build_modules))
 
 
-@pytest.mark.parametrize("runner", sorted(RUNNER_MODULES))
-def test_build_code_of_a_runner_never_imports_what_its_hash_leaves_out(runner: str) -> None:
-    """The exclusion is only sound while nothing that runs during the runner's builds reaches those modules."""
-    left_out = build_code_exclusions(runner)
-    excluded = {_module_name(name) for name in left_out}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE).as_posix()
-        if rel in left_out:
-            continue
-        reached = _imported_modules(path) & excluded
+RUNNERS = {RunnerName.LOCAL: LocalRunner, RunnerName.DOCKER: DockerRunner}
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_build_code_of_a_runner_never_imports_what_its_hash_leaves_out(runner: RunnerName) -> None:
+    """Sound only while nothing that runs during the runner's builds reaches a module outside its build code:
+    every package module a build-code file imports (anywhere in it), and every package on the way, is build code."""
+    counted = _build_code(RUNNERS[runner])
+    left_out = {
+        _module_name(p.relative_to(PACKAGE).as_posix())
+        for p in PACKAGE.rglob("*.py")
+        if p.relative_to(PACKAGE).as_posix() not in counted
+    }
+    for rel in sorted(counted):
+        assert (PACKAGE / rel).is_file(), f"{rel} is counted as build code but is not in {PACKAGE}"
+        reached = {m for m in _imported_modules(PACKAGE / rel) for p in _parents(m) if p in left_out}
         assert not reached, f"{rel} is build code of the {runner} runner but imports {sorted(reached)}"
 
 
+def _parents(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_the_runners_declared_modules_and_the_engine_are_build_code(runner: RunnerName) -> None:
+    counted = _build_code(RUNNERS[runner])
+    for module in (*ENGINE_MODULES, *RUNNERS[runner].build_modules):
+        path = PACKAGE / (module.removeprefix("buildmatrix.").replace(".", "/") + ".py")
+        assert path.relative_to(PACKAGE).as_posix() in counted
+    # What the engine does for every runner: the wheel check, the smoke verdict, the records.
+    assert {"builder/wheelcheck.py", "builder/smoke.py", "builder/results.py", "util/process.py"} <= counted
+
+
 def test_runner_modules_count_for_their_own_runner_only() -> None:
-    assert "builder/runners/local.py" not in build_code_exclusions("local")
-    assert "builder/runners/local.py" in build_code_exclusions("docker")
-    assert "builder/runners/docker.py" in build_code_exclusions("local")
-    assert "builder/runners/docker.py" not in build_code_exclusions("docker")
+    local, docker = _build_code(LocalRunner), _build_code(DockerRunner)
+    assert "builder/runners/local.py" in local and "builder/runners/local.py" not in docker
+    assert "builder/runners/docker.py" in docker and "builder/runners/docker.py" not in local
+    assert {"docker/oci.py", "docker/images.py"} <= docker - local
+
+
+def test_reporting_publishing_and_the_cli_are_not_build_code() -> None:
+    """Editing them cannot change a wheel or a smoke verdict, so it must not rebuild every cell."""
+    never = {
+        "cli.py",
+        "progress.py",
+        "report_matrix.py",
+        "builder/runners/select.py",
+        "builder/probe.py",
+        "builder/patchtool.py",
+        "docker/engine.py",
+        "publish/table.py",
+        "publish/site.py",
+        "publish/index.py",
+    }
+    for runner in RUNNERS.values():
+        assert not never & _build_code(runner)
+
+
+def test_build_code_follows_imports_inside_functions(tmp_path: Path) -> None:
+    """A function-level import runs during a build as surely as a top-level one."""
+    package = tmp_path / "buildmatrix"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "root.py").write_text("def f():\n    from buildmatrix.sub import late\n    return late\n")
+    (package / "sub" / "late.py").write_text("import buildmatrix.sub.later\n")
+    (package / "sub" / "later.py").write_text("X = 1\n")
+    (package / "unrelated.py").write_text("X = 2\n")
+    assert build_code(["buildmatrix.root"], package) == {
+        "__init__.py",
+        "root.py",
+        "sub/__init__.py",
+        "sub/late.py",
+        "sub/later.py",
+    }
+
+
+def test_editing_build_code_changes_the_hash_and_other_code_does_not(tmp_path: Path) -> None:
+    package = tmp_path / "buildmatrix"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "engine.py").write_text("from buildmatrix import steps\n")
+    (package / "steps.py").write_text("X = 1\n")
+    (package / "report.py").write_text("Y = 1\n")
+    counted = build_code(["buildmatrix.engine"], package)
+    before = tree_hash(package, include=counted)
+    (package / "report.py").write_text("Y = 2\n")
+    assert tree_hash(package, include=build_code(["buildmatrix.engine"], package)) == before
+    (package / "steps.py").write_text("X = 2\n")
+    assert tree_hash(package, include=build_code(["buildmatrix.engine"], package)) != before

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.patchtool import release_series
-from buildmatrix.builder.sourcetree import apply_series, copy_pristine
+from buildmatrix.builder.sourcetree import apply_series, copy_pristine, release_series
 from buildmatrix.model.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,17 +16,25 @@ from typing import Any
 
 from packaging.version import Version
 
-import buildmatrix
+from buildmatrix.builder.buildcode import ENGINE_MODULES, PACKAGE_DIR, build_code
 from buildmatrix.builder.results import CellResult, ResultStore, WheelRecord
-from buildmatrix.builder.runners.base import CellJob, Runner, RunnerOutput
-from buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine, write_plugin_version
+from buildmatrix.builder.runners.base import CellJob, Runner, RunnerOutput, SmokeRun
+from buildmatrix.builder.smoke import read_features, read_junit
+from buildmatrix.builder.sourcetree import (
+    PatchSeries,
+    apply_series,
+    copy_pristine,
+    release_series,
+    write_plugin_version,
+)
 from buildmatrix.builder.steps import StepRecorder
+from buildmatrix.builder.wheelcheck import check_plugin_wheel, unresolved_against
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import Interrupted, RecordError, ResourceError, StepFailed, UserError
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status
+from buildmatrix.model.vocab import Cause, FailureClass, Status
 from buildmatrix.util.atomic import copy_file_atomic
 from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
 from buildmatrix.util.fingerprint import file_sha256, files_hash, inputs_hash, tree_hash
@@ -37,44 +45,6 @@ log = logging.getLogger(__name__)
 # Events for whoever displays progress: (cell id, what) with what in
 # "queued" | "up-to-date" | "<step name>" | "retry <n>" | "passed" | "failed" | "interrupted".
 ProgressCallback = Callable[[str, str], None]
-
-# Modules of this package that never run while a cell is built: the CLI and runner selection, reporting
-# and publishing, the engine helper and the patch tools. Editing them cannot change a wheel or a smoke
-# result, so they are not a cell input. Every other module is (new modules count by default).
-NOT_BUILD_CODE = frozenset(
-    {
-        "__main__.py",
-        "cli.py",
-        "progress.py",
-        "report_matrix.py",
-        "builder/runners/__init__.py",
-        "builder/probe.py",
-        "builder/update.py",
-        "model/outdated.py",
-        "model/matrixedit.py",
-        "report_outdated.py",
-        "builder/patchtool.py",
-        "docker/engine.py",
-        "publish/__init__.py",
-        "publish/table.py",
-        "publish/site.py",
-        "publish/markdown.py",
-        "publish/page.py",
-        "publish/index.py",
-        "publish/verify.py",
-    }
-)
-# Modules that only one runner runs: a cell's build code leaves out those of the other runners.
-RUNNER_MODULES = {
-    RunnerName.LOCAL: frozenset({"builder/runners/local.py"}),
-    RunnerName.DOCKER: frozenset({"builder/runners/docker.py", "docker/images.py", "docker/oci.py"}),
-}
-
-
-def build_code_exclusions(runner: RunnerName) -> frozenset[str]:
-    """Package modules that are not build code for cells built by `runner`."""
-    others = [modules for name, modules in RUNNER_MODULES.items() if name != runner]
-    return NOT_BUILD_CODE.union(*others)
 
 
 @dataclass(frozen=True)
@@ -120,15 +90,12 @@ class Engine:
             self._shared_hashes = {
                 "plugin_tree": tree_hash(self.matrix.plugin.source),
                 "driver_tree": tree_hash(self.matrix.driver_source),
-                "build_code": tree_hash(
-                    Path(buildmatrix.__file__).parent, exclude=build_code_exclusions(self.runner.name)
-                ),
+                "build_code": tree_hash(PACKAGE_DIR, include=build_code((*ENGINE_MODULES, *self.runner.build_modules))),
             }
         return self._shared_hashes
 
     def series(self, cell: Cell) -> list[PatchSeries]:
-        root = self.workspace.root / "patches"
-        return [PatchSeries(name, root / name) for name in cell.torch.patches]
+        return release_series(self.matrix, cell.torch)
 
     def plan(self, cells: list[Cell], force: bool = False) -> list[PlannedCell]:
         planned = []
@@ -313,7 +280,12 @@ class Engine:
                 source.index_urls,
                 force=force,
             )
-            self.runner.run(job, steps, output)
+            self.runner.build(job, steps, output)
+            with steps.step("check"):
+                check_built_wheel(job, output, self.runner)
+            self.runner.prepare_smoke(job, steps, output)
+            with steps.step("smoke"):
+                judge_smoke(self.runner.run_smoke(job, output), output)
             with steps.step("publish"):
                 assert output.plugin_wheel is not None and output.driver_wheel is not None
                 result.wheel = self._publish(output.plugin_wheel, self.workspace.plugin_wheel_dir(cell.torch.minor))
@@ -373,3 +345,43 @@ def _append(log_file: Path, text: str) -> None:
             handle.write(text)
     except OSError:
         pass
+
+
+def check_built_wheel(job: CellJob, output: RunnerOutput, runner: Runner) -> None:
+    """The plugin wheel is the cell's (name, version and label, pins, the torch it was built against) and every
+    symbol it leaves undefined is provided by the cell's torch or driver; raises StepFailed("check", ...)."""
+    assert output.plugin_wheel is not None
+    matrix = job.matrix
+    facts = check_plugin_wheel(
+        output.plugin_wheel,
+        job.cell,
+        matrix.plugin.distribution,
+        matrix.driver_distribution,
+        plugin_version=matrix.plugin.version,
+    )
+    missing = unresolved_against(output.plugin_wheel, runner.provided_symbols(job))
+    if missing:
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        raise StepFailed(
+            "check", f"{len(missing)} symbol(s) not provided by torch {output.torch_build.get('version')}: {shown}"
+        )
+    output.variants_claimed = [job.cell.torch.variant]
+    output.torch_build["built_with"] = facts
+
+
+def judge_smoke(run: SmokeRun, output: RunnerOutput) -> None:
+    """Record the smoke counts and features; a failed run fails the cell with its counts (a transient failure, a
+    timeout or a signal, is raised as it is: the counts so far say nothing about the plugin)."""
+    output.smoke = read_junit(run.junit)
+    output.features = read_features(run.features)
+    if run.failure is None:
+        return
+    if run.failure.failure_class == FailureClass.TRANSIENT:
+        raise run.failure
+    counts = output.smoke
+    detail = f" ({run.detail})" if run.detail else ""
+    raise StepFailed(
+        "smoke",
+        f"{counts.failed} failed, {counts.errors} errors, {counts.passed} passed{detail}",
+        run.failure.log_tail,
+    )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine
+from buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine, release_series
 from buildmatrix.errors import PatchError, UserError
 from buildmatrix.model.matrix import Matrix, TorchRelease
 from buildmatrix.util.process import run_captured
@@ -35,11 +35,6 @@ def series_dirs(patches_root: Path) -> list[Path]:
     return sorted(p for p in patches_root.iterdir() if (p / "series").is_file()) if patches_root.is_dir() else []
 
 
-def release_series(matrix: Matrix, release: TorchRelease) -> list[PatchSeries]:
-    root = matrix.root / "patches"
-    return [PatchSeries(name, root / name) for name in release.patches]
-
-
 def check(matrix: Matrix) -> CheckReport:
     """Apply every release's series to a pristine copy; report failures, unused series and dead version gates."""
     report = CheckReport()
@@ -53,7 +48,7 @@ def check(matrix: Matrix) -> CheckReport:
             except PatchError as exc:
                 report.failures.append(f"{label}: {exc.message}")
     used = {name for release in matrix.torch for name in release.patches}
-    report.unused_series = [d.name for d in series_dirs(matrix.root / "patches") if d.name not in used]
+    report.unused_series = [d.name for d in series_dirs(matrix.patches_dir) if d.name not in used]
     report.dead_gates = dead_gates(matrix)
     return report
 
@@ -139,7 +134,7 @@ def refresh(matrix: Matrix, minor: str, tree: Path) -> RefreshResult:
         raise UserError(f"{tree} is not an edit tree; run `nox -s patches -- edit {minor}` first")
     _git(["add", "-A"], tree)
     diff = _git(["diff", "--cached", "--binary", "base", "--", matrix.plugin.source.name], tree)
-    target = matrix.root / "patches" / minor
+    target = matrix.patches_dir / minor
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)

@@ -201,10 +201,10 @@ def resolve_release(spec: str, matrix: Matrix, registry: Registry, series: tuple
         newest = known[-1] if known else "none"
         raise UserError(f"probe: torch {spec} has no wheels on the registry (newest release there: {newest})")
     for name in series:
-        if not (matrix.root / "patches" / name / "series").is_file():
+        if not (matrix.patches_dir / name / "series").is_file():
             raise UserError(
                 f"probe: no shim series patches/{name}/series (known: "
-                f"{', '.join(sorted(p.parent.name for p in (matrix.root / 'patches').glob('*/series')))})"
+                f"{', '.join(sorted(p.parent.name for p in matrix.patches_dir.glob('*/series')))})"
             )
     return TorchRelease(
         version=candidates[-1],

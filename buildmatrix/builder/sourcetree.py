@@ -11,6 +11,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from buildmatrix.errors import PatchError
+from buildmatrix.model.matrix import Matrix, TorchRelease
 from buildmatrix.util.atomic import write_text_atomic
 from buildmatrix.util.fingerprint import source_files
 from buildmatrix.util.process import run_captured
@@ -38,6 +39,11 @@ class PatchSeries:
 
 
 VERSION_FILE = "PLUGIN_VERSION"  # the plugin's setup.py reads its version from here (see write_plugin_version)
+
+
+def release_series(matrix: Matrix, release: TorchRelease) -> list[PatchSeries]:
+    """The shim series a torch release applies, in order, from the matrix's patches directory."""
+    return [PatchSeries(name, matrix.patches_dir / name) for name in release.patches]
 
 
 def write_plugin_version(tree: Path, version: Version) -> Path:

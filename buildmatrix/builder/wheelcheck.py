@@ -100,23 +100,23 @@ def _dynamic_symbols(library: Path, undefined: bool) -> set[str]:
     return symbols
 
 
-def unresolved_symbols(wheel: Path, library_dirs: list[Path]) -> list[str]:
-    """Undefined, unversioned symbols of the wheel's extension modules that no library in library_dirs defines.
-
-    Versioned symbols (name@GLIBC_2.2.5, @GLIBCXX_3.4) come from the system and Python symbols from the
-    interpreter; what is left must come from torch's libraries (or the driver), or loading fails with
-    'undefined symbol'.
-    """
+def provided_symbols(library_dirs: list[Path]) -> set[str]:
+    """Dynamic symbols the shared libraries in library_dirs define (version suffixes dropped)."""
     provided: set[str] = set()
     for directory in library_dirs:
         for library in directory.glob("*.so*"):
             if library.is_file():
                 provided |= {s.split("@", 1)[0] for s in _dynamic_symbols(library, undefined=False)}
-    return unresolved_against(wheel, provided)
+    return provided
 
 
 def unresolved_against(wheel: Path, provided: set[str]) -> list[str]:
-    """As unresolved_symbols, against symbol names listed elsewhere (e.g. inside a build container)."""
+    """Undefined, unversioned symbols of the wheel's extension modules that `provided` does not name.
+
+    Versioned symbols (name@GLIBC_2.2.5, @GLIBCXX_3.4) come from the system and Python symbols from the
+    interpreter; what is left must come from torch's libraries (or the driver), or loading fails with
+    'undefined symbol'.
+    """
     missing: set[str] = set()
     with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as archive:
         for member in archive.namelist():

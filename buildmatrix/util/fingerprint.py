@@ -26,11 +26,13 @@ def source_files(root: Path) -> list[Path]:
     return out
 
 
-def tree_hash(root: Path, exclude: frozenset[str] = frozenset()) -> str:
-    """Hash of a tree's source files; `exclude` names paths relative to root (POSIX form) left out."""
+def tree_hash(root: Path, exclude: frozenset[str] = frozenset(), include: frozenset[str] | None = None) -> str:
+    """Hash of a tree's source files; `exclude` names paths relative to root (POSIX form) left out, `include`
+    (when given) the only ones counted."""
     digest = hashlib.sha256()
     for path in source_files(root):
-        if path.relative_to(root).as_posix() in exclude:
+        rel = path.relative_to(root).as_posix()
+        if rel in exclude or (include is not None and rel not in include):
             continue
         digest.update(str(path.relative_to(root)).encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())

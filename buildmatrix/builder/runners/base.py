@@ -1,14 +1,19 @@
-"""The interface every runner implements, and what it gets and gives back."""
+"""The interface every runner implements, and what it gets and gives back.
+
+A runner does only what differs between runners: it builds the wheels, says which symbols the cell's torch and
+driver provide, and runs the smoke suite. The engine checks the wheel and judges the smoke run, for every runner.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from buildmatrix.builder.results import SmokeCounts
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.workspace import Workspace
+from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.vocab import RunnerName
@@ -42,8 +47,29 @@ class RunnerOutput:
     variants_claimed: list[str] = field(default_factory=list)
 
 
+def the_one_wheel(dist: Path) -> Path:
+    """The wheel a build left in dist; a build that left none or several failed."""
+    wheels = sorted(dist.glob("*.whl"))
+    if len(wheels) != 1:
+        raise StepFailed("build", f"expected one wheel in {dist}, found {[w.name for w in wheels]}")
+    return wheels[0]
+
+
+@dataclass(frozen=True)
+class SmokeRun:
+    """What a runner's smoke run left for the engine's verdict: pytest's reports, and whether pytest passed."""
+
+    junit: Path  # pytest's JUnit XML (may be missing when pytest never started)
+    features: Path  # the smoke suite's per-feature outcomes (may be missing too)
+    failure: StepFailed | None = None  # how pytest failed (its log tail; transient: a timeout, a signal); None: passed
+    detail: str = ""  # how pytest ended, when the runner knows more than failed/passed ("pytest exit code 2")
+
+
 class Runner(Protocol):
     name: RunnerName
+    # The modules of this package that only this runner runs, by name ("buildmatrix.builder.runners.local"): with
+    # what they import, and what the engine imports, they are the cell's build code (a cell input).
+    build_modules: ClassVar[tuple[str, ...]]
 
     def python_identity(self, cell: Cell) -> str:
         """The exact interpreter a cell would use (part of the cell's inputs); raises UserError when there is none."""
@@ -51,5 +77,16 @@ class Runner(Protocol):
     def sweep(self, owner: str) -> int:
         """End what runs over `owner` left running outside their process trees (containers); returns how many."""
 
-    def run(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
-        """Build, check and smoke-test the plugin for job.cell, filling output; raises StepFailed."""
+    def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
+        """Build the driver and plugin wheels for job.cell in the runner's own steps, filling output (plugin_wheel,
+        driver_wheel, torch_build); raises StepFailed."""
+
+    def provided_symbols(self, job: CellJob) -> set[str]:
+        """The dynamic symbols the cell's torch and driver libraries define: what the plugin may leave undefined.
+        Called by the engine's check step, after build."""
+
+    def prepare_smoke(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
+        """Whatever the smoke run needs beyond the build, in the runner's own steps (a clean environment)."""
+
+    def run_smoke(self, job: CellJob, output: RunnerOutput) -> SmokeRun:
+        """Run the smoke suite against the built wheels, inside the engine's smoke step, which judges the run."""

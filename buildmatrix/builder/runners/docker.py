@@ -11,13 +11,13 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from buildmatrix.builder.drivers import DriverBuild, DriverWheels
-from buildmatrix.builder.runners.base import CellJob, RunnerOutput
-from buildmatrix.builder.smoke import pytest_args, read_features, read_junit, stage_tests
+from buildmatrix.builder.runners.base import CellJob, RunnerOutput, SmokeRun, the_one_wheel
+from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_tools, reproducible_env, smoke_tools
-from buildmatrix.builder.wheelcheck import check_plugin_wheel, unresolved_against
 from buildmatrix.docker import oci
 from buildmatrix.docker.images import HOST_CA_BUNDLE, ImageBuilder, ImagePlan, docker_dir, plan_image
 from buildmatrix.errors import InterpreterNotFound, StepFailed, UserError
@@ -207,6 +207,7 @@ def cibuildwheel_command() -> list[str]:
 
 class DockerRunner:
     name = RunnerName.DOCKER
+    build_modules: ClassVar[tuple[str, ...]] = (__name__,)
 
     def __init__(self, matrix: Matrix | None = None, ca_bundle: Path = HOST_CA_BUNDLE) -> None:
         """matrix, when known before planning, lets a cell's identity name its exact builder image."""
@@ -260,7 +261,9 @@ class DockerRunner:
             self._driver_wheels[image_tag] = wheels
             return wheels
 
-    def run(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
+    def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
+        """Image, driver wheel, then cibuildwheel: it builds, repairs and also runs the smoke suite (run_smoke reads
+        what it left)."""
         cell, log = job.cell, job.log_file
         with steps.step("image"):
             try:
@@ -313,44 +316,23 @@ class DockerRunner:
                     exc.failure_class,
                     exc.cause,
                 ) from None
-            wheels = sorted(dist.glob("*.whl"))
-            if len(wheels) != 1:
-                raise StepFailed("build", f"expected one wheel in {dist}, found {[w.name for w in wheels]}")
-            output.plugin_wheel = wheels[0]
+            output.plugin_wheel = the_one_wheel(dist)
             output.torch_build = json.loads((out / "torch-facts.json").read_text())
             output.torch_build["image"] = tag
 
-        with steps.step("check"):
-            facts = check_plugin_wheel(
-                wheels[0],
-                cell,
-                job.matrix.plugin.distribution,
-                job.matrix.driver_distribution,
-                plugin_version=job.matrix.plugin.version,
-            )
-            provided = set((out / "provided-symbols.txt").read_text().split())
-            missing = unresolved_against(wheels[0], provided)
-            if missing:
-                shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-                raise StepFailed(
-                    "check",
-                    f"{len(missing)} symbol(s) not provided by torch {output.torch_build.get('version')}: {shown}",
-                )
-            output.variants_claimed = [cell.torch.variant]
-            output.torch_build["built_with"] = facts
+    def provided_symbols(self, job: CellJob) -> set[str]:
+        """Listed by cell.py inside the container, where the cell's torch and driver were installed."""
+        return set((job.workdir / "out" / "provided-symbols.txt").read_text().split())
 
-        with steps.step("smoke"):
-            smoke = out / "smoke"
-            output.smoke = read_junit(smoke / "junit.xml")
-            output.features = read_features(smoke / "features.json")
-            code = (smoke / "exit-code").read_text().strip() if (smoke / "exit-code").is_file() else "missing"
-            if code != "0":
-                counts = output.smoke
-                raise StepFailed(
-                    "smoke",
-                    f"{counts.failed} failed, {counts.errors} errors, {counts.passed} passed (pytest exit code {code})",
-                    _pytest_tail(log),
-                )
+    def prepare_smoke(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
+        """Nothing: cibuildwheel made its clean test environment during build."""
+
+    def run_smoke(self, job: CellJob, output: RunnerOutput) -> SmokeRun:
+        """What cibuildwheel's test command (cell.py smoke) left: the reports and pytest's exit code."""
+        smoke = job.workdir / "out" / "smoke"
+        code = (smoke / "exit-code").read_text().strip() if (smoke / "exit-code").is_file() else "missing"
+        failure = None if code == "0" else StepFailed("smoke", f"pytest exit code {code}", _pytest_tail(job.log_file))
+        return SmokeRun(smoke / "junit.xml", smoke / "features.json", failure, detail=f"pytest exit code {code}")
 
 
 def _wheel_version(wheel: Path) -> str:

@@ -5,17 +5,18 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import ClassVar
 
 from buildmatrix.builder.drivers import DriverWheels
 from buildmatrix.builder.interpreters import Interpreter, find_interpreter
-from buildmatrix.builder.runners.base import CellJob, RunnerOutput
-from buildmatrix.builder.smoke import pytest_args, read_features, read_junit, stage_tests
+from buildmatrix.builder.runners.base import CellJob, RunnerOutput, SmokeRun, the_one_wheel
+from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_tools, compile_env, find_uv, smoke_tools
-from buildmatrix.builder.wheelcheck import check_plugin_wheel, unresolved_symbols
+from buildmatrix.builder.wheelcheck import provided_symbols
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell
-from buildmatrix.model.vocab import FailureClass, RunnerName
+from buildmatrix.model.vocab import RunnerName
 from buildmatrix.util.process import run_logged
 
 TORCH_FACTS = (
@@ -27,6 +28,7 @@ TORCH_FACTS = (
 
 class LocalRunner:
     name = RunnerName.LOCAL
+    build_modules: ClassVar[tuple[str, ...]] = (__name__,)
 
     def __init__(self, search_path: str | None = None, pyenv_root: Path | str | None = "auto") -> None:
         """search_path and pyenv_root narrow interpreter discovery (default: PATH and the user's pyenv)."""
@@ -60,15 +62,10 @@ class LocalRunner:
             )
         return self._driver_wheels
 
-    def run(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
+    def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
         uv = find_uv()
         cell = job.cell
         log = job.log_file
-        torch_req = f"torch=={cell.torch.requirement_version}"
-        links: list[str] = [arg for location in job.find_links for arg in ("--find-links", location)]
-        # uv's default first-index strategy takes torch from the first index that has it: the extra one, never a
-        # look-alike on the registry.
-        links += [arg for url in job.index_urls for arg in ("--extra-index-url", url)]
 
         with steps.step("interpreter"):
             interpreter = self.interpreter(cell)
@@ -92,8 +89,8 @@ class LocalRunner:
                     "install",
                     "--python",
                     _python(build_env),
-                    *links,
-                    torch_req,
+                    *_torch_sources(job),
+                    _torch_requirement(job),
                     str(driver_wheel),
                     *build_tools(cell.torch.version),
                 ],
@@ -121,38 +118,25 @@ class LocalRunner:
                 env=compile_env(job.workdir),
                 timeout=job.matrix.timeouts["build"],
             )
-            wheels = sorted(dist.glob("*.whl"))
-            if len(wheels) != 1:
-                raise StepFailed("build", f"expected one wheel in {dist}, found {[w.name for w in wheels]}")
-            output.plugin_wheel = wheels[0]
+            output.plugin_wheel = the_one_wheel(dist)
 
-        with steps.step("check"):
-            facts = check_plugin_wheel(
-                wheels[0],
-                cell,
-                job.matrix.plugin.distribution,
-                job.matrix.driver_distribution,
-                plugin_version=job.matrix.plugin.version,
-            )
-            site = _site_packages(build_env)
-            driver_libs = sorted({p.parent for p in (site / _package(job.matrix.driver_distribution)).rglob("*.so*")})
-            missing = unresolved_symbols(wheels[0], [site / "torch" / "lib", *driver_libs])
-            if missing:
-                shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-                raise StepFailed(
-                    "check",
-                    f"{len(missing)} symbol(s) not provided by torch {output.torch_build.get('version')}: {shown}",
-                )
-            output.variants_claimed = [cell.torch.variant]
-            output.torch_build["built_with"] = facts
+    def provided_symbols(self, job: CellJob) -> set[str]:
+        """What torch's libraries and the driver's define, as installed in the cell's build environment."""
+        site = _site_packages(job.workdir / "build-env")
+        driver_libs = sorted({p.parent for p in (site / _package(job.matrix.driver_distribution)).rglob("*.so*")})
+        return provided_symbols([site / "torch" / "lib", *driver_libs])
 
+    def prepare_smoke(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
+        """A clean environment with torch and the two wheels only, as a user installs them."""
+        uv, log = find_uv(), job.log_file
+        assert output.plugin_wheel is not None and output.driver_wheel is not None
         smoke_env = job.workdir / "smoke-env"
         with steps.step("smoke-env"):
             if smoke_env.exists():
                 shutil.rmtree(smoke_env)
             run_logged(
                 "smoke-env",
-                [uv, "venv", "--quiet", "--python", interpreter.executable, smoke_env],
+                [uv, "venv", "--quiet", "--python", self.interpreter(job.cell).executable, smoke_env],
                 log,
                 timeout=job.matrix.timeouts["smoke-env"],
             )
@@ -164,41 +148,44 @@ class LocalRunner:
                     "install",
                     "--python",
                     _python(smoke_env),
-                    *links,
-                    torch_req,
-                    str(wheels[0]),
-                    str(driver_wheel),
-                    *smoke_tools(cell.torch.version),
+                    *_torch_sources(job),
+                    _torch_requirement(job),
+                    str(output.plugin_wheel),
+                    str(output.driver_wheel),
+                    *smoke_tools(job.cell.torch.version),
                 ],
                 log,
                 timeout=job.matrix.timeouts["smoke-env"],
             )
 
-        with steps.step("smoke"):
-            run_dir = job.workdir / "smoke"
-            run_dir.mkdir(parents=True, exist_ok=True)
-            tests = stage_tests(job.smoke_tests, run_dir)
-            junit, features = run_dir / "junit.xml", run_dir / "features.json"
-            failure: StepFailed | None = None
-            try:
-                run_logged(
-                    "smoke",
-                    [_python(smoke_env), *pytest_args(tests, junit, features)],
-                    log,
-                    cwd=run_dir,
-                    timeout=job.matrix.timeouts["smoke"],
-                )
-            except StepFailed as exc:
-                failure = exc
-            output.smoke = read_junit(junit)
-            output.features = read_features(features)
-            if failure is not None and failure.failure_class == FailureClass.TRANSIENT:
-                raise failure  # a timeout, a signal, a stop: the counts so far say nothing about the plugin
-            if failure is not None:
-                counts = output.smoke
-                raise StepFailed(
-                    "smoke", f"{counts.failed} failed, {counts.errors} errors, {counts.passed} passed", failure.log_tail
-                )
+    def run_smoke(self, job: CellJob, output: RunnerOutput) -> SmokeRun:
+        run_dir = job.workdir / "smoke"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tests = stage_tests(job.smoke_tests, run_dir)
+        junit, features = run_dir / "junit.xml", run_dir / "features.json"
+        try:
+            run_logged(
+                "smoke",
+                [_python(job.workdir / "smoke-env"), *pytest_args(tests, junit, features)],
+                job.log_file,
+                cwd=run_dir,
+                timeout=job.matrix.timeouts["smoke"],
+            )
+        except StepFailed as exc:
+            return SmokeRun(junit, features, exc)
+        return SmokeRun(junit, features)
+
+
+def _torch_requirement(job: CellJob) -> str:
+    return f"torch=={job.cell.torch.requirement_version}"
+
+
+def _torch_sources(job: CellJob) -> list[str]:
+    """Where uv finds the cell's torch beyond the registry."""
+    links = [arg for location in job.find_links for arg in ("--find-links", location)]
+    # uv's default first-index strategy takes torch from the first index that has it: the extra one, never a
+    # look-alike on the registry.
+    return links + [arg for url in job.index_urls for arg in ("--extra-index-url", url)]
 
 
 def _python(env: Path) -> Path:
@@ -208,7 +195,7 @@ def _python(env: Path) -> Path:
 def _site_packages(env: Path) -> Path:
     found = sorted((env / "lib").glob("python3.*/site-packages"))
     if not found:
-        raise StepFailed("check", f"no site-packages in {env}")
+        raise StepFailed("check", f"no site-packages in {env}")  # asked for by the engine's check step
     return found[0]
 
 
