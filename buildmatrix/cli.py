@@ -7,7 +7,7 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from buildmatrix.builder.workspace import Workspace
-from buildmatrix.errors import ResourceError, UserError
+from buildmatrix.errors import EXIT_CELLS_FAILED, ResourceError, UserError
 from buildmatrix.model.cells import Cell, Selection, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.registry import DEFAULT_INDEX, Registry, published_pythons
@@ -26,8 +26,6 @@ from buildmatrix.util.failures import is_resource_error, resource_message
 
 if TYPE_CHECKING:
     from buildmatrix.builder.engine import Engine
-
-EXIT_CELLS_FAILED = 1
 
 
 def load_cells(args: argparse.Namespace) -> tuple[Matrix, list[Cell], Registry]:
@@ -42,6 +40,21 @@ def load_cells(args: argparse.Namespace) -> tuple[Matrix, list[Cell], Registry]:
         tuple(args.torch or ()), tuple(args.python or ()), tuple(args.driver or ()), tuple(args.variant or ())
     )
     return matrix, selection.apply(cells), registry
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= minimum (argparse reports anything else as a usage error, exit code 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    return parse
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -352,14 +365,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser("build", help="build and smoke-test the selected cells")
     add_common(build)
-    build.add_argument("--jobs", "-j", type=int, default=1, help="cells built at once (default: %(default)s)")
+    build.add_argument("--jobs", "-j", type=at_least(1), default=1, help="cells built at once (default: %(default)s)")
     build.add_argument("--fail-fast", action="store_true", help="start no new cell after a failure")
     build.add_argument(
         "--force", action="store_true", help="rebuild cells whose inputs are unchanged, and the caches they use"
     )
     build.add_argument(
         "--retries",
-        type=int,
+        type=at_least(0),
         default=1,
         metavar="N",
         help="retry a transient failure (network, timeout, signal, full disk) N more times (default: %(default)s)",

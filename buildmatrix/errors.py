@@ -1,4 +1,24 @@
-"""Errors a user can cause, each with the exit code the CLI returns for it."""
+"""Errors a user can cause, each with the exit code the CLI returns for it: the one error hierarchy.
+
+Every command ends with one of these codes (README.md, "Exit codes", lists them for users):
+
+    0    success
+    1    EXIT_CELLS_FAILED: the command ran, and what it checked failed (a cell, a shim series, the docs, the site)
+    2    UserError: a bad argument or another problem to fix (argparse's usage errors are 2 as well)
+    3    MatrixError: matrix.yaml is invalid (every problem, located)
+    4    InterpreterNotFound: no CPython for a cell's Python
+    5    EngineUnavailable: --runner docker, but no Docker engine (or cibuildwheel) answers
+    6    RunLocked: another run holds the workspace
+    7    RecordError: a result record is damaged
+    8    ResourceError: the disk is full or a directory is not writable
+    9    RegistryError: an index, find-links location or cached registry answer cannot be read
+    10   UpdateError: `outdated --apply` cannot edit matrix.yaml
+    11   MergeError: `merge-results` refuses the trees (nothing written)
+    12   MatrixTooLarge: `matrix --github` would exceed GitHub's 256 jobs
+    130  interrupted (Ctrl-C); 128+N when stopped by signal N
+
+The CLI catches UserError once, at the top, and prints its message without a traceback.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +26,11 @@ from dataclasses import dataclass
 
 from buildmatrix.model.vocab import Cause, FailureClass
 
+EXIT_CELLS_FAILED = 1
+
 
 class UserError(Exception):
-    """A problem the user can fix; the CLI prints it without a traceback."""
+    """A problem the user can fix; the CLI prints it without a traceback. Exit code 2 unless a subclass says."""
 
     exit_code = 2
 
@@ -28,7 +50,7 @@ class Problem:
 
 
 class MatrixError(UserError):
-    """matrix.yaml is invalid; carries every problem found, not just the first."""
+    """matrix.yaml is invalid; carries every problem found, not just the first. Exit code 3."""
 
     exit_code = 3
 
@@ -39,10 +61,14 @@ class MatrixError(UserError):
 
 
 class InterpreterNotFound(UserError):
+    """No CPython interpreter for a cell's Python on this machine (PATH, pyenv). Exit code 4."""
+
     exit_code = 4
 
 
 class EngineUnavailable(UserError):
+    """--runner docker, but no Docker engine answers (or cibuildwheel is missing). Exit code 5."""
+
     exit_code = 5
 
 
@@ -76,22 +102,28 @@ class Interrupted(StepFailed):
 
 
 class ResourceError(UserError):
-    """The machine cannot hold the run's output (disk full, read-only, not writable): the run stops cleanly."""
+    """The machine cannot hold the run's output (disk full, read-only, not writable): the run stops cleanly. Exit
+    code 8."""
 
     exit_code = 8
 
 
 class PatchError(StepFailed):
+    """A shim series does not apply (or escapes plugin/): the cell fails in its patch step."""
+
     def __init__(self, message: str, log_tail: str = "") -> None:
         super().__init__("patch", message, log_tail)
 
 
 class RunLocked(UserError):
+    """Another run holds the workspace's lock. Exit code 6."""
+
     exit_code = 6
 
 
 class RecordError(UserError):
-    """A result record is damaged (truncated, wrong types) or names files outside its own cell and wheels/."""
+    """A result record is damaged (truncated, wrong types) or names files outside its own cell and wheels/. Exit
+    code 7."""
 
     exit_code = 7
 
@@ -99,3 +131,33 @@ class RecordError(UserError):
         self.source = source
         self.problem = problem
         super().__init__(f"{source}: {problem}")
+
+
+class RegistryError(UserError):
+    """An index, a find-links location or a cached registry answer cannot be read (or answers nonsense). Exit code
+    9."""
+
+    exit_code = 9
+
+
+class UpdateError(UserError):
+    """`outdated --apply` cannot edit matrix.yaml as found (nothing is written). Exit code 10."""
+
+    exit_code = 10
+
+
+class MergeError(UserError):
+    """The trees cannot be merged as they are; carries every problem found, and nothing was written. Exit code 11."""
+
+    exit_code = 11
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  {p}" for p in problems)
+        super().__init__(f"{len(problems)} problem(s); nothing was merged:\n{lines}")
+
+
+class MatrixTooLarge(UserError):
+    """`matrix --github` would make more jobs than one GitHub Actions matrix runs. Exit code 12."""
+
+    exit_code = 12

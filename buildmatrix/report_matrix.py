@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from buildmatrix.errors import UserError
+from buildmatrix.errors import MatrixTooLarge
 from buildmatrix.model.cells import Cell
 
 
@@ -22,10 +22,6 @@ def cells_table(cells: list[Cell]) -> Table:
 
 # GitHub Actions runs at most this many jobs from one matrix.
 GITHUB_MATRIX_LIMIT = 256
-
-
-class MatrixTooLarge(UserError):
-    exit_code = 12
 
 
 def github_matrix(cells: list[Cell]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from packaging.version import Version
 from registry_server import ANSWERS, Answers
 
 from buildmatrix.builder.update import UpdateError, write_edits
+from buildmatrix.errors import RegistryError
 from buildmatrix.model.matrix import WheelSource, load_matrix
 from buildmatrix.model.matrixedit import apply_edits
 from buildmatrix.model.outdated import AddRelease, Comparison, SetVersion, compare, read_sources
@@ -138,7 +139,7 @@ def test_unreadable_registry_is_an_error_and_nothing_is_written(write_matrix) ->
     path = write_matrix(OLD_MATRIX)
     before = path.read_bytes()
     result = run_cli(path.parent, "outdated", "--apply", "--index-url", "http://127.0.0.1:9/simple/", timeout=60)
-    assert result.returncode == 7
+    assert result.returncode == RegistryError.exit_code == 9
     assert "cannot read http://127.0.0.1:9/simple/torch/" in result.stderr
     assert "up to date" not in result.stdout
     assert path.read_bytes() == before

@@ -6,21 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from buildmatrix.builder.results import CellResult, ResultStore, WheelRecord
-from buildmatrix.errors import RecordError, UserError
+from buildmatrix.errors import MergeError, RecordError
 from buildmatrix.model.vocab import Status
 from buildmatrix.util.atomic import copy_file_atomic, write_text_atomic
 from buildmatrix.util.fingerprint import file_sha256
-
-
-class MergeError(UserError):
-    """The trees cannot be merged as they are; carries every problem found, and nothing was written."""
-
-    exit_code = 11
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        lines = "\n".join(f"  {p}" for p in problems)
-        super().__init__(f"{len(problems)} problem(s); nothing was merged:\n{lines}")
 
 
 @dataclass(frozen=True)

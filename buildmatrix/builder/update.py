@@ -7,17 +7,13 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from buildmatrix.errors import UserError
+from buildmatrix.errors import UpdateError, UserError
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import Matrix, TorchRelease, load_matrix
 from buildmatrix.model.matrixedit import apply_edits
 from buildmatrix.model.outdated import AddRelease, Edit, SetVersion
 from buildmatrix.model.registry import Registry
 from buildmatrix.util.atomic import write_text_atomic
-
-
-class UpdateError(UserError):
-    exit_code = 8
 
 
 @dataclass(frozen=True)

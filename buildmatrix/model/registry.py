@@ -18,7 +18,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from buildmatrix.errors import MatrixError, Problem, UserError
+from buildmatrix.errors import MatrixError, Problem, RegistryError
 from buildmatrix.model.matrix import PIP_CONFIG, Matrix, TorchRelease, WheelSource
 from buildmatrix.model.vocab import WheelSourceKind
 from buildmatrix.util.atomic import write_text_atomic
@@ -28,10 +28,6 @@ log = logging.getLogger(__name__)
 DEFAULT_INDEX = "https://pypi.org/simple/"
 PEP691 = "application/vnd.pypi.simple.v1+json"
 CACHE_SECONDS = 24 * 3600
-
-
-class RegistryError(UserError):
-    exit_code = 7
 
 
 @dataclass(frozen=True)
@@ -151,11 +147,19 @@ def simple_page_files(body: str, page_url: str) -> list[tuple[str, str]]:
 
 
 def simple_page_entries(body: str, page_url: str) -> list[IndexFile]:
-    """The files of a project page, PEP 691 JSON or PEP 503 HTML, with their yank status."""
+    """The files of a project page, PEP 691 JSON or PEP 503 HTML, with their yank status; raises ValueError for an
+    answer that is not one (the caller makes it a RegistryError naming the page)."""
     if body.lstrip().startswith("{"):
         data = json.loads(body)
+        files = data.get("files", []) if isinstance(data, dict) else None
+        if not isinstance(files, list):
+            raise ValueError("a PEP 691 answer without a list of files")
         out = []
-        for entry in data.get("files", []):
+        for index, entry in enumerate(files):
+            if not (
+                isinstance(entry, dict) and isinstance(entry.get("filename"), str) and isinstance(entry.get("url"), str)
+            ):
+                raise ValueError(f"files[{index}] of the PEP 691 answer is not a file with a filename and a url")
             url = urllib.parse.urljoin(page_url, entry["url"])
             out.append(IndexFile(entry["filename"], url, yank_reason(entry.get("yanked"))))
         return out
