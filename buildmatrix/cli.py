@@ -10,7 +10,6 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
@@ -23,9 +22,7 @@ from buildmatrix.model.registry import DEFAULT_INDEX, Registry, published_python
 from buildmatrix.model.vocab import RunnerName, Status, Variant
 from buildmatrix.progress import failure_kind
 from buildmatrix.util.failures import is_resource_error, resource_message
-
-if TYPE_CHECKING:
-    from buildmatrix.builder.engine import Engine
+from buildmatrix.util.process import CHILDREN
 
 
 def load_cells(args: argparse.Namespace) -> tuple[Matrix, list[Cell], Registry]:
@@ -95,7 +92,7 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
     options = RunOptions(jobs=args.jobs, fail_fast=args.fail_fast, force=args.force, retries=args.retries)
     with RunLock(workspace), ProgressDisplay(console, cells) as display:
         engine = Engine(matrix, workspace, runner, registry, progress=display.update)
-        with stop_on_signals(engine) as stopped_by:
+        with stop_on_signals(engine.interrupt) as stopped_by:
             results = engine.run(cells, options)
     if engine.orphans_ended:
         console.print(f"ended {engine.orphans_ended} process(es) left running by an earlier run that was killed")
@@ -117,13 +114,14 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
 
 
 @contextmanager
-def stop_on_signals(engine: Engine) -> Iterator[list[str]]:
-    """While the block runs, Ctrl-C and SIGTERM stop the engine (its children die at once); yields the signals seen."""
+def stop_on_signals(stop: Callable[[str], object]) -> Iterator[list[str]]:
+    """While the block runs, Ctrl-C and SIGTERM call stop (an engine's interrupt: its children die at once, no new
+    cell starts); yields the signals seen."""
     seen: list[str] = []
 
     def handler(number: int, _frame: object) -> None:
         seen.append(signal.Signals(number).name)
-        engine.interrupt(seen[0])
+        stop(seen[0])
 
     previous = {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -200,14 +198,18 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
         f"probing torch {release.version} as cell {cell.id} ({why})"
         + (f" with series {', '.join(release.patches)}" if release.patches else "")
     )
-    report = probe.run_probe(
-        matrix,
-        release,
-        cell,
-        registry,
-        runner=runner,
-        progress=lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False),
-    )
+    with stop_on_signals(CHILDREN.stop) as stopped_by:  # the probe's children die at once, its cell is interrupted
+        report = probe.run_probe(
+            matrix,
+            release,
+            cell,
+            registry,
+            runner=runner,
+            progress=lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False),
+        )
+    if stopped_by:
+        console.print(f"stopped by {stopped_by[0]}")
+        return 128 + int(signal.Signals[stopped_by[0]])
     console.print(report.markdown(), highlight=False, markup=False)
     console.print(f"report: {probe.probe_dir(matrix, release) / 'report.md'}")
     return 0 if report.status == Status.PASSED else EXIT_CELLS_FAILED

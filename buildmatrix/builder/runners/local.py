@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from pathlib import Path
 from typing import ClassVar
 
@@ -36,6 +37,7 @@ class LocalRunner:
         self._pyenv_root = pyenv_root
         self._interpreters: dict[str, Interpreter] = {}
         self._driver_wheels: DriverWheels | None = None
+        self._driver_guard = threading.Lock()
 
     def interpreter(self, cell: Cell) -> Interpreter:
         key = str(cell.python)
@@ -52,15 +54,16 @@ class LocalRunner:
         return f"cpython-{found.version}"
 
     def _drivers(self, job: CellJob, uv: str) -> DriverWheels:
-        if self._driver_wheels is None:
-            self._driver_wheels = DriverWheels(
-                job.matrix.driver_source,
-                job.matrix.driver_distribution,
-                job.workspace.cache_dir / "driver-wheels",
-                uv,
-                timeout=job.matrix.timeouts["driver"],
-            )
-        return self._driver_wheels
+        with self._driver_guard:  # --jobs N: one cache object, so its per-driver locks are shared by all cells
+            if self._driver_wheels is None:
+                self._driver_wheels = DriverWheels(
+                    job.matrix.driver_source,
+                    job.matrix.driver_distribution,
+                    job.workspace.cache_dir / "driver-wheels",
+                    uv,
+                    timeout=job.matrix.timeouts["driver"],
+                )
+            return self._driver_wheels
 
     def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
         uv = find_uv()
