@@ -60,7 +60,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--torch", action="append", metavar="X.Y", help="only these torch minors (repeatable)")
     parser.add_argument("--python", action="append", metavar="X.Y", help="only these Pythons (repeatable)")
     parser.add_argument("--driver", action="append", metavar="N", help="only these driver API majors (repeatable)")
-    parser.add_argument("--variant", action="append", choices=tuple(Variant), help="only these torch variants")
+    parser.add_argument(
+        "--variant", action="append", choices=[v.value for v in Variant], help="only these torch variants"
+    )
 
 
 def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
@@ -343,10 +345,12 @@ def add_outdated_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     outdated.add_argument(
         "--variant",
         action="append",
-        choices=tuple(Variant),
+        choices=[v.value for v in Variant],
         help="new minors of these variants only (default: any; the registry's build first)",
     )
-    outdated.add_argument("--runner", choices=tuple(RunnerName), help="runner for the probe (default: local)")
+    outdated.add_argument(
+        "--runner", choices=[r.value for r in RunnerName], help="runner for the probe (default: local)"
+    )
     outdated.add_argument("--report", metavar="FILE", help="Markdown report (default: build/outdated/report.md)")
     outdated.set_defaults(func=cmd_outdated)
 
@@ -379,7 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="retry a transient failure (network, timeout, signal, full disk) N more times (default: %(default)s)",
     )
-    build.add_argument("--runner", choices=tuple(RunnerName), help="default: matrix.yaml's runner")
+    build.add_argument("--runner", choices=[r.value for r in RunnerName], help="default: matrix.yaml's runner")
     build.set_defaults(func=cmd_build)
 
     patches = sub.add_parser("patches", help="check, edit and refresh the per-release shim series")
@@ -401,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument(
         "--series", action="append", metavar="NAME", help="apply this shim series first (repeatable, in order)"
     )
-    probe.add_argument("--runner", choices=tuple(RunnerName), help="default: local")
+    probe.add_argument("--runner", choices=[r.value for r in RunnerName], help="default: local")
     probe.set_defaults(func=cmd_probe)
 
     add_outdated_parser(sub)
@@ -451,13 +455,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         errors.print(Text.assemble(("error: ", "bold red"), str(exc)), highlight=False, soft_wrap=True)
         return exc.exit_code
     except OSError as exc:
-        if not is_resource_error(exc):
+        errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+        if is_resource_error(exc):
+            # A full disk or a read-only directory outside the engine's own checks (the site, the docs): one line.
+            errors.print(Text.assemble(("error: ", "bold red"), resource_message(exc)), highlight=False, soft_wrap=True)
+            return ResourceError.exit_code
+        if exc.filename is None:
             raise
-        # A full disk or a read-only directory outside the engine's own checks (the site, the docs): one line.
-        Console(stderr=True, width=None if sys.stderr.isatty() else 200).print(
-            Text.assemble(("error: ", "bold red"), resource_message(exc)), highlight=False, soft_wrap=True
-        )
-        return ResourceError.exit_code
+        # A path the user named (--report, --into, ...) that does not exist or is not what it must be.
+        logging.getLogger(__name__).debug("%s", exc, exc_info=True)
+        where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
+        errors.print(Text.assemble(("error: ", "bold red"), f"{where}: {exc.strerror or exc}"), highlight=False)
+        return UserError.exit_code
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted; finished cells are recorded, the next run resumes")
         return 130
