@@ -274,29 +274,27 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder.results import ResultStore
-    from buildmatrix.publish.site import DOCS_TABLE, README, docs_problems, rendered_docs, write_docs, write_site
-    from buildmatrix.publish.table import CompatTable, build_table
+    from buildmatrix.publish.site import (
+        README,
+        docs_problems,
+        read_docs_table,
+        read_readme,
+        rendered_docs,
+        write_docs,
+        write_site,
+    )
+    from buildmatrix.publish.table import build_table
 
     matrix = load_matrix(Path(args.matrix).resolve())
     workspace = Workspace.for_root(matrix.root)
     if args.check:
-        try:
-            recorded = CompatTable.from_json((matrix.root / DOCS_TABLE).read_text(encoding="utf-8"))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise UserError(
-                f"{matrix.root / DOCS_TABLE}: unreadable ({type(exc).__name__}: {exc}); regenerate it with "
-                "`nox -s compat-table`"
-            ) from None
-        problems = docs_problems(recorded, matrix)
+        problems = docs_problems(read_docs_table(matrix.root), matrix)
     else:
         registry = Registry(workspace.cache_dir / "registry", offline=args.offline)
         available = published_pythons(matrix, registry)
         results = ResultStore(workspace.results_dir).all()
         table = build_table(matrix, expand(matrix, available), results, available, site_url=args.site_url)
-        try:  # the docs must render (README's markers) before anything is published
-            rendered_docs(table, (matrix.root / README).read_text())
-        except (ValueError, OSError) as exc:
-            raise UserError(f"{matrix.root / README}: {exc}") from None
+        rendered_docs(table, read_readme(matrix.root), matrix.root / README)  # they must render before publishing
         # The site is built and checked beside the live one; nothing (site or docs) changes unless every check passes.
         report = write_site(table, workspace.wheels_dir, workspace.wheels_dir / "site", matrix)
         problems = report.problems

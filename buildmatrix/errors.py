@@ -133,6 +133,11 @@ class RecordError(UserError):
         super().__init__(f"{source}: {problem}")
 
 
+class DocsError(UserError):
+    """The committed docs cannot be read or rendered: docs/compatibility.json is damaged, or README.md lacks its
+    compat-table markers. Exit code 2."""
+
+
 class RegistryError(UserError):
     """An index, a find-links location or a cached registry answer cannot be read (or answers nonsense). Exit code
     9."""

@@ -13,7 +13,7 @@ from registry_server import Answers
 from buildmatrix.builder.workspace import RunLock, Workspace
 from buildmatrix.errors import EngineUnavailable, MatrixError, RegistryError, RunLocked, UserError
 
-from conftest import run_cli
+from conftest import copy_project, run_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 # A tiny project whose torch is an empty file in a local find-links directory: commands get as far as running a cell
@@ -139,3 +139,28 @@ def test_docker_runner_without_an_engine_is_refused_before_building(
     result = run_cli(tiny, "build", "--runner", "docker", timeout=120)
     assert_one_error(result, EngineUnavailable.exit_code, "no Docker engine answers `docker info`")
     assert not (tiny / "wheels").exists() and not (tiny / "build" / "cells").exists()
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (
+            "readme",
+            "README.md: README needs exactly one <!-- compat-table:start --> ... <!-- compat-table:end --> pair",
+        ),
+        ("table", "docs/compatibility.json: unreadable (JSONDecodeError"),
+    ],
+)
+def test_compat_check_names_the_doc_it_cannot_read(tmp_path: Path, damage: str, message: str) -> None:
+    """A README without its markers, or a damaged docs/compatibility.json: one line naming the file, nothing
+    rewritten."""
+    root = copy_project(tmp_path / "project")
+    if damage == "readme":
+        readme = root / "README.md"
+        readme.write_text(readme.read_text().replace("<!-- compat-table:start -->", ""))
+    else:
+        (root / "docs" / "compatibility.json").write_text('{"schema_version": 1, "cells": [')
+    before = {p: p.read_bytes() for p in (root / "README.md", *sorted((root / "docs").iterdir()))}
+    result = run_cli(root, "compat-table", "--check", timeout=120)
+    assert_one_error(result, UserError.exit_code, message)
+    assert {p: p.read_bytes() for p in before} == before

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildmatrix.errors import UserError
+from buildmatrix.errors import DocsError, UserError
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.publish.index import (
     IndexedWheel,
@@ -54,19 +54,38 @@ class SiteReport:
     published: bool = True
 
 
-def rendered_docs(table: CompatTable, readme: str) -> dict[Path, str]:
-    """The committed files, by path relative to the project root (pure)."""
-    return {
-        DOCS_TABLE: table.to_json(),
-        DOCS_MARKDOWN: compatibility_markdown(table),
-        README: replace_readme_section(readme, readme_section(table)),
-    }
+def rendered_docs(table: CompatTable, readme: str, readme_path: Path = README) -> dict[Path, str]:
+    """The committed files, by path relative to the project root (pure); raises DocsError naming readme_path when
+    the README has not exactly one pair of compat-table markers."""
+    try:
+        readme_text = replace_readme_section(readme, readme_section(table))
+    except ValueError as exc:
+        raise DocsError(f"{readme_path}: {exc}") from None
+    return {DOCS_TABLE: table.to_json(), DOCS_MARKDOWN: compatibility_markdown(table), README: readme_text}
+
+
+def read_docs_table(root: Path) -> CompatTable:
+    """The committed docs/compatibility.json; raises DocsError naming it when it cannot be read or parsed."""
+    path = root / DOCS_TABLE
+    try:
+        return CompatTable.from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise DocsError(
+            f"{path}: unreadable ({type(exc).__name__}: {exc}); regenerate it with `nox -s compat-table`"
+        ) from None
+
+
+def read_readme(root: Path) -> str:
+    try:
+        return (root / README).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DocsError(f"{root / README}: unreadable ({exc})") from None
 
 
 def docs_problems(table: CompatTable, matrix: Matrix) -> list[str]:
     """Ways the committed docs are stale: the recorded table no longer matches matrix.yaml, or a file differs from its rendering."""
     problems = [f"{DOCS_TABLE}: {p}; run `nox -s compat-table`" for p in stale_problems(table, matrix)]
-    for rel, text in rendered_docs(table, (matrix.root / README).read_text()).items():
+    for rel, text in rendered_docs(table, read_readme(matrix.root), matrix.root / README).items():
         path = matrix.root / rel
         if not path.is_file() or path.read_text() != text:
             problems.append(f"{rel} is not what {DOCS_TABLE} renders to; run `nox -s compat-table`")
@@ -76,7 +95,7 @@ def docs_problems(table: CompatTable, matrix: Matrix) -> list[str]:
 def write_docs(table: CompatTable, root: Path) -> list[Path]:
     """Write the docs whose content changed; returns them."""
     changed = []
-    for rel, text in rendered_docs(table, (root / README).read_text()).items():
+    for rel, text in rendered_docs(table, read_readme(root), root / README).items():
         path = root / rel
         if not path.is_file() or path.read_text() != text:
             write_text_atomic(path, text)
