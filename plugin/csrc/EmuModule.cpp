@@ -9,6 +9,7 @@
 #include "runtime/EmuAllocator.h"
 #include "runtime/EmuEvent.h"
 #include "runtime/EmuException.h"
+#include "runtime/EmuFork.h"
 #include "runtime/EmuGenerator.h"
 #include "runtime/EmuStream.h"
 
@@ -88,6 +89,8 @@ PYBIND11_MODULE(_C, m) {
     return v;
   });
   m.def("device_count", [] { return int(device_count()); });
+  m.def("is_in_bad_fork", [] { return in_bad_fork(); });
+  m.def("check_not_forked", [] { check_not_forked(); });
   m.def("current_device", [] { return int(current_device()); });
   m.def("set_device", [](int64_t device) { EMU_CHECK(emuSetDevice(index_or_current(device))); });
   m.def("get_device_properties", &properties);

@@ -69,15 +69,18 @@ def is_available() -> bool:
 
 
 def is_initialized() -> bool:
-    return True
+    """The driver starts when torch_emu loads; a forked child of such a process cannot use it."""
+    return not _C.is_in_bad_fork()
 
 
 def _lazy_init() -> None:
-    """The runtime starts on first use; kept for code written for torch.cuda."""
+    """Raises "Cannot re-initialize emu in forked subprocess" in a forked child, as torch.cuda does."""
+    _C.check_not_forked()
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a child forked after emu started: torch.manual_seed (e.g. in DataLoader workers) then leaves emu alone."""
+    return bool(_C.is_in_bad_fork())
 
 
 def get_amp_supported_dtype() -> list:
@@ -94,6 +97,7 @@ def current_device() -> int:
 
 
 def set_device(device: Any) -> None:
+    _lazy_init()
     _C.set_device(_index(device))
 
 
@@ -114,6 +118,7 @@ class device:
 
 def synchronize(device: Any = None) -> None:
     """Waits for all work queued on every stream of the device."""
+    _lazy_init()
     _C.synchronize(_index(device))
 
 
@@ -200,10 +205,12 @@ def reset_peak_memory_stats(device: Any = None) -> None:
 
 def empty_cache() -> None:
     """Returns cached, unused device memory to the driver."""
+    _lazy_init()
     _C.empty_cache()
 
 
 def mem_get_info(device: Any = None) -> tuple:
+    _lazy_init()
     return tuple(_C.mem_get_info(_index(device)))
 
 

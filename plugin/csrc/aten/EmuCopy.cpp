@@ -77,6 +77,7 @@ void copy_across_devices(const at::Tensor& dst, const at::Tensor& src) {
 
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(self.defined() && src.defined(), "copy_: undefined tensor");
+  check_not_forked();
   TORCH_CHECK(at::is_expandable_to(src.sizes(), self.sizes()), "copy_: cannot copy a tensor of shape ", src.sizes(),
               " into one of shape ", self.sizes(), " (the shapes must match, or the source must broadcast to the destination)");
   if (self.is_same(src) || self.numel() == 0) return self;

@@ -11,6 +11,7 @@
 
 #include "../TorchCompat.h"
 #include "../runtime/EmuException.h"
+#include "../runtime/EmuFork.h"
 #include "../runtime/EmuLaunch.h"
 #include "../runtime/EmuStream.h"
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "EmuException.h"
+#include "EmuFork.h"
 #include "EmuStream.h"
 
 namespace torch_emu {
@@ -50,6 +51,7 @@ class CachingAllocator final : public c10::Allocator {
     const c10::DeviceIndex device = current_device();
     if (n == 0) return {nullptr, nullptr, &no_delete, c10::Device(c10::DeviceType::PrivateUse1, device)};
     const c10::StreamId stream = getCurrentEmuStream(device).id();
+    check_not_forked();  // device memory in a forked child would be freed by a driver whose workers are gone
     const size_t size = round_size(n);
     std::lock_guard<std::mutex> lock(mu_);
     process_pending();
@@ -73,6 +75,9 @@ class CachingAllocator final : public c10::Allocator {
   void release(void* ptr) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = active_.find(ptr);
+    // A forked child frees what it inherited at exit: the driver's workers are gone, so
+    // leave the memory to the process's end instead of recording events no one runs.
+    if (in_bad_fork()) return;
     TORCH_INTERNAL_ASSERT(it != active_.end(), "emu allocator: freeing unknown pointer ", ptr);
     Block* block = it->second;
     active_.erase(it);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "EmuException.h"
+#include "EmuFork.h"
 
 namespace torch_emu {
 
@@ -66,6 +67,7 @@ c10::DeviceIndex device_count() {
 
 // Stream ids: 0 is the default stream; 1..kPoolSize are pool entries.
 emuStream_t raw_stream(const c10::Stream& stream) {
+  check_not_forked();  // the stream's worker thread did not survive fork(): waiting on it would hang
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "not an emu stream: ", stream);
   const c10::StreamId id = stream.id();
   if (id == 0) return nullptr;  // the default stream of the current device: callers switch device first
