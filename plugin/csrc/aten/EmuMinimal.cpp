@@ -94,6 +94,10 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, compat:
 at::Tensor& set_storage_offset(at::Tensor& self, at::Storage storage, int64_t offset, c10::IntArrayRef size, c10::IntArrayRef stride) {
   TORCH_CHECK(!storage.data() || storage.device().type() == c10::DeviceType::PrivateUse1,
               "set_: an emu tensor can only take emu storage, not storage on ", storage.device());
+  // As on CPU and CUDA: taking another device's storage would silently move the tensor.
+  TORCH_CHECK(!storage.data() || storage.device() == self.device(), "Attempted to set the storage of a tensor on device \"",
+              self.device(), "\" to a storage on different device \"", storage.device(),
+              "\".  This is no longer allowed; the devices must match.");
   TORCH_CHECK(offset >= 0, "set_: negative storage offset ", offset);
   auto* impl = self.unsafeGetTensorImpl();
   impl->set_storage_keep_dtype(std::move(storage));
@@ -119,6 +123,7 @@ at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
 }
 
 at::Tensor& set_empty(at::Tensor& self) {
+  DeviceSwitch on(self.device().index());  // the empty storage belongs to self's device
   at::Storage storage(at::Storage::use_byte_size_t(), 0, emu_allocator(), /*resizable=*/true);
   return set_storage_offset(self, std::move(storage), 0, {0}, {});
 }
@@ -156,11 +161,33 @@ bool fallback_disabled() {
   return disabled;
 }
 
+// An out= tensor on another device: the message aten's own out= kernels give, raised before
+// the fallback moves anything (which would otherwise fail later with a dispatcher error).
+void check_out_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const auto& args = op.schema().arguments();
+  if (stack.size() < args.size()) return;
+  const size_t first = stack.size() - args.size();
+  const at::Tensor* input = nullptr;
+  for (size_t i = 0; i < args.size() && input == nullptr; ++i) {
+    const c10::IValue& v = stack[first + i];
+    if (!args[i].is_out() && v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == c10::DeviceType::PrivateUse1)
+      input = &v.toTensor();
+  }
+  if (input == nullptr) return;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = stack[first + i];
+    if (!args[i].is_out() || !v.isTensor() || !v.toTensor().defined()) continue;
+    TORCH_CHECK(v.toTensor().device() == input->device(), "Expected out tensor to have device ", input->device(), ", but got ",
+                v.toTensor().device(), " instead");
+  }
+}
+
 void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().operator_name();
   const std::string key = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
   TORCH_CHECK(!fallback_disabled(), "operator ", key, " has no native emu kernel and the CPU fallback is off "
               "(TORCH_EMU_FALLBACK=error)");
+  check_out_devices(op, *stack);
   {
     std::lock_guard<std::mutex> lock(counts().mu);
     counts().counts[key] += 1;

@@ -117,10 +117,18 @@ Tensor& add_(Tensor& self, const Tensor& other, const at::Scalar& alpha) {
   return binary_("add_", self, other, at::result_type(self, other),
                  [alpha](Tensor o, const Tensor& x, const Tensor& y) { at::add_out(o, x, y, alpha); });
 }
+void check_sub(const Tensor& a, const Tensor& b) {
+  TORCH_CHECK(a.scalar_type() != at::kBool || b.scalar_type() != at::kBool,
+              "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.");
+  TORCH_CHECK(a.scalar_type() != at::kBool && b.scalar_type() != at::kBool,
+              "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+}
 Tensor sub(const Tensor& a, const Tensor& b, const at::Scalar& alpha) {
+  check_sub(a, b);
   return binary("sub", a, b, at::result_type(a, b), [alpha](Tensor o, const Tensor& x, const Tensor& y) { at::sub_out(o, x, y, alpha); });
 }
 Tensor& sub_(Tensor& self, const Tensor& other, const at::Scalar& alpha) {
+  check_sub(self, other);
   return binary_("sub_", self, other, at::result_type(self, other),
                  [alpha](Tensor o, const Tensor& x, const Tensor& y) { at::sub_out(o, x, y, alpha); });
 }
@@ -139,19 +147,28 @@ Tensor& div_(Tensor& self, const Tensor& other) {
 }
 
 // ---- comparisons (bool results) ----
-#define EMU_COMPARISON(NAME)                                                                                        \
+// Ordering has no meaning for complex numbers: aten refuses them when the kernel is chosen,
+// so emu refuses them here, at the call, not later inside the queued kernel.
+void check_ordered(const char* op, c10::ScalarType t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isComplexType(t), '"', op, "\" not implemented for '", c10::toString(t), "'");
+}
+void check_equality(const char*, c10::ScalarType) {}
+
+#define EMU_COMPARISON(NAME, CHECK)                                                                                 \
   Tensor NAME##_tensor(const Tensor& a, const Tensor& b) {                                                          \
+    CHECK(#NAME "_emu", at::result_type(a, b));                                                                     \
     return binary(#NAME, a, b, at::kBool, [](Tensor o, const Tensor& x, const Tensor& y) { at::NAME##_out(o, x, y); }); \
   }                                                                                                                 \
   Tensor NAME##_scalar(const Tensor& a, const at::Scalar& s) {                                                      \
+    CHECK(#NAME "_emu", at::result_type(a, s));                                                                     \
     return unary(#NAME, a, at::kBool, [s](Tensor o, const Tensor& x) { at::NAME##_out(o, x, s); });                 \
   }
-EMU_COMPARISON(eq)
-EMU_COMPARISON(ne)
-EMU_COMPARISON(lt)
-EMU_COMPARISON(le)
-EMU_COMPARISON(gt)
-EMU_COMPARISON(ge)
+EMU_COMPARISON(eq, check_equality)
+EMU_COMPARISON(ne, check_equality)
+EMU_COMPARISON(lt, check_ordered)
+EMU_COMPARISON(le, check_ordered)
+EMU_COMPARISON(gt, check_ordered)
+EMU_COMPARISON(ge, check_ordered)
 #undef EMU_COMPARISON
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
@@ -173,8 +190,24 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     return unary_(#NAME "_", self, RESULT(self.scalar_type()), [](Tensor o, const Tensor& x) { at::NAME##_out(o, x); }); \
   }
 c10::ScalarType same(c10::ScalarType t) { return t; }
-EMU_UNARY(abs, same)
-EMU_UNARY(neg, same)
+// abs of a complex tensor is its real magnitude (aten's result-type rule for abs).
+c10::ScalarType magnitude(c10::ScalarType t) { return c10::toRealValueType(t); }
+c10::ScalarType negatable(c10::ScalarType t) {
+  TORCH_CHECK(t != at::kBool, "Negation, the `-` operator, on a bool tensor is not supported. "
+              "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  return t;
+}
+c10::ScalarType abs_in_place(c10::ScalarType t) {
+  TORCH_CHECK(!c10::isComplexType(t), "In-place abs is not supported for complex tensors.");
+  return t;
+}
+Tensor abs(const Tensor& a) {
+  return unary("abs", a, magnitude(a.scalar_type()), [](Tensor o, const Tensor& x) { at::abs_out(o, x); });
+}
+Tensor& abs_(Tensor& self) {
+  return unary_("abs_", self, abs_in_place(self.scalar_type()), [](Tensor o, const Tensor& x) { at::abs_out(o, x); });
+}
+EMU_UNARY(neg, negatable)
 EMU_UNARY(exp, float_result)
 EMU_UNARY(log, float_result)
 EMU_UNARY(sqrt, float_result)
@@ -186,10 +219,15 @@ EMU_UNARY(sigmoid, float_result)
 EMU_UNARY(reciprocal, float_result)
 #undef EMU_UNARY
 
+void check_real(const char* what, const Tensor& t) {
+  TORCH_CHECK(!t.is_complex(), what, " is not supported for complex types");
+}
 Tensor relu(const Tensor& a) {
+  check_real("clamp", a);
   return unary("relu", a, a.scalar_type(), [](Tensor o, const Tensor& x) { o.copy_(at::relu(x)); });
 }
 Tensor& relu_(Tensor& self) {
+  check_real("clamp", self);
   const auto device = common_device("relu_", {&self});
   launch(device, [self = arg(self)] { kernel_view(self).clamp_min_(0); });
   return self;
@@ -249,6 +287,7 @@ Tensor mean_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, c
 }
 
 Tensor max_all(const Tensor& self) {
+  check_real("max()", self);
   TORCH_CHECK(self.numel() > 0, "max(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
   const auto device = common_device("max", {&self});
   Tensor out = at::empty({}, on_emu(device, self.scalar_type()));
@@ -257,6 +296,7 @@ Tensor max_all(const Tensor& self) {
 }
 
 std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim) {
+  check_real("max()", self);
   const auto device = common_device("max", {&self});
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   TORCH_CHECK(self.dim() == 0 || self.size(dim) > 0, "max(): Expected reduction dim ", dim, " to have non-zero size.");

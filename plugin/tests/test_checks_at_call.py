@@ -1,0 +1,70 @@
+"""Native kernels follow aten: result types as on CPU, argument errors raised at the call (not at the next synchronize)."""
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.feature("checks at the call")
+
+
+def _both(fn, *tensors):  # type: ignore[no-untyped-def]
+    """fn on CPU and on emu, the emu result brought back."""
+    cpu = fn(*tensors)
+    emu = fn(*[t.emu() for t in tensors])
+    torch.emu.synchronize()
+    return cpu, emu
+
+
+def test_abs_of_complex_is_real_like_cpu():
+    z = torch.tensor([3 + 4j, -1 - 0j], dtype=torch.complex64)
+    cpu, emu = _both(torch.abs, z)
+    assert emu.dtype == cpu.dtype == torch.float32
+    assert emu.cpu().tolist() == cpu.tolist() == [5.0, 1.0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.complex64])
+@pytest.mark.parametrize("op", [torch.abs, torch.neg, torch.exp, torch.sigmoid, torch.sqrt])
+def test_unary_result_types_match_cpu(op, dtype):  # type: ignore[no-untyped-def]
+    x = torch.tensor([1, 0, 1]).to(dtype)
+    try:
+        expected = op(x)
+    except (RuntimeError, NotImplementedError) as exc:
+        with pytest.raises(type(exc)):
+            op(x.emu())
+        return
+    result = op(x.emu())
+    assert result.dtype == expected.dtype
+    torch.testing.assert_close(result.cpu(), expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("op", [torch.le, torch.lt, torch.ge, torch.gt])
+def test_ordering_complex_raises_at_the_call(op):  # type: ignore[no-untyped-def]
+    e = torch.ones(3, dtype=torch.complex64, device="emu")
+    with pytest.raises(NotImplementedError, match="not implemented for 'ComplexFloat'"):
+        op(e, e)
+    with pytest.raises(NotImplementedError, match="not implemented for 'ComplexFloat'"):
+        op(e, 1)
+    # Nothing failed on the stream: the next synchronize is clean.
+    torch.emu.synchronize()
+    assert torch.equal((e == e).cpu(), torch.ones(3, dtype=torch.bool))
+
+
+def test_bool_arithmetic_errors_at_the_call():
+    m = torch.ones(2, dtype=torch.bool, device="emu")
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool tensors"):
+        m - m
+    with pytest.raises(RuntimeError, match="Negation, the `-` operator, on a bool tensor"):
+        -m
+    with pytest.raises(RuntimeError, match="In-place abs is not supported for complex"):
+        torch.ones(2, dtype=torch.complex64, device="emu").abs_()
+    torch.emu.synchronize()
+
+
+def test_shape_and_cast_errors_at_the_call():
+    a = torch.ones(2, 3, device="emu")
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        a.add_(torch.ones(4, 2, 3, device="emu"))
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        torch.ones(2, dtype=torch.int64, device="emu").mul_(torch.ones(2, device="emu"))
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        torch.mm(a, a)
+    torch.emu.synchronize()
