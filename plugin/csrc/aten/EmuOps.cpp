@@ -27,6 +27,7 @@
 #include <ATen/ops/mm.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/neg.h>
 #include <ATen/ops/reciprocal.h>
 #include <ATen/ops/relu.h>
@@ -45,6 +46,8 @@
 #include <torch/library.h>
 
 #include <optional>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "Launch.h"
@@ -69,10 +72,35 @@ void check_inplace(const char* op, const Tensor& self, c10::IntArrayRef shape, c
               " can't be cast to the desired output type ", self.scalar_type());
 }
 
+// ---- dtype support, checked at the call ----
+// ATen's CPU kernels refuse unsupported dtypes only when they run ("abs_cpu" not implemented for
+// 'Bool'): inside queued work that would surface at the next synchronize. So the kernel first
+// runs here on one-element CPU tensors of the same dtypes, once per (op, dtypes) and thread, and
+// raises aten's own error at the call.
+Tensor one_on_cpu(c10::ScalarType t) { return at::ones({1}, at::TensorOptions().dtype(t)); }
+
+template <typename Run>
+void probe_once(const char* op, c10::ScalarType out, c10::ScalarType a, c10::ScalarType b, const Run& run) {
+  thread_local std::set<std::tuple<const char*, int, int, int>> supported;
+  const auto key = std::make_tuple(op, int(out), int(a), int(b));
+  if (supported.count(key) != 0) return;
+  run();
+  supported.insert(key);
+}
+template <typename K>
+void probe_dtypes(const char* op, c10::ScalarType out, c10::ScalarType a, c10::ScalarType b, const K& k) {
+  probe_once(op, out, a, b, [&] { k(one_on_cpu(out), one_on_cpu(a), one_on_cpu(b)); });
+}
+template <typename K>
+void probe_dtypes(const char* op, c10::ScalarType out, c10::ScalarType a, const K& k) {
+  probe_once(op, out, a, c10::ScalarType::Undefined, [&] { k(one_on_cpu(out), one_on_cpu(a)); });
+}
+
 // ---- elementwise binary: K(out, a, b) runs the CPU op ----
 template <typename K>
 Tensor binary(const char* op, const Tensor& a, const Tensor& b, c10::ScalarType dtype, K k) {
   const auto device = common_device(op, {&a, &b});
+  probe_dtypes(op, dtype, a.scalar_type(), b.scalar_type(), k);
   Tensor out = at::empty(at::infer_size(a.sizes(), b.sizes()), on_emu(device, dtype));
   launch(device, [out = arg(out), a = arg(a), b = arg(b), k] { k(kernel_view(out), kernel_view(a), kernel_view(b)); });
   return out;
@@ -82,6 +110,7 @@ template <typename K>
 Tensor& binary_(const char* op, Tensor& self, const Tensor& other, c10::ScalarType result, K k) {
   const auto device = common_device(op, {&self, &other});
   check_inplace(op, self, at::infer_size(self.sizes(), other.sizes()), result);
+  probe_dtypes(op, self.scalar_type(), self.scalar_type(), other.scalar_type(), k);
   launch(device, [self = arg(self), other = arg(other), k] {
     Tensor s = kernel_view(self);
     k(s, s, kernel_view(other));
@@ -93,6 +122,7 @@ Tensor& binary_(const char* op, Tensor& self, const Tensor& other, c10::ScalarTy
 template <typename K>
 Tensor unary(const char* op, const Tensor& a, c10::ScalarType dtype, K k) {
   const auto device = common_device(op, {&a});
+  probe_dtypes(op, dtype, a.scalar_type(), k);
   Tensor out = at::empty(a.sizes(), on_emu(device, dtype));
   launch(device, [out = arg(out), a = arg(a), k] { k(kernel_view(out), kernel_view(a)); });
   return out;
@@ -102,6 +132,7 @@ template <typename K>
 Tensor& unary_(const char* op, Tensor& self, c10::ScalarType result, K k) {
   const auto device = common_device(op, {&self});
   check_inplace(op, self, self.sizes(), result);
+  probe_dtypes(op, self.scalar_type(), self.scalar_type(), k);
   launch(device, [self = arg(self), k] {
     Tensor s = kernel_view(self);
     k(s, s);
