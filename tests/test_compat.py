@@ -128,6 +128,15 @@ def test_records_of_another_plugin_version_are_not_built(write_matrix, tmp_path:
             FeatureSupport(FeatureState.NOT_AVAILABLE, "needs torch >=2.6"),
         ),
         ({1: "passed", 2: "failed"}, FeatureSupport(FeatureState.FAILED, "driver 2")),
+        # A passed outcome with a detail (the OpInfo conformance counts) is passed, the detail its note.
+        (
+            {1: "passed: forward float32 500/500", 2: "passed: forward float32 500/500"},
+            FeatureSupport(FeatureState.AVAILABLE, "forward float32 500/500"),
+        ),
+        (
+            {1: "not available: needs driver API 2.x", 2: "passed: 7/7"},
+            FeatureSupport(FeatureState.PARTIAL, "driver 2 only"),
+        ),
     ],
 )
 def test_feature_support(outcomes: dict[int, str], expected: FeatureSupport) -> None:

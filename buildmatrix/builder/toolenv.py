@@ -38,7 +38,8 @@ def build_tools(torch_version: Version) -> tuple[str, ...]:
 
 def smoke_tools(torch_version: Version) -> tuple[str, ...]:
     """What a cell's clean smoke environment needs besides torch and the two wheels."""
-    return ("pytest", "packaging", *numpy_for(torch_version))
+    # expecttest: torch.testing._internal (the OpInfo database of the conformance test) imports it.
+    return ("pytest", "packaging", "expecttest", *numpy_for(torch_version))
 
 
 def numpy_for(torch_version: Version) -> tuple[str, ...]:

@@ -254,16 +254,25 @@ def failure_label(result: CellResult) -> str | None:
     return result.failure_class
 
 
+def outcome_state(outcome: str) -> str:
+    """The state word of a smoke outcome: "passed: 612/640 ops" is passed, with its detail after the colon."""
+    return outcome.split(":", 1)[0].strip()
+
+
 def feature_support(outcomes: Mapping[int, str]) -> FeatureSupport:
     """Aggregate one feature's outcome over the cells of a release, keyed by driver major."""
-    passed = sorted({d for d, o in outcomes.items() if o == Status.PASSED})
+    passed = sorted({d for d, o in outcomes.items() if outcome_state(o) == Status.PASSED})
     failed = sorted({d for d, o in outcomes.items() if o == Status.FAILED})
     unavailable = f"{FeatureState.NOT_AVAILABLE}:"
     missing = sorted({o.split(":", 1)[1].strip() for o in outcomes.values() if o.startswith(unavailable)})
     if failed:
         return FeatureSupport(FeatureState.FAILED, "driver " + ", ".join(map(str, failed)))
+    # A passed outcome may carry a detail (the OpInfo pass counts): the table shows the details as the note.
+    details = sorted(
+        {o.split(":", 1)[1].strip() for o in outcomes.values() if outcome_state(o) == Status.PASSED and ":" in o}
+    )
     if passed and len(passed) == len(set(outcomes)):
-        return FeatureSupport(FeatureState.AVAILABLE)
+        return FeatureSupport(FeatureState.AVAILABLE, "; ".join(details))
     if passed:
         return FeatureSupport(FeatureState.PARTIAL, "driver " + ", ".join(map(str, passed)) + " only")
     return FeatureSupport(FeatureState.NOT_AVAILABLE, "; ".join(missing))
@@ -275,7 +284,7 @@ def release_features(cells: Iterable[tuple[CompatCell, CellResult]]) -> dict[str
     for cell, result in cells:
         for name, outcome in result.features.items():
             known = by_feature.setdefault(name, {})
-            if known.get(cell.driver) != Status.PASSED:
+            if outcome_state(known.get(cell.driver, "")) != Status.PASSED:
                 known[cell.driver] = outcome
     return {name: feature_support(by_feature[name]) for name in sorted(by_feature)}
 

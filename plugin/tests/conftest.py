@@ -2,7 +2,7 @@
 
 Tests name the feature they exercise with @pytest.mark.feature("..."); with
 --emu-features-json=PATH the session writes each feature's outcome there
-("passed", "failed", or "not available: <reason>") for the compatibility table.
+("passed" or "passed: <detail>", "failed", or "not available: <reason>") for the compatibility table.
 Driver- or torch-gated tests skip with the reason, through smoke_gates.requires_driver / requires_torch.
 """
 
@@ -50,7 +50,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
     elif report.failed:
         features[name] = "failed"
     elif report.when == "call" and report.passed and features.get(name) != "failed":
-        features[name] = "passed"
+        detail = getattr(item, "_emu_feature_detail", "")
+        features[name] = f"passed: {detail}" if detail else "passed"
+
+
+@pytest.fixture
+def emu_feature_detail(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """Call with a short text (e.g. pass counts) that the feature's outcome carries: "passed: <text>"."""
+
+    def record(text: str) -> None:
+        request.node._emu_feature_detail = text
+
+    return record
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
