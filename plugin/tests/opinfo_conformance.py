@@ -71,12 +71,6 @@ KNOWN_GAPS = {
     "sparse.mm.reduce": "sparse layouts: emu has strided tensors only",
     "to_sparse": "sparse layouts: emu has strided tensors only",
     "to": "pinned host memory (to(..., non_blocking/pin_memory)): emu's hooks provide no pinned allocator yet",
-    "nn.functional.conv1d": "convolution_overrideable: native emu convolution is issue 16",
-    "nn.functional.conv2d": "convolution_overrideable: native emu convolution is issue 16",
-    "nn.functional.conv3d": "convolution_overrideable: native emu convolution is issue 16",
-    "nn.functional.conv_transpose1d": "convolution_overrideable: native emu convolution is issue 16",
-    "nn.functional.conv_transpose2d": "convolution_overrideable: native emu convolution is issue 16",
-    "nn.functional.conv_transpose3d": "convolution_overrideable: native emu convolution is issue 16",
 }
 
 PASSES = {
