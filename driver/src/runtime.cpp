@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,12 @@ namespace emu {
 namespace {
 
 constexpr size_t kMiB = size_t(1) << 20;
+constexpr size_t kHugePage = 2 * kMiB;
+
+void* align_up(void* p, size_t alignment) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  return reinterpret_cast<void*>((address + alignment - 1) & ~(uintptr_t(alignment) - 1));
+}
 
 Runtime* g_runtime = nullptr;  // set once by start(); never freed (process lifetime)
 emuError_t g_start_error = emuSuccess;
@@ -82,7 +89,13 @@ void start() {
   // The device ranges: reserved, never readable by the host.
   void* reserved = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   // The bytes: committed lazily by the kernel as they are touched.
-  void* backing = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // One huge page of slack, so the bytes can start on a 2 MiB boundary.
+  void* mapping = mmap(nullptr, total + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* backing = mapping == MAP_FAILED ? MAP_FAILED : align_up(mapping, kHugePage);
+  // With transparent huge pages in "madvise" mode (the common default), an anonymous mapping gets 4 KiB pages
+  // unless asked: host<->device copies then pay a TLB miss per 4 KiB and ran at 0.4-0.8 of a memcpy between
+  // buffers that had huge pages. Asking is harmless where THP is off or "always" (the call then changes nothing).
+  if (backing != MAP_FAILED) (void)madvise(backing, total, MADV_HUGEPAGE);
   if (reserved == MAP_FAILED || backing == MAP_FAILED) {
     g_start_error = emuErrorInitialization;
     g_start_message = "could not reserve " + std::to_string(total / kMiB) + " MiB of address space for " +
