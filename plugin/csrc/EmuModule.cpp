@@ -11,6 +11,7 @@
 #include "runtime/EmuException.h"
 #include "runtime/EmuFork.h"
 #include "runtime/EmuGenerator.h"
+#include "runtime/EmuSerialization.h"
 #include "runtime/EmuStream.h"
 
 namespace py = pybind11;
@@ -167,6 +168,8 @@ PYBIND11_MODULE(_C, m) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(index_or_current(device))));
   });
 
+  m.def("set_backend_meta", [](const at::Tensor& t, const std::map<std::string, int64_t>& values) { set_backend_meta(t, values); });
+  m.def("backend_meta", [](const at::Tensor& t) { return backend_meta(t); });
   m.def("fallback_counts", [] { return fallback_counts(); });
   m.def("reset_fallback_counts", [] { reset_fallback_counts(); });
 }

@@ -6,7 +6,15 @@ from torch_emu import _C, _build_info
 from torch_emu import device as _device_module
 
 __version__ = _build_info.PLUGIN_VERSION
-__all__ = ["build_info", "driver_api_version", "fallback_ops", "features", "reset_fallback_ops"]
+__all__ = [
+    "backend_meta",
+    "build_info",
+    "driver_api_version",
+    "fallback_ops",
+    "features",
+    "reset_fallback_ops",
+    "set_backend_meta",
+]
 
 
 def _register() -> None:
@@ -46,3 +54,15 @@ def fallback_ops() -> dict:
 
 def reset_fallback_ops() -> None:
     _C.reset_fallback_counts()
+
+
+def set_backend_meta(tensor: torch.Tensor, values: dict) -> None:
+    """Attaches named integers to an emu tensor's backend metadata; torch.save/torch.load and copies of the tensor keep them."""
+    if tensor.device.type != "emu":
+        raise ValueError(f"backend metadata belongs to emu tensors, not to a tensor on {tensor.device}")
+    _C.set_backend_meta(tensor, {str(k): int(v) for k, v in values.items()})
+
+
+def backend_meta(tensor: torch.Tensor) -> dict:
+    """The named integers set_backend_meta attached ({} if none)."""
+    return dict(_C.backend_meta(tensor))

@@ -1,0 +1,52 @@
+"""Backend metadata of emu tensors survives torch.save/torch.load and loading under FakeTensorMode."""
+
+import io
+
+import pytest
+import torch
+
+import torch_emu
+
+pytestmark = pytest.mark.feature("backend metadata")
+
+META = {"format": 29, "version": 1}
+
+
+def _saved(meta: dict) -> io.BytesIO:
+    x = torch.arange(6.0).reshape(2, 3).emu()
+    torch_emu.set_backend_meta(x, meta)
+    buffer = io.BytesIO()
+    torch.save(x, buffer)
+    buffer.seek(0)
+    return buffer
+
+
+def test_set_and_read_back():
+    x = torch.ones(3, device="emu")
+    assert torch_emu.backend_meta(x) == {}
+    torch_emu.set_backend_meta(x, META)
+    assert torch_emu.backend_meta(x) == META
+    assert torch_emu.backend_meta(x.detach()) == META  # shallow copies clone it
+    torch_emu.set_backend_meta(x, {})
+    assert torch_emu.backend_meta(x) == {}
+    with pytest.raises(ValueError, match="belongs to emu tensors"):
+        torch_emu.set_backend_meta(torch.ones(1), META)
+
+
+def test_survives_save_and_load():
+    y = torch.load(_saved(META))
+    assert y.device == torch.device("emu:0")
+    assert torch_emu.backend_meta(y) == META
+    assert y.cpu().tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+
+
+def test_survives_load_under_fake_tensor_mode():
+    try:
+        from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    except ImportError as exc:
+        pytest.skip(f"not available: this torch has no FakeTensorMode ({exc})")
+    buffer = _saved(META)
+    with FakeTensorMode():
+        y = torch.load(buffer)
+    assert isinstance(y, FakeTensor) and y.device.type == "emu"
+    assert torch_emu.backend_meta(y) == META
