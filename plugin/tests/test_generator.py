@@ -47,3 +47,38 @@ def test_statistics_are_sane():
     assert abs(x.mean().item()) < 0.02 and abs(x.cpu().std().item() - 1) < 0.02
     u = torch.empty(100_000, device="emu").uniform_(2, 3).cpu()
     assert u.min().item() >= 2 and u.max().item() < 3
+
+
+def fallback_draws(generator=None):
+    probs = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]], device="emu")
+    return [
+        torch.randperm(20, device="emu", generator=generator).cpu(),
+        torch.multinomial(probs, 3, generator=generator).cpu(),
+        torch.multinomial(probs, 8, replacement=True, generator=generator).cpu(),
+        torch.empty(10, device="emu").exponential_(generator=generator).cpu(),
+    ]
+
+
+@pytest.mark.feature("generator_fallback_ops")
+def test_fallback_random_ops_take_an_emu_generator():
+    # These run through the CPU fallback: the emu generator becomes a CPU generator seeded from its state.
+    g = torch.Generator(device="emu")
+    g.manual_seed(5)
+    a = fallback_draws(g)
+    g.manual_seed(5)
+    b = fallback_draws(g)
+    c = fallback_draws(g)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not all(torch.equal(x, y) for x, y in zip(b, c))
+    assert sorted(a[0].tolist()) == list(range(20))
+    assert a[1].shape == (2, 3) and len(set(a[1][0].tolist())) == 3
+
+
+@pytest.mark.feature("generator_fallback_ops")
+def test_fallback_random_ops_follow_emu_manual_seed():
+    torch.emu.manual_seed(11)
+    a = fallback_draws()
+    torch.manual_seed(0)  # the CPU generator plays no part
+    torch.emu.manual_seed(11)
+    b = fallback_draws()
+    assert all(torch.equal(x, y) for x, y in zip(a, b))

@@ -192,6 +192,7 @@ void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     std::lock_guard<std::mutex> lock(counts().mu);
     counts().counts[key] += 1;
   }
+  emu_generators_to_cpu(op, stack);
   at::native::cpu_fallback(op, stack);
 }
 

@@ -1,9 +1,11 @@
-// In-place random sampling on emu tensors (what torch.rand/randn/randint/dropout reach).
+// In-place random sampling on emu tensors (what torch.rand/randn/randint/dropout reach), and the
+// emu-to-CPU generator swap for random ops that run through the CPU fallback.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
 #include "../runtime/EmuGenerator.h"
+#include "Fallback.h"
 #include "Launch.h"
 
 namespace torch_emu {
@@ -50,7 +52,43 @@ Tensor& random_all(Tensor& self, compat::optional<at::Generator> gen) {
   return sample("random_", self, gen, [](Tensor v, const at::Generator& g) { v.random_(g); });
 }
 
+// The emu device an op works on: that of its first emu tensor argument, or -1.
+c10::DeviceIndex emu_device_of(const torch::jit::Stack& stack, size_t first) {
+  for (size_t i = first; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == c10::DeviceType::PrivateUse1)
+      return v.toTensor().device().index();
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList().vec())
+        if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) return t.device().index();
+    }
+  }
+  return -1;
+}
+
 }  // namespace
+
+void emu_generators_to_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const size_t first = stack->size() - arguments.size();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    c10::IValue& v = (*stack)[first + i];
+    compat::optional<at::Generator> gen;
+    c10::DeviceIndex device = -1;
+    if (v.isGenerator()) {
+      gen = v.toGenerator();
+      if (gen->device().type() != c10::DeviceType::PrivateUse1) continue;
+      device = gen->device().index();
+    } else if (v.isNone() && arguments[i].type()->kind() == c10::TypeKind::OptionalType &&
+               arguments[i].type()->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType) {
+      device = emu_device_of(*stack, first);  // no generator: the emu device's default one, as for native kernels
+      if (device < 0) continue;
+    } else {
+      continue;
+    }
+    v = c10::IValue(at::make_generator<at::CPUGeneratorImpl>(draw_kernel_seed(gen, device)));
+  }
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("normal_", normal_);

@@ -5,10 +5,19 @@
 #include <map>
 #include <string>
 
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
 namespace torch_emu {
 
 // Operator name ("aten::addcmul_" or "aten::add.out") -> times it ran through the CPU fallback.
 std::map<std::string, int64_t> fallback_counts();
 void reset_fallback_counts();
+
+// Before an op runs through the CPU fallback: its Generator arguments (an emu generator, or none
+// when the op works on emu tensors) become CPU generators seeded from the emu generator, so the
+// CPU kernel accepts them and torch.emu.manual_seed / an explicit emu generator reproduce the
+// result. Defined with the random kernels (EmuRandom.cpp).
+void emu_generators_to_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 }  // namespace torch_emu
