@@ -118,3 +118,45 @@ def test_generic_torch_stream_and_event_use_the_guard():
     e.record(s)
     e.synchronize()
     assert e.query() and s.query()
+
+
+@pytest.mark.feature("record_stream")
+def test_record_stream_is_accepted():
+    s = torch.emu.Stream()
+    assert isinstance(s, torch._C.Stream) and s.device == torch.device("emu", 0)
+    x = torch.ones(10, device="emu")
+    x.record_stream(s)
+    with pytest.raises(RuntimeError, match="stream is on"):
+        x.record_stream(torch.emu.Stream("emu:1"))
+    s.synchronize()
+    assert x.sum().item() == 10
+
+
+@pytest.mark.feature("record_stream")
+@requires_driver(2, "asynchronous streams")
+def test_record_stream_delays_reuse_until_the_stream_is_done():
+    n = 1_234_567  # a size class no other test leaves in the cache
+    torch.emu.synchronize()
+    torch.emu.empty_cache()
+    side = torch.emu.Stream()
+    x = torch.ones(n, device="emu")
+    a = torch.randn(640, 640, device="emu")
+    side.wait_stream(torch.emu.current_stream())
+    with torch.emu.stream(side):
+        for _ in range(12):
+            a = a @ a / 640
+        total = x.sum()
+    x.record_stream(side)
+    old = x.data_ptr()
+    del x
+    y = torch.empty(n, device="emu")  # on the default stream, while the side stream may still read x
+    busy = not side.query()
+    assert busy, "the side stream finished too early for the test to mean anything"
+    assert y.data_ptr() != old
+    side.synchronize()
+    assert total.item() == n
+    # Once the side stream is done, the block returns to the cache and is reused without a driver call.
+    reserved = torch.emu.memory_reserved()
+    z = torch.empty(n, device="emu")
+    assert z.data_ptr() == old
+    assert torch.emu.memory_reserved() == reserved

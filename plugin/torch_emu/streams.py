@@ -18,16 +18,24 @@ def _index(device) -> int:
     return -1 if device.index is None else device.index
 
 
-class Stream:
-    """An in-order queue of work on one emu device. Stream() takes one from the device's pool."""
+# c10::DeviceType::PrivateUse1, the same number in every release.
+_PRIVATEUSE1 = 20
+_StreamBase = getattr(torch, "Stream", torch._C.Stream)
 
-    def __init__(
-        self, device=None, priority: int = 0, *, stream_id: int | None = None, device_index: int | None = None
-    ) -> None:
+
+class Stream(_StreamBase):
+    """An in-order queue of work on one emu device. Stream() takes one from the device's pool.
+
+    A torch.Stream underneath, so torch APIs that take one (Tensor.record_stream) accept it.
+    """
+
+    def __new__(
+        cls, device=None, priority: int = 0, *, stream_id: int | None = None, device_index: int | None = None
+    ) -> Stream:
         if stream_id is None:
             stream_id, device_index = _C.stream_from_pool(_index(device))
-        self.stream_id = int(stream_id)
-        self.device_index = int(device_index if device_index is not None else _C.current_device())
+        index = int(device_index if device_index is not None else _C.current_device())
+        return super().__new__(cls, stream_id=int(stream_id), device_index=index, device_type=_PRIVATEUSE1)
 
     @property
     def device(self) -> torch.device:
