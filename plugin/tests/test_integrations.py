@@ -42,6 +42,31 @@ def test_autocast_runs_matmul_in_bfloat16():
     assert out.dtype == torch.bfloat16
 
 
+@pytest.mark.feature("autocast_policy")
+@requires_torch(">=2.4")  # the per-policy op lists (AT_FORALL_* in ATen/autocast_mode.h) that emu registers
+def test_autocast_follows_the_cuda_policy():
+    is_available = getattr(torch.amp, "is_autocast_available", None)
+    if is_available is not None and not is_available("emu"):
+        pytest.skip("not available: this torch has no autocast for PrivateUse1 devices")
+    a = torch.rand(4, 3, 8, 8, device="emu")
+    w = torch.rand(5, 3, 3, 3, device="emu")
+    half = torch.rand(6, 6, device="emu").bfloat16()
+    with torch.autocast(device_type="emu", dtype=torch.bfloat16):
+        assert torch.nn.functional.conv2d(a, w).dtype == torch.bfloat16  # lower precision
+        lstm_out = torch.nn.LSTM(8, 4).to("emu")(a[0])[0]
+        assert lstm_out.dtype == torch.bfloat16
+        assert torch.exp(half).dtype == torch.float32  # fp32 list
+        assert torch.log_softmax(half, 1).dtype == torch.float32
+        assert torch.nn.functional.mse_loss(half, half).dtype == torch.float32
+        assert torch.sum(half).dtype == torch.float32  # fp32_set_opt_dtype
+        full = torch.rand(6, 6, device="emu")
+        assert torch.addcmul(full, half, full).dtype == torch.float32  # promote to the widest
+        with pytest.raises(RuntimeError, match="unsafe to autocast"):  # banned
+            torch.nn.functional.binary_cross_entropy(torch.rand(4, device="emu"), torch.rand(4, device="emu"))
+        assert torch.nn.functional.binary_cross_entropy_with_logits(half[0], half[1]).dtype == torch.float32
+    a.sum().item()
+
+
 def dynamo_supported() -> bool:
     try:
         import torch._dynamo as dynamo
