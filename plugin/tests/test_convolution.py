@@ -19,17 +19,31 @@ VARIANTS = [
     ("conv2d_depthwise", F.conv2d, (2, 4, 9, 8), (8, 1, 3, 3), {"groups": 4, "padding": 1}),
     ("conv2d_valid", F.conv2d, (1, 2, 6, 6), (3, 2, 3, 3), {"padding": "valid"}),
     ("conv3d", F.conv3d, (1, 2, 5, 6, 5), (4, 2, 3, 3, 3), {"padding": 1}),
-    ("conv3d_groups_stride", F.conv3d, (2, 4, 6, 6, 6), (4, 2, 2, 3, 2), {"groups": 2, "stride": 2, "dilation": (1, 1, 2)}),
+    (
+        "conv3d_groups_stride",
+        F.conv3d,
+        (2, 4, 6, 6, 6),
+        (4, 2, 2, 3, 2),
+        {"groups": 2, "stride": 2, "dilation": (1, 1, 2)},
+    ),
     ("conv_transpose1d", F.conv_transpose1d, (2, 4, 7), (4, 3, 3), {"stride": 2, "padding": 1, "output_padding": 1}),
     ("conv_transpose2d", F.conv_transpose2d, (2, 4, 5, 6), (4, 3, 3, 2), {"stride": (2, 3), "padding": 1}),
-    ("conv_transpose2d_groups_dilation", F.conv_transpose2d, (2, 4, 5, 5), (4, 2, 3, 3), {"groups": 2, "dilation": 2, "output_padding": 1, "stride": 2}),
+    (
+        "conv_transpose2d_groups_dilation",
+        F.conv_transpose2d,
+        (2, 4, 5, 5),
+        (4, 2, 3, 3),
+        {"groups": 2, "dilation": 2, "output_padding": 1, "stride": 2},
+    ),
     ("conv_transpose3d", F.conv_transpose3d, (1, 2, 3, 4, 3), (2, 3, 2, 2, 2), {"stride": 2}),
 ]
 
 
-@pytest.mark.parametrize(("name", "fn", "input_shape", "weight_shape", "kwargs"), VARIANTS, ids=[v[0] for v in VARIANTS])
+@pytest.mark.parametrize(
+    ("name", "fn", "input_shape", "weight_shape", "kwargs"), VARIANTS, ids=[v[0] for v in VARIANTS]
+)
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
-def test_forward_and_backward_match_cpu(name, fn, input_shape, weight_shape, kwargs, bias):
+def test_forward_and_backward_match_cpu(name, fn, input_shape, weight_shape, kwargs, bias):  # noqa: PLR0917
     torch.manual_seed(0)
     transposed = name.startswith("conv_transpose")
     groups = kwargs.get("groups", 1)
