@@ -68,3 +68,25 @@ def test_shape_and_cast_errors_at_the_call():
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         torch.mm(a, a)
     torch.emu.synchronize()
+
+
+@pytest.mark.parametrize(
+    ("name", "op", "dtype"),
+    [
+        ("softmax", lambda t: torch.softmax(t, 0), torch.int64),
+        ("log_softmax", lambda t: torch.log_softmax(t, 0), torch.int64),
+        ("mm", lambda t: torch.mm(t.view(1, -1), t.view(-1, 1)), torch.bool),
+        ("bmm", lambda t: torch.bmm(t.view(1, 1, -1), t.view(1, -1, 1)), torch.bool),
+        ("sum", lambda t: t.sum(0), torch.float32),
+    ],
+)
+def test_kernels_raise_unsupported_dtypes_at_the_call_like_cpu(name, op, dtype):  # type: ignore[no-untyped-def]
+    x = torch.ones(4).to(dtype)
+    try:
+        expected = op(x)
+    except (RuntimeError, NotImplementedError) as exc:
+        with pytest.raises(type(exc)):
+            op(x.emu())  # raised here, at the call, not by the synchronize below
+        torch.emu.synchronize()
+        return
+    assert torch.equal(op(x.emu()).cpu(), expected)

@@ -79,6 +79,11 @@ void check_inplace(const char* op, const Tensor& self, c10::IntArrayRef shape, c
 // raises aten's own error at the call.
 Tensor one_on_cpu(c10::ScalarType t) { return at::ones({1}, at::TensorOptions().dtype(t)); }
 
+// Ones on the CPU with t's rank (every size 1): dims valid for t are valid for it.
+Tensor ones_of_rank(const Tensor& t, c10::ScalarType dtype) {
+  return at::ones(std::vector<int64_t>(static_cast<size_t>(t.dim()), 1), at::TensorOptions().dtype(dtype));
+}
+
 template <typename Run>
 void probe_once(const char* op, c10::ScalarType out, c10::ScalarType a, c10::ScalarType b, const Run& run) {
   thread_local std::set<std::tuple<const char*, int, int, int>> supported;
@@ -301,6 +306,9 @@ Tensor sum_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, co
   const auto device = common_device("sum", {&self});
   const auto dims = wrap_dims(self, dim);
   const auto result = dtype.value_or(c10::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
+  probe_once("sum", result, self.scalar_type(), c10::ScalarType::Undefined, [&] {
+    at::sum_out(as_lvalue(ones_of_rank(self, result).sum(dims, keepdim)), ones_of_rank(self, self.scalar_type()), dims, keepdim, dtype);
+  });
   Tensor out = at::empty(reduced_shape(self, dims, keepdim), on_emu(device, result));
   launch(device, [out = arg(out), self = arg(self), dims, keepdim, dtype] { at::sum_out(as_lvalue(kernel_view(out)), kernel_view(self), dims, keepdim, dtype); });
   return out;
@@ -353,6 +361,9 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1), " and ",
               b.size(0), "x", b.size(1), ")");
   check_matmul_dtypes("mm", a, b);
+  probe_once("mm", a.scalar_type(), a.scalar_type(), b.scalar_type(), [&] {
+    at::mm_out(as_lvalue(one_on_cpu(a.scalar_type()).view({1, 1})), one_on_cpu(a.scalar_type()).view({1, 1}), one_on_cpu(b.scalar_type()).view({1, 1}));
+  });
   const auto device = common_device("mm", {&a, &b});
   Tensor out = at::empty({a.size(0), b.size(1)}, on_emu(device, a.scalar_type()));
   launch(device, [out = arg(out), a = arg(a), b = arg(b)] { at::mm_out(as_lvalue(kernel_view(out)), kernel_view(a), kernel_view(b)); });
@@ -365,6 +376,10 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "Expected size for first two dimensions of batch2 tensor to be: [",
               a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
   check_matmul_dtypes("bmm", a, b);
+  probe_once("bmm", a.scalar_type(), a.scalar_type(), b.scalar_type(), [&] {
+    at::bmm_out(as_lvalue(one_on_cpu(a.scalar_type()).view({1, 1, 1})), one_on_cpu(a.scalar_type()).view({1, 1, 1}),
+                one_on_cpu(b.scalar_type()).view({1, 1, 1}));
+  });
   const auto device = common_device("bmm", {&a, &b});
   Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, on_emu(device, a.scalar_type()));
   launch(device, [out = arg(out), a = arg(a), b = arg(b)] { at::bmm_out(as_lvalue(kernel_view(out)), kernel_view(a), kernel_view(b)); });
@@ -376,6 +391,10 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const at::Sca
   TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1), " and ",
               b.size(0), "x", b.size(1), ")");
   check_matmul_dtypes("addmm", a, b);
+  probe_once("addmm", self.scalar_type(), a.scalar_type(), b.scalar_type(), [&] {
+    at::addmm_out(as_lvalue(one_on_cpu(a.scalar_type()).view({1, 1})), one_on_cpu(self.scalar_type()).view({1, 1}),
+                  one_on_cpu(a.scalar_type()).view({1, 1}), one_on_cpu(b.scalar_type()).view({1, 1}), beta, alpha);
+  });
   const auto device = common_device("addmm", {&self, &a, &b});
   Tensor out = at::empty({a.size(0), b.size(1)}, on_emu(device, a.scalar_type()));
   TORCH_CHECK(at::is_expandable_to(self.sizes(), out.sizes()), "addmm: self of shape ", self.sizes(),
@@ -391,6 +410,9 @@ Tensor softmax(const Tensor& self, int64_t dim, bool half_to_float) {
   const auto device = common_device("softmax", {&self});
   dim = at::maybe_wrap_dim(dim, self.dim());
   const auto dtype = half_to_float ? at::kFloat : self.scalar_type();
+  probe_once("softmax", dtype, self.scalar_type(), c10::ScalarType::Undefined, [&] {
+    at::_softmax_out(as_lvalue(ones_of_rank(self, dtype)), ones_of_rank(self, self.scalar_type()), dim, half_to_float);
+  });
   Tensor out = at::empty(self.sizes(), on_emu(device, dtype));
   launch(device, [out = arg(out), self = arg(self), dim, half_to_float] { at::_softmax_out(as_lvalue(kernel_view(out)), kernel_view(self), dim, half_to_float); });
   return out;
@@ -399,6 +421,9 @@ Tensor log_softmax(const Tensor& self, int64_t dim, bool half_to_float) {
   const auto device = common_device("log_softmax", {&self});
   dim = at::maybe_wrap_dim(dim, self.dim());
   const auto dtype = half_to_float ? at::kFloat : self.scalar_type();
+  probe_once("log_softmax", dtype, self.scalar_type(), c10::ScalarType::Undefined, [&] {
+    at::_log_softmax_out(as_lvalue(ones_of_rank(self, dtype)), ones_of_rank(self, self.scalar_type()), dim, half_to_float);
+  });
   Tensor out = at::empty(self.sizes(), on_emu(device, dtype));
   launch(device, [out = arg(out), self = arg(self), dim, half_to_float] { at::_log_softmax_out(as_lvalue(kernel_view(out)), kernel_view(self), dim, half_to_float); });
   return out;
