@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -171,7 +172,7 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=1, help="samples compared per op (bounded for CI)")
     options = parser.parse_args()
     report = conformance(options.samples)
-    with open(options.out, "w") as handle:
+    with Path(options.out).open("w") as handle:
         json.dump(report, handle, indent=2)
     return 0
 

@@ -1,4 +1,5 @@
-"""Native kernels follow aten: result types as on CPU, argument errors raised at the call (not at the next synchronize)."""
+"""Native kernels follow aten: result types as on CPU, argument errors raised at the call (not at the next
+synchronize)."""
 
 import pytest
 import torch
@@ -45,15 +46,15 @@ def test_ordering_complex_raises_at_the_call(op):  # type: ignore[no-untyped-def
         op(e, 1)
     # Nothing failed on the stream: the next synchronize is clean.
     torch.emu.synchronize()
-    assert torch.equal((e == e).cpu(), torch.ones(3, dtype=torch.bool))
+    assert torch.equal((e == e).cpu(), torch.ones(3, dtype=torch.bool))  # noqa: PLR0124
 
 
 def test_bool_arithmetic_errors_at_the_call():
     m = torch.ones(2, dtype=torch.bool, device="emu")
     with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool tensors"):
-        m - m
+        _ = m - m
     with pytest.raises(RuntimeError, match="Negation, the `-` operator, on a bool tensor"):
-        -m
+        _ = -m
     with pytest.raises(RuntimeError, match="In-place abs is not supported for complex"):
         torch.ones(2, dtype=torch.complex64, device="emu").abs_()
     torch.emu.synchronize()

@@ -38,10 +38,10 @@ def _run_in_forked_child(target, *args):  # type: ignore[no-untyped-def]
 def _use_emu_in_child(queue, tensor) -> None:  # type: ignore[no-untyped-def]
     outcome = {"bad_fork": torch.emu._is_in_bad_fork(), "initialized": torch.emu.is_initialized()}
     for name, action in [
-        ("cpu", lambda: tensor.cpu()),
+        ("cpu", tensor.cpu),
         ("new_tensor", lambda: torch.ones(2, device="emu")),
-        ("synchronize", lambda: torch.emu.synchronize()),
-        ("lazy_init", lambda: torch.emu._lazy_init()),
+        ("synchronize", torch.emu.synchronize),
+        ("lazy_init", torch.emu._lazy_init),
     ]:
         try:
             action()
