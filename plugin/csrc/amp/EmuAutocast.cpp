@@ -28,6 +28,7 @@ at::Tensor binary_cross_entropy_banned(const at::Tensor&, const at::Tensor&, con
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 // AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE spells its signatures unqualified, as inside namespace at.
+using at::DimnameList;  // in the torch 2.4 list (norm.names_ScalarOpt_dim)
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;
