@@ -27,12 +27,9 @@ at::Tensor binary_cross_entropy_banned(const at::Tensor&, const at::Tensor&, con
 
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
-// AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE spells its signatures unqualified, as inside namespace at.
-using at::DimnameList;  // in the torch 2.4 list (norm.names_ScalarOpt_dim)
-using at::IntArrayRef;
-using at::Scalar;
-using at::ScalarType;
-using at::Tensor;
+// AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE spells its signatures unqualified, as inside namespace at,
+// and which names it uses varies by release (DimnameList in 2.4, gone from ATen by 2.13).
+using namespace at;  // NOLINT(google-build-using-namespace)
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 #define EMU_LOWER_PRECISION_FP(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
