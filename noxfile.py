@@ -7,6 +7,7 @@ nox.options.sessions = ["lint", "unit"]
 
 ORCHESTRATION = [".[docker]", "uv"]
 TEST_DEPS = [".[test]", "uv"]
+PYTHON_TREES = ("buildmatrix", "tests", "driver", "plugin", "scripts", "noxfile.py")
 
 
 @nox.session(name="build-matrix")
@@ -25,7 +26,7 @@ def matrix(session: nox.Session) -> None:
 
 @nox.session(name="merge-results")
 def merge_results(session: nox.Session) -> None:
-    """Merge wheels/ trees built on several machines, wheels checked against their records (-- DIR [DIR ...] [--into wheels])."""
+    """Merge wheels/ trees built on several machines, wheels checked against records (-- DIR [DIR ...] [--into DIR])."""
     session.install(*ORCHESTRATION)
     session.run("python", "-m", "buildmatrix", "merge-results", *session.posargs)
 
@@ -74,21 +75,22 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff and mypy over the orchestration package."""
-    session.install(".", "ruff", "mypy", "types-PyYAML")
-    session.run("ruff", "check", "buildmatrix", "tests", "driver", "plugin", "scripts", "noxfile.py")
-    session.run("mypy", "buildmatrix")
+    """ruff (rules and format) over all our Python; mypy strict over the package, its tests and this file."""
+    session.install(".[test]", "ruff", "mypy", "types-PyYAML", "nox")
+    session.run("ruff", "check", *PYTHON_TREES)
+    session.run("ruff", "format", "--check", *PYTHON_TREES)
+    session.run("mypy", "buildmatrix", "tests", "noxfile.py")
 
 
 @nox.session(name="docker-engine")
 def docker_engine(session: nox.Session) -> None:
-    """Make a Docker engine answer (Debian, root): apt-get install docker.io if missing, start dockerd, say what was done."""
+    """Make a Docker engine answer (Debian, root): install docker.io if missing, start dockerd, say what was done."""
     session.install(*ORCHESTRATION)
     session.run("python", "-m", "buildmatrix", "engine", *session.posargs)
 
 
 @nox.session(name="docker-tests")
 def docker_tests(session: nox.Session) -> None:
-    """The Docker runner's tests in real containers (needs an engine: `nox -s docker-engine`; -- -m "docker and not slow" for the fast ones)."""
+    """The Docker runner's tests in real containers (needs `nox -s docker-engine`; -m "docker and not slow": fast)."""
     session.install(".[test,docker]", "uv")
     session.run("pytest", "-m", "docker", *session.posargs)

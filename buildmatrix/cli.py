@@ -174,7 +174,8 @@ def cmd_patches(args: argparse.Namespace, console: Console) -> int:
     if args.action == "edit":
         tree = patchtool.edit_tree(matrix, args.release, edit_root)
         console.print(
-            f"edit the plugin for torch {args.release} in {tree / matrix.plugin.source.name}, then run `nox -s patches -- refresh {args.release}`"
+            f"edit the plugin for torch {args.release} in {tree / matrix.plugin.source.name}, "
+            f"then run `nox -s patches -- refresh {args.release}`"
         )
         return 0
     result = patchtool.refresh(matrix, args.release, edit_root / f"torch{args.release}")

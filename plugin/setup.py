@@ -35,7 +35,8 @@ driver_major, driver_minor = emu_driver.API_VERSION
 cxx11_abi = bool(torch._C._GLIBCXX_USE_CXX11_ABI)
 variant = "cuda" if torch.version.cuda else "cpu"
 
-BUILD_INFO = f'''"""What this torch_emu wheel was built against (written by setup.py; read before the extension loads)."""
+BUILD_INFO = f'''"""What this torch_emu wheel was built against (written by setup.py; read before the extension
+loads)."""
 
 PLUGIN_VERSION = {VERSION!r}
 TORCH_VERSION = {torch.__version__!r}

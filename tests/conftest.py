@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import textwrap
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -38,8 +39,14 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+class WriteMatrix(Protocol):
+    """The write_matrix fixture: writes matrix.yaml (VALID unless given) into the test project, returns its path."""
+
+    def __call__(self, text: str = ...) -> Path: ...
+
+
 @pytest.fixture
-def write_matrix(project: Path):  # type: ignore[no-untyped-def]
+def write_matrix(project: Path) -> WriteMatrix:
     def write(text: str = VALID) -> Path:
         path = project / "matrix.yaml"
         path.write_text(textwrap.dedent(text))
@@ -78,7 +85,13 @@ def run_cli(root: Path, *args: str, timeout: float = 3600) -> subprocess.Complet
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     return subprocess.run(
-        [sys.executable, "-m", "buildmatrix", *args], capture_output=True, text=True, timeout=timeout, cwd=root, env=env
+        [sys.executable, "-m", "buildmatrix", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=root,
+        env=env,
     )
 
 

@@ -12,16 +12,16 @@ from packaging.version import Version
 
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.cells import Cell, CellKey, Selection, expand, plugin_local_label
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.matrix import Matrix, TorchRelease, load_matrix
 from buildmatrix.model.vocab import Variant
 
-from conftest import VALID
+from conftest import VALID, WriteMatrix
 
 V = Version
 PUBLISHED = {"2.4.1": {V("3.8"), V("3.9"), V("3.10"), V("3.11"), V("3.12")}, "2.13.0": {V("3.11")}}
 
 
-def available(matrix, table=PUBLISHED):  # type: ignore[no-untyped-def]
+def available(matrix: Matrix, table: dict[str, set[Version]] = PUBLISHED) -> dict[TorchRelease, set[Version]]:
     return {r: table[str(r.version)] for r in matrix.torch}
 
 
@@ -29,7 +29,7 @@ def ids(cells: list[Cell]) -> list[str]:
     return [c.id for c in cells]
 
 
-def test_expansion_intersects_with_published_pythons(write_matrix) -> None:
+def test_expansion_intersects_with_published_pythons(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix())
     assert ids(expand(matrix, available(matrix))) == [
         "torch2.4-cuda-cp39-drv1",
@@ -43,7 +43,7 @@ def test_expansion_intersects_with_published_pythons(write_matrix) -> None:
     ]
 
 
-def test_declared_python_a_release_lacks_is_an_error(write_matrix) -> None:
+def test_declared_python_a_release_lacks_is_an_error(write_matrix: WriteMatrix) -> None:
     text = VALID.replace("    wheels: pip-find-links", '    wheels: pip-find-links\n    python: ["3.11", "3.9"]')
     matrix = load_matrix(write_matrix(text))
     with pytest.raises(MatrixError) as info:
@@ -62,14 +62,14 @@ def test_declared_python_a_release_lacks_is_an_error(write_matrix) -> None:
         ('exclude: [{torch: ">=2.5"}]', ["torch2.13-cpu-cp311-drv1"], 6),
     ],
 )
-def test_exclude(write_matrix, rules: str, expected_missing: list[str], expected_count: int) -> None:
+def test_exclude(write_matrix: WriteMatrix, rules: str, expected_missing: list[str], expected_count: int) -> None:
     matrix = load_matrix(write_matrix(VALID + rules + "\n"))
     cells = ids(expand(matrix, available(matrix)))
     assert len(cells) == expected_count
     assert not set(expected_missing) & set(cells)
 
 
-def test_include_adds_a_python_outside_the_global_list(write_matrix) -> None:
+def test_include_adds_a_python_outside_the_global_list(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix(VALID + 'include: [{torch: "2.4", python: "3.12", driver: "2"}]\n'))
     assert "torch2.4-cuda-cp312-drv2" in ids(expand(matrix, available(matrix)))
 
@@ -82,7 +82,7 @@ def test_include_adds_a_python_outside_the_global_list(write_matrix) -> None:
         ('{torch: "2.4", python: "3.11", driver: "3"}', "driver 3 is not in driver.versions"),
     ],
 )
-def test_bad_include(write_matrix, rule: str, message: str) -> None:
+def test_bad_include(write_matrix: WriteMatrix, rule: str, message: str) -> None:
     matrix = load_matrix(write_matrix(VALID + f"include: [{rule}]\n"))
     with pytest.raises(MatrixError, match=message):
         expand(matrix, available(matrix))
@@ -98,12 +98,12 @@ def test_bad_include(write_matrix, rule: str, message: str) -> None:
         (Selection(torch=("2.5",)), []),
     ],
 )
-def test_selection(write_matrix, selection: Selection, expected: list[str]) -> None:
+def test_selection(write_matrix: WriteMatrix, selection: Selection, expected: list[str]) -> None:
     matrix = load_matrix(write_matrix())
     assert ids(selection.apply(expand(matrix, available(matrix)))) == expected
 
 
-def test_cell_naming(write_matrix) -> None:
+def test_cell_naming(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix())
     cell = expand(matrix, available(matrix))[-1]
     assert cell.local_version_label == "torch.2.13.drv.2"
@@ -115,7 +115,9 @@ pythons = st.sets(st.sampled_from([V(f"3.{m}") for m in range(8, 15)]))
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # the matrix file is read-only here
 @given(published_24=pythons, published_213=pythons)
-def test_expansion_properties(write_matrix, published_24: set[Version], published_213: set[Version]) -> None:
+def test_expansion_properties(
+    write_matrix: WriteMatrix, published_24: set[Version], published_213: set[Version]
+) -> None:
     matrix = load_matrix(write_matrix())
     table = {"2.4.1": published_24, "2.13.0": published_213}
     dropped = [f"torch[{i}]" for i, r in enumerate(matrix.torch) if not table[str(r.version)] & set(matrix.python)]
@@ -133,7 +135,7 @@ def test_expansion_properties(write_matrix, published_24: set[Version], publishe
     assert len(cells) == 2 * (len(published_24 & set(matrix.python)) + len(published_213 & set(matrix.python)))
 
 
-def test_cell_key_round_trips_and_is_what_records_hold(write_matrix) -> None:
+def test_cell_key_round_trips_and_is_what_records_hold(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix())
     for cell in expand(matrix, available(matrix)):
         key = cell.key
@@ -142,7 +144,7 @@ def test_cell_key_round_trips_and_is_what_records_hold(write_matrix) -> None:
         assert isinstance(key.variant, Variant) and key.python == V(key.python_minor)
 
 
-def test_cell_key_differs_for_an_older_matrix(write_matrix) -> None:
+def test_cell_key_differs_for_an_older_matrix(write_matrix: WriteMatrix) -> None:
     """Same id, other torch patch release or driver API minor: not the same cell."""
     matrix = load_matrix(write_matrix())
     key = expand(matrix, available(matrix))[0].key

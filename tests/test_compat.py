@@ -37,7 +37,7 @@ from buildmatrix.publish.table import (
     stale_problems,
 )
 
-from conftest import REPO
+from conftest import REPO, WriteMatrix
 
 PUBLISHED = {"2.4": {"3.9", "3.10", "3.11"}, "2.13": {"3.11"}}
 
@@ -56,7 +56,7 @@ def by_id(cells: list[Cell]) -> dict[str, Cell]:
     return {c.id: c for c in cells}
 
 
-def test_without_results_every_declared_cell_is_not_built(write_matrix) -> None:
+def test_without_results_every_declared_cell_is_not_built(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix())
     table = table_for(matrix, [])
     assert len(table.cells) == 8 and {c.status for c in table.cells} == {Status.NOT_BUILT}
@@ -66,7 +66,7 @@ def test_without_results_every_declared_cell_is_not_built(write_matrix) -> None:
     assert all(c.cell is None for c in all_choices(table))
 
 
-def test_a_driver_a_release_never_uses_gets_no_row(write_matrix) -> None:
+def test_a_driver_a_release_never_uses_gets_no_row(write_matrix: WriteMatrix) -> None:
     from conftest import VALID
 
     matrix = load_matrix(
@@ -80,7 +80,7 @@ def test_a_driver_a_release_never_uses_gets_no_row(write_matrix) -> None:
     assert page.count("<th>2.13.0 (cpu)</th>") == 1 and page.count("<th>2.4.1 (cuda)</th>") == 2
 
 
-def test_statuses_and_stale_records(write_matrix, tmp_path: Path) -> None:
+def test_statuses_and_stale_records(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     matrix = load_matrix(write_matrix())
     cells = by_id(cells_of(matrix)[0])
     results = [
@@ -99,7 +99,7 @@ def test_statuses_and_stale_records(write_matrix, tmp_path: Path) -> None:
     assert "✓ 90/92" in section and "✗ smoke" in section
 
 
-def test_records_of_another_plugin_version_are_not_built(write_matrix, tmp_path: Path) -> None:
+def test_records_of_another_plugin_version_are_not_built(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     """Changing plugin.version leaves no install command for a version that was never built."""
     path = write_matrix()
     old = load_matrix(path)
@@ -143,7 +143,7 @@ def test_feature_support(outcomes: dict[int, str], expected: FeatureSupport) -> 
     assert feature_support(outcomes) == expected
 
 
-def test_features_per_release_from_results(write_matrix) -> None:
+def test_features_per_release_from_results(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix())
     cells = by_id(cells_of(matrix)[0])
     results = [
@@ -160,7 +160,7 @@ def test_features_per_release_from_results(write_matrix) -> None:
     }
 
 
-def test_install_choice_exact_and_nearest(write_matrix, tmp_path: Path) -> None:
+def test_install_choice_exact_and_nearest(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     matrix = load_matrix(write_matrix())
     cells = by_id(cells_of(matrix)[0])
     results = [
@@ -191,7 +191,7 @@ def test_install_choice_exact_and_nearest(write_matrix, tmp_path: Path) -> None:
     )
 
 
-def test_json_round_trip(write_matrix, tmp_path: Path) -> None:
+def test_json_round_trip(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     matrix = load_matrix(write_matrix())
     cells = by_id(cells_of(matrix)[0])
     table = table_for(
@@ -208,11 +208,11 @@ def test_readme_section_replacement() -> None:
         replace_readme_section(readme, f"{README_START}new{README_END}")
         == f"intro\n{README_START}new{README_END}\noutro\n"
     )
-    with pytest.raises(ValueError, match="markers|pair"):
+    with pytest.raises(ValueError, match=r"markers|pair"):
         replace_readme_section("no markers here", "x")
 
 
-def test_stale_table_is_detected(write_matrix) -> None:
+def test_stale_table_is_detected(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix())
     table = table_for(matrix, [])
     assert stale_problems(table, matrix) == []
@@ -241,7 +241,7 @@ def site_with_two_cells(matrix: Matrix, wheels: Path) -> tuple[CompatTable, Path
     return table, wheels / "site"
 
 
-def test_site_and_wheel_index(write_matrix, tmp_path: Path) -> None:
+def test_site_and_wheel_index(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     matrix = load_matrix(write_matrix())
     table, site = site_with_two_cells(matrix, tmp_path / "wheels")
     pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("index.html"))
@@ -298,7 +298,7 @@ def test_site_and_wheel_index(write_matrix, tmp_path: Path) -> None:
     assert CompatTable.from_json((site / "compatibility.json").read_text()) == table
 
 
-def test_every_link_of_the_page_resolves(write_matrix, tmp_path: Path) -> None:
+def test_every_link_of_the_page_resolves(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     matrix = load_matrix(write_matrix())
     table, site = site_with_two_cells(matrix, tmp_path / "wheels")
     page = (site / "index.html").read_text()
@@ -317,7 +317,9 @@ def test_every_link_of_the_page_resolves(write_matrix, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "damage", ["missing wheel", "changed wheel", "sdist", "stray wheel", "empty page", "other release's wheel"]
 )
-def test_coverage_check_fails_when_index_and_results_disagree(write_matrix, tmp_path: Path, damage: str) -> None:
+def test_coverage_check_fails_when_index_and_results_disagree(
+    write_matrix: WriteMatrix, tmp_path: Path, damage: str
+) -> None:
     matrix = load_matrix(write_matrix())
     table, site = site_with_two_cells(matrix, tmp_path / "wheels")
     plugin = next(site.glob("torch2.13/*drv.2*.whl"))
@@ -358,7 +360,7 @@ def test_clean_clone_renders_every_declared_cell_as_not_built() -> None:
     assert section.count(f" {Status.NOT_BUILT} |") == len(empty.cells) == len(recorded.cells)
 
 
-def test_docs_say_when_recorded_wheels_carry_an_older_label_scheme(write_matrix, tmp_path: Path) -> None:
+def test_docs_say_when_recorded_wheels_carry_an_older_label_scheme(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     matrix = load_matrix(write_matrix())
     cells = by_id(cells_of(matrix)[0])
     table = table_for(matrix, [cell_result(cells["torch2.13-cpu-cp311-drv2"], wheels_dir=tmp_path)])

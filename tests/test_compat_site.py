@@ -31,7 +31,7 @@ from buildmatrix.model.matrix import load_matrix
 from buildmatrix.publish.site import write_site
 from buildmatrix.publish.table import CompatTable, any_torch_command, build_table, install_choice
 
-from conftest import VALID
+from conftest import VALID, WriteMatrix
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 # The shared test matrix (torch 2.4.1 and the 2.13.0 CPU build, drivers 1.4 and 2.1) with only the running Python.
@@ -56,7 +56,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture
-def served(write_matrix, tmp_path: Path) -> Iterator[Served]:
+def served(write_matrix: WriteMatrix, tmp_path: Path) -> Iterator[Served]:
     matrix = load_matrix(write_matrix(MATRIX))
     available = {r: {Version(PYTHON)} for r in matrix.torch}
     cells = expand(matrix, available)
@@ -146,7 +146,7 @@ def installed(python: Path) -> dict[str, str]:
     ],
 )
 def test_page_command_installs_the_cells_wheels(
-    served: Served, tmp_path: Path, release: str, how: str, tool: str, expected_torch: str
+    served: Served, tmp_path: Path, *, release: str, how: str, tool: str, expected_torch: str
 ) -> None:
     choice = install_choice(served.table, release, PYTHON, 2, site=served.url)
     assert choice.exact

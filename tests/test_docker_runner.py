@@ -1,4 +1,4 @@
-"""The Docker runner: its pure pieces, runner selection without an engine, and end to end on the tiny project in real containers."""
+"""The Docker runner: its pure pieces, runner selection without an engine, the tiny project in containers."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.version import Version
@@ -20,6 +21,7 @@ from buildmatrix.builder.toolenv import reproducible_env
 from buildmatrix.docker import oci
 from buildmatrix.errors import EngineUnavailable
 from buildmatrix.model.matrix import DriverVersion
+from buildmatrix.model.vocab import RunnerName
 
 from conftest import copy_project, run_cli
 
@@ -53,6 +55,7 @@ def tiny_project(root: Path, pythons: str = '["3.11"]', wheels: str = "pip-find-
 def build(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
+        check=False,
         capture_output=True,
         text=True,
         timeout=1800,
@@ -61,8 +64,9 @@ def build(root: Path, *args: str, env: dict[str, str] | None = None) -> subproce
     )
 
 
-def record(root: Path, cell: str) -> dict:  # type: ignore[type-arg]
-    return json.loads((root / "wheels" / "results" / "cells" / f"{cell}.json").read_text())
+def record(root: Path, cell: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((root / "wheels" / "results" / "cells" / f"{cell}.json").read_text())
+    return data
 
 
 # ---- pure pieces -------------------------------------------------------------
@@ -122,8 +126,8 @@ def test_missing_engine_docker_refused_auto_falls_back(tmp_path: Path, monkeypat
     dead = f"unix://{tmp_path / 'dead.sock'}"
     monkeypatch.setenv("DOCKER_HOST", dead)
     with pytest.raises(EngineUnavailable, match="no Docker engine answers `docker info`"):
-        select_runner("docker")
-    runner, why = select_runner("auto")
+        select_runner(RunnerName.DOCKER)
+    runner, why = select_runner(RunnerName.AUTO)
     assert runner.name == "local" and why.startswith("local runner (auto: no Docker engine") and dead in why
 
     root = tiny_project(tmp_path / "project")

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from buildmatrix.builder.engine import Engine, RunOptions, judge_smoke
-from buildmatrix.builder.runners.base import RunnerOutput, SmokeRun
+from buildmatrix.builder.runners.base import CellJob, RunnerOutput, SmokeRun
 from buildmatrix.builder.runners.local import LocalRunner
+from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import StepFailed
-from buildmatrix.model.cells import expand
+from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.registry import Registry
 from buildmatrix.model.vocab import Cause, FailureClass, RunnerName
@@ -86,21 +89,39 @@ def test_plugin_version_is_a_cell_input(tmp_path: Path) -> None:
     assert again.inputs_hash != first.inputs_hash and again.reusable is None
 
 
-class TreeReader:
-    """A runner that reads the version file the engine prepared for setup.py, then fails its build."""
+class FailingBuild:
+    """A runner double whose build never gets past its build step (the engine is what is tested): the rest of the
+    runner interface is never reached, and says so if it is."""
 
     name = RunnerName.LOCAL
-    build_modules = (__name__,)
+    build_modules: ClassVar[tuple[str, ...]] = (__name__,)
+
+    def python_identity(self, cell: Cell) -> str:
+        return "cpython-3.11"
+
+    def sweep(self, owner: str) -> int:
+        return 0
+
+    def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
+        raise NotImplementedError
+
+    def provided_symbols(self, job: CellJob) -> set[str]:
+        raise AssertionError("the engine checked a wheel that was never built")
+
+    def prepare_smoke(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
+        raise AssertionError("the engine smoke-tested a wheel that was never built")
+
+    def run_smoke(self, job: CellJob, output: RunnerOutput) -> SmokeRun:
+        raise AssertionError("the engine smoke-tested a wheel that was never built")
+
+
+class TreeReader(FailingBuild):
+    """Reads the version file the engine prepared for setup.py, then fails its build."""
 
     def __init__(self) -> None:
         self.seen: str | None = None
 
-    def python_identity(self, cell) -> str:  # type: ignore[no-untyped-def]
-        return "cpython-3.11"
-
-    def build(self, job, steps, output) -> None:  # type: ignore[no-untyped-def]
-        from buildmatrix.errors import StepFailed
-
+    def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
         self.seen = (job.plugin_tree / "PLUGIN_VERSION").read_text()
         raise StepFailed("build", "stopped by the test")
 
@@ -116,20 +137,14 @@ def test_the_patched_copy_carries_the_matrix_plugin_version(tmp_path: Path) -> N
     assert not (engine.matrix.plugin.source / "PLUGIN_VERSION").exists()
 
 
-class ScriptedRunner:
-    """A runner whose build step fails the way the test says, counting its calls (the engine is what is tested)."""
+class ScriptedRunner(FailingBuild):
+    """Its build step fails the way the test says, counting its calls."""
 
-    name = RunnerName.LOCAL
-    build_modules = (__name__,)
-
-    def __init__(self, failure) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, failure: Callable[[CellJob], None]) -> None:
         self.failure = failure
         self.calls = 0
 
-    def python_identity(self, cell) -> str:  # type: ignore[no-untyped-def]
-        return "cpython-3.11"
-
-    def build(self, job, steps, output) -> None:  # type: ignore[no-untyped-def]
+    def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
         self.calls += 1
         with steps.step("build"):
             self.failure(job)
@@ -169,11 +184,11 @@ def test_deterministic_failure_is_tried_once_and_remembered(tmp_path: Path) -> N
 def test_error_outside_any_step_fails_only_the_cell(tmp_path: Path) -> None:
     engine, cells = setup_project(tmp_path)
 
-    class Broken(ScriptedRunner):
-        def build(self, job, steps, output) -> None:  # type: ignore[no-untyped-def]
+    class Broken(FailingBuild):
+        def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
             raise ValueError(f"{job.smoke_tests} is not inside the plugin")
 
-    engine.runner = Broken(None)
+    engine.runner = Broken()
     [result] = engine.run(cells, RunOptions())
     assert result.status == "failed" and result.failure_class == "deterministic"
     assert (result.error or "").startswith("ValueError: ") and "is not inside the plugin" in (result.error or "")

@@ -61,7 +61,7 @@ def _build_code(runner: type[Runner]) -> frozenset[str]:
     return build_code((*ENGINE_MODULES, *runner.build_modules))
 
 
-RUNNERS = {RunnerName.LOCAL: LocalRunner, RunnerName.DOCKER: DockerRunner}
+RUNNERS: dict[RunnerName, type[Runner]] = {RunnerName.LOCAL: LocalRunner, RunnerName.DOCKER: DockerRunner}
 
 
 @pytest.mark.parametrize("runner", sorted(RUNNERS))

@@ -14,10 +14,12 @@ import pytest
 import yaml
 from packaging.version import Version
 
+from buildmatrix.errors import MatrixTooLarge
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import DriverVersion, TorchRelease, WheelSource, load_matrix
+from buildmatrix.model.vocab import Variant, WheelSourceKind
 from buildmatrix.publish.table import CompatTable, available_from_table
-from buildmatrix.report_matrix import GITHUB_MATRIX_LIMIT, MatrixTooLarge, github_matrix
+from buildmatrix.report_matrix import GITHUB_MATRIX_LIMIT, github_matrix
 
 ROOT = Path(__file__).parent.parent
 WORKFLOW_PATH = ROOT / ".github" / "workflows" / "build-matrix.yml"
@@ -66,7 +68,7 @@ def test_entry_args_select_exactly_their_cell() -> None:
 
 
 def test_planning_fails_beyond_the_job_limit() -> None:
-    release = TorchRelease(Version("2.4.1"), "cuda", WheelSource("registry"), None, ())
+    release = TorchRelease(Version("2.4.1"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), None, ())
     cells = [Cell(release, Version(f"3.{n}"), DriverVersion(Version("2.1"))) for n in range(GITHUB_MATRIX_LIMIT + 1)]
     assert len(github_matrix(cells[:GITHUB_MATRIX_LIMIT])["include"]) == GITHUB_MATRIX_LIMIT
     with pytest.raises(

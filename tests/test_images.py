@@ -1,4 +1,4 @@
-"""Builder image planning: content-hashed tags, the base a matrix image names, the host settings passed on, the apt mirror."""
+"""Builder image planning: content-hashed tags, the base a matrix image names, host settings, the apt mirror."""
 
 from __future__ import annotations
 
@@ -71,7 +71,8 @@ def test_passed_env_keeps_proxies_and_network_indexes_only() -> None:
         ),
         (
             {
-                "sources.list": "deb [arch=amd64] https://packages.cloud.google.com/apt cloud-sdk main\ndeb [signed-by=/k.gpg] http://m/debian trixie main\n"
+                "sources.list": "deb [arch=amd64] https://packages.cloud.google.com/apt cloud-sdk main\n"
+                "deb [signed-by=/k.gpg] http://m/debian trixie main\n"
             },
             "http://m/debian",
         ),
@@ -155,7 +156,10 @@ def test_builder_image_is_verified_on_use_and_rebuilt_when_damaged(
 
     plan = plan_image(MANYLINUX, docker_dir, docker_dir / "ca.crt", {})
     log = tmp_path / "cell.log"
-    builds = lambda: (fake_docker / "calls").read_text().count("build ")  # noqa: E731
+
+    def builds() -> int:
+        return (fake_docker / "calls").read_text().count("build ")
+
     assert ImageBuilder(tmp_path / "cache", docker_dir / "ca.crt").ensure(plan, log) == plan.tag
     assert builds() == 1
     ImageBuilder(tmp_path / "cache", docker_dir / "ca.crt").ensure(plan, log)

@@ -10,7 +10,7 @@ from packaging.version import Version
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.matrix import load_matrix, torch_selector
 
-from conftest import VALID
+from conftest import VALID, WriteMatrix
 
 
 def problems(path: Path) -> list[str]:
@@ -19,7 +19,7 @@ def problems(path: Path) -> list[str]:
     return [str(p) for p in info.value.problems]
 
 
-def test_valid_matrix_parses(write_matrix) -> None:
+def test_valid_matrix_parses(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix())
     assert [str(r.version) for r in matrix.torch] == ["2.4.1", "2.13.0"]
     assert matrix.torch[0].variant == "cuda" and matrix.torch[0].wheels.kind == "registry"
@@ -80,19 +80,21 @@ def test_valid_matrix_parses(write_matrix) -> None:
         ('versions: ["1.4", "2.1"]', 'versions: ["2.0", "2.1"]', ["two versions share an API major"]),
     ],
 )
-def test_bad_matrix_names_line_key_and_allowed(write_matrix, old: str, new: str, expected: list[str]) -> None:
+def test_bad_matrix_names_line_key_and_allowed(
+    write_matrix: WriteMatrix, old: str, new: str, expected: list[str]
+) -> None:
     assert old in VALID
     found = "\n".join(problems(write_matrix(VALID.replace(old, new))))
     for fragment in expected:
         assert fragment in found, found
 
 
-def test_all_problems_reported_at_once(write_matrix) -> None:
+def test_all_problems_reported_at_once(write_matrix: WriteMatrix) -> None:
     text = VALID.replace("runner: auto", "runner: nope").replace("variant: cpu", "variant: tpu")
     assert len(problems(write_matrix(text))) == 2
 
 
-def test_yaml_syntax_error_names_line(write_matrix) -> None:
+def test_yaml_syntax_error_names_line(write_matrix: WriteMatrix) -> None:
     found = problems(write_matrix(VALID + "torch: [\n"))
     # The unclosed bracket opens on line 18; the parser notices at the end of the file.
     assert found and "(syntax)" in found[0] and "matrix.yaml:19:" in found[0]
@@ -122,13 +124,13 @@ def test_project_matrix_is_valid() -> None:
     assert any(r.minor == "2.13" and r.variant == "cpu" for r in matrix.torch)
 
 
-def test_timeouts_default_and_override(write_matrix) -> None:
+def test_timeouts_default_and_override(write_matrix: WriteMatrix) -> None:
     assert load_matrix(write_matrix()).timeouts["build"] == 3600
     matrix = load_matrix(write_matrix(VALID + "timeouts:\n  build: 90\n  smoke: 12.5\n"))
     assert (matrix.timeouts["build"], matrix.timeouts["smoke"], matrix.timeouts["build-env"]) == (90, 12.5, 3600)
 
 
-def test_bad_timeouts_name_key_value_and_allowed(write_matrix) -> None:
+def test_bad_timeouts_name_key_value_and_allowed(write_matrix: WriteMatrix) -> None:
     found = problems(write_matrix(VALID + "timeouts:\n  build: -1\n  smoek: 5\n  smoke: yes\n"))
     assert any("timeouts.build" in p and "-1 is not a positive number of seconds" in p for p in found)
     assert any("timeouts.smoek" in p and "did you mean 'smoke'?" in p for p in found)

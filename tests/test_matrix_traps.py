@@ -18,7 +18,7 @@ from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.registry import Registry, published_pythons
 
-from conftest import VALID, copy_project, run_cli
+from conftest import VALID, WriteMatrix, copy_project, run_cli
 
 BOMB = """\
 a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]
@@ -144,19 +144,19 @@ def problems(path: Path) -> str:
         ),
     ],
 )
-def test_trap_is_a_located_error(write_matrix, old: str, new: str, expected: str) -> None:
+def test_trap_is_a_located_error(write_matrix: WriteMatrix, old: str, new: str, expected: str) -> None:
     assert old in VALID
     found = problems(write_matrix(VALID.replace(old, new, 1)))
     assert expected in found, found
 
 
-def test_non_utf8_byte_names_line_and_column(write_matrix) -> None:
+def test_non_utf8_byte_names_line_and_column(write_matrix: WriteMatrix) -> None:
     path = write_matrix()
     path.write_bytes(path.read_bytes().replace(b"runner: auto", b"runner: aut\xe9"))
     assert "matrix.yaml:17: (encoding): byte 0xe9 at column 12 is not UTF-8" in problems(path)
 
 
-def test_valid_image_references_are_accepted(write_matrix) -> None:
+def test_valid_image_references_are_accepted(write_matrix: WriteMatrix) -> None:
     images = (
         'images:\n  a: {base: "debootstrap:bookworm", python: ["3.11"]}\n'
         '  b: {base: "quay.io/pypa/manylinux_2_28_x86_64:2024.11.16-1", python: ["3.11"]}\n'
@@ -179,13 +179,13 @@ def test_debootstrap_suite_cannot_delete_outside_the_cache(tmp_path: Path) -> No
 # ---- expansion ------------------------------------------------------------------------------------------------
 
 
-def test_exclude_that_matches_nothing(write_matrix) -> None:
+def test_exclude_that_matches_nothing(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix(VALID + 'exclude: [{torch: "2.99"}]\n'))
     with pytest.raises(MatrixError, match=r"matrix.yaml:18: exclude\[0\]: matches no cell of the matrix"):
         expand(matrix, {r: {Version("3.11")} for r in matrix.torch})
 
 
-def test_matrix_that_expands_to_no_cell(write_matrix) -> None:
+def test_matrix_that_expands_to_no_cell(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix(VALID + 'exclude: [{python: "3.11"}]\n'))
     with pytest.raises(MatrixError, match=r"matrix.yaml:18: exclude: the matrix expands to no cell at all"):
         expand(matrix, {r: {Version("3.11")} for r in matrix.torch})
@@ -197,7 +197,9 @@ def test_matrix_that_expands_to_no_cell(write_matrix) -> None:
 def registry_with(tmp_path: Path, files: list[str] | None) -> Registry:
     cache = tmp_path / "cache"
     cache.mkdir()
-    body = {"meta": {}} if files is None else {"files": [{"filename": f, "url": f"https://x/{f}"} for f in files]}
+    body: dict[str, object] = (
+        {"meta": {}} if files is None else {"files": [{"filename": f, "url": f"https://x/{f}"} for f in files]}
+    )
     (cache / "torch.json").write_text(json.dumps(body))
     registry = Registry(cache, offline=True)
     registry.machine = "x86_64"
@@ -244,7 +246,13 @@ CUDA_241 = "torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl"
     ],
 )
 def test_release_without_wheels_is_a_located_error(
-    write_matrix, tmp_path: Path, registry_files, find_links_files, *, variant: str, expected: str
+    write_matrix: WriteMatrix,
+    tmp_path: Path,
+    registry_files: list[str] | None,
+    find_links_files: tuple[str, ...],
+    *,
+    variant: str,
+    expected: str,
 ) -> None:
     links = find_links(tmp_path, *find_links_files)
     text = VALID.replace("wheels: pip-find-links", f"wheels: {{find-links: {links}}}").replace(
@@ -257,7 +265,9 @@ def test_release_without_wheels_is_a_located_error(
     assert expected in found, found
 
 
-def test_pip_configured_relative_find_links_is_a_located_error(write_matrix, tmp_path: Path, monkeypatch) -> None:
+def test_pip_configured_relative_find_links_is_a_located_error(
+    write_matrix: WriteMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PIP_FIND_LINKS", "wheelhouse")
     matrix = load_matrix(write_matrix())
     with pytest.raises(
@@ -266,11 +276,13 @@ def test_pip_configured_relative_find_links_is_a_located_error(write_matrix, tmp
         published_pythons(matrix, registry_with(tmp_path, [CUDA_241]))
 
 
-def test_damaged_registry_cache_is_an_error_naming_it(write_matrix, tmp_path: Path) -> None:
+def test_damaged_registry_cache_is_an_error_naming_it(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     registry = registry_with(tmp_path, [])
     (tmp_path / "cache" / "torch.json").write_text('{"files": [1, 2]}')
     matrix = load_matrix(write_matrix())
-    with pytest.raises(MatrixError, match=r"torch\[0\]\.wheels: offline and the cached registry answer .*torch\.json is damaged"):
+    with pytest.raises(
+        MatrixError, match=r"torch\[0\]\.wheels: offline and the cached registry answer .*torch\.json is damaged"
+    ):
         published_pythons(matrix, registry)
     # Offline, nothing can replace it: the damaged answer is left for the next online run to fetch again.
     assert (tmp_path / "cache" / "torch.json").read_text() == '{"files": [1, 2]}'
@@ -354,7 +366,7 @@ def test_compat_table_refuses_a_bad_matrix_and_changes_nothing(
     assert snapshot(root) == before
 
 
-def test_the_project_root_is_not_a_source(write_matrix) -> None:
+def test_the_project_root_is_not_a_source(write_matrix: WriteMatrix) -> None:
     found = problems(write_matrix(VALID.replace("  source: driver", "  source: .", 1)))
     assert "matrix.yaml:8: driver.source: '.' is the project itself (allowed: a directory inside" in found, found
 
@@ -374,7 +386,7 @@ def test_the_project_root_is_not_a_source(write_matrix) -> None:
         ),
     ],
 )
-def test_distribution_names_are_names(write_matrix, old: str, new: str, expected: str) -> None:
+def test_distribution_names_are_names(write_matrix: WriteMatrix, old: str, new: str, expected: str) -> None:
     """They name wheel files and glob patterns, so never a path."""
     found = problems(write_matrix(VALID.replace(old, new, 1)))
     assert expected in found and "allowed: letters, digits, . _ -" in found, found
@@ -422,7 +434,9 @@ _PATHS = [
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=st.sampled_from(_PATHS), value=_values)
-def test_any_value_anywhere_is_a_matrix_or_a_located_error(write_matrix, where: tuple, value: object) -> None:  # type: ignore[type-arg]
+def test_any_value_anywhere_is_a_matrix_or_a_located_error(
+    write_matrix: WriteMatrix, where: tuple[str | int, ...], value: object
+) -> None:
     document = yaml.safe_load(VALID)
     target = document
     for key in where[:-1]:
@@ -438,7 +452,7 @@ def test_any_value_anywhere_is_a_matrix_or_a_located_error(write_matrix, where: 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(line=st.integers(min_value=0, max_value=VALID.count("\n")), junk=st.binary(max_size=40))
-def test_any_bytes_anywhere_is_a_matrix_or_a_located_error(write_matrix, line: int, junk: bytes) -> None:
+def test_any_bytes_anywhere_is_a_matrix_or_a_located_error(write_matrix: WriteMatrix, line: int, junk: bytes) -> None:
     lines = VALID.encode().split(b"\n")
     path = write_matrix()
     path.write_bytes(b"\n".join([*lines[:line], junk, *lines[line:]]))
@@ -448,7 +462,7 @@ def test_any_bytes_anywhere_is_a_matrix_or_a_located_error(write_matrix, line: i
         assert exc.problems and all(p.file == str(path) and p.key for p in exc.problems)
 
 
-def test_nul_byte_names_its_line(write_matrix) -> None:
+def test_nul_byte_names_its_line(write_matrix: WriteMatrix) -> None:
     path = write_matrix()
     path.write_bytes(path.read_bytes().replace(b"runner: auto", b"runner: a\x00uto"))
     assert "matrix.yaml:17: (encoding): character U+0000 is not allowed in YAML" in problems(path)

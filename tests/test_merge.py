@@ -12,13 +12,15 @@ import pytest
 from fake_wheels import cell_result
 from packaging.version import Version
 
-from buildmatrix.builder.merge import MergeError, merge_wheel_trees
+from buildmatrix.builder.merge import merge_wheel_trees
 from buildmatrix.builder.results import CellResult, ResultStore
 from buildmatrix.cli import main
+from buildmatrix.errors import MergeError
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import DriverVersion, TorchRelease, WheelSource
+from buildmatrix.model.vocab import Variant, WheelSourceKind
 
-RELEASE = TorchRelease(Version("2.13.0"), "cpu", WheelSource("find-links", "/wheels"), None, ())
+RELEASE = TorchRelease(Version("2.13.0"), Variant.CPU, WheelSource(WheelSourceKind.FIND_LINKS, "/wheels"), None, ())
 CELLS = [Cell(RELEASE, Version(p), DriverVersion(Version(d))) for p in ("3.11", "3.12") for d in ("1.4", "2.1")]
 STATUS = ("passed", "passed", "failed", "passed")
 

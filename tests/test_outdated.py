@@ -8,15 +8,15 @@ import pytest
 from packaging.version import Version
 from registry_server import ANSWERS, Answers
 
-from buildmatrix.builder.update import UpdateError, write_edits
-from buildmatrix.errors import RegistryError
+from buildmatrix.builder.update import write_edits
+from buildmatrix.errors import RegistryError, UpdateError
 from buildmatrix.model.matrix import WheelSource, load_matrix
 from buildmatrix.model.matrixedit import apply_edits
 from buildmatrix.model.outdated import AddRelease, Comparison, SetVersion, compare, read_sources
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import FindingKind, Variant
+from buildmatrix.model.vocab import FindingKind, Variant, WheelSourceKind
 
-from conftest import copy_project, run_cli
+from conftest import WriteMatrix, copy_project, run_cli
 
 OLD_MATRIX = """\
 schema-version: 1
@@ -54,7 +54,9 @@ def by_kind(result: Comparison) -> dict[FindingKind, list[str]]:
 
 
 @pytest.mark.usefixtures("no_pip_find_links")
-def test_recorded_answer_new_minors_patches_and_pythons(write_matrix, answers: Answers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_recorded_answer_new_minors_patches_and_pythons(
+    write_matrix: WriteMatrix, answers: Answers, tmp_path: Path
+) -> None:
     result = outdated(write_matrix(OLD_MATRIX), answers, tmp_path)
     found = by_kind(result)
     assert found[FindingKind.NEW_PATCH] == [
@@ -77,17 +79,31 @@ def test_recorded_answer_new_minors_patches_and_pythons(write_matrix, answers: A
         SetVersion(Version("2.12.0"), Variant.CUDA, Version("2.12.1")),
         SetVersion(Version("2.14.0"), Variant.CUDA, Version("2.14.1")),
         AddRelease(
-            Version("2.13.0"), Variant.CUDA, WheelSource("registry"), Version("3.13"), (), Version("2.14.0"), (1,)
+            Version("2.13.0"),
+            Variant.CUDA,
+            WheelSource(WheelSourceKind.REGISTRY),
+            Version("3.13"),
+            (),
+            Version("2.14.0"),
+            (1,),
         ),
         AddRelease(
-            Version("2.15.0"), Variant.CUDA, WheelSource("registry"), Version("3.13"), (), Version("2.14.0"), (1,)
+            Version("2.15.0"),
+            Variant.CUDA,
+            WheelSource(WheelSourceKind.REGISTRY),
+            Version("3.13"),
+            (),
+            Version("2.14.0"),
+            (1,),
         ),
     ]
     assert answers.requests == 1  # one index request; the answer is cached for the rest
 
 
 @pytest.mark.usefixtures("no_pip_find_links")
-def test_yanked_listed_release_moves_to_the_newest_not_yanked(write_matrix, answers: Answers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_yanked_listed_release_moves_to_the_newest_not_yanked(
+    write_matrix: WriteMatrix, answers: Answers, tmp_path: Path
+) -> None:
     answers.use("torch-yanked.json")
     path = write_matrix(OLD_MATRIX.replace('"2.14.0"     # the newest we knew', '"2.14.1"'))
     result = outdated(path, answers, tmp_path)
@@ -100,8 +116,8 @@ def test_yanked_listed_release_moves_to_the_newest_not_yanked(write_matrix, answ
 
 
 @pytest.mark.usefixtures("no_pip_find_links")
-def test_find_links_source_new_minor_only_when_its_variant_is_asked_for(  # type: ignore[no-untyped-def]
-    write_matrix, answers: Answers, tmp_path: Path
+def test_find_links_source_new_minor_only_when_its_variant_is_asked_for(
+    write_matrix: WriteMatrix, answers: Answers, tmp_path: Path
 ) -> None:
     wheels = tmp_path / "wheels"
     wheels.mkdir()
@@ -126,7 +142,7 @@ def test_find_links_source_new_minor_only_when_its_variant_is_asked_for(  # type
     assert only.edit == AddRelease(
         Version("2.13.0"),
         Variant.CPU,
-        WheelSource("find-links", str(wheels)),
+        WheelSource(WheelSourceKind.FIND_LINKS, str(wheels)),
         Version("3.11"),
         (),
         Version("2.14.0"),
@@ -135,7 +151,7 @@ def test_find_links_source_new_minor_only_when_its_variant_is_asked_for(  # type
 
 
 @pytest.mark.usefixtures("no_pip_find_links")
-def test_unreadable_registry_is_an_error_and_nothing_is_written(write_matrix) -> None:  # type: ignore[no-untyped-def]
+def test_unreadable_registry_is_an_error_and_nothing_is_written(write_matrix: WriteMatrix) -> None:
     path = write_matrix(OLD_MATRIX)
     before = path.read_bytes()
     result = run_cli(path.parent, "outdated", "--apply", "--index-url", "http://127.0.0.1:9/simple/", timeout=60)
@@ -147,7 +163,7 @@ def test_unreadable_registry_is_an_error_and_nothing_is_written(write_matrix) ->
 
 
 @pytest.mark.usefixtures("no_pip_find_links")
-def test_an_unreadable_index_source_is_a_note(write_matrix, answers: Answers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_an_unreadable_index_source_is_a_note(write_matrix: WriteMatrix, answers: Answers, tmp_path: Path) -> None:
     cpu = '  - {version: "2.13.0", variant: cpu, python: ["3.11"], wheels: {index: "http://127.0.0.1:9/whl/cpu"}}\n'
     text = OLD_MATRIX.replace("exclude:\n", cpu + "exclude:\n")
     result = outdated(write_matrix(text), answers, tmp_path)
@@ -215,7 +231,7 @@ def test_no_findings_leaves_matrix_yaml_byte_identical(answers: Answers, tmp_pat
     assert "edited" not in result.stdout
 
 
-def test_edits_that_would_break_the_matrix_leave_it_unchanged(write_matrix, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_edits_that_would_break_the_matrix_leave_it_unchanged(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     path = write_matrix(OLD_MATRIX)
     before = path.read_bytes()
     registry = Registry(tmp_path / "cache", offline=True)
@@ -223,7 +239,9 @@ def test_edits_that_would_break_the_matrix_leave_it_unchanged(write_matrix, tmp_
     (tmp_path / "cache" / "torch.json").write_bytes((ANSWERS / "torch-recorded.json").read_bytes())
     registry.machine = "x86_64"
     # Python 3.9: torch 2.15.0 publishes no wheel for it, so the edited matrix would not expand.
-    bad = AddRelease(Version("2.15.0"), Variant.CUDA, WheelSource("registry"), Version("3.9"), (), None, ())
+    bad = AddRelease(
+        Version("2.15.0"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), Version("3.9"), (), None, ()
+    )
     with pytest.raises(
         UpdateError,
         match=r"(?s)unchanged:\n.*matrix.yaml \(as edited\):11: torch\[2\].python\[0\]: "

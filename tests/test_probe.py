@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,9 @@ import pytest
 from buildmatrix.builder.probe import ProbeReport, parse_compile_errors, parse_failed_tests, resolve_release
 from buildmatrix.errors import UserError
 from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.vocab import Status
+
+from conftest import WriteMatrix
 
 # Real lines from building the plugin against torch 2.4.1 and 2.1.2 without their shims.
 LOG = """\
@@ -30,7 +34,7 @@ ninja: build stopped: subcommand failed.
 def test_errors_are_deduplicated_and_grouped_by_interface() -> None:
     errors = parse_compile_errors(LOG)
     assert len(errors) == 7
-    report = ProbeReport("2.4.1", "torch2.4-cuda-cp312-drv2", "failed", "build", errors)
+    report = ProbeReport("2.4.1", "torch2.4-cuda-cp312-drv2", Status.FAILED, "build", errors)
     groups = report.by_interface()
     assert [e.line for e in groups["DeviceGuardImplInterface (c10/core/impl)"]] == [43, 74]
     assert [e.kind for e in groups["DeviceGuardImplInterface (c10/core/impl)"]] == [
@@ -52,7 +56,7 @@ def test_failed_smoke_tests_are_listed() -> None:
         "smoke-tests/test_ops.py::test_native_kernel_matches_cpu[mm]: AssertionError: x",
         "a.py::b",
     ]
-    passed = ProbeReport("2.14.1", "c", "passed", None)
+    passed = ProbeReport("2.14.1", "c", Status.PASSED, None)
     assert "without a shim series" in passed.markdown()
 
 
@@ -67,7 +71,7 @@ class FakeRegistry:
         return [(n, "https://example/" + n) for n in names]
 
 
-def test_release_resolution(tmp_path: Path, write_matrix) -> None:  # type: ignore[no-untyped-def]
+def test_release_resolution(tmp_path: Path, write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix())
     registry = FakeRegistry()
     assert str(resolve_release("2.14", matrix, registry, ()).version) == "2.14.1"  # type: ignore[arg-type]
@@ -76,17 +80,17 @@ def test_release_resolution(tmp_path: Path, write_matrix) -> None:  # type: igno
         resolve_release("2.16", matrix, registry, ())  # type: ignore[arg-type]
     with pytest.raises(UserError, match="not a torch version"):
         resolve_release("latest", matrix, registry, ())  # type: ignore[arg-type]
-    with pytest.raises(UserError, match="no shim series patches/pre-2.9/series"):
+    with pytest.raises(UserError, match=re.escape("no shim series patches/pre-2.9/series")):
         resolve_release("2.14", matrix, registry, ("pre-2.9",))  # type: ignore[arg-type]
 
 
 def test_verdict_for_outdated_says_which_interfaces_need_shims() -> None:
     errors = parse_compile_errors(LOG)
-    assert ProbeReport("2.14.1", "c", "passed", None).verdict() == "builds and passes as is"
-    shims = ProbeReport("2.4.1", "c", "failed", "build", errors).verdict()
+    assert ProbeReport("2.14.1", "c", Status.PASSED, None).verdict() == "builds and passes as is"
+    shims = ProbeReport("2.4.1", "c", Status.FAILED, "build", errors).verdict()
     assert shims.startswith("needs shims: ATen kernels and dispatcher registration; Allocator (c10/core/Allocator.h); ")
-    smoke = ProbeReport("2.4.1", "c", "failed", "smoke", [], ["a.py::b"]).verdict()
+    smoke = ProbeReport("2.4.1", "c", Status.FAILED, "smoke", [], ["a.py::b"]).verdict()
     assert smoke == "needs shims: smoke suite (1 failed)"
     # A probe stopped before the compiler or the smoke suite said anything proves nothing either way.
-    early = ProbeReport("2.4.1", "c", "failed", "build-env").verdict()
+    early = ProbeReport("2.4.1", "c", Status.FAILED, "build-env").verdict()
     assert early == "probe inconclusive: failed in step build-env before any compile error or smoke result"

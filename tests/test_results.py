@@ -167,7 +167,7 @@ def test_merge_of_a_hostile_cell_id_writes_nothing(tmp_path: Path) -> None:
     (source.directory / "cells" / "x.json").write_text(json.dumps(data))
     into = tmp_path / "deep" / "into"
     done = run_cli(tmp_path, "merge-results", str(tmp_path / "machine1"), "--into", str(into), timeout=60)
-    from buildmatrix.builder.merge import MergeError
+    from buildmatrix.errors import MergeError
 
     assert done.returncode == MergeError.exit_code, done.stdout + done.stderr
     assert "machine1/results/cells/x.json: cell.id: '../../x' is not a plain file name" in done.stderr

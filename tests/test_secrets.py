@@ -79,7 +79,9 @@ def test_docker_gets_secrets_by_name_only(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     log = tmp_path / "cell.log"
     oci.run_container("img", ["true"], "driver", log, env={"PIP_INDEX_URL": INDEX, "UV_LINK_MODE": "copy"})
-    oci.build_image(tmp_path, tmp_path / "Dockerfile", "img", {"HTTPS_PROXY": PROXY, "BASE": "debian"}, "image", log)
+    oci.build_image(
+        tmp_path, tmp_path / "Dockerfile", "img", {"HTTPS_PROXY": PROXY, "BASE": "debian"}, step="image", log_file=log
+    )
     text = log.read_text()
     assert not any(s in text for s in SECRETS), text
     assert "--env=PIP_INDEX_URL " in text and "--env=UV_LINK_MODE=copy" in text

@@ -8,6 +8,7 @@ import json
 import os
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import cast
 
 import pytest
 from fake_wheels import cell_result, make_wheel, sha256_file
@@ -16,13 +17,15 @@ from packaging.version import Version
 from buildmatrix.builder.results import WheelRecord
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import Matrix, load_matrix
-from buildmatrix.model.vocab import Status
+from buildmatrix.model.vocab import Status, Variant
 from buildmatrix.publish import site as site_module
 from buildmatrix.publish.index import page_anchors
 from buildmatrix.publish.page import site_page
 from buildmatrix.publish.site import recover_site, write_site
 from buildmatrix.publish.table import CompatTable, all_choices, build_table
 from buildmatrix.publish.verify import RELEASED
+
+from conftest import WriteMatrix
 
 PUBLISHED = {"2.4": {"3.9", "3.10", "3.11"}, "2.13": {"3.11"}}
 CELL = "torch2.13-cpu-cp311-drv2"
@@ -43,8 +46,11 @@ def siblings(site: Path) -> list[str]:
     return sorted(p.name for p in site.parent.iterdir() if p.name.startswith(f".{site.name}."))
 
 
+Published = tuple[Matrix, CompatTable, Path, Path]  # matrix, table, wheels/, wheels/site
+
+
 @pytest.fixture
-def published(write_matrix, tmp_path: Path) -> tuple[Matrix, CompatTable, Path, Path]:
+def published(write_matrix: WriteMatrix, tmp_path: Path) -> Published:
     matrix = load_matrix(write_matrix())
     wheels = tmp_path / "wheels"
     table = table_of(matrix, wheels)
@@ -53,7 +59,7 @@ def published(write_matrix, tmp_path: Path) -> tuple[Matrix, CompatTable, Path, 
     return matrix, table, wheels, wheels / "site"
 
 
-def test_site_is_a_link_to_one_verified_version_and_world_readable(write_matrix, tmp_path: Path) -> None:
+def test_site_is_a_link_to_one_verified_version_and_world_readable(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     matrix = load_matrix(write_matrix())
     wheels = tmp_path / "wheels"
     table = table_of(matrix, wheels)
@@ -70,7 +76,7 @@ def test_site_is_a_link_to_one_verified_version_and_world_readable(write_matrix,
     assert site.resolve().stat().st_mode & 0o777 == 0o755
 
 
-def test_a_wheel_differing_from_its_record_is_never_published(published, tmp_path: Path) -> None:
+def test_a_wheel_differing_from_its_record_is_never_published(published: Published, tmp_path: Path) -> None:
     matrix, table, wheels, site = published
     before, live = snapshot(site), site.readlink().as_posix()
     plugin = next((wheels / "torch2.13").glob("*drv.2*.whl"))
@@ -84,7 +90,7 @@ def test_a_wheel_differing_from_its_record_is_never_published(published, tmp_pat
     assert site.readlink().as_posix() == live and snapshot(site) == before and siblings(site) == [live]
 
 
-def test_released_bytes_never_change(published) -> None:
+def test_released_bytes_never_change(published: Published) -> None:
     """A rebuild with other bytes under a released filename is refused; the site keeps the released bytes."""
     matrix, table, wheels, site = published
     released = (site / "torch2.13").glob("*drv.2*.whl").__next__()
@@ -104,7 +110,7 @@ def test_released_bytes_never_change(published) -> None:
     assert (site / "torch2.13" / released.name).read_bytes() == old_bytes
 
 
-def test_the_ledger_remembers_a_wheel_that_left_the_index(published) -> None:
+def test_the_ledger_remembers_a_wheel_that_left_the_index(published: Published) -> None:
     matrix, table, wheels, site = published
     name = next((site / "torch2.13").glob("*drv.2*.whl")).name
     empty = table_of(matrix, wheels, built=())  # the cell's record is gone: its wheel leaves the index
@@ -122,14 +128,14 @@ def test_the_ledger_remembers_a_wheel_that_left_the_index(published) -> None:
     assert not (site / "torch2.13").exists()  # still the site without it
 
 
-def test_same_bytes_republish(published) -> None:
+def test_same_bytes_republish(published: Published) -> None:
     matrix, table, wheels, site = published
     before = snapshot(site)
     report = write_site(table, wheels, site, matrix)
     assert report.published and snapshot(site) == before
 
 
-def test_metadata_must_match_the_filename(write_matrix, tmp_path: Path) -> None:
+def test_metadata_must_match_the_filename(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     matrix = load_matrix(write_matrix())
     wheels = tmp_path / "wheels"
     table = table_of(matrix, wheels)
@@ -145,12 +151,15 @@ def test_metadata_must_match_the_filename(write_matrix, tmp_path: Path) -> None:
     report = write_site(dataclasses.replace(table, cells=cells), wheels, wheels / "site", matrix)
     assert not report.published
     assert report.problems == [
-        f"torch2.13/{plugin.name}: METADATA Version '0.2.0+torch.2.13.drv.2' is not the filename's 0.1.0+torch.2.13.drv.2"
+        f"torch2.13/{plugin.name}: METADATA Version '0.2.0+torch.2.13.drv.2' is not the filename's "
+        "0.1.0+torch.2.13.drv.2"
     ]
     assert not (wheels / "site").exists() and siblings(wheels / "site") == []  # nothing was ever live
 
 
-def test_a_table_that_no_longer_describes_the_matrix_is_not_published(published, write_matrix) -> None:
+def test_a_table_that_no_longer_describes_the_matrix_is_not_published(
+    published: Published, write_matrix: WriteMatrix
+) -> None:
     matrix, table, wheels, site = published
     live = site.readlink().as_posix()
     changed = load_matrix(write_matrix(Path(matrix.path).read_text().replace('"2.4.1"', '"2.4.0"')))
@@ -159,7 +168,7 @@ def test_a_table_that_no_longer_describes_the_matrix_is_not_published(published,
     assert site.readlink().as_posix() == live
 
 
-def test_a_log_path_outside_wheels_is_never_read_or_written(published, tmp_path: Path) -> None:
+def test_a_log_path_outside_wheels_is_never_read_or_written(published: Published, tmp_path: Path) -> None:
     matrix, table, wheels, site = published
     outside = tmp_path / "passwd"
     outside.write_text("root:x:0:0\n")
@@ -171,7 +180,7 @@ def test_a_log_path_outside_wheels_is_never_read_or_written(published, tmp_path:
     assert "root:x" not in "".join(p.read_text(errors="replace") for p in site.rglob("*") if p.is_file())
 
 
-def test_a_failure_while_staging_leaves_the_live_site(published, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failure_while_staging_leaves_the_live_site(published: Published, monkeypatch: pytest.MonkeyPatch) -> None:
     matrix, table, wheels, site = published
     before, live = snapshot(site), site.readlink().as_posix()
 
@@ -184,7 +193,7 @@ def test_a_failure_while_staging_leaves_the_live_site(published, monkeypatch: py
     assert site.readlink().as_posix() == live and snapshot(site) == before and siblings(site) == [live]
 
 
-def test_a_kill_leaves_a_site_that_the_next_run_recovers(published) -> None:
+def test_a_kill_leaves_a_site_that_the_next_run_recovers(published: Published) -> None:
     """SIGKILL cannot be caught: whatever it leaves (a half-built version, the link being placed) is removed at the
     next start, and the live link never pointed anywhere but at a verified version."""
     matrix, table, wheels, site = published
@@ -198,7 +207,7 @@ def test_a_kill_leaves_a_site_that_the_next_run_recovers(published) -> None:
     assert write_site(table, wheels, site, matrix).published and len(siblings(site)) == 1
 
 
-def test_a_site_from_before_the_link_layout_is_replaced_and_a_kill_mid_swap_recovered(published) -> None:
+def test_a_site_from_before_the_link_layout_is_replaced_and_a_kill_mid_swap_recovered(published: Published) -> None:
     matrix, table, wheels, site = published
     # The old layout: wheels/site a real directory.
     real = snapshot(site)
@@ -214,7 +223,7 @@ def test_a_site_from_before_the_link_layout_is_replaced_and_a_kill_mid_swap_reco
     assert len(siblings(site)) == 1 and not site.with_name(f".{site.name}.legacy").exists()
 
 
-def test_a_javascript_wheel_path_never_becomes_a_link(published) -> None:
+def test_a_javascript_wheel_path_never_becomes_a_link(published: Published) -> None:
     matrix, table, wheels, site = published
     hostile = "javascript:alert(document.cookie)//torch_emu-0.1.0+torch.2.13.drv.2-py3-none-any.whl"
     cells = tuple(
@@ -232,12 +241,14 @@ def test_a_javascript_wheel_path_never_becomes_a_link(published) -> None:
     assert not report.published and any("javascript:" in p and "starts with a scheme" in p for p in report.problems)
 
 
-def test_every_field_is_escaped_and_the_selector_data_survives_comment_and_script_markup(write_matrix) -> None:
+def test_every_field_is_escaped_and_the_selector_data_survives_comment_and_script_markup(
+    write_matrix: WriteMatrix,
+) -> None:
     matrix = load_matrix(write_matrix())
     table = table_of(matrix, Path("/nonexistent"), built=())
     evil = '2.13.0<!--<script>alert(1)</script>"\u2028'
     releases = tuple(
-        dataclasses.replace(r, version=evil, variant='cpu" onmouseover="x') if r.minor == "2.13" else r
+        dataclasses.replace(r, version=evil, variant=cast(Variant, 'cpu" onmouseover="x')) if r.minor == "2.13" else r
         for r in table.releases
     )
     cells = tuple(
@@ -286,7 +297,7 @@ class _Tags(HTMLParser):
         ('https://wheels.example/"><script>', "no query, fragment, quotes, spaces or angle brackets"),
     ],
 )
-def test_a_site_url_that_is_not_a_plain_http_url_is_refused(published, url: str, problem: str) -> None:
+def test_a_site_url_that_is_not_a_plain_http_url_is_refused(published: Published, url: str, problem: str) -> None:
     matrix, table, wheels, site = published
     before, live = snapshot(site), site.readlink().as_posix()
     report = write_site(dataclasses.replace(table, site_url=url), wheels, site, matrix)
@@ -295,7 +306,7 @@ def test_a_site_url_that_is_not_a_plain_http_url_is_refused(published, url: str,
     assert site.readlink().as_posix() == live and snapshot(site) == before
 
 
-def test_a_second_publisher_is_refused_while_one_publishes(published) -> None:
+def test_a_second_publisher_is_refused_while_one_publishes(published: Published) -> None:
     import fcntl
 
     from buildmatrix.errors import UserError
@@ -310,7 +321,9 @@ def test_a_second_publisher_is_refused_while_one_publishes(published) -> None:
     assert write_site(table, wheels, site, matrix).published  # once the other is done
 
 
-def test_a_site_link_the_user_pointed_elsewhere_never_has_its_target_deleted(write_matrix, tmp_path: Path) -> None:
+def test_a_site_link_the_user_pointed_elsewhere_never_has_its_target_deleted(
+    write_matrix: WriteMatrix, tmp_path: Path
+) -> None:
     matrix = load_matrix(write_matrix())
     wheels = tmp_path / "wheels"
     table = table_of(matrix, wheels)
@@ -323,7 +336,7 @@ def test_a_site_link_the_user_pointed_elsewhere_never_has_its_target_deleted(wri
     assert (elsewhere / "keep.txt").read_text() == "the user's"
 
 
-def test_check_of_a_damaged_committed_table_is_an_error_naming_it(write_matrix) -> None:
+def test_check_of_a_damaged_committed_table_is_an_error_naming_it(write_matrix: WriteMatrix) -> None:
     from conftest import run_cli
 
     path = write_matrix()

@@ -67,14 +67,14 @@ def test_patch_that_does_not_apply_names_patch_and_hunk(plugin: Path, tmp_path: 
 def test_patch_outside_plugin_is_rejected(plugin: Path, tmp_path: Path) -> None:
     evil = PATCH.replace("plugin/csrc/hooks.cpp", "driver/src/memory.cpp")
     copy = copy_pristine(plugin, tmp_path / "work")
-    with pytest.raises(PatchError, match="touches paths outside plugin/: driver/src/memory.cpp"):
+    with pytest.raises(PatchError, match=re.escape("touches paths outside plugin/: driver/src/memory.cpp")):
         apply_series([series(tmp_path, "bad", {"0001-evil.patch": evil})], copy.parent, "plugin")
 
 
 def test_series_listing_a_missing_file(tmp_path: Path) -> None:
     one = series(tmp_path, "s", {})
     (one.directory / "series").write_text("0001-missing.patch\n")
-    with pytest.raises(PatchError, match="series:1: patch file '0001-missing.patch' does not exist"):
+    with pytest.raises(PatchError, match=re.escape("series:1: patch file '0001-missing.patch' does not exist")):
         one.patches()
 
 

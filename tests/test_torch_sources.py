@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from buildmatrix.errors import MatrixError
+from buildmatrix.errors import MatrixError, RegistryError
 from buildmatrix.model.matrix import load_matrix
-from buildmatrix.model.registry import Registry, RegistryError, TorchSource, simple_page_files
+from buildmatrix.model.registry import Registry, TorchSource, simple_page_files
 
-from conftest import VALID
+from conftest import VALID, WriteMatrix
 
 CPU_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 # What download.pytorch.org/whl/cpu/torch/ serves: PEP 503 HTML, relative links, the local label percent-encoded.
@@ -46,7 +46,7 @@ def problems(path: Path) -> list[str]:
     return [str(p) for p in info.value.problems]
 
 
-def test_index_source_parses(write_matrix) -> None:
+def test_index_source_parses(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix(index_matrix("https://download.pytorch.org/whl/cpu/", "pip-config")))
     source = matrix.torch[1].wheels
     assert (source.kind, source.location, source.local_find_links) == (
@@ -73,11 +73,11 @@ def test_index_source_parses(write_matrix) -> None:
         ),
     ],
 )
-def test_bad_index_source_is_named(write_matrix, url: str, local: str | None, expected: str) -> None:
+def test_bad_index_source_is_named(write_matrix: WriteMatrix, url: str, local: str | None, expected: str) -> None:
     assert any(expected in p for p in problems(write_matrix(index_matrix(url, local))))
 
 
-def test_unknown_key_in_an_index_source_gets_a_hint(write_matrix) -> None:
+def test_unknown_key_in_an_index_source_gets_a_hint(write_matrix: WriteMatrix) -> None:
     text = index_matrix("https://download.pytorch.org/whl/cpu", "pip-config").replace(
         "local-find-links", "local-findlinks"
     )
@@ -127,7 +127,7 @@ def registry_for(tmp_path: Path) -> Registry:
 
 
 def test_without_a_mirror_the_index_is_read_and_installed_from(
-    write_matrix, pytorch_index: str, tmp_path: Path
+    write_matrix: WriteMatrix, pytorch_index: str, tmp_path: Path
 ) -> None:
     matrix = load_matrix(write_matrix(index_matrix(pytorch_index, str(tmp_path / "no-mirror"))))
     registry = registry_for(tmp_path)
@@ -140,7 +140,7 @@ def test_without_a_mirror_the_index_is_read_and_installed_from(
     assert offline.pythons(release) == {Version("3.11"), Version("3.12")}
 
 
-def test_a_local_mirror_holding_the_release_replaces_the_index(write_matrix, tmp_path: Path) -> None:
+def test_a_local_mirror_holding_the_release_replaces_the_index(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     (mirror / CPU_WHEEL).write_bytes(b"")
@@ -151,7 +151,7 @@ def test_a_local_mirror_holding_the_release_replaces_the_index(write_matrix, tmp
     assert registry.pythons(matrix.torch[1]) == {Version("3.11")}
 
 
-def test_a_mirror_without_the_release_falls_back_to_the_index(write_matrix, tmp_path: Path) -> None:
+def test_a_mirror_without_the_release_falls_back_to_the_index(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     (mirror / "torch-2.12.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
@@ -162,7 +162,7 @@ def test_a_mirror_without_the_release_falls_back_to_the_index(write_matrix, tmp_
         registry.pythons(matrix.torch[1])
 
 
-def test_pip_config_mirror(write_matrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pip_config_mirror(write_matrix: WriteMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     mirror = tmp_path / "pip-wheels"
     mirror.mkdir()
     (mirror / CPU_WHEEL).write_bytes(b"")

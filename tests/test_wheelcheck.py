@@ -14,11 +14,13 @@ from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import load_matrix
 
+from conftest import WriteMatrix
+
 V010 = Version("0.1.0")
 BUILD_INFO = "TORCH_VERSION = '2.4.1'\nDRIVER_API = '2.1'\n"
 
 
-def cell_2_4(write_matrix) -> Cell:  # type: ignore[no-untyped-def]
+def cell_2_4(write_matrix: WriteMatrix) -> Cell:
     matrix = load_matrix(write_matrix())
     cells = expand(matrix, {r: {Version("3.11")} for r in matrix.torch})
     return next(c for c in cells if c.id == "torch2.4-cuda-cp311-drv2")
@@ -34,7 +36,7 @@ def plugin_wheel(directory: Path, cell: Cell, torch_pin: str) -> Path:
     )
 
 
-def test_release_line_pin_passes(write_matrix, tmp_path: Path) -> None:
+def test_release_line_pin_passes(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     cell = cell_2_4(write_matrix)
     facts = check_plugin_wheel(
         plugin_wheel(tmp_path, cell, "torch==2.4.*"), cell, "torch-emu", "emu-driver", plugin_version=V010
@@ -43,7 +45,7 @@ def test_release_line_pin_passes(write_matrix, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("pin", ["torch>=2.4,<2.5", "torch==2.4.1", "torch==2.*", "torch"])
-def test_any_other_torch_pin_fails_the_cell(write_matrix, tmp_path: Path, pin: str) -> None:
+def test_any_other_torch_pin_fails_the_cell(write_matrix: WriteMatrix, tmp_path: Path, pin: str) -> None:
     cell = cell_2_4(write_matrix)
     wheel = plugin_wheel(tmp_path, cell, pin)
     with pytest.raises(StepFailed, match=r"expected 'torch==2\.4\.\*'"):
@@ -59,7 +61,7 @@ def test_vendor_builds_satisfy_the_release_line_pin_but_not_a_range(vendor: str)
     assert not SpecifierSet("==2.4.*").contains(Version("2.5.0.dev20240801"), prereleases=True)
 
 
-def test_wheel_of_another_version_than_the_matrix_fails(write_matrix, tmp_path: Path) -> None:
+def test_wheel_of_another_version_than_the_matrix_fails(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     """plugin.version in matrix.yaml is the plugin's version: a 0.1.0 wheel for a 0.2.0 matrix is not published."""
     cell = cell_2_4(write_matrix)
     wheel = plugin_wheel(tmp_path, cell, "torch==2.4.*")

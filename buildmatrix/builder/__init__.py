@@ -1,1 +1,1 @@
-"""The build stage: the engine runs each cell through a runner, checks and smoke-tests its wheel, and records the result."""
+"""The build stage: the engine runs each cell through a runner, checks and smoke-tests its wheel, records the result."""

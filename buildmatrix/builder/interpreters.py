@@ -73,5 +73,6 @@ def find_interpreter(
     where = f"PATH and pyenv ({root})" if root else "PATH (no pyenv found)"
     raise InterpreterNotFound(
         f"no CPython {series} interpreter found (looked for python{series.major}.{series.minor} in {where}); "
-        f"install one, e.g. `pyenv install {series}` or `uv python install {series}`, or drop Python {series} from the selection"
+        f"install one, e.g. `pyenv install {series}` or `uv python install {series}`, "
+        f"or drop Python {series} from the selection"
     )

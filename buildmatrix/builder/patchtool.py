@@ -1,4 +1,4 @@
-"""Maintain the per-release shim series: check that they apply, open a release's patched tree for editing, refresh a series from it."""
+"""Maintain the per-release shim series: check that they apply, open a release's patched tree to edit, refresh one."""
 
 from __future__ import annotations
 
@@ -68,7 +68,8 @@ def dead_gates(matrix: Matrix) -> list[str]:
                     continue
                 if not any(spec.contains(r.version) for r in matrix.torch):
                     out.append(
-                        f"{path.relative_to(matrix.root)}:{number}: requires_torch({text!r}) matches no torch release of the matrix"
+                        f"{path.relative_to(matrix.root)}:{number}: requires_torch({text!r}) matches no torch release "
+                        "of the matrix"
                     )
     return out
 

@@ -1,1 +1,1 @@
-"""Everything that speaks to a Docker engine: the engine helper, the builder images, and the one module that runs docker."""
+"""Everything that speaks to a Docker engine: the engine helper, the builder images, the one module that runs docker."""

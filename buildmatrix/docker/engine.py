@@ -1,4 +1,4 @@
-"""Gets a Docker engine answering on a Debian machine: installs docker.io and debootstrap, starts dockerd in the background."""
+"""Gets a Docker engine answering on a Debian machine: installs docker.io and debootstrap, starts dockerd."""
 
 from __future__ import annotations
 

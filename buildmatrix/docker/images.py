@@ -73,7 +73,8 @@ def base_reference(image: BuildImage) -> str:
 
 
 def plan_image(image: BuildImage, directory: Path, ca_bundle: Path, environ: Mapping[str, str]) -> ImagePlan:
-    """Pure but for reading files: the tag is a hash of the Dockerfile, the base, the Pythons, the CA bundle and the passed env."""
+    """Pure but for reading files: the tag is a hash of the Dockerfile, the base, the Pythons, the CA bundle and the
+    passed env."""
     dockerfile = directory / ("debian.Dockerfile" if image.suite else "manylinux.Dockerfile")
     base = base_reference(image)
     args = {"BASE": base, "PYTHONS": " ".join(str(v) for v in image.python), **passed_env(environ)}
@@ -98,8 +99,8 @@ def debian_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
             text = file.read_text()
         except OSError:
             continue
-        for line in text.splitlines():
-            line = line.strip()
+        for raw in text.splitlines():
+            line = raw.strip()
             match = re.match(r"deb\s+(?:\[[^]]*\]\s+)?(\S+)", line) or re.match(r"URIs:\s*(\S+)", line)
             if match and match.group(1).rstrip("/").endswith("/debian"):
                 return match.group(1).rstrip("/")
@@ -154,8 +155,8 @@ class ImageBuilder:
                     plan.dockerfile,
                     plan.tag,
                     plan.build_args,
-                    "image",
-                    log_file,
+                    step="image",
+                    log_file=log_file,
                     labels={IMAGE_LABEL: plan.image.name, "org.buildmatrix.base": plan.image.base},
                 )
             except StepFailed as exc:
@@ -190,7 +191,8 @@ class ImageBuilder:
             if os.geteuid() != 0:
                 raise StepFailed(
                     "image",
-                    f"debootstrap of {suite} needs root; run the build as root or `docker import` a {suite} rootfs as {reference}",
+                    f"debootstrap of {suite} needs root; run the build as root or `docker import` a {suite} rootfs "
+                    f"as {reference}",
                 )
             if rootfs.exists():
                 shutil.rmtree(rootfs)  # left by an interrupted run

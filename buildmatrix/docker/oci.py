@@ -86,6 +86,7 @@ def build_image(
     dockerfile: Path,
     reference: str,
     build_args: Mapping[str, str],
+    *,
     step: str,
     log_file: Path,
     labels: Mapping[str, str] | None = None,
@@ -141,11 +142,13 @@ def run_container(
     command: Sequence[str],
     step: str,
     log_file: Path,
+    *,
     mounts: Sequence[tuple[Path, str, str]] = (),
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
 ) -> str:
-    """A throwaway container of reference running command with (host, inside, ro|rw) mounts and env; returns the output's tail."""
+    """A throwaway container of reference running command with (host, inside, ro|rw) mounts and env; returns the
+    output's tail."""
     options = [f"--volume={host}:{inside}:{mode}" for host, inside, mode in mounts]
     env_args, secret_env = env_options(env or {})
     return run_logged(

@@ -1,1 +1,1 @@
-"""The model: matrix.yaml parsed into typed objects, the registry's view of torch releases, and the expansion into cells."""
+"""The model: matrix.yaml parsed into typed objects, the registry's view of torch releases, the expansion into cells."""

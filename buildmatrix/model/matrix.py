@@ -492,7 +492,8 @@ def _torch(reader: _Reader, value: Any, patches_root: Path) -> tuple[TorchReleas
                 tip = f"; did you mean '{hint[0]}'?" if hint else ""
                 reader.problem(
                     pkey,
-                    f"no patch series '{name}' (expected {patches_root / name / 'series'}; known: {', '.join(known) or 'none'}){tip}",
+                    f"no patch series '{name}' (expected {patches_root / name / 'series'}; "
+                    f"known: {', '.join(known) or 'none'}){tip}",
                 )
             patches.append(name)
         if version is None or variant is None:

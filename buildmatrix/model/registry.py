@@ -1,4 +1,4 @@
-"""Which Pythons a torch release supports, read from the wheels actually published (PEP 691 JSON or a find-links directory)."""
+"""Which Pythons a torch release supports, read from the wheels actually published (PEP 691/503 index, find-links)."""
 
 from __future__ import annotations
 

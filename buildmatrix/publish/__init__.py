@@ -1,1 +1,1 @@
-"""The publish stage: the compatibility table, its Markdown and HTML renderings, and the wheel index, built from the results."""
+"""The publish stage: the compatibility table, its Markdown and HTML renderings and the wheel index."""

@@ -89,7 +89,8 @@ def _anchor(wheel: IndexedWheel, page: str) -> str:
     attrs = [f'href="{html.escape(_relative(wheel.path, page))}#sha256={wheel.sha256}"']
     if wheel.requires_python:
         attrs.append(f'data-requires-python="{html.escape(wheel.requires_python)}"')
-    # PEP 658 named the attribute data-dist-info-metadata; PEP 714 renamed it data-core-metadata. Older pips read the first.
+    # PEP 658 named the attribute data-dist-info-metadata; PEP 714 renamed it data-core-metadata. Older pips read the
+    # first.
     attrs.append(f'data-dist-info-metadata="sha256={wheel.metadata_sha256}"')
     attrs.append(f'data-core-metadata="sha256={wheel.metadata_sha256}"')
     return f"    <a {' '.join(attrs)}>{html.escape(wheel.filename)}</a><br>"
@@ -203,7 +204,8 @@ def _check_page(site: Path, page: Path, table: CompatTable, expected: dict[str, 
 
 
 def check_coverage(table: CompatTable, site: Path) -> list[str]:
-    """Ways the index on disk and the results disagree; empty when every passed cell is installable from it and nothing else is."""
+    """Ways the index on disk and the results disagree; empty when every passed cell is installable from it and
+    nothing else is."""
     problems: list[str] = []
     expected = {w.filename: w.sha256 for w in wheels_to_index(table)}
     pages = sorted(

@@ -14,10 +14,11 @@ from buildmatrix.publish.table import (
 README_START = "<!-- compat-table:start -->"
 README_END = "<!-- compat-table:end -->"
 NOT_IN_MATRIX = "—"
+NOT_AVAILABLE_MARK = "\N{EN DASH}"  # a feature the release lacks (an en dash, spelled out: it looks like a hyphen)
 FEATURE_MARKS = {
     FeatureState.AVAILABLE: "✓",
     FeatureState.PARTIAL: "◐",
-    FeatureState.NOT_AVAILABLE: "–",
+    FeatureState.NOT_AVAILABLE: NOT_AVAILABLE_MARK,
     FeatureState.FAILED: "✗",
 }
 # Said wherever a plain command is shown (docs, README, page): pip merges every index it is given.
@@ -65,7 +66,8 @@ def legend(table: CompatTable) -> str:
     built = [c for c in table.cells if c.status != Status.NOT_BUILT]
     passed = [c for c in built if c.status == Status.PASSED]
     return (
-        f"{len(table.cells)} cells: {len(passed)} passed, {len(built) - len(passed)} failed, {len(table.cells) - len(built)} not built. "
+        f"{len(table.cells)} cells: {len(passed)} passed, {len(built) - len(passed)} failed, "
+        f"{len(table.cells) - len(built)} not built. "
         f"✓ passed (smoke tests passed/total), ✗ failed (in the named step), {NOT_IN_MATRIX} not in the matrix "
         "(torch publishes no wheel for that Python, or matrix.yaml excludes it).\n"
         + (CLASSES_NOTE if any(c.failure for c in table.cells) else "")
@@ -97,7 +99,9 @@ def features_table(table: CompatTable) -> str:
         rows.append(f"| `{name}` | " + " | ".join(marks) + " |")
     unmeasured = [r.label for r in table.releases if not r.features]
     tail = f"\nNot measured yet (no cell ran): {', '.join(unmeasured)}.\n" if unmeasured else ""
-    key = "\n✓ available, ◐ only with the drivers named, – not available in this release, ✗ failed.\n"
+    key = (
+        f"\n✓ available, ◐ only with the drivers named, {NOT_AVAILABLE_MARK} not available in this release, ✗ failed.\n"
+    )
     return "\n".join(rows) + "\n" + key + tail
 
 

@@ -12,7 +12,7 @@ from collections.abc import Collection
 from urllib.parse import quote
 
 from buildmatrix.model.vocab import Status
-from buildmatrix.publish.markdown import FEATURE_MARKS, LOOK_ALIKE_NOTE, NOT_IN_MATRIX
+from buildmatrix.publish.markdown import FEATURE_MARKS, LOOK_ALIKE_NOTE, NOT_AVAILABLE_MARK, NOT_IN_MATRIX
 from buildmatrix.publish.table import (
     SITE_PLACEHOLDER,
     CompatCell,
@@ -222,7 +222,8 @@ def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Colle
             cells_table(table, logs),
             "<h2>Features per torch release</h2>",
             features_html(table),
-            "<p>✓ available, ◐ only with the drivers named, – not available in this release, ✗ failed.</p>",
+            f"<p>✓ available, ◐ only with the drivers named, {NOT_AVAILABLE_MARK} not available in this release, "
+            "✗ failed.</p>",
             "<h2>Index</h2>",
             index_links(index_pages),
             f'<script id="choices" type="application/json">{choices_json(table)}</script>',

@@ -1,4 +1,4 @@
-"""Writes what is rendered from a CompatTable: the docs (committed) and the static site with its wheel index (wheels/site/)."""
+"""Writes what is rendered from a CompatTable: the docs (committed), the static site and wheel index."""
 
 from __future__ import annotations
 
@@ -83,7 +83,8 @@ def read_readme(root: Path) -> str:
 
 
 def docs_problems(table: CompatTable, matrix: Matrix) -> list[str]:
-    """Ways the committed docs are stale: the recorded table no longer matches matrix.yaml, or a file differs from its rendering."""
+    """Ways the committed docs are stale: the recorded table no longer matches matrix.yaml, or a file differs from its
+    rendering."""
     problems = [f"{DOCS_TABLE}: {p}; run `nox -s compat-table`" for p in stale_problems(table, matrix)]
     for rel, text in rendered_docs(table, read_readme(matrix.root), matrix.root / README).items():
         path = matrix.root / rel

@@ -28,7 +28,7 @@ def write_bytes_atomic(path: Path, data: bytes, mode: int = PUBLIC_FILE) -> None
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        Path(tmp).replace(path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         _name_the_file(exc, path)
@@ -43,7 +43,7 @@ def copy_file_atomic(source: Path, dest: Path, mode: int = PUBLIC_FILE) -> None:
         os.fchmod(fd, mode)
         os.close(fd)
         shutil.copyfile(source, tmp)
-        os.replace(tmp, dest)
+        Path(tmp).replace(dest)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         _name_the_file(exc, dest)

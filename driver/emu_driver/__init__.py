@@ -7,13 +7,13 @@ without an rpath call load().
 from __future__ import annotations
 
 import ctypes
-import os
+from pathlib import Path
 
 from emu_driver._version import API_VERSION
 
 __all__ = ["API_VERSION", "api_version", "get_include", "get_library_dir", "library_path", "load"]
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = Path(__file__).resolve().parent
 
 
 def api_version() -> str:
@@ -22,15 +22,15 @@ def api_version() -> str:
 
 
 def get_include() -> str:
-    return os.path.join(_HERE, "include")
+    return str(_HERE / "include")
 
 
 def get_library_dir() -> str:
-    return os.path.join(_HERE, "lib")
+    return str(_HERE / "lib")
 
 
 def library_path() -> str:
-    return os.path.join(get_library_dir(), "libemu_driver.so")
+    return str(Path(get_library_dir()) / "libemu_driver.so")
 
 
 def load() -> ctypes.CDLL:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,7 @@ import sys
 import torch
 
 # Test modules import the gates from smoke_gates.py beside this file (pytest runs with --import-mode=importlib).
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,7 +68,7 @@ def emu_feature_detail(request: pytest.FixtureRequest):  # type: ignore[no-untyp
 def pytest_sessionfinish(session: pytest.Session) -> None:
     path = session.config.getoption("--emu-features-json")
     if path:
-        with open(path, "w") as handle:
+        with Path(path).open("w") as handle:
             json.dump(dict(sorted(session.config._emu_features.items())), handle, indent=2)  # type: ignore[attr-defined]
 
 

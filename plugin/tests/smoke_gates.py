@@ -21,7 +21,8 @@ def requires_torch(spec: str):
 def requires_driver(major: int, what: str):
     return pytest.mark.skipif(
         major > DRIVER_MAJOR,
-        reason=f"not available: {what} needs driver API {major}.x, this build uses {'.'.join(map(str, torch_emu.driver_api_version()))}",
+        reason=f"not available: {what} needs driver API {major}.x, "
+        f"this build uses {'.'.join(map(str, torch_emu.driver_api_version()))}",
     )
 
 

@@ -224,7 +224,10 @@ class _DeviceProperties:
         self.multi_processor_count = facts["multi_processor_count"]
 
     def __repr__(self) -> str:
-        return f"_EmuDeviceProperties(name='{self.name}', total_memory={self.total_memory >> 20}MB, api={self.major}.{self.minor})"
+        return (
+            f"_EmuDeviceProperties(name='{self.name}', total_memory={self.total_memory >> 20}MB, "
+            f"api={self.major}.{self.minor})"
+        )
 
 
 def get_device_properties(device: Any = None) -> _DeviceProperties:

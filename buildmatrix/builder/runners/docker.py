@@ -98,7 +98,8 @@ def cell_container(job: CellJob, image_tag: str, driver_wheel: Path, cache: Path
 
     env.update(passed_env(os.environ))
     create_args = [f"--volume={host}:{inside}:{mode}" for host, inside, mode in mounts]
-    # cibuildwheel's test venv (torch: ~1 GB, ~15k files) lives under /tmp; deleting it from overlayfs takes half a minute.
+    # cibuildwheel's test venv (torch: ~1 GB, ~15k files) lives under /tmp; deleting it from overlayfs takes half a
+    # minute.
     create_args.append("--tmpfs=/tmp:exec,size=8g")
     create_args += oci.owner_label()  # cibuildwheel's container, found by the run's sweep if it outlives its client
     env_args, secret_env = oci.env_options(env)  # secrets by name: cibuildwheel's docker reads them from its env
@@ -154,7 +155,7 @@ def driver_cache_dir(cache_dir: Path, image_tag: str) -> Path:
 
 
 def container_driver_build(image_tag: str, cache: Path, helper: Path) -> DriverBuild:
-    """Builds the driver tree inside image_tag with cell.py (uv build, then auditwheel repair), sharing the cell caches."""
+    """Builds the driver tree inside image_tag with cell.py (uv build, then auditwheel repair), sharing cell caches."""
 
     def build(tree: Path, out_dir: Path, env: Mapping[str, str], log_file: Path) -> None:
         from buildmatrix.docker.images import passed_env
@@ -172,8 +173,8 @@ def container_driver_build(image_tag: str, cache: Path, helper: Path) -> DriverB
             ["python3", f"{HELPER}/{helper.name}", "driver", "/src", "/dist"],
             "driver",
             log_file,
-            mounts,
-            inside,
+            mounts=mounts,
+            env=inside,
             timeout=1800,
         )
 
@@ -200,7 +201,8 @@ def cibuildwheel_command() -> list[str]:
         import cibuildwheel  # noqa: F401
     except ImportError:
         raise UserError(
-            "the Docker runner runs cibuildwheel; install it with `python3 -m pip install cibuildwheel` (Python >= 3.11)"
+            "the Docker runner runs cibuildwheel; install it with `python3 -m pip install cibuildwheel` "
+            "(Python >= 3.11)"
         ) from None
     return [sys.executable, "-m", "cibuildwheel"]
 
@@ -245,7 +247,7 @@ class DockerRunner:
         return self._builders.setdefault(cache, ImageBuilder(cache, self.ca_bundle))
 
     def _drivers(self, job: CellJob, image_tag: str) -> DriverWheels:
-        """The driver wheels built in image_tag: a wheel built on the host may need a newer libstdc++ than the image has."""
+        """The driver wheels built in image_tag: one built on the host may need a newer libstdc++ than the image has."""
         with self._driver_guard:
             if image_tag in self._driver_wheels:
                 return self._driver_wheels[image_tag]

@@ -99,7 +99,7 @@ def _patch_device_constructor() -> None:
 
         def __call__(cls, *args: Any, **kwargs: Any) -> Any:
             if args and isinstance(args[0], str):
-                args = (_swap(args[0]),) + args[1:]
+                args = (_swap(args[0]), *args[1:])
             if "type" in kwargs:
                 kwargs["type"] = _swap(kwargs["type"])
             return original(*args, **kwargs)
