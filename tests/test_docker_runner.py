@@ -15,15 +15,19 @@ import pytest
 from packaging.version import Version
 
 from buildmatrix.builder.drivers import DriverWheels
-from buildmatrix.builder.runners.docker import driver_cache_dir, failed_phase
+from buildmatrix.builder.engine import judge_smoke
+from buildmatrix.builder.runners.base import CellJob, RunnerOutput
+from buildmatrix.builder.runners.docker import DockerRunner, driver_cache_dir, failed_phase
 from buildmatrix.builder.runners.select import select_runner
 from buildmatrix.builder.toolenv import reproducible_env
+from buildmatrix.builder.workspace import Workspace
 from buildmatrix.docker import oci
-from buildmatrix.errors import EngineUnavailable
-from buildmatrix.model.matrix import DriverVersion
+from buildmatrix.errors import EngineUnavailable, StepFailed
+from buildmatrix.model.cells import expand
+from buildmatrix.model.matrix import DriverVersion, load_matrix
 from buildmatrix.model.vocab import RunnerName
 
-from conftest import copy_project, run_cli
+from conftest import WriteMatrix, copy_project, run_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 REPO = Path(__file__).parent.parent
@@ -116,6 +120,44 @@ def test_driver_wheels_are_built_per_image_by_the_given_build(tmp_path: Path) ->
 )
 def test_failed_phase_is_the_last_cibuildwheel_phase_reached(log: str, phase: str) -> None:
     assert failed_phase(log) == phase
+
+
+def docker_job(write_matrix: WriteMatrix, tmp_path: Path) -> CellJob:
+    matrix = load_matrix(write_matrix())
+    cell = expand(matrix, {r: {Version("3.11")} for r in matrix.torch})[-1]
+    work = tmp_path / "work"
+    (work / "out" / "smoke").mkdir(parents=True)
+    log = tmp_path / "cell.log"
+    log.write_text("cibuildwheel: building\n$ python cell.py smoke\nFAILED tests/test_x.py::test_y\n")
+    return CellJob(cell, matrix, Workspace.for_root(matrix.root), work, tmp_path, tmp_path, log, ())
+
+
+@pytest.mark.parametrize(("exit_code", "passed"), [("0", True), ("1", False), (None, False)])
+def test_the_docker_runner_hands_the_engine_what_cibuildwheel_left(
+    write_matrix: WriteMatrix, tmp_path: Path, exit_code: str | None, passed: bool
+) -> None:
+    """cibuildwheel's test command wrote reports and pytest's exit code; the engine judges them like a local run."""
+    job = docker_job(write_matrix, tmp_path)
+    smoke = job.workdir / "out" / "smoke"
+    failures = 0 if passed else 1
+    (smoke / "junit.xml").write_text(f'<testsuite tests="3" failures="{failures}" errors="0" skipped="0"/>')
+    (smoke / "features.json").write_text(json.dumps({"tiny": "passed"}))
+    if exit_code is not None:
+        (smoke / "exit-code").write_text(exit_code + "\n")
+    (job.workdir / "out" / "provided-symbols.txt").write_text("emuMalloc emuFree\n_ZN3c10\n")
+    assert DockerRunner().provided_symbols(job) == {"emuMalloc", "emuFree", "_ZN3c10"}
+    output = RunnerOutput()
+    run = DockerRunner().run_smoke(job, output)
+    if passed:
+        judge_smoke(run, output)
+        assert output.smoke is not None and output.smoke.passed == 3 and output.features == {"tiny": "passed"}
+        return
+    with pytest.raises(StepFailed) as caught:
+        judge_smoke(run, output)
+    code = exit_code or "missing"
+    assert caught.value.message == f"1 failed, 0 errors, 2 passed (pytest exit code {code})"
+    assert "FAILED tests/test_x.py::test_y" in caught.value.log_tail
+    assert output.smoke is not None and output.smoke.failed == 1
 
 
 # ---- no engine ---------------------------------------------------------------
