@@ -2,8 +2,8 @@
 """Benchmarks torch_emu against the CPU, side by side in one run, and prints ratios.
 
 Run in an environment with a torch_emu wheel installed:  python scripts/bench_plugin.py
-Targets (issue 2): 1000 small adds emu/CPU <= 3; 64 MiB copies vs a host memcpy >= 0.8 (issue 17; the spread over rounds is printed);
-mm 1024 emu/CPU <= 1.2. Each figure is the best of several repeats.
+Targets (issue 2): 1000 small adds emu/CPU <= 3; 64 MiB copies vs a host memcpy >= 0.8 (issue 17; the spread over
+rounds is printed); mm 1024 emu/CPU <= 1.2. Each figure is the best of several repeats.
 """
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ def reset_fallback_ops() -> None:
 
 
 def set_backend_meta(tensor: torch.Tensor, values: dict) -> None:
-    """Attaches named integers to an emu tensor's backend metadata; torch.save/torch.load and copies of the tensor keep them."""
+    """Attaches named integers to an emu tensor's backend metadata; torch.save/torch.load and copies of the tensor
+    keep them."""
     if tensor.device.type != "emu":
         raise ValueError(f"backend metadata belongs to emu tensors, not to a tensor on {tensor.device}")
     _C.set_backend_meta(tensor, {str(k): int(v) for k, v in values.items()})

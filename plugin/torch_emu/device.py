@@ -79,7 +79,7 @@ def _lazy_init() -> None:
 
 
 def _is_in_bad_fork() -> bool:
-    """True in a child forked after emu started: torch.manual_seed (e.g. in DataLoader workers) then leaves emu alone."""
+    """True in a child forked after emu started: torch.manual_seed (in DataLoader workers, say) then leaves emu be."""
     return bool(_C.is_in_bad_fork())
 
 
