@@ -97,6 +97,14 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+def _reap(proc: subprocess.Popen[str]) -> None:
+    """However a supervised child ended, its whole group goes, it is waited for, and the run stops tracking it."""
+    _kill_group(proc.pid)
+    if proc.poll() is None:
+        proc.wait()
+    CHILDREN.discard(proc.pid)
+
+
 def _child_env(env: Mapping[str, str] | None, inherit: bool = True) -> dict[str, str]:
     """env on top of ours (inherit), or env as the whole environment; either way with the owner mark."""
     full = dict(os.environ) if inherit or env is None else {}
@@ -231,10 +239,7 @@ def run_logged(
             why = _supervise(proc, step, timeout)
             reader.join(timeout=5)
         finally:
-            _kill_group(proc.pid)
-            if proc.poll() is None:
-                proc.wait()
-            CHILDREN.discard(proc.pid)
+            _reap(proc)
         if why is not None:
             handle.write(f"\n# {why}\n")
     if why is not None or proc.returncode != 0:
@@ -270,10 +275,7 @@ def run_captured(
         for reader in readers:
             reader.join(timeout=5)
     finally:
-        _kill_group(proc.pid)
-        if proc.poll() is None:
-            proc.wait()
-        CHILDREN.discard(proc.pid)
+        _reap(proc)
     if why is not None:
         raise _failure(step, why, proc.returncode, shown, tail=redact("".join(err)[-4000:], secrets), log_file=None)
     return Captured(proc.returncode, "".join(out), "".join(err))
