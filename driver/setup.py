@@ -1,9 +1,9 @@
 """Builds the emu driver's user-space runtime wheel (`emu-driver`) at one API version.
 
-The API version comes from EMU_DRIVER_API_VERSION ("2.1" by default) and becomes the
-wheel's version (2.1.0+emu), the generated emu_driver_version.h, and emu_driver.api_version.
+The API version comes from EMU_DRIVER_API_VERSION ("2.2" by default) and becomes the
+wheel's version (2.2.0+emu), the generated emu_driver_version.h, and emu_driver.api_version.
 The local label (+emu) is what makes an exact pin squat-proof: the public index refuses
-local versions, so nobody can publish an emu-driver==2.1.0+emu there.
+local versions, so nobody can publish an emu-driver==2.2.0+emu there.
 The library is a plain shared object (not a Python extension): the wheel is tagged
 py3-none-<platform> because it is the same for every Python.
 """
@@ -26,10 +26,10 @@ LOCAL_LABEL = "emu"
 
 
 def api_version() -> tuple[int, int]:
-    text = os.environ.get("EMU_DRIVER_API_VERSION", "2.1")
+    text = os.environ.get("EMU_DRIVER_API_VERSION", "2.2")
     match = re.fullmatch(r"(\d+)\.(\d+)", text)
     if not match:
-        raise SystemExit(f"EMU_DRIVER_API_VERSION={text!r}: expected MAJOR.MINOR, for example 2.1")
+        raise SystemExit(f"EMU_DRIVER_API_VERSION={text!r}: expected MAJOR.MINOR, for example 2.2")
     return int(match[1]), int(match[2])
 
 

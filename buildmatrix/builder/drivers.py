@@ -27,7 +27,7 @@ DriverBuild = Callable[[Path, Path, Mapping[str, str], Path], None]
 
 def driver_version_problem(filename: str, driver: DriverVersion) -> str:
     """Why a built driver wheel cannot be published for `driver`: its version must be <api>.0 with a local label
-    (2.1.0+emu). The public index refuses local versions, so an exact pin on it can never resolve to a look-alike."""
+    (2.2.0+emu). The public index refuses local versions, so an exact pin on it can never resolve to a look-alike."""
     version = parse_wheel_filename(filename)[1]
     if version.release != Version(f"{driver.api}.0").release or not version.local:
         return f"{filename}: version {version} is not {driver.api}.0+<local label> (driver/setup.py sets the label)"

@@ -382,7 +382,7 @@ def _drivers(reader: _Reader, value: Any) -> tuple[DriverVersion, ...]:
         if version is not None:
             out.append(DriverVersion(version))
     if isinstance(value, list) and not value:
-        reader.problem("driver.versions", 'needs at least one driver API version, e.g. ["2.1"]')
+        reader.problem("driver.versions", 'needs at least one driver API version, e.g. ["2.2"]')
     majors = [d.major for d in out]
     if len(set(majors)) != len(majors):
         reader.problem("driver.versions", f"two versions share an API major ({majors}); cells are per major")

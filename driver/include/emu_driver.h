@@ -14,6 +14,9 @@
  *        on the caller's thread; no events, no asynchronous copies.
  *   2.x  adds asynchronous streams (one worker thread per stream, in-order),
  *        asynchronous copies and memsets, and events with timing.
+ *   2.2  adds page-locked ("pinned") host memory: emuHostAlloc, emuFreeHost,
+ *        emuHostGetFlags; emuPointerGetAttributes reports it, and asynchronous
+ *        copies treat pinned and pageable host memory as CUDA does.
  * Symbols of a newer API are absent from a library built at an older one.
  */
 #ifndef EMU_DRIVER_H_
@@ -30,9 +33,10 @@ extern "C" {
 
 #define EMU_API __attribute__((visibility("default")))
 
-/* EMU_DRIVER_VERSION is major * 1000 + minor, e.g. 2001 for 2.1. */
+/* EMU_DRIVER_VERSION is major * 1000 + minor, e.g. 2002 for 2.2. */
 #define EMU_DRIVER_HAS_ASYNC (EMU_DRIVER_VERSION_MAJOR >= 2)
 #define EMU_DRIVER_HAS_EVENTS (EMU_DRIVER_VERSION_MAJOR >= 2)
+#define EMU_DRIVER_HAS_HOST_ALLOC (EMU_DRIVER_VERSION >= 2002)
 
 typedef enum emuError_t {
   emuSuccess = 0,
@@ -67,7 +71,7 @@ EMU_API emuError_t emuDriverGetVersion(int* version);
 #define EMU_MAX_DEVICES 16
 
 typedef struct emuDeviceProp {
-  char name[64];          /* "Emu Accelerator E2 (API 2.1)" */
+  char name[64];          /* "Emu Accelerator E2 (API 2.2)" */
   size_t totalGlobalMem;  /* bytes */
   int major;              /* API version of the driver */
   int minor;
@@ -89,13 +93,19 @@ typedef enum emuMemcpyKind {
   emuMemcpyDeviceToDevice = 3, /* also across devices */
 } emuMemcpyKind;
 
-typedef enum emuMemoryType { emuMemoryTypeHost = 0, emuMemoryTypeDevice = 1 } emuMemoryType;
+typedef enum emuMemoryType {
+  emuMemoryTypeHost = 0, /* pageable host memory: anything the driver did not allocate */
+  emuMemoryTypeDevice = 1,
+#if EMU_DRIVER_HAS_HOST_ALLOC
+  emuMemoryTypePinnedHost = 2, /* inside a live emuHostAlloc allocation (API 2.2) */
+#endif
+} emuMemoryType;
 
 typedef struct emuPointerAttributes {
   emuMemoryType type;
   int device;       /* -1 for host memory */
-  void* basePtr;    /* start of the live allocation holding the pointer (device only) */
-  size_t size;      /* size of that allocation */
+  void* basePtr;    /* start of the live allocation holding the pointer (device or pinned host) */
+  size_t size;      /* size of that allocation as asked for */
 } emuPointerAttributes;
 
 /* Allocations are 256-byte aligned; size 0 gives a null pointer and success. */
@@ -137,7 +147,11 @@ EMU_API void emuKernelSetErrorMessage(const char* message);
 
 #if EMU_DRIVER_HAS_ASYNC
 /* ---- asynchronous copies (API 2.x) -------------------------------------- */
-/* Queued on the stream; a host buffer must stay valid until the stream reaches the copy. */
+/* Queued on the stream. API 2.0/2.1: a host buffer must stay valid until the stream reaches the copy.
+ * From API 2.2, as with CUDA: a host range inside pinned memory (emuHostAlloc) is copied when the
+ * stream reaches the copy and the call returns at once; a pageable source is first staged (copied
+ * into driver memory before the call returns, so the caller may reuse it); a pageable destination
+ * makes the call wait until the copy is done (and so report earlier failures of the stream). */
 EMU_API emuError_t emuMemcpyAsync(void* dst, const void* src, size_t count, emuMemcpyKind kind,
                                   emuStream_t stream);
 EMU_API emuError_t emuMemsetAsync(void* devPtr, int value, size_t count, emuStream_t stream);
@@ -157,6 +171,24 @@ EMU_API emuError_t emuEventSynchronize(emuEvent_t event);
 EMU_API emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event);
 /* Milliseconds between two completed events recorded with timing. */
 EMU_API emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t end);
+#endif
+
+#if EMU_DRIVER_HAS_HOST_ALLOC
+/* ---- page-locked host memory (API 2.2) ---------------------------------- */
+/* Page-aligned host memory registered with the driver, like cudaHostAlloc. The driver asks the
+ * kernel to lock its pages (mlock) but does not fail when it cannot (RLIMIT_MEMLOCK too low,
+ * no CAP_IPC_LOCK): the memory is still pinned for the driver (asynchronous copies, pointer
+ * attributes), and emuHostGetFlags says whether the pages are really locked. Size 0 gives a
+ * null pointer and success. */
+#define emuHostAllocDefault 0x0
+#define emuHostAllocPortable 0x1   /* accepted for CUDA parity: every allocation serves every device */
+#define emuHostAllocLocked 0x100   /* reported by emuHostGetFlags only: mlock succeeded */
+EMU_API emuError_t emuHostAlloc(void** ptr, size_t size, unsigned int flags);
+/* Null is a no-op. Waits until the queued copies that use the allocation have run (never call it
+ * from a kernel that such a copy is queued behind); ptr must be the start of the allocation. */
+EMU_API emuError_t emuFreeHost(void* ptr);
+/* The flags of the allocation holding ptr, plus emuHostAllocLocked when its pages are locked. */
+EMU_API emuError_t emuHostGetFlags(unsigned int* flags, void* ptr);
 #endif
 
 #ifdef __cplusplus

@@ -95,6 +95,17 @@ emuError_t synchronize_device(Device* d);
 Stream* create_stream(Device* d, bool is_default);
 void destroy_stream(Stream* s);
 
+#if EMU_DRIVER_HAS_HOST_ALLOC
+// ---- pinned host memory (API 2.2, host.cpp) ----
+// A live emuHostAlloc allocation holding [p, p + bytes), with its base and size; false if the
+// range is not wholly inside one (pageable memory, or straddling an allocation's end).
+bool find_pinned(const void* p, size_t bytes, void** base, size_t* size);
+// Counts a queued copy against the pinned allocation holding [p, p + bytes), so emuFreeHost waits
+// for it; returns the allocation's base to pass to pinned_use_done, or null for pageable memory.
+void* pinned_use_begin(const void* p, size_t bytes);
+void pinned_use_done(void* base);
+#endif
+
 // Marks the calling thread as running a kernel (translate is allowed only then).
 bool& in_kernel();
 std::string& kernel_message();

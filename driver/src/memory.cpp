@@ -138,6 +138,14 @@ emuError_t emuPointerGetAttributes(emuPointerAttributes* attr, const void* ptr) 
   EMU_RUNTIME(rt);
   emu::Device* d = emu::device_of(rt, ptr);
   if (d == nullptr) {
+#if EMU_DRIVER_HAS_HOST_ALLOC
+    void* base = nullptr;
+    size_t size = 0;
+    if (emu::find_pinned(ptr, 0, &base, &size)) {
+      *attr = emuPointerAttributes{emuMemoryTypePinnedHost, -1, base, size};
+      return emuSuccess;
+    }
+#endif
     *attr = emuPointerAttributes{emuMemoryTypeHost, -1, nullptr, 0};
     return emuSuccess;
   }

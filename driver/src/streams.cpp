@@ -65,6 +65,36 @@ void worker_loop(Stream* s) {
 }
 #endif
 
+#if EMU_DRIVER_HAS_HOST_ALLOC
+// Queues a checked copy with CUDA's host-memory rules (API 2.2). host_src and host_dst are the
+// host ends of the copy (null for a device end): a pinned end is used in place when the stream
+// reaches the copy, and counted so emuFreeHost waits for it; a pageable source is staged now; a
+// pageable destination makes the caller wait for the copy.
+emuError_t copy_async(Stream* s, char* to, char* from, size_t count, const void* host_src, const void* host_dst) {
+  void* pinned_src = host_src == nullptr ? nullptr : pinned_use_begin(host_src, count);
+  void* pinned_dst = host_dst == nullptr ? nullptr : pinned_use_begin(host_dst, count);
+  std::shared_ptr<char[]> staged;
+  if (host_src != nullptr && pinned_src == nullptr) {
+    staged.reset(new char[count]);
+    std::memcpy(staged.get(), from, count);
+    from = staged.get();
+  }
+  emuError_t err = submit(
+      s,
+      [to, from, count, staged] {
+        std::memmove(to, from, count);
+        return 0;
+      },
+      [pinned_src, pinned_dst] {
+        if (pinned_src != nullptr) pinned_use_done(pinned_src);
+        if (pinned_dst != nullptr) pinned_use_done(pinned_dst);
+      });
+  if (err != emuSuccess) return err;
+  if (host_dst != nullptr && pinned_dst == nullptr) return synchronize_stream(s);
+  return emuSuccess;
+}
+#endif
+
 emuError_t take_sticky(Stream* s) {
   std::lock_guard<std::mutex> lock(s->mu);
   if (s->sticky == emuSuccess) return emuSuccess;
@@ -279,10 +309,14 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t count, emuMemcpyKin
   } else if (src == nullptr || emu::device_of(rt, src) != nullptr) {
     return fail(emuErrorInvalidValue, "src must be host memory for this copy kind");
   }
+#if EMU_DRIVER_HAS_HOST_ALLOC
+  return emu::copy_async(s, to, from, count, src_device ? nullptr : src, dst_device ? nullptr : dst);
+#else
   return emu::submit(s, [to, from, count] {
     std::memmove(to, from, count);
     return 0;
   });
+#endif
 }
 
 emuError_t emuMemsetAsync(void* devPtr, int value, size_t count, emuStream_t stream) {

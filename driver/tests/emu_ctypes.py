@@ -76,3 +76,16 @@ class Driver:
         s = ctypes.c_void_p()
         self.call("emuStreamCreate", ctypes.byref(s))
         return s
+
+
+PINNED_HOST = 2  # emuMemoryTypePinnedHost (API 2.2)
+HOST_ALLOC_LOCKED = 0x100
+
+
+class PointerAttributes(ctypes.Structure):
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("device", ctypes.c_int),
+        ("basePtr", ctypes.c_void_p),
+        ("size", ctypes.c_size_t),
+    ]

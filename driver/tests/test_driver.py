@@ -1,4 +1,4 @@
-"""The emulated driver through its C API (ctypes), at API 1.4 and 2.1, built here with the real compiler.
+"""The emulated driver through its C API (ctypes) at API 1.4 and 2.2 (2.1 too, for what 2.2 added), built here.
 
 (No conftest.py: the orchestration tests own the `conftest` module name.)
 """
@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from emu_ctypes import (
     D2D,
     D2H,
     H2D,
+    HOST_ALLOC_LOCKED,
     INITIALIZATION,
     INVALID_DEVICE,
     INVALID_DEVICE_POINTER,
@@ -29,15 +31,17 @@ from emu_ctypes import (
     MEMORY_ALLOCATION,
     NOT_PERMITTED,
     NOT_READY,
+    PINNED_HOST,
     DeviceProp,
     Driver,
     EmuError,
+    PointerAttributes,
 )
 
 pytestmark = pytest.mark.integration
 TESTS = Path(__file__).parent
 DRIVER = TESTS.resolve().parent
-VERSIONS = {"1.4": (1, 4), "2.1": (2, 1)}
+VERSIONS = {"1.4": (1, 4), "2.2": (2, 2)}
 
 
 def build_library(out: Path, major: int, minor: int) -> Path:
@@ -78,7 +82,7 @@ def driver_lib(
 
 @pytest.fixture(scope="session")
 def driver_v2(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_library(tmp_path_factory.mktemp("driver2"), 2, 1)
+    return build_library(tmp_path_factory.mktemp("driver2"), 2, 2)
 
 
 @pytest.fixture
@@ -364,4 +368,153 @@ def test_api_2_async_copy_is_checked_at_enqueue(driver_v2: Path) -> None:
     with pytest.raises(EmuError) as bad:
         drv.call("emuMemcpyAsync", ctypes.c_void_p(a), src, ctypes.c_size_t(257), H2D, s)
     assert "overruns" in bad.value.message
+    drv.free(a)
+
+
+class Gate:
+    """A kernel that holds its stream until the test opens the gate: proves what is queued, not timed."""
+
+    def __init__(self, drv: Driver) -> None:
+        self.opened = threading.Event()
+        self.kernel = drv.kernel(lambda _a: 0 if self.opened.wait(30) else 1)
+
+
+def pinned(drv: Driver, size: int) -> int:
+    p = ctypes.c_void_p()
+    drv.call("emuHostAlloc", ctypes.byref(p), ctypes.c_size_t(size), 0)
+    return p.value or 0
+
+
+def attributes(drv: Driver, ptr: int) -> PointerAttributes:
+    attrs = PointerAttributes()
+    drv.call("emuPointerGetAttributes", ctypes.byref(attrs), ctypes.c_void_p(ptr))
+    return attrs
+
+
+def test_api_2_2_adds_host_alloc_and_2_1_lacks_it(driver_v2: Path, tmp_path: Path) -> None:
+    older = build_library(tmp_path / "driver2.1", 2, 1)
+    for lib, present in ((older, False), (driver_v2, True)):
+        symbols = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True)
+        assert all((name in symbols.stdout) == present for name in ("emuHostAlloc", "emuFreeHost", "emuHostGetFlags"))
+    assert (
+        "#define EMU_DRIVER_HAS_HOST_ALLOC (EMU_DRIVER_VERSION >= 2002)"
+        in (DRIVER / "include" / "emu_driver.h").read_text()
+    )
+
+
+def test_pinned_host_memory_is_page_aligned_registered_and_freed(driver_v2: Path) -> None:
+    drv = Driver(driver_v2)
+    p = pinned(drv, 10_000)
+    assert p % os.sysconf("SC_PAGE_SIZE") == 0
+    ctypes.memmove(p, b"host" * 2500, 10_000)  # ordinary host memory: the host reads and writes it
+    inner = attributes(drv, p + 9_999)
+    assert (inner.type, inner.device, inner.basePtr, inner.size) == (PINNED_HOST, -1, p, 10_000)
+    assert attributes(drv, p + 10_000).type == 0  # past the allocation's end: pageable
+    pageable = ctypes.create_string_buffer(64)
+    assert attributes(drv, ctypes.addressof(pageable)).type == 0
+    flags = ctypes.c_uint()
+    drv.call("emuHostGetFlags", ctypes.byref(flags), ctypes.c_void_p(p + 5))
+    # Locked or not (RLIMIT_MEMLOCK), the flags say which; the allocation's own flags come back.
+    assert flags.value & ~HOST_ALLOC_LOCKED == 0
+    with pytest.raises(EmuError) as middle:
+        drv.call("emuFreeHost", ctypes.c_void_p(p + 8))
+    assert middle.value.code == INVALID_VALUE and "not its start" in middle.value.message
+    drv.call("emuFreeHost", ctypes.c_void_p(p))
+    assert attributes(drv, p).type == 0
+    with pytest.raises(EmuError) as double:
+        drv.call("emuFreeHost", ctypes.c_void_p(p))
+    assert "double free" in double.value.message
+    with pytest.raises(EmuError) as flagged:
+        drv.call("emuHostAlloc", ctypes.byref(ctypes.c_void_p()), ctypes.c_size_t(8), 0x40)
+    assert flagged.value.code == INVALID_VALUE and "unknown flags 64" in flagged.value.message
+    drv.call("emuFreeHost", None)
+
+
+def test_pinned_host_alloc_does_not_fail_when_pages_cannot_be_locked(driver_v2: Path) -> None:
+    # RLIMIT_MEMLOCK 0 makes mlock fail for unprivileged users (root may still lock: CAP_IPC_LOCK).
+    done = run_script(
+        driver_v2,
+        """
+        import os, resource
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
+        p = ctypes.c_void_p()
+        d.call('emuHostAlloc', ctypes.byref(p), ctypes.c_size_t(32 << 20), 0)
+        f = ctypes.c_uint()
+        d.call('emuHostGetFlags', ctypes.byref(f), p)
+        print('locked' if f.value & HOST_ALLOC_LOCKED else 'unlocked', os.geteuid())
+        d.call('emuFreeHost', p)
+    """,
+    )
+    assert done.returncode == 0, done.stderr
+    state, uid = done.stdout.split()
+    assert state == "unlocked" or uid == "0", done.stdout
+
+
+def test_async_copy_from_pinned_memory_is_queued_and_free_waits_for_it(driver_v2: Path) -> None:
+    drv = Driver(driver_v2)
+    s = drv.stream()
+    a = drv.malloc(4096)
+    p = pinned(drv, 4096)
+    ctypes.memmove(p, b"P" * 4096, 4096)
+    gate = Gate(drv)
+    drv.call("emuLaunchKernel", gate.kernel, None, s)
+    drv.call("emuMemcpyAsync", ctypes.c_void_p(a), ctypes.c_void_p(p), ctypes.c_size_t(4096), H2D, s)
+    # Returned while the stream is still held: the copy is queued behind the kernel, not done.
+    assert drv.code("emuStreamQuery", s) == NOT_READY
+    ctypes.memmove(p, b"Q" * 4096, 4096)  # pinned memory is read when the stream reaches the copy
+    freed = threading.Thread(target=drv.call, args=("emuFreeHost", ctypes.c_void_p(p)))
+    freed.start()
+    freed.join(0.3)
+    assert freed.is_alive() and drv.code("emuStreamQuery", s) == NOT_READY  # free waits for the queued copy
+    gate.opened.set()
+    freed.join(30)
+    assert not freed.is_alive()
+    drv.call("emuStreamSynchronize", s)
+    assert drv.to_host(a, 4096) == b"Q" * 4096
+    drv.free(a)
+
+
+def test_async_copy_to_pinned_memory_is_queued(driver_v2: Path) -> None:
+    drv = Driver(driver_v2)
+    s = drv.stream()
+    a = drv.malloc(256)
+    drv.to_device(a, b"D" * 256)
+    p = pinned(drv, 256)
+    gate = Gate(drv)
+    drv.call("emuLaunchKernel", gate.kernel, None, s)
+    drv.call("emuMemcpyAsync", ctypes.c_void_p(p), ctypes.c_void_p(a), ctypes.c_size_t(256), D2H, s)
+    assert drv.code("emuStreamQuery", s) == NOT_READY and ctypes.string_at(p, 256) == bytes(256)
+    gate.opened.set()
+    drv.call("emuStreamSynchronize", s)
+    assert ctypes.string_at(p, 256) == b"D" * 256
+    drv.call("emuFreeHost", ctypes.c_void_p(p))
+    drv.free(a)
+
+
+def test_async_copy_from_pageable_memory_is_staged(driver_v2: Path) -> None:
+    drv = Driver(driver_v2)
+    s = drv.stream()
+    a = drv.malloc(256)
+    src = ctypes.create_string_buffer(b"S" * 256, 256)
+    gate = Gate(drv)
+    drv.call("emuLaunchKernel", gate.kernel, None, s)
+    drv.call("emuMemcpyAsync", ctypes.c_void_p(a), src, ctypes.c_size_t(256), H2D, s)
+    assert drv.code("emuStreamQuery", s) == NOT_READY
+    ctypes.memmove(src, b"X" * 256, 256)  # the caller may reuse a pageable source at once
+    gate.opened.set()
+    drv.call("emuStreamSynchronize", s)
+    assert drv.to_host(a, 256) == b"S" * 256
+    drv.free(a)
+
+
+def test_async_copy_to_pageable_memory_is_done_on_return(driver_v2: Path) -> None:
+    drv = Driver(driver_v2)
+    s = drv.stream()
+    a = drv.malloc(256)
+    dst = ctypes.create_string_buffer(256)
+    ran: list[int] = []
+    drv.call("emuLaunchKernel", drv.kernel(lambda _a: time.sleep(0.2) or ran.append(1) or 0), None, s)
+    drv.call("emuMemsetAsync", ctypes.c_void_p(a), 0x5A, ctypes.c_size_t(256), s)
+    drv.call("emuMemcpyAsync", dst, ctypes.c_void_p(a), ctypes.c_size_t(256), D2H, s)
+    assert ran == [1] and dst.raw == b"Z" * 256 and drv.code("emuStreamQuery", s) == 0
     drv.free(a)
