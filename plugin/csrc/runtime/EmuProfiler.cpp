@@ -19,6 +19,16 @@ namespace {
 
 using torch::profiler::impl::ProfilerVoidEventStub;
 
+// ProfilerStubs::record's device out-parameter is int* in torch 2.1 and c10::DeviceIndex* later:
+// read its type from the release's own declaration instead of naming one.
+template <class Method>
+struct FirstParameter;
+template <class R, class C, class A, class... Rest>
+struct FirstParameter<R (C::*)(A, Rest...) const> {
+  using type = A;
+};
+using RecordDevicePtr = FirstParameter<decltype(&torch::profiler::impl::ProfilerStubs::record)>::type;
+
 struct Marker {
   void* event = nullptr;                         // a driver timing event (API 2.x)
   std::chrono::steady_clock::time_point when{};  // the host clock (API 1.x)
@@ -30,7 +40,7 @@ void destroy_marker(Marker* m) {
 }
 
 struct EmuProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
-  void record(c10::DeviceIndex* device, ProfilerVoidEventStub* event, int64_t* cpu_ns) const override {
+  void record(RecordDevicePtr device, ProfilerVoidEventStub* event, int64_t* cpu_ns) const override {
     const c10::DeviceIndex index = current_device();
     if (device != nullptr) *device = index;
     auto* marker = new Marker();
