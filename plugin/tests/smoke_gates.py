@@ -1,5 +1,9 @@
 """Gates for smoke tests: a test for something this torch or driver lacks skips as 'not available: <why>'."""
 
+from __future__ import annotations
+
+import sys
+
 import pytest
 import torch
 from packaging.specifiers import SpecifierSet
@@ -29,3 +33,41 @@ def requires_driver(major: int, what: str):
 # A torch release that is not the installed one, for tests that fake a mismatched install.
 OTHER_TORCH = "2.4.1" if (TORCH.major, TORCH.minor) != (2, 4) else "2.1.2"
 OTHER_MINOR = ".".join(OTHER_TORCH.split(".")[:2])
+
+
+def dynamo_unavailable() -> str | None:
+    """Why torch.compile (Dynamo) cannot run here, or None. Imports torch._dynamo (seconds): call it in a test."""
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    try:
+        import torch._dynamo as dynamo
+    except Exception as exc:
+        return f"not available: torch {TORCH} cannot import Dynamo on Python {python} ({exc.__class__.__name__})"
+    if not getattr(dynamo, "is_dynamo_supported", lambda: True)():
+        return f"not available: torch {TORCH} has no torch.compile (Dynamo) on Python {python}"
+    return None
+
+
+def dynamo_device_registry_unavailable() -> str | None:
+    """Why Dynamo has no device interface for emu here, or None (register_interface_for_device came in torch 2.2)."""
+    reason = dynamo_unavailable()
+    if reason is not None:
+        return reason
+    from torch._dynamo import device_interface
+
+    if not hasattr(device_interface, "register_interface_for_device"):
+        return f"not available: torch {TORCH} has no Dynamo device registry (register_interface_for_device)"
+    return None
+
+
+def inductor_device_registry_unavailable() -> str | None:
+    """Why Inductor has no registry to put emu in here, or None (register_backend_for_device)."""
+    reason = dynamo_unavailable()
+    if reason is not None:
+        return reason
+    try:
+        import torch._inductor.codegen.common as inductor_codegen
+    except Exception as exc:
+        return f"not available: torch {TORCH} cannot import Inductor's code generators ({exc.__class__.__name__})"
+    if not hasattr(inductor_codegen, "register_backend_for_device"):
+        return f"not available: torch {TORCH} has no Inductor device registry (register_backend_for_device)"
+    return None

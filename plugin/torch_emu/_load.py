@@ -2,7 +2,7 @@
 
 import torch
 
-from torch_emu import _C, _build_info
+from torch_emu import _C, _build_info, _dynamo_device, _inductor_backend
 from torch_emu import device as _device_module
 
 __version__ = _build_info.PLUGIN_VERSION
@@ -27,6 +27,9 @@ def _register() -> None:
 
 
 _register()
+# torch.compile: Dynamo's device interface and Inductor's registry, each once its module is imported (not now).
+_dynamo_device.install()
+_inductor_backend.install()
 
 
 def build_info() -> dict:
