@@ -196,3 +196,36 @@ def test_plugin_local_label_is_spelled_once(minor: str, driver: int, label: str)
     assert plugin_local_label(minor, driver) == label
     key = CellKey(V(f"{minor}.1"), Variant.CUDA, V("3.12"), V(f"{driver}.0"))
     assert key.local_version_label == label
+
+
+def test_an_include_that_gives_two_variants_one_wheel_name_is_refused(write_matrix: WriteMatrix) -> None:
+    """torch 2.13 as CPU on cp311 and CUDA on cp310; an include of CUDA on cp311 would publish the CPU cell's file."""
+    text = VALID.replace(
+        "    wheels: pip-find-links\n",
+        '    wheels: pip-find-links\n    python: ["3.11"]\n  - version: "2.13.0"\n    python: ["3.10"]\n',
+    )
+    matrix = load_matrix(
+        write_matrix(text + 'include: [{torch: "2.13", variant: cuda, python: "3.11", driver: "2"}]\n')
+    )
+    cpu, cuda = (r for r in matrix.torch if r.minor == "2.13")
+    offered = {matrix.torch[0]: PUBLISHED["2.4.1"], cpu: {V("3.11")}, cuda: {V("3.10"), V("3.11")}}
+    with pytest.raises(MatrixError) as info:
+        expand(matrix, offered)
+    [problem] = info.value.problems
+    assert problem.key == "include[0]" and problem.line == 21
+    assert "adds torch2.13-cuda-cp311-drv2, whose plugin wheel would have the same file name as " in str(problem)
+    assert "torch2.13-cpu-cp311-drv2's" in str(problem)
+    # Without the include, both variants expand, each on its own Python.
+    plain = load_matrix(write_matrix(text))
+    cells = ids(
+        expand(
+            plain,
+            {plain.torch[0]: PUBLISHED["2.4.1"], plain.torch[1]: {V("3.11")}, plain.torch[2]: {V("3.10"), V("3.11")}},
+        )
+    )
+    assert [c for c in cells if c.startswith("torch2.13")] == [
+        "torch2.13-cpu-cp311-drv1",
+        "torch2.13-cpu-cp311-drv2",
+        "torch2.13-cuda-cp310-drv1",
+        "torch2.13-cuda-cp310-drv2",
+    ]

@@ -69,7 +69,7 @@ def test_valid_matrix_parses(write_matrix: WriteMatrix) -> None:
         (
             '  - version: "2.13.0"\n    variant: cpu',
             '  - version: "2.4.0"\n    variant: cuda',
-            ["torch 2.4 is already declared at torch[0]; one entry per torch minor"],
+            ["torch 2.4 (cuda) is already declared at torch[0]; one entry per torch minor and variant"],
         ),
         ("runner: auto", 'runner: auto\nexclude: [{torch: "x.y"}]', ["exclude[0].torch: 'x.y' is neither a version"]),
         (
@@ -135,3 +135,52 @@ def test_bad_timeouts_name_key_value_and_allowed(write_matrix: WriteMatrix) -> N
     assert any("timeouts.build" in p and "-1 is not a positive number of seconds" in p for p in found)
     assert any("timeouts.smoek" in p and "did you mean 'smoke'?" in p for p in found)
     assert any("timeouts.smoke" in p and "True is not a positive number" in p for p in found)
+
+
+# ---- one torch minor, two variants (torch 2.13: the CPU build on cp311, the registry's CUDA build on cp314) ----------
+
+CPU_213 = '  - version: "2.13.0"\n    variant: cpu\n    wheels: pip-find-links\n'
+
+
+def with_cuda_213(cpu_python: str | None, cuda_python: str | None) -> str:
+    """VALID with a second, CUDA entry of torch 2.13; each entry's python list given, or none."""
+    cpu = CPU_213 + (f"    python: {cpu_python}\n" if cpu_python else "")
+    cuda = '  - version: "2.13.0"\n' + (f"    python: {cuda_python}\n" if cuda_python else "")
+    assert CPU_213 in VALID
+    return VALID.replace(CPU_213, cpu + cuda)
+
+
+def test_a_minor_may_have_two_variants_on_pythons_of_their_own(write_matrix: WriteMatrix) -> None:
+    matrix = load_matrix(write_matrix(with_cuda_213('["3.11"]', '["3.10"]')))
+    assert [(r.minor, r.variant, r.python) for r in matrix.torch if r.minor == "2.13"] == [
+        ("2.13", "cpu", (Version("3.11"),)),
+        ("2.13", "cuda", (Version("3.10"),)),
+    ]
+    assert matrix.release("2.13") is matrix.torch[1]  # the first entry of the minor (patch series are per minor)
+
+
+@pytest.mark.parametrize(
+    ("cpu_python", "cuda_python", "expected"),
+    [
+        # both on Python 3.11: the two plugin wheels would have one file name
+        (
+            '["3.11"]',
+            '["3.10", "3.11"]',
+            "matrix.yaml:19: torch[2].python[1]: Python 3.11 is already built from torch 2.13 at torch[1] (cpu); "
+            "each variant of one torch minor needs Pythons of its own",
+        ),
+        # the second entry would take the matrix-wide list, which may overlap
+        (
+            '["3.11"]',
+            None,
+            "matrix.yaml:18: torch[2].version: torch 2.13 is already declared at torch[1]; one entry per torch minor, "
+            "or one per variant (that one is cpu) when both list their own Pythons and share none",
+        ),
+        (None, '["3.10"]', "torch[2].version: torch 2.13 is already declared at torch[1]; one entry per torch minor"),
+    ],
+)
+def test_two_variants_of_a_minor_that_could_share_a_wheel_name_are_refused(
+    write_matrix: WriteMatrix, cpu_python: str | None, cuda_python: str | None, expected: str
+) -> None:
+    found = problems(write_matrix(with_cuda_213(cpu_python, cuda_python)))
+    assert len(found) == 1 and expected in found[0], found

@@ -294,11 +294,12 @@ def test_damaged_registry_cache_is_an_error_naming_it(write_matrix: WriteMatrix,
 @pytest.fixture
 def project_copy(tmp_path: Path) -> Path:
     root = copy_project(tmp_path / "project")
-    # The registry answer for every release of the real matrix, offline: one CPython 3.13 wheel each.
+    # The registry answer for every release of the real matrix, offline: CPython 3.9 to 3.15 wheels each.
     matrix = load_matrix(root / "matrix.yaml")
-    files = [f"torch-{r.version}-cp313-cp313-manylinux_2_28_x86_64.whl" for r in matrix.torch]
-    files += [
-        f"torch-{r.version}-cp3{m}-cp3{m}-manylinux_2_28_x86_64.whl" for r in matrix.torch for m in (9, 10, 11, 12)
+    files = [
+        f"torch-{r.version}-cp3{m}-cp3{m}-manylinux_2_28_x86_64.whl"
+        for r in matrix.torch
+        for m in (9, 10, 11, 12, 13, 14, 15)
     ]
     (root / "build" / "cache" / "registry").mkdir(parents=True)
     (root / "build" / "cache" / "registry" / "torch.json").write_text(
@@ -333,7 +334,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
         (
             '"2.15.0"',
             '"2.15.3"',
-            "torch[14].version: torch 2.15.3 (cuda) is not on https://pypi.org/simple/torch/ (it has: 2.15.0)",
+            "torch[15].version: torch 2.15.3 (cuda) is not on https://pypi.org/simple/torch/ (it has: 2.15.0)",
         ),
         (
             '{torch: "2.14", driver: "1"}',

@@ -189,7 +189,7 @@ def test_apply_on_a_copy_of_matrix_yaml_keeps_every_comment(
     after = (root / "matrix.yaml").read_text()
     old, new = before.splitlines(), after.splitlines()
     # Line by line: every line of the old file is still there, in order; the only changed one is 2.15.0 -> 2.15.1
-    # (with its comment); the added ones are the 2.16.0 coverage entry and its driver-1 exclusion.
+    # (with its comment); the added ones are the 2.16.0 coverage entry.
     added = []
     cursor = 0
     for line in new:
@@ -199,15 +199,15 @@ def test_apply_on_a_copy_of_matrix_yaml_keeps_every_comment(
         else:
             added.append(line)
     assert cursor == len(old), f"line {cursor + 1} of the old matrix.yaml is missing or moved: {old[cursor]!r}"
+    # No driver-1 exclusion is added: matrix.yaml's rule for Python 3.14 (the forky image's) keeps driver 1 out.
     assert added == [
         '  - version: "2.16.0"',
-        '    python: ["3.13"]',
-        '  - {torch: "2.16", driver: "1"}',
+        '    python: ["3.14"]',
     ]
-    assert '  - version: "2.15.1"         # newest on the registry' in new
+    assert '  - version: "2.15.1"         # newest on the registry: every Python it publishes (cp311-cp315)' in new
     assert comment_lines(after) == [c.replace('"2.15.0"', '"2.15.1"') for c in comment_lines(before)]
     # The comment block that followed the last torch entry still introduces the exclude rules.
-    tail = after.split('  - version: "2.16.0"\n    python: ["3.13"]\n', 1)[1]
+    tail = after.split('  - version: "2.16.0"\n    python: ["3.14"]\n', 1)[1]
     assert tail.startswith("\n# Rules in the spirit of GitHub Actions")
     report = (root / "build" / "outdated" / "report.md").read_text()
     assert "torch 2.16.0 (cuda): not probed (`--no-probe`)" in report
@@ -218,7 +218,7 @@ def test_apply_on_a_copy_of_matrix_yaml_keeps_every_comment(
     (mirror / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
     monkeypatch.setenv("PIP_FIND_LINKS", str(mirror))
     listed = run_cli(root, "matrix", "--torch", "2.16", "--torch", "2.15", "--offline", timeout=60)
-    assert "torch2.16-cuda-cp313-drv2" in listed.stdout and "torch2.16-cuda-cp313-drv1" not in listed.stdout
+    assert "torch2.16-cuda-cp314-drv2" in listed.stdout and "torch2.16-cuda-cp314-drv1" not in listed.stdout
 
 
 @pytest.mark.usefixtures("no_pip_find_links")

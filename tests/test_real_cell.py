@@ -29,7 +29,16 @@ def test_noop_rerun_rebuilds_nothing(real_cells: Path) -> None:
     from conftest import run_cli
 
     again = run_cli(
-        real_cells, "build", "--matrix", str(real_cells / "matrix.yaml"), "--torch", "2.13", "--runner", "local"
+        real_cells,
+        "build",
+        "--matrix",
+        str(real_cells / "matrix.yaml"),
+        "--torch",
+        "2.13",
+        "--python",
+        "3.11",
+        "--runner",
+        "local",
     )
     assert again.returncode == 0, again.stdout + again.stderr
     assert again.stdout.count("up-to-date") == 2

@@ -211,6 +211,24 @@ def _include(
     return out
 
 
+def _same_wheel(key: str, cell: Cell, cells: list[Cell], problems: _Problems) -> None:
+    """An included cell whose plugin wheel would be another variant's file (the name carries no variant)."""
+    twin = next(
+        (
+            c
+            for c in cells
+            if (c.torch.minor, c.python, c.driver.major) == (cell.torch.minor, cell.python, cell.driver.major)
+        ),
+        None,
+    )
+    if twin is not None:
+        problems.add(
+            key,
+            f"adds {cell.id}, whose plugin wheel would have the same file name as {twin.id}'s (the name carries the "
+            "torch minor, the Python and the driver, not the variant); include another Python, or exclude the other",
+        )
+
+
 def expand(matrix: Matrix, available_pythons: Mapping[TorchRelease, set[Version]]) -> list[Cell]:
     """All cells of the matrix, in declaration order.
 
@@ -229,7 +247,10 @@ def expand(matrix: Matrix, available_pythons: Mapping[TorchRelease, set[Version]
             problems.add(f"exclude[{index}]", "matches no cell of the matrix (allowed: a rule that removes one)")
     cells = [c for c in cells if not any(rule_matches(rule, c) for rule in matrix.exclude)]
     for index, rule in enumerate(matrix.include):
-        cells += [c for c in _include(index, rule, matrix, available_pythons, problems) if c not in cells]
+        added = [c for c in _include(index, rule, matrix, available_pythons, problems) if c not in cells]
+        for cell in added:
+            _same_wheel(f"include[{index}]", cell, cells, problems)
+        cells += added
     if not cells and not problems.found:
         key = "exclude" if matrix.exclude else "torch"
         problems.add(key, "the matrix expands to no cell at all")

@@ -458,7 +458,7 @@ def _index_source(reader: _Reader, value: dict[str, Any], key: str) -> WheelSour
 
 def _torch(reader: _Reader, value: Any, patches_root: Path) -> tuple[TorchRelease, ...]:
     out: list[TorchRelease] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, list[tuple[int, TorchRelease]]] = {}
     for index, item in enumerate(reader.sequence(value, "torch", required=True)):
         key = f"torch[{index}]"
         raw = reader.mapping(item, key, TORCH_KEYS, required=("version",))
@@ -500,19 +500,48 @@ def _torch(reader: _Reader, value: Any, patches_root: Path) -> tuple[TorchReleas
             continue
         if version.is_prerelease or version.local:
             reader.problem(f"{key}.version", f"'{version}': give the public release version; the variant says cpu/cuda")
-        minor = f"{version.major}.{version.minor}"
-        if minor in seen:
-            reader.problem(
-                f"{key}.version",
-                f"torch {minor} is already declared at torch[{seen[minor]}]; one entry per torch minor (the plugin "
-                f"wheel's name carries the minor, not the variant: a cpu and a cuda build of {minor} would publish "
-                "the same file and overwrite each other)",
-            )
-        seen[minor] = index
-        out.append(TorchRelease(version, variant, wheels, python, tuple(patches), reader.lines.line(key)))
+        release = TorchRelease(version, variant, wheels, python, tuple(patches), reader.lines.line(key))
+        for other_index, other in seen.get(release.minor, []):
+            _second_entry(reader, key, release, other_index, other)
+        seen.setdefault(release.minor, []).append((index, release))
+        out.append(release)
     if not out and not reader.problems:
         reader.problem("torch", "needs at least one torch release")
     return tuple(out)
+
+
+def _second_entry(reader: _Reader, key: str, release: TorchRelease, other_index: int, other: TorchRelease) -> None:
+    """A torch minor declared twice: allowed once per variant, each entry on Pythons of its own.
+
+    The plugin wheel's name carries the torch minor and the Python tag, not the variant, so a cpu and a cuda
+    build of one minor may share the minor only where their Pythons differ (torch 2.13: the CPU build on cp311
+    from PyTorch's index, the registry's CUDA build on cp314); otherwise they would publish the same file.
+    """
+    minor = release.minor
+    why = (
+        f"the plugin wheel's name carries the torch minor and the Python, not the variant: a {other.variant} and a "
+        f"{release.variant} build of {minor} for one Python would publish the same file and overwrite each other"
+    )
+    if other.variant == release.variant:
+        reader.problem(
+            f"{key}.version",
+            f"torch {minor} ({release.variant}) is already declared at torch[{other_index}]; one entry per torch "
+            "minor and variant",
+        )
+    elif other.python is None or release.python is None:
+        reader.problem(
+            f"{key}.version",
+            f"torch {minor} is already declared at torch[{other_index}]; one entry per torch minor, or one per "
+            f"variant (that one is {other.variant}) when both list their own Pythons and share none ({why})",
+        )
+    else:
+        for p_index, python in enumerate(release.python):
+            if python in other.python:
+                reader.problem(
+                    f"{key}.python[{p_index}]",
+                    f"Python {python} is already built from torch {minor} at torch[{other_index}] "
+                    f"({other.variant}); each variant of one torch minor needs Pythons of its own ({why})",
+                )
 
 
 def _rules(reader: _Reader, value: Any, key: str) -> tuple[CellRule, ...]:
