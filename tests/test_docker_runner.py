@@ -259,6 +259,8 @@ def test_image_failures_fail_their_cells_only(tmp_path: Path) -> None:
     assert no_suite["failed_step"] == "image" and "debootstrap of 'no-such-suite'" in no_suite["error"], no_suite
     wrong = record(root, "torch2.13-cpu-cp313-drv2")
     assert wrong["failed_step"] == "image" and "cannot serve Python 3.13" in wrong["error"], wrong
+    assert "Debian bookworm has no package python3.13," in wrong["error"], wrong  # names the suite and the package
+    assert wrong["wheel"] is None and not list((root / "wheels").glob("**/*cp313*.whl"))
 
 
 @pytest.mark.docker

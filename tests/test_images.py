@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from buildmatrix.docker.images import base_reference, debian_mirror, passed_env, plan_image
+from buildmatrix.docker.images import base_reference, debian_mirror, debootstrap_command, passed_env, plan_image
 from buildmatrix.model.matrix import BuildImage
 
 BOOKWORM = BuildImage("bookworm", "debootstrap:bookworm", (Version("3.11"),))
@@ -192,3 +192,18 @@ def test_sweep_removes_only_the_containers_of_this_workspace(fake_docker: Path) 
     finally:
         CHILDREN.owner = None
     assert owner_label() == []
+
+
+def test_a_suite_newer_than_debootstrap_is_made_with_sids_script(tmp_path: Path) -> None:
+    # Debian 12's debootstrap has scripts up to trixie (each a link to sid); forky has none, and fails without one.
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "sid").write_text("# sid\n")
+    (scripts / "bookworm").symlink_to("sid")
+    rootfs = tmp_path / "rootfs"
+    known = debootstrap_command("bookworm", rootfs, "http://mirror/debian", scripts)
+    assert known == ["debootstrap", "--variant=minbase", "bookworm", rootfs, "http://mirror/debian"]
+    newer = debootstrap_command("forky", rootfs, "http://mirror/debian", scripts)
+    assert newer == [*known[:2], "forky", rootfs, "http://mirror/debian", scripts / "sid"]
+    (scripts / "sid").unlink()  # no sid script either: debootstrap itself says the suite is unknown
+    assert debootstrap_command("forky", rootfs, "http://mirror/debian", scripts)[-1] == "http://mirror/debian"

@@ -111,7 +111,9 @@ def test_cibuildwheel_container_arguments_hold_no_secret(tmp_path: Path, monkeyp
         cell, matrix, workspace, tmp_path / "work", root / "plugin", root / "plugin" / "tests", tmp_path / "log", ()
     )
     driver = tmp_path / "driver" / "tiny_driver-2.1.0-py3-none-any.whl"
-    container = cell_container(job, "emu-builder:x", driver, tmp_path / "cache", tmp_path / "helper" / "cell.py")
+    container = cell_container(
+        job, "emu-builder:x", driver, tmp_path / "cache", tmp_path / "helper" / "cell.py", uv_cache=tmp_path / "uv"
+    )
     shown = " ".join(container.create_args) + " ".join(f"{k}={v}" for k, v in container.cibw_env.items())
     assert not any(s in shown for s in SECRETS), shown
     assert "--env=HTTPS_PROXY" in container.create_args and container.secret_env["HTTPS_PROXY"] == PROXY

@@ -54,3 +54,16 @@ def find_uv() -> str:
 
         raise UserError("uv is not on PATH; install it with `python -m pip install uv` (nox sessions do this)")
     return uv
+
+
+def uv_cache_dir() -> Path:
+    """The uv cache the local runner's uv uses (UV_CACHE_DIR, else uv's default): the Docker runner mounts the same one,
+    so a torch release's ~3 GB of wheels is downloaded once for every cell, local or in a container."""
+    from buildmatrix.errors import UserError
+    from buildmatrix.util.process import run_captured
+
+    answer = run_captured([find_uv(), "cache", "dir"], step="build", timeout=60)
+    lines = answer.stdout.strip().splitlines()
+    if answer.returncode != 0 or not lines:
+        raise UserError(f"`uv cache dir` failed (exit code {answer.returncode}): {answer.stderr.strip()[-300:]}")
+    return Path(lines[-1])

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 IMAGE_LABEL = "org.buildmatrix.image"  # every builder image says which matrix image it is; checked on use
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
 # Host settings a build inside the image needs too: proxies, and package indexes reachable over the network.
 PASSED_ENV = (
     "HTTP_PROXY",
@@ -105,6 +106,17 @@ def debian_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
             if match and match.group(1).rstrip("/").endswith("/debian"):
                 return match.group(1).rstrip("/")
     return DEFAULT_MIRROR
+
+
+def debootstrap_command(
+    suite: str, rootfs: Path, mirror: str, scripts: Path = DEBOOTSTRAP_SCRIPTS
+) -> list[str | os.PathLike[str]]:
+    """debootstrap's command line for suite; a suite newer than this debootstrap (Debian 12's knows trixie, not forky)
+    is made with sid's script, which every Debian suite since wheezy links to."""
+    command: list[str | os.PathLike[str]] = ["debootstrap", "--variant=minbase", suite, rootfs, mirror]
+    if not (scripts / suite).exists() and (scripts / "sid").is_file():
+        command.append(scripts / "sid")
+    return command
 
 
 class ImageBuilder:
@@ -200,7 +212,7 @@ class ImageBuilder:
             mirror = debian_mirror()
             started = time.monotonic()
             try:
-                run_logged("image", ["debootstrap", "--variant=minbase", suite, rootfs, mirror], log_file, timeout=1800)
+                run_logged("image", debootstrap_command(suite, rootfs, mirror), log_file, timeout=1800)
                 oci.import_rootfs(rootfs, reference, "image", log_file)
             except StepFailed as exc:
                 raise StepFailed(

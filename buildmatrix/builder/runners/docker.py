@@ -17,7 +17,7 @@ from buildmatrix.builder.drivers import DriverBuild, DriverWheels
 from buildmatrix.builder.runners.base import CellJob, RunnerOutput, SmokeRun, the_one_wheel
 from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
-from buildmatrix.builder.toolenv import build_tools, reproducible_env, smoke_tools
+from buildmatrix.builder.toolenv import build_tools, reproducible_env, smoke_tools, uv_cache_dir
 from buildmatrix.docker import oci
 from buildmatrix.docker.images import HOST_CA_BUNDLE, ImageBuilder, ImagePlan, docker_dir, plan_image
 from buildmatrix.errors import InterpreterNotFound, StepFailed, UserError
@@ -29,6 +29,7 @@ from buildmatrix.util.process import run_logged
 
 # Where the runner's mounts appear inside the container.
 FIND_LINKS, DRIVER, OUT, CACHE, HELPER = "/find-links", "/driver", "/out", "/cache", "/buildmatrix"
+UV_CACHE = "/uv-cache"  # the host's uv cache (the local runner's), shared by every cell
 # cibuildwheel's progress lines, mapped to our step names: the last one seen before a failure names the failed step.
 CIBW_PHASES = (
     ("Running before_build", "build-env"),
@@ -65,8 +66,13 @@ def python_tag(cell: Cell) -> str:
     return f"cp{cell.python.major}{cell.python.minor}"
 
 
-def cell_container(job: CellJob, image_tag: str, driver_wheel: Path, cache: Path, helper: Path) -> CellContainer:
-    """Mounts (find-links and driver read-only, caches and /out writable) and cibuildwheel's CIBW_* settings."""
+def cell_container(
+    job: CellJob, image_tag: str, driver_wheel: Path, cache: Path, helper: Path, *, uv_cache: Path
+) -> CellContainer:
+    """Mounts (find-links and driver read-only, caches and /out writable) and cibuildwheel's CIBW_* settings.
+
+    uv_cache is the host's uv cache: uv in the container copies out of it (UV_LINK_MODE=copy, since hardlinks cannot
+    cross the bind mount), so a release's wheels downloaded by any cell, local or in any image, serve all of them."""
     cell, out = job.cell, job.workdir / "out"
     find_links = [location.removeprefix("file://") for location in job.find_links]
     mounts = [(Path(p), f"{FIND_LINKS}/{i}", "ro") for i, p in enumerate(find_links)]
@@ -74,6 +80,7 @@ def cell_container(job: CellJob, image_tag: str, driver_wheel: Path, cache: Path
         (driver_wheel.parent, DRIVER, "ro"),
         (out, OUT, "rw"),
         (cache, CACHE, "rw"),
+        (uv_cache, UV_CACHE, "rw"),
         (helper.parent, HELPER, "ro"),
     ]
     links = [f"{FIND_LINKS}/{i}" for i in range(len(find_links))] + [DRIVER]
@@ -84,7 +91,7 @@ def cell_container(job: CellJob, image_tag: str, driver_wheel: Path, cache: Path
         "PIP_CONSTRAINT": f"{OUT}/constraints.txt",
         "UV_CONSTRAINT": f"{OUT}/constraints.txt",
         "PIP_CACHE_DIR": f"{CACHE}/pip",
-        "UV_CACHE_DIR": f"{CACHE}/uv",
+        "UV_CACHE_DIR": UV_CACHE,
         "UV_LINK_MODE": "copy",
         "CCACHE_DIR": f"{CACHE}/ccache",
         "CCACHE_BASEDIR": "/project",
@@ -154,16 +161,22 @@ def driver_cache_dir(cache_dir: Path, image_tag: str) -> Path:
     return cache_dir / "driver-wheels" / "docker" / re.sub(r"[^A-Za-z0-9_.-]", "-", image_tag)
 
 
-def container_driver_build(image_tag: str, cache: Path, helper: Path) -> DriverBuild:
+def container_driver_build(image_tag: str, cache: Path, helper: Path, uv_cache: Path) -> DriverBuild:
     """Builds the driver tree inside image_tag with cell.py (uv build, then auditwheel repair), sharing cell caches."""
 
     def build(tree: Path, out_dir: Path, env: Mapping[str, str], log_file: Path) -> None:
         from buildmatrix.docker.images import passed_env
 
-        mounts = [(tree, "/src", "rw"), (out_dir, "/dist", "rw"), (cache, CACHE, "rw"), (helper.parent, HELPER, "ro")]
+        mounts = [
+            (tree, "/src", "rw"),
+            (out_dir, "/dist", "rw"),
+            (cache, CACHE, "rw"),
+            (uv_cache, UV_CACHE, "rw"),
+            (helper.parent, HELPER, "ro"),
+        ]
         inside = {
             **passed_env(os.environ),
-            "UV_CACHE_DIR": f"{CACHE}/uv",
+            "UV_CACHE_DIR": UV_CACHE,
             "PIP_CACHE_DIR": f"{CACHE}/pip",
             "UV_LINK_MODE": "copy",
             **env,
@@ -219,6 +232,15 @@ class DockerRunner:
         self._driver_wheels: dict[str, DriverWheels] = {}
         self._driver_guard = threading.Lock()
         self._plans: dict[tuple[str, str], ImagePlan] = {}
+        self._uv_cache: Path | None = None
+
+    def uv_cache(self) -> Path:
+        """The host's uv cache (asked of uv once per run), created if missing so Docker does not make it root-only."""
+        with self._driver_guard:
+            if self._uv_cache is None:
+                self._uv_cache = uv_cache_dir()
+                self._uv_cache.mkdir(parents=True, exist_ok=True)
+            return self._uv_cache
 
     def sweep(self, owner: str) -> int:
         """Remove the containers runs over `owner` left behind (a killed client leaves its container running)."""
@@ -248,12 +270,13 @@ class DockerRunner:
 
     def _drivers(self, job: CellJob, image_tag: str) -> DriverWheels:
         """The driver wheels built in image_tag: one built on the host may need a newer libstdc++ than the image has."""
+        uv_cache = self.uv_cache()
         with self._driver_guard:
             if image_tag in self._driver_wheels:
                 return self._driver_wheels[image_tag]
             cache = job.workspace.cache_dir / "docker" / "cache"
             cache.mkdir(parents=True, exist_ok=True)
-            build = container_driver_build(image_tag, cache, docker_dir(job.matrix.root) / "cell.py")
+            build = container_driver_build(image_tag, cache, docker_dir(job.matrix.root) / "cell.py", uv_cache)
             wheels = DriverWheels(
                 job.matrix.driver_source,
                 job.matrix.driver_distribution,
@@ -292,7 +315,8 @@ class DockerRunner:
                 f"{job.matrix.driver_distribution}=={_wheel_version(driver_wheel)}\n"
             )
             stage_tests(job.smoke_tests, out / "smoke")
-            container = cell_container(job, tag, driver_wheel, cache, docker_dir(job.matrix.root) / "cell.py")
+            helper = docker_dir(job.matrix.root) / "cell.py"
+            container = cell_container(job, tag, driver_wheel, cache, helper, uv_cache=self.uv_cache())
             env = {**oci.client_env(), **container.secret_env, **container.cibw_env}
             start = (
                 log.stat().st_size
