@@ -1,5 +1,7 @@
 """Every documented install command, run by real pip and real uv into real environments that already have a real
 torch (2.4.1 from the registry, 2.13.0+cpu from the machine's find-links), from the generated site served over HTTP.
+One real cp314 cell (torch 2.15, built in the forky image) is installed the same way inside that image, the only place
+a Python 3.14 runs here.
 
 Two public indexes stand beside the site on 127.0.0.1: a clean one holding newer torch releases (tiny stand-ins named
 `torch`, so an installer that wanted to upgrade torch could, and the test would see it), and a squatted one that also
@@ -12,6 +14,7 @@ sha256 the cell's record holds.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import hashlib
 import http.server
@@ -20,8 +23,10 @@ import shlex
 import subprocess
 import sys
 import threading
+import time
+import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,19 +35,22 @@ from fake_wheels import cell_result, interpreter_tag, make_wheel
 from packaging.version import Version
 from torch_envs import cached_torch_env, clone, python_of, torch_version
 
+from buildmatrix.builder.results import CellResult, ResultStore
+from buildmatrix.builder.toolenv import uv_cache_dir
+from buildmatrix.docker import oci
+from buildmatrix.docker.images import passed_env
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.vocab import Status
 from buildmatrix.publish.site import write_site
-from buildmatrix.publish.table import CompatTable, any_torch_command, build_table, install_commands
+from buildmatrix.publish.table import CompatCell, CompatTable, any_torch_command, build_table, install_commands
 
-from conftest import VALID
+from conftest import REPO, VALID
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        sys.version_info[:2] != (3, 11), reason="torch 2.13.0+cpu is on this machine for Python 3.11 only"
-    ),
-]
+pytestmark = [pytest.mark.integration]
+needs_local_311 = pytest.mark.skipif(
+    sys.version_info[:2] != (3, 11), reason="torch 2.13.0+cpu is on this machine for Python 3.11 only"
+)
 PYTHON = "3.11"
 MATRIX = VALID.replace('python: ["3.9", "3.10", "3.11"]', f'python: ["{PYTHON}"]')
 TORCH = {"torch2.4-cuda": "2.4.1", "torch2.13-cpu": "2.13.0+cpu"}  # release key -> what the environment has
@@ -155,15 +163,15 @@ def record_hashes(wheel: Path) -> dict[str, str]:
     return out
 
 
-def site_packages(env: Path) -> Path:
-    return env / "lib" / f"python{PYTHON}" / "site-packages"
+def site_packages(env: Path, python: str = PYTHON) -> Path:
+    return env / "lib" / f"python{python}" / "site-packages"
 
 
-def installed_is_ours(world: World, env: Path, recorded: Path, sha256: str) -> bool:
-    """The installed files are those of the recorded wheel, and that wheel has the record's sha256."""
+def installed_is_ours(site: Path, recorded: Path, sha256: str) -> bool:
+    """The installed files (in site-packages `site`) are those of the recorded wheel, which has the record's sha256."""
     assert hashlib.sha256(recorded.read_bytes()).hexdigest() == sha256
     for path, digest in record_hashes(recorded).items():
-        file = site_packages(env) / path
+        file = site / path
         if not file.is_file():
             return False
         got = base64.urlsafe_b64encode(hashlib.sha256(file.read_bytes()).digest()).rstrip(b"=").decode()
@@ -210,10 +218,11 @@ def assert_ours(world: World, env: Path, release: str, before: str, result: subp
         found["torch-emu"] == cell.wheel.filename.split("-")[1]
         and found["emu-driver"] == cell.driver_wheel.filename.split("-")[1]
     ), found
-    assert installed_is_ours(world, env, world.wheels / cell.wheel.path, cell.wheel.sha256)
-    assert installed_is_ours(world, env, world.wheels / cell.driver_wheel.path, cell.driver_wheel.sha256)
+    assert installed_is_ours(site_packages(env), world.wheels / cell.wheel.path, cell.wheel.sha256)
+    assert installed_is_ours(site_packages(env), world.wheels / cell.driver_wheel.path, cell.driver_wheel.sha256)
 
 
+@needs_local_311
 @pytest.mark.parametrize("release", list(TORCH))
 @pytest.mark.parametrize("tool", ["pip", "uv"])
 @pytest.mark.parametrize("kind", ["release index", "any torch"])
@@ -237,6 +246,7 @@ SQUAT_OUTCOME = {
 }
 
 
+@needs_local_311
 @pytest.mark.parametrize(("kind", "tool"), list(SQUAT_OUTCOME))
 def test_documented_commands_against_look_alikes(world: World, kind: str, tool: str) -> None:
     release = "torch2.4-cuda"
@@ -256,3 +266,138 @@ def test_the_docs_warn_where_pip_can_pick_a_look_alike() -> None:
 
     assert "pip merges every index" in LOOK_ALIKE_NOTE and "use the pinned commands" in LOOK_ALIKE_NOTE
     assert {k for k, v in SQUAT_OUTCOME.items() if v == "squatter"} == {("release index", "pip"), ("any torch", "pip")}
+
+
+# ---- one real cp314 cell, installed inside the image that built it -------------------------------------------------
+
+CP314_CELL = "torch2.15-cuda-cp314-drv2"
+BUILD_CP314 = "python3 -m buildmatrix build --runner docker --torch 2.15 --python 3.14 --driver 2"
+
+
+def real_cell_record(wheels: Path, cell_id: str) -> CellResult:
+    """The passed record of a real cell with its wheels on disk, else a skip saying how to make it."""
+    result = ResultStore(wheels / "results").load(cell_id)
+    how = f"build it first (a ~3 GB CUDA download, shared through uv's cache): `{BUILD_CP314}`"
+    if result is None:
+        pytest.skip(f"no record of the real cell {cell_id} in {wheels}/results; {how}")
+    if result.status != Status.PASSED or result.wheel is None or result.driver_wheel is None:
+        pytest.skip(f"the real cell {cell_id} did not pass ({result.status}: {result.error}); {how}")
+    for wheel in (result.wheel, result.driver_wheel):
+        if not (wheels / wheel.path).is_file():
+            pytest.skip(f"{wheels / wheel.path} (of {cell_id}'s record) is not on disk; {how}")
+    return result
+
+
+def docker(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def installed_versions(site: Path) -> dict[str, str]:
+    """Distribution versions in a site-packages this interpreter cannot run (Python 3.14's, read as files)."""
+    import importlib.metadata
+
+    return {d.metadata["Name"].lower(): d.version for d in importlib.metadata.distributions(path=[str(site)])}
+
+
+@contextlib.contextmanager
+def served(www: Path) -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(www)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+Inside = Callable[[str, dict[str, str]], subprocess.CompletedProcess[str]]
+
+
+@contextlib.contextmanager
+def container(image: str, env_dir: Path) -> Iterator[Inside]:
+    """A container of `image` with env_dir at /env and uv's cache at /uv-cache; yields `sh -c` in it, with env."""
+    name = f"install-cp314-{uuid.uuid4().hex[:8]}"
+    # --network host: the container reaches the site on the host's loopback, and the host serves nothing outside.
+    started = docker(
+        "run", "--detach", "--rm", "--name", name, "--network", "host",
+        f"--volume={env_dir}:/env", f"--volume={uv_cache_dir()}:/uv-cache", image, "sleep", "3600",
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+
+    def inside(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return docker("exec", *[f"--env={k}={v}" for k, v in env.items()], name, "sh", "-c", command)
+
+    try:
+        yield inside
+    finally:
+        docker("rm", "--force", name, timeout=120)
+        # root-owned files from the container, ~5 GB of torch: never leave them to pytest's tmp rotation
+        subprocess.run(["rm", "-rf", "--one-file-system", str(env_dir)], check=False)
+
+
+def real_cp314_table(wheels: Path) -> tuple[CompatTable, CompatCell, str]:
+    """The table of the one real cp314 cell (its record as built), with the image that built it; skips without."""
+    result = real_cell_record(wheels, CP314_CELL)
+    image = str(result.torch_build.get("image", ""))
+    if not oci.server_version():
+        pytest.skip("no Docker engine answers `docker info` (start one: nox -s docker-engine)")
+    if not image or not oci.image_exists(image):
+        pytest.skip(f"the image that built {CP314_CELL} ({image or 'not recorded'}) is gone; {BUILD_CP314}")
+    matrix = load_matrix(REPO / "matrix.yaml")
+    available = {r: set(r.python or matrix.python) for r in matrix.torch}
+    cell = next((c for c in expand(matrix, available) if c.key == result.cell), None)
+    if cell is None:
+        pytest.skip(f"matrix.yaml no longer has the cell {CP314_CELL}")
+    table = build_table(matrix, [cell], [result], {cell.torch: {cell.key.python}})
+    compat = next(c for c in table.cells if c.key == cell.key)
+    assert compat.wheel is not None and compat.driver_wheel is not None
+    return table, compat, image
+
+
+@pytest.mark.docker
+def test_the_plain_commands_install_a_real_cp314_cell_in_its_image(tmp_path: Path) -> None:
+    """torch 2.15.0 (with its CUDA dependencies, from uv's cache, offline) in a Python 3.14 venv of the forky image
+    that built the cell; then each plain documented command, with pip and with uv, from the site made of the cell's
+    record: the cell's own wheels are installed, byte for byte, and torch stays."""
+    wheels = REPO / "wheels"
+    table, compat, image = real_cp314_table(wheels)
+    assert compat.wheel is not None and compat.driver_wheel is not None
+    python = compat.key.python_minor
+    public_index(tmp_path / "www" / "clean", squatted=False)
+    report = write_site(table, wheels, tmp_path / "www" / "site")
+    assert report.problems == [], report.problems
+    with served(tmp_path / "www") as url, container(image, tmp_path / "env") as inside:
+        assert inside(f"python{python} -m venv /env", {}).returncode == 0
+        torch_req = f"torch=={compat.key.torch}"
+        seconds = time.monotonic()
+        fill = inside(
+            f"uv pip install --offline --python /env/bin/python {shlex.quote(torch_req)}",
+            {**passed_env(os.environ), "UV_CACHE_DIR": "/uv-cache", "UV_LINK_MODE": "copy"},
+        )
+        if fill.returncode != 0:
+            pytest.skip(f"{torch_req} for cp{python.replace('.', '')} is not in uv's cache: {fill.stderr[-400:]}")
+        print(f"torch with its dependencies copied from uv's cache in {time.monotonic() - seconds:.0f} s")
+        site = site_packages(tmp_path / "env", python)
+        before = installed_versions(site)["torch"]
+        clean = {
+            "PATH": "/env/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",  # `python` is the venv's
+            "PIP_CONFIG_FILE": "/dev/null",
+            "PIP_INDEX_URL": f"{url}/clean/",
+            "PIP_NO_CACHE_DIR": "1",
+            "UV_NO_CONFIG": "1",
+            "UV_INDEX_URL": f"{url}/clean/",
+            "UV_NO_CACHE": "1",
+        }
+        site_url = f"{url}/site"
+        made = install_commands(table, compat, site_url)
+        for kind, command in (("release index", made.release_index), ("any torch", any_torch_command(table, site_url))):
+            for tool, prefix in (("pip", "python -m pip install"), ("uv", "uv pip install --python /env/bin/python")):
+                done = inside(prefix + command.removeprefix("pip install"), clean)
+                assert done.returncode == 0, f"{kind} with {tool}: {done.stdout}{done.stderr}"
+                found = installed_versions(site)
+                assert found["torch"] == before, (kind, tool, found)
+                assert found["torch-emu"] == compat.wheel.filename.split("-")[1], (kind, tool, found)
+                assert installed_is_ours(site, wheels / compat.wheel.path, compat.wheel.sha256), (kind, tool)
+                assert installed_is_ours(site, wheels / compat.driver_wheel.path, compat.driver_wheel.sha256)
+                assert inside("python -m pip uninstall -y torch-emu emu-driver", clean).returncode == 0
+                assert {"torch-emu", "emu-driver"}.isdisjoint(installed_versions(site)), (kind, tool)
