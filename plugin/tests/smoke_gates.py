@@ -13,6 +13,7 @@ import torch_emu
 
 TORCH = Version(torch.__version__.split("+")[0])
 DRIVER_MAJOR = torch_emu.driver_api_version()[0]
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def requires_torch(spec: str):
@@ -36,15 +37,31 @@ OTHER_MINOR = ".".join(OTHER_TORCH.split(".")[:2])
 
 
 def dynamo_unavailable() -> str | None:
-    """Why torch.compile (Dynamo) cannot run here, or None. Imports torch._dynamo (seconds): call it in a test."""
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    """Why torch.compile (Dynamo) cannot run here, or None. Imports torch._dynamo (seconds): call it in a test.
+
+    A release supports the Pythons that were out when it was made: torch 2.9 refuses Python 3.14 ("Python 3.14+ not
+    yet supported for torch.compile", raised by torch._dynamo.eval_frame.check_if_dynamo_supported), so the reason
+    quotes the release's own check where it has one.
+    """
     try:
         import torch._dynamo as dynamo
     except Exception as exc:
-        return f"not available: torch {TORCH} cannot import Dynamo on Python {python} ({exc.__class__.__name__})"
+        return f"not available: torch {TORCH} cannot import Dynamo on Python {PYTHON}: {_first_line(exc)}"
+    check = getattr(getattr(dynamo, "eval_frame", None), "check_if_dynamo_supported", None)
+    if check is not None:
+        try:
+            check()
+        except Exception as exc:
+            return f"not available: torch {TORCH} has no torch.compile (Dynamo) on Python {PYTHON}: {_first_line(exc)}"
+        return None
     if not getattr(dynamo, "is_dynamo_supported", lambda: True)():
-        return f"not available: torch {TORCH} has no torch.compile (Dynamo) on Python {python}"
+        return f"not available: torch {TORCH} has no torch.compile (Dynamo) on Python {PYTHON}"
     return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{exc.__class__.__name__}: {text[0][:200]}" if text else exc.__class__.__name__
 
 
 def dynamo_device_registry_unavailable() -> str | None:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 import torch
-from smoke_gates import requires_torch
+from smoke_gates import dynamo_unavailable, requires_torch
 
 import torch_emu
 
@@ -69,21 +69,11 @@ def test_autocast_follows_the_cuda_policy():
     a.sum().item()
 
 
-def dynamo_supported() -> bool:
-    try:
-        import torch._dynamo as dynamo
-    except Exception:
-        return False
-    return bool(getattr(dynamo, "is_dynamo_supported", lambda: True)())
-
-
 @pytest.mark.feature("compile")
 def test_torch_compile_with_aot_eager():
-    if not dynamo_supported():
-        pytest.skip(
-            f"not available: torch {torch.__version__} has no torch.compile (Dynamo) "
-            f"on Python {sys.version_info.major}.{sys.version_info.minor}"
-        )
+    reason = dynamo_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
 
     def f(x, y):
         return torch.relu(x @ y + 1).sum(0)
