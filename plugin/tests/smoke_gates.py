@@ -69,8 +69,10 @@ def dynamo_device_registry_unavailable() -> str | None:
     reason = dynamo_unavailable()
     if reason is not None:
         return reason
-    from torch._dynamo import device_interface
-
+    try:
+        from torch._dynamo import device_interface
+    except ImportError:  # torch 2.1 has no torch._dynamo.device_interface module at all
+        return f"not available: torch {TORCH} has no Dynamo device registry (no torch._dynamo.device_interface)"
     if not hasattr(device_interface, "register_interface_for_device"):
         return f"not available: torch {TORCH} has no Dynamo device registry (register_interface_for_device)"
     return None
