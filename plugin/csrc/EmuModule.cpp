@@ -11,6 +11,7 @@
 #include "runtime/EmuException.h"
 #include "runtime/EmuFork.h"
 #include "runtime/EmuGenerator.h"
+#include "runtime/EmuHostAllocator.h"
 #include "runtime/EmuSerialization.h"
 #include "runtime/EmuStream.h"
 
@@ -83,6 +84,16 @@ PYBIND11_MODULE(_C, m) {
   m.attr("DRIVER_API_BUILT") = py::make_tuple(EMU_DRIVER_VERSION_MAJOR, EMU_DRIVER_VERSION_MINOR);
   m.attr("HAS_ASYNC") = bool(EMU_DRIVER_HAS_ASYNC);
   m.attr("HAS_EVENTS") = bool(EMU_DRIVER_HAS_EVENTS);
+  m.attr("HAS_HOST_ALLOC") = pinned_memory_available();  // driver API 2.2: pinned host memory
+  m.def("host_memory_stats", [] {
+    const PinnedStats s = pinned_stats();
+    py::dict d;
+    d["allocated_bytes.current"] = s.allocated_bytes;
+    d["cached_bytes.current"] = s.cached_bytes;
+    d["num_host_alloc"] = s.driver_allocs;
+    return d;
+  });
+  m.def("host_empty_cache", [] { empty_pinned_cache(); }, py::call_guard<py::gil_scoped_release>());
 
   m.def("driver_version", [] {
     int v = 0;

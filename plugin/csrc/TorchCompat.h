@@ -17,6 +17,11 @@ using optional = std::optional<T>;
 }  // namespace compat
 }  // namespace torch_emu
 
+// c10::Allocator up to torch 2.2: allocate() is const and copy_data() does not exist (the pre-2.3
+// series sets these two).
+#define EMU_ALLOCATE_CONST
+#define EMU_ALLOCATOR_HAS_COPY_DATA 1
+
 // torch >= 2.7 declares DeviceGuardImplInterface::getStream/exchangeStream without noexcept;
 // 2.6 and older need the overrides to say noexcept.
 #define EMU_STREAM_NOEXCEPT

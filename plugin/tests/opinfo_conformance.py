@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from packaging.version import Version
 from torch.utils._pytree import tree_flatten, tree_map
 
-import torch_emu  # noqa: F401  (registers emu before torch.testing._internal is imported)
+import torch_emu  # registers emu before torch.testing._internal is imported
 
 # Ops excluded from every pass, each because its result cannot be compared on ANY device, CPU against CPU included.
 # Nothing here is excluded for failing on emu: a mismatch on emu is a defect and stays visible.
@@ -71,8 +72,11 @@ KNOWN_GAPS = {
     "sparse.sampled_addmm": "sparse layouts: emu has strided tensors only",
     "sparse.mm.reduce": "sparse layouts: emu has strided tensors only",
     "to_sparse": "sparse layouts: emu has strided tensors only",
-    "to": "pinned host memory (to(..., non_blocking/pin_memory)): emu's hooks provide no pinned allocator yet",
 }
+# to(..., pin_memory=True / non_blocking) needs pinned host memory: the isPinnedPtr hook (torch 2.5) and the driver's
+# host allocation (API 2.2).
+if Version(torch.__version__.split("+")[0]) < Version("2.5") or not torch_emu.features()["pinned_memory"]:
+    KNOWN_GAPS["to"] = "pinned host memory (to(..., non_blocking/pin_memory)): needs torch >= 2.5 and driver API 2.2"
 
 PASSES = {
     "forward float32": (torch.float32, False),

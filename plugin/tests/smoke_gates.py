@@ -31,6 +31,21 @@ def requires_driver(major: int, what: str):
     )
 
 
+def requires_pinned_memory():
+    """Pinned host memory needs the PrivateUse1 isPinnedPtr hook (torch 2.5) and host allocation in the driver
+    (API 2.2); elsewhere the test is 'not available' with whichever is missing."""
+    if TORCH not in SpecifierSet(">=2.5"):
+        return pytest.mark.skip(
+            reason=f"not available: torch {TORCH} has no PrivateUse1 isPinnedPtr hook (added in 2.5), so "
+            "Tensor.is_pinned() cannot see emu's pinned host memory"
+        )
+    return pytest.mark.skipif(
+        not torch_emu.features()["pinned_memory"],
+        reason="not available: pinned host memory needs driver API 2.2 (emuHostAlloc), this build uses "
+        + ".".join(map(str, torch_emu._C.DRIVER_API_BUILT)),
+    )
+
+
 # A torch release that is not the installed one, for tests that fake a mismatched install.
 OTHER_TORCH = "2.4.1" if (TORCH.major, TORCH.minor) != (2, 4) else "2.1.2"
 OTHER_MINOR = ".".join(OTHER_TORCH.split(".")[:2])

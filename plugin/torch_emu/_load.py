@@ -47,7 +47,11 @@ def driver_api_version() -> tuple:
 
 def features() -> dict:
     """Which optional capabilities this build has (driver-gated)."""
-    return {"async_streams": bool(_C.HAS_ASYNC), "event_timing": bool(_C.HAS_EVENTS)}
+    return {
+        "async_streams": bool(_C.HAS_ASYNC),
+        "event_timing": bool(_C.HAS_EVENTS),
+        "pinned_memory": bool(_C.HAS_HOST_ALLOC),
+    }
 
 
 def fallback_ops() -> dict:

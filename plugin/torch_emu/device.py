@@ -26,6 +26,8 @@ __all__ = [
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
+    "host_empty_cache",
+    "host_memory_stats",
     "initial_seed",
     "is_available",
     "is_initialized",
@@ -123,7 +125,7 @@ def synchronize(device: Any = None) -> None:
 
 
 def driver_version() -> int:
-    """The driver's API version as major * 1000 + minor (e.g. 2001)."""
+    """The driver's API version as major * 1000 + minor (e.g. 2002)."""
     return _C.driver_version()
 
 
@@ -207,6 +209,16 @@ def empty_cache() -> None:
     """Returns cached, unused device memory to the driver."""
     _lazy_init()
     _C.empty_cache()
+
+
+def host_memory_stats() -> dict:
+    """The pinned host allocator's counters (driver API 2.2; all zero on an older driver)."""
+    return dict(_C.host_memory_stats())
+
+
+def host_empty_cache() -> None:
+    """Returns cached pinned host blocks that no queued copy still uses to the driver."""
+    _C.host_empty_cache()
 
 
 def mem_get_info(device: Any = None) -> tuple:

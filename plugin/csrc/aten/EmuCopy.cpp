@@ -1,12 +1,17 @@
 // copy_ in every direction. Bytes move as stream work: host<->device copies are one
 // memcpy through the kernel view; anything needing a dtype change, broadcast or a
 // strided layout goes through a contiguous staging tensor, converted where it is cheapest.
+// non_blocking follows CUDA: a copy from or into pinned host memory is queued on the current
+// stream (the driver's emuMemcpyAsync, the pinned block recorded as used by that stream) and
+// returns at once; from pageable memory the source is staged first, into pageable memory the
+// copy is complete on return.
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <cstring>
 
+#include "../runtime/EmuHostAllocator.h"
 #include "Launch.h"
 
 namespace torch_emu {
@@ -31,6 +36,20 @@ void sync_current(c10::DeviceIndex device) {
   EMU_CHECK(emuStreamSynchronize(raw_stream(getCurrentEmuStream(device))));
 }
 
+// Queues a copy between pinned host memory and the device on the current stream: no staging,
+// and the pinned block is not reused before the stream has passed the copy.
+void queue_pinned_copy(c10::DeviceIndex device, void* to, const void* from, size_t bytes, emuMemcpyKind kind) {
+#if EMU_DRIVER_HAS_HOST_ALLOC
+  DeviceSwitch on(device);
+  const c10::Stream stream = getCurrentEmuStream(device);
+  EMU_CHECK(emuMemcpyAsync(to, from, bytes, kind, raw_stream(stream)));
+  record_pinned_use(kind == emuMemcpyHostToDevice ? from : to, stream);
+#else
+  (void)device, (void)to, (void)from, (void)bytes, (void)kind;
+  TORCH_CHECK(false, "pinned host memory needs emu driver API 2.2");  // is_pinned_host() is false there
+#endif
+}
+
 void copy_same_device(const at::Tensor& dst, const at::Tensor& src) {
   const c10::DeviceIndex device = common_device("copy_", {&dst, &src});
   launch(device, [dst = arg(dst), src = arg(src)] { kernel_view(dst).copy_(kernel_view(src)); });
@@ -43,7 +62,13 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
   const at::Tensor staged = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
   const c10::DeviceIndex device = common_device("copy_", {&staged});
   const size_t bytes = static_cast<size_t>(staged.numel()) * staged.element_size();
-  launch(device, [staged = arg(staged), host, bytes] { std::memcpy(kernel_view(staged).data_ptr(), host.data_ptr(), bytes); });
+  if (non_blocking && is_pinned_host(host.data_ptr())) {
+    queue_pinned_copy(device, device_address(staged), host.data_ptr(), bytes, emuMemcpyHostToDevice);
+  } else {
+    // Pageable memory the caller may change once we return: copy what it holds now.
+    if (non_blocking && host.storage().is_alias_of(src.storage())) host = host.clone();
+    launch(device, [staged = arg(staged), host, bytes] { std::memcpy(kernel_view(staged).data_ptr(), host.data_ptr(), bytes); });
+  }
   if (!staged.is_same(dst)) copy_same_device(dst, staged);
   if (!non_blocking) sync_current(device);
 }
@@ -57,8 +82,12 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
   const at::Tensor host = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
   const c10::DeviceIndex device = common_device("copy_", {&device_src});
   const size_t bytes = static_cast<size_t>(host.numel()) * host.element_size();
+  if (non_blocking && host.is_same(dst) && is_pinned_host(host.data_ptr())) {
+    queue_pinned_copy(device, host.data_ptr(), device_address(device_src), bytes, emuMemcpyDeviceToHost);
+    return;  // complete once the current stream has passed it
+  }
   launch(device, [host, device_src = arg(device_src), bytes] { std::memcpy(host.data_ptr(), kernel_view(device_src).data_ptr(), bytes); });
-  if (!non_blocking || !host.is_same(dst)) sync_current(device);
+  sync_current(device);  // pageable memory (or a staging tensor): complete on return, as with CUDA
   if (!host.is_same(dst)) dst.copy_(host);
 }
 

@@ -1,5 +1,5 @@
 // The generator and the PrivateUse1 hooks: what ATen asks of a backend beyond kernels
-// (availability, default generators, the device of a pointer, storage resizing).
+// (availability, default generators, the device of a pointer, storage resizing, pinned host memory).
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
@@ -12,6 +12,7 @@
 
 #include "EmuException.h"
 #include "EmuGenerator.h"
+#include "EmuHostAllocator.h"
 #include "EmuStorage.h"
 #include "EmuStream.h"
 
@@ -118,7 +119,8 @@ struct EmuHooks final : public at::PrivateUse1HooksInterface {
     return previous;
   }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override { return exchangeDevice(device); }
-  bool isPinnedPtr(const void* /*data*/) const override { return false; }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_host(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_host_allocator(); }
 
   const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override { return default_generator(device); }
   at::Generator getNewGenerator(c10::DeviceIndex device) const override { return new_generator(device); }

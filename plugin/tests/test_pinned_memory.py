@@ -1,0 +1,107 @@
+"""Pinned host memory: the driver's page-locked allocations behind Tensor.pin_memory(), is_pinned(), DataLoader
+pinning, and non_blocking copies that are queued on the current emu stream (driver API 2.2, torch >= 2.5)."""
+
+import pytest
+import torch
+from smoke_gates import requires_pinned_memory
+
+import torch_emu
+
+pytestmark = [pytest.mark.feature("pinned_memory"), requires_pinned_memory()]
+
+
+def keep_stream_busy() -> torch.Tensor:
+    """Queues a long chain of kernels on the current stream; the caller checks with a query that it is still running,
+    so nothing here depends on timings."""
+    a = torch.randn(640, 640, device="emu")
+    for _ in range(40):
+        a = a @ a / 640
+    return a
+
+
+def test_pin_memory_is_pinned_and_keeps_the_data():
+    x = torch.randn(1000)
+    assert not x.is_pinned()
+    p = x.pin_memory()
+    assert p.is_pinned() and not p.is_emu and torch.equal(p, x)
+    assert p[10:].is_pinned()  # a view into the block is pinned memory too
+    assert p.pin_memory().data_ptr() == p.data_ptr()  # already pinned: returned as is
+    assert torch_emu._C.driver_version() >= 2002
+    assert torch.emu.host_memory_stats()["allocated_bytes.current"] >= p.nbytes
+
+
+def test_non_blocking_copy_from_pinned_memory_is_queued_on_the_stream():
+    n = 1 << 20
+    host = torch.arange(n, dtype=torch.float32).pin_memory()
+    torch.emu.synchronize()
+    stream = torch.emu.current_stream()
+    busy = keep_stream_busy()
+    dev = host.to("emu", non_blocking=True)
+    copied = torch.emu.Event()
+    copied.record(stream)
+    # The call returned while the kernels queued before the copy are still running: the copy waits on the stream.
+    assert not stream.query() and not copied.query(), "the stream finished too early for the test to mean anything"
+    copied.synchronize()
+    assert torch.equal(dev.cpu(), host)
+    del busy
+
+
+def test_non_blocking_copy_into_pinned_memory_is_queued_on_the_stream():
+    dev = torch.arange(4096.0, device="emu")
+    torch.emu.synchronize()
+    stream = torch.emu.current_stream()
+    busy = keep_stream_busy()
+    back = dev.to("cpu", non_blocking=True)  # torch makes the destination pinned for a non_blocking device->host copy
+    assert back.is_pinned()
+    out = torch.zeros(4096).pin_memory()
+    out.copy_(dev * 2, non_blocking=True)
+    done = torch.emu.Event()
+    done.record(stream)
+    assert not done.query(), "the stream finished too early for the test to mean anything"
+    done.synchronize()
+    assert torch.equal(back, torch.arange(4096.0)) and torch.equal(out, torch.arange(4096.0) * 2)
+    del busy
+
+
+def test_non_blocking_copies_with_pageable_memory_stay_correct():
+    torch.emu.synchronize()
+    pageable = torch.arange(10_000.0)
+    busy = keep_stream_busy()
+    dev = pageable.to("emu", non_blocking=True)
+    pageable.fill_(-1)  # pageable memory is staged at the call: changing it afterwards changes nothing
+    back = torch.empty(10_000)
+    back.copy_(dev, non_blocking=True)  # into pageable memory: complete when the call returns
+    assert torch.equal(back, torch.arange(10_000.0))
+    del busy
+
+
+def test_a_freed_pinned_block_is_reused_only_after_the_stream_passed_it():
+    n = 3 << 18  # a size class of its own (1 MiB of float32 rounds to 4 MiB with the others)
+    torch.emu.synchronize()
+    torch.emu.host_empty_cache()
+    host = torch.ones(n).pin_memory()
+    busy = keep_stream_busy()
+    dev = host.to("emu", non_blocking=True)
+    old = host.data_ptr()
+    del host
+    again = torch.empty(n).pin_memory()  # while the stream may still read the freed block
+    assert not torch.emu.current_stream().query(), "the stream finished too early for the test to mean anything"
+    assert again.data_ptr() != old
+    torch.emu.synchronize()
+    assert dev.sum().item() == n
+    allocs = torch.emu.host_memory_stats()["num_host_alloc"]
+    reused = torch.empty(n).pin_memory()  # the stream has passed it: back in the cache, no driver call
+    assert reused.data_ptr() == old and torch.emu.host_memory_stats()["num_host_alloc"] == allocs
+    del busy
+
+
+def test_dataloader_pins_batches_for_emu():
+    data = torch.utils.data.TensorDataset(torch.arange(64.0).reshape(16, 4), torch.arange(16))
+    loader = torch.utils.data.DataLoader(data, batch_size=4, pin_memory=True)
+    seen = 0
+    for features, labels in loader:
+        assert features.is_pinned() and labels.is_pinned()
+        on_emu = features.to("emu", non_blocking=True)
+        assert torch.equal(on_emu.cpu(), features)
+        seen += labels.numel()
+    assert seen == 16
