@@ -3,11 +3,24 @@ pinning, and non_blocking copies that are queued on the current emu stream (driv
 
 import pytest
 import torch
-from smoke_gates import requires_pinned_memory
+from packaging.specifiers import SpecifierSet
+from smoke_gates import TORCH, requires_pinned_memory
 
 import torch_emu
 
 pytestmark = [pytest.mark.feature("pinned_memory"), requires_pinned_memory()]
+
+# From torch 2.9, pin_memory() and is_pinned() act for the current accelerator (emu, once registered) and their device
+# argument is deprecated, as is DataLoader's pin_memory_device; before, they default to CUDA and take the device.
+FOR_ACCELERATOR = TORCH in SpecifierSet(">=2.9")
+
+
+def pin(t: torch.Tensor) -> torch.Tensor:
+    return t.pin_memory() if FOR_ACCELERATOR else t.pin_memory("emu")
+
+
+def is_pinned(t: torch.Tensor) -> bool:
+    return t.is_pinned() if FOR_ACCELERATOR else t.is_pinned("emu")
 
 
 def keep_stream_busy() -> torch.Tensor:
@@ -21,18 +34,24 @@ def keep_stream_busy() -> torch.Tensor:
 
 def test_pin_memory_is_pinned_and_keeps_the_data():
     x = torch.randn(1000)
-    assert not x.is_pinned()
-    p = x.pin_memory()
-    assert p.is_pinned() and not p.is_emu and torch.equal(p, x)
-    assert p[10:].is_pinned()  # a view into the block is pinned memory too
-    assert p.pin_memory().data_ptr() == p.data_ptr()  # already pinned: returned as is
+    assert not is_pinned(x)
+    p = pin(x)
+    assert is_pinned(p) and not p.is_emu and torch.equal(p, x)
+    assert is_pinned(p[10:])  # a view into the block is pinned memory too
+    assert pin(p).data_ptr() == p.data_ptr()  # already pinned: returned as is
     assert torch_emu._C.driver_version() >= 2002
     assert torch.emu.host_memory_stats()["allocated_bytes.current"] >= p.nbytes
 
 
+@pytest.mark.skipif(TORCH not in SpecifierSet(">=2.13"), reason="not available: checked from torch 2.13 on")
+def test_factories_with_pin_memory_allocate_through_emu():
+    t = torch.empty(100, pin_memory=True)
+    assert t.is_pinned() and torch.zeros(3, pin_memory=True).is_pinned()
+
+
 def test_non_blocking_copy_from_pinned_memory_is_queued_on_the_stream():
     n = 1 << 20
-    host = torch.arange(n, dtype=torch.float32).pin_memory()
+    host = pin(torch.arange(n, dtype=torch.float32))
     torch.emu.synchronize()
     stream = torch.emu.current_stream()
     busy = keep_stream_busy()
@@ -52,8 +71,8 @@ def test_non_blocking_copy_into_pinned_memory_is_queued_on_the_stream():
     stream = torch.emu.current_stream()
     busy = keep_stream_busy()
     back = dev.to("cpu", non_blocking=True)  # torch makes the destination pinned for a non_blocking device->host copy
-    assert back.is_pinned()
-    out = torch.zeros(4096).pin_memory()
+    assert is_pinned(back)
+    out = pin(torch.zeros(4096))
     out.copy_(dev * 2, non_blocking=True)
     done = torch.emu.Event()
     done.record(stream)
@@ -79,28 +98,29 @@ def test_a_freed_pinned_block_is_reused_only_after_the_stream_passed_it():
     n = 3 << 18  # a size class of its own (1 MiB of float32 rounds to 4 MiB with the others)
     torch.emu.synchronize()
     torch.emu.host_empty_cache()
-    host = torch.ones(n).pin_memory()
+    host = pin(torch.ones(n))
     busy = keep_stream_busy()
     dev = host.to("emu", non_blocking=True)
     old = host.data_ptr()
     del host
-    again = torch.empty(n).pin_memory()  # while the stream may still read the freed block
+    again = pin(torch.empty(n))  # while the stream may still read the freed block
     assert not torch.emu.current_stream().query(), "the stream finished too early for the test to mean anything"
     assert again.data_ptr() != old
     torch.emu.synchronize()
     assert dev.sum().item() == n
     allocs = torch.emu.host_memory_stats()["num_host_alloc"]
-    reused = torch.empty(n).pin_memory()  # the stream has passed it: back in the cache, no driver call
+    reused = pin(torch.empty(n))  # the stream has passed it: back in the cache, no driver call
     assert reused.data_ptr() == old and torch.emu.host_memory_stats()["num_host_alloc"] == allocs
     del busy
 
 
 def test_dataloader_pins_batches_for_emu():
     data = torch.utils.data.TensorDataset(torch.arange(64.0).reshape(16, 4), torch.arange(16))
-    loader = torch.utils.data.DataLoader(data, batch_size=4, pin_memory=True)
+    device = {} if FOR_ACCELERATOR else {"pin_memory_device": "emu"}
+    loader = torch.utils.data.DataLoader(data, batch_size=4, pin_memory=True, **device)
     seen = 0
     for features, labels in loader:
-        assert features.is_pinned() and labels.is_pinned()
+        assert is_pinned(features) and is_pinned(labels)
         on_emu = features.to("emu", non_blocking=True)
         assert torch.equal(on_emu.cpu(), features)
         seen += labels.numel()
