@@ -229,4 +229,16 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
 }
 
+// Composite kernels that hand emu memory to a CPU routine, so they must run through the CPU fallback
+// instead: torch 2.1's CompositeExplicitAutograd linalg_eigvals.out calls linalg_eig's DispatchStub for
+// the input's device, which reaches the CPU LAPACK kernel with emu pointers (a segfault in cgeev).
+// The composite kernel also stood for the op's autograd key, so that key now falls through to this
+// one: linalg_eigvals only takes the out= path when no gradient is needed (else it calls linalg_eig).
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("linalg_eigvals.out", torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
+}
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("linalg_eigvals.out", torch::CppFunction::makeFallthrough());
+}
+
 }  // namespace torch_emu
