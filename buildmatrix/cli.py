@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
@@ -23,6 +24,9 @@ from buildmatrix.model.vocab import RunnerName, Status, Variant
 from buildmatrix.progress import failure_kind
 from buildmatrix.util.failures import is_resource_error, resource_message
 from buildmatrix.util.process import CHILDREN
+
+if TYPE_CHECKING:
+    from buildmatrix.builder.runners.select import RunnerPlan
 
 
 def load_cells(args: argparse.Namespace) -> tuple[Matrix, list[Cell], Registry]:
@@ -68,32 +72,51 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix import report_matrix
 
-    _matrix, cells, _registry = load_cells(args)
+    matrix, cells, _registry = load_cells(args)
     if args.github:
         print(json.dumps(report_matrix.github_matrix(cells)))
     elif args.json:
         print(json.dumps([c.as_dict() for c in cells], indent=2))
     else:
-        console.print(report_matrix.cells_table(cells))
+        plan = runner_plan(matrix, cells, args)
+        console.print(report_matrix.cells_table(cells, {c.id: plan.choice(c).reason for c in cells}))
         console.print(f"{len(cells)} cell(s)")
+        for problem in plan.problems:
+            console.print(Text.assemble(("cannot build: ", "red"), problem))
     return 0
 
 
+def runner_plan(matrix: Matrix, cells: list[Cell], args: argparse.Namespace) -> RunnerPlan:
+    """Each cell's runner and why (--runner, else matrix.yaml's runner), with this machine's interpreters."""
+    from buildmatrix.builder.runners.local import LocalRunner
+    from buildmatrix.builder.runners.select import plan_runners
+
+    return plan_runners(cells, matrix, RunnerName(args.runner or matrix.runner), LocalRunner())
+
+
 def cmd_build(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix import report_matrix
     from buildmatrix.builder.engine import Engine, RunOptions
-    from buildmatrix.builder.runners.select import select_runner
+    from buildmatrix.builder.runners.base import CellRunners
+    from buildmatrix.builder.runners.select import runners_for
     from buildmatrix.builder.workspace import RunLock
     from buildmatrix.progress import ProgressDisplay, summary_table
 
     matrix, cells, registry = load_cells(args)
     if not cells:
         raise UserError("the selection matches no cell of the matrix; `nox -s matrix` lists them")
-    runner, why = select_runner(RunnerName(args.runner or matrix.runner), matrix)
+    plan = runner_plan(matrix, cells, args)
+    for line in report_matrix.runner_plan_lines(cells, {c.id: plan.choice(c).reason for c in cells}):
+        console.print(line, highlight=False, markup=False)
+    # Before anything is written: a cell no runner can build, or a runner that cannot start, stops the run here.
+    runners, why = runners_for(plan, matrix)
+    by_cell = {c.id: runners[choice] for c in cells if (choice := plan.choice(c).runner) is not None}
+    cell_runners = CellRunners(next(iter(runners.values())), by_cell)
     console.print(f"[bold]{len(cells)} cell(s)[/bold], {why}, {args.jobs} job(s)")
     workspace = Workspace.for_root(matrix.root)
     options = RunOptions(jobs=args.jobs, fail_fast=args.fail_fast, force=args.force, retries=args.retries)
     with RunLock(workspace), ProgressDisplay(console, cells) as display:
-        engine = Engine(matrix, workspace, runner, registry, progress=display.update)
+        engine = Engine(matrix, workspace, cell_runners, registry, progress=display.update)
         with stop_on_signals(engine.interrupt) as stopped_by:
             results = engine.run(cells, options)
     if engine.orphans_ended:
@@ -366,6 +389,11 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = matrix.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="cells as JSON")
     fmt.add_argument("--github", action="store_true", help="a GitHub Actions strategy.matrix object")
+    matrix.add_argument(
+        "--runner",
+        choices=[r.value for r in RunnerName],
+        help="show which runner would build each cell this way (default: matrix.yaml's runner)",
+    )
     matrix.set_defaults(func=cmd_matrix)
 
     build = sub.add_parser("build", help="build and smoke-test the selected cells")

@@ -6,8 +6,8 @@ Every command ends with one of these codes (README.md, "Exit codes", lists them 
     1    EXIT_CELLS_FAILED: the command ran, and what it checked failed (a cell, a shim series, the docs, the site)
     2    UserError: a bad argument or another problem to fix (argparse's usage errors are 2 as well)
     3    MatrixError: matrix.yaml is invalid (every problem, located)
-    4    InterpreterNotFound: no CPython for a cell's Python
-    5    EngineUnavailable: --runner docker, but no Docker engine (or cibuildwheel) answers
+    4    InterpreterNotFound: no CPython for a cell's Python (locally under --runner local, nor in an image)
+    5    EngineUnavailable: a cell goes to Docker (--runner docker, or auto), but no engine (or cibuildwheel) answers
     6    RunLocked: another run holds the workspace
     7    RecordError: a result record is damaged
     8    ResourceError: the disk is full or a directory is not writable

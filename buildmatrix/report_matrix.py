@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.table import Table
@@ -10,14 +11,26 @@ from buildmatrix.errors import MatrixTooLarge
 from buildmatrix.model.cells import Cell
 
 
-def cells_table(cells: list[Cell]) -> Table:
+def cells_table(cells: list[Cell], runners: Mapping[str, str] | None = None) -> Table:
+    """The cells, one row each; with runners (cell id -> "local: /usr/bin/python3.13"), which runner builds it."""
     table = Table(title="build matrix")
-    for column in ("cell", "torch", "variant", "python", "driver", "patches"):
+    for column in ("cell", "torch", "variant", "python", "driver", "patches", *(("runner",) if runners else ())):
         table.add_column(column)
     for cell in cells:
         row = cell.as_dict()
-        table.add_row(row["id"], row["torch"], row["variant"], row["python"], row["driver"], row["patches"] or "-")
+        extra = (runners.get(cell.id, "-"),) if runners else ()
+        table.add_row(
+            row["id"], row["torch"], row["variant"], row["python"], row["driver"], row["patches"] or "-", *extra
+        )
     return table
+
+
+def runner_plan_lines(cells: list[Cell], runners: Mapping[str, str]) -> list[str]:
+    """Which runner builds which cells and why, one line per reason: "local: /usr/bin/python3.11: torch2.13-..."."""
+    by_reason: dict[str, list[str]] = {}
+    for cell in cells:
+        by_reason.setdefault(runners[cell.id], []).append(cell.id)
+    return [f"{reason}: {', '.join(ids)}" for reason, ids in by_reason.items()]
 
 
 # GitHub Actions runs at most this many jobs from one matrix.

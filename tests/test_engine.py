@@ -68,7 +68,7 @@ def test_plan_reuses_only_matching_records(tmp_path: Path) -> None:
     assert engine.plan(cells)[0].reusable is not None  # a failure with the same inputs is reused
     assert engine.plan(cells, force=True)[0].reusable is None
     (engine.matrix.plugin.source / "new_file.py").write_text("")
-    engine._shared_hashes = None
+    engine._shared_hashes = {}
     assert engine.plan(cells)[0].reusable is None  # changed sources: rebuilt
 
 
@@ -243,3 +243,49 @@ def test_a_transient_smoke_failure_is_raised_as_it_is_with_the_counts_so_far(tmp
     with pytest.raises(StepFailed) as caught:
         judge_smoke(smoke_run(tmp_path, 1, timeout), output)
     assert caught.value is timeout and output.smoke is not None and output.smoke.failed == 1
+
+
+class NamedReader(FailingBuild):
+    """A runner double with a name of its own that notes which cells it was handed, then fails their build."""
+
+    def __init__(self, name: RunnerName) -> None:
+        self.name = name
+        self.cells: list[str] = []
+        self.swept = 0
+
+    def python_identity(self, cell: Cell) -> str:
+        return f"cpython-{cell.python} by {self.name}"
+
+    def sweep(self, owner: str) -> int:
+        self.swept += 1
+        return 0
+
+    def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
+        self.cells.append(job.cell.id)
+        with steps.step("build"):
+            raise StepFailed("build", f"stopped by the test in the {self.name} double")
+
+
+def test_one_run_drives_each_cell_through_its_own_runner(tmp_path: Path) -> None:
+    """runner: auto's plan in one engine run: each cell goes to its runner, and its record and inputs say which."""
+    from buildmatrix.builder.runners.base import CellRunners
+
+    engine, _ = setup_project(tmp_path)
+    (engine.matrix.root / "wheelhouse" / "torch-2.13.0+cpu-cp314-cp314-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    path = engine.matrix.path
+    path.write_text(path.read_text().replace('python: ["3.11"]', 'python: ["3.11", "3.14"]'))
+    engine.matrix = load_matrix(path)
+    cells = expand(engine.matrix, {r: engine.registry.pythons(r) for r in engine.matrix.torch})
+    local, docker = NamedReader(RunnerName.LOCAL), NamedReader(RunnerName.DOCKER)
+    engine.runners = CellRunners(local, {"torch2.13-cpu-cp314-drv2": docker})
+    results = engine.run(cells, RunOptions())
+    assert [r.id for r in results] == ["torch2.13-cpu-cp311-drv2", "torch2.13-cpu-cp314-drv2"]
+    assert local.cells == ["torch2.13-cpu-cp311-drv2"] and docker.cells == ["torch2.13-cpu-cp314-drv2"]
+    assert local.swept == docker.swept == 2  # every runner's leftovers are swept, before and after the run
+    for result, runner in zip(results, ("local", "docker"), strict=True):
+        stored = engine.store.load(result.id)
+        assert stored is not None and stored.runner == runner and stored.inputs["runner"] == runner
+        assert stored.inputs["python"] == f"cpython-{result.cell.python_minor} by {runner}"
+        assert f"stopped by the test in the {runner} double" in (stored.error or "")
+        log = (engine.workspace.logs_dir / f"{result.id}.log").read_text()
+        assert log.startswith(f"# {result.id}: {runner} runner, attempt 1")

@@ -1,4 +1,4 @@
-"""Runs the selected cells through a runner: skips unchanged ones, isolates failures, records every result."""
+"""Runs the selected cells through their runners: skips unchanged ones, isolates failures, records every result."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from buildmatrix.builder.buildcode import ENGINE_MODULES, PACKAGE_DIR, build_code
 from buildmatrix.builder.results import CellResult, ResultStore, WheelRecord
-from buildmatrix.builder.runners.base import CellJob, Runner, RunnerOutput, SmokeRun
+from buildmatrix.builder.runners.base import CellJob, CellRunners, Runner, RunnerOutput, SmokeRun
 from buildmatrix.builder.smoke import read_features, read_junit
 from buildmatrix.builder.sourcetree import (
     PatchSeries,
@@ -69,30 +69,42 @@ class Engine:
         self,
         matrix: Matrix,
         workspace: Workspace,
-        runner: Runner,
+        runner: Runner | CellRunners,
         registry: Registry,
         progress: ProgressCallback | None = None,
     ) -> None:
+        """runner: one runner for every cell, or each cell's (CellRunners: one run drives several runners)."""
         self.matrix = matrix
         self.workspace = workspace
-        self.runner = runner
+        self.runners = runner if isinstance(runner, CellRunners) else CellRunners(runner)
         self.registry = registry
         self.progress = progress or (lambda cell_id, what: None)
         self.store = ResultStore(workspace.results_dir)
-        self._shared_hashes: dict[str, str] | None = None
+        self._shared_hashes: dict[str, dict[str, str]] = {}  # by runner name
         self.damaged: dict[str, RecordError] = {}  # cells rebuilt because their record was damaged
         self.orphans_ended = 0  # processes (and containers) an earlier, SIGKILLed run left behind, ended by this one
         self._stop = threading.Event()
 
+    @property
+    def runner(self) -> Runner:
+        """The run's runner when it has one (the default of CellRunners otherwise)."""
+        return self.runners.default
+
+    @runner.setter
+    def runner(self, runner: Runner) -> None:
+        self.runners = CellRunners(runner)
+
     # ---- planning ---------------------------------------------------------
-    def shared_inputs(self) -> dict[str, str]:
-        if self._shared_hashes is None:
-            self._shared_hashes = {
+    def shared_inputs(self, runner: Runner | None = None) -> dict[str, str]:
+        """The inputs every cell of a runner shares: the sources, and the engine's and that runner's build code."""
+        runner = runner or self.runner
+        if runner.name not in self._shared_hashes:
+            self._shared_hashes[runner.name] = {
                 "plugin_tree": tree_hash(self.matrix.plugin.source),
                 "driver_tree": tree_hash(self.matrix.driver_source),
-                "build_code": tree_hash(PACKAGE_DIR, include=build_code((*ENGINE_MODULES, *self.runner.build_modules))),
+                "build_code": tree_hash(PACKAGE_DIR, include=build_code((*ENGINE_MODULES, *runner.build_modules))),
             }
-        return self._shared_hashes
+        return self._shared_hashes[runner.name]
 
     def series(self, cell: Cell) -> list[PatchSeries]:
         return release_series(self.matrix, cell.torch)
@@ -101,8 +113,9 @@ class Engine:
         planned = []
         for cell in cells:
             problem = None
+            runner = self.runners.of(cell)
             try:
-                python = self.runner.python_identity(cell)
+                python = runner.python_identity(cell)
             except UserError as exc:
                 python, problem = "missing", str(exc)
             patch_files = [p for s in self.series(cell) for p in sorted(s.directory.iterdir()) if p.is_file()]
@@ -112,9 +125,9 @@ class Engine:
                 "torch_requirement": cell.torch.requirement_version,
                 "wheel_source": cell.torch.wheels.describe(),
                 "python": python,
-                "runner": self.runner.name,
+                "runner": runner.name,
                 "patches": files_hash(patch_files),
-                **self.shared_inputs(),
+                **self.shared_inputs(runner),
             }
             digest = inputs_hash(inputs)
             try:
@@ -147,8 +160,11 @@ class Engine:
         CHILDREN.stop(reason)
 
     def _sweep(self) -> int:
-        sweep = getattr(self.runner, "sweep", None)  # test doubles need none
-        return int(sweep(CHILDREN.owner)) if sweep is not None and CHILDREN.owner else 0
+        ended = 0
+        for runner in self.runners.all():
+            sweep = getattr(runner, "sweep", None)  # test doubles need none
+            ended += int(sweep(CHILDREN.owner)) if sweep is not None and CHILDREN.owner else 0
+        return ended
 
     def preflight(self) -> None:
         """Raise ResourceError, before any cell starts, when a directory the run writes cannot be written."""
@@ -232,7 +248,9 @@ class Engine:
         try:
             log_file.parent.mkdir(parents=True, exist_ok=True)
             with log_file.open("a" if attempt > 1 else "w") as handle:  # a retry keeps the failed attempt's log
-                handle.write(f"# {cell.id}: {self.runner.name} runner, attempt {attempt}, started {started}\n")
+                handle.write(
+                    f"# {cell.id}: {self.runners.of(cell).name} runner, attempt {attempt}, started {started}\n"
+                )
         except OSError as exc:
             raise ResourceError(resource_message(exc, log_file)) from None
         return log_file
@@ -240,11 +258,12 @@ class Engine:
     def run_cell(self, item: PlannedCell, attempt: int = 1, force: bool = False) -> CellResult:
         """Build one cell and record it; raises ResourceError only when its log or record cannot be written."""
         cell = item.cell
+        runner = self.runners.of(cell)
         result = CellResult(
             cell=cell.key,
             inputs_hash=item.inputs_hash,
             inputs=item.inputs,
-            runner=self.runner.name,
+            runner=runner.name,
             attempts=attempt,
             patches=cell.torch.patches,
         )
@@ -280,12 +299,7 @@ class Engine:
                 source.index_urls,
                 force=force,
             )
-            self.runner.build(job, steps, output)
-            with steps.step("check"):
-                check_built_wheel(job, output, self.runner)
-            self.runner.prepare_smoke(job, steps, output)
-            with steps.step("smoke"):
-                judge_smoke(self.runner.run_smoke(job, output), output)
+            build_and_smoke(runner, job, steps, output)
             with steps.step("publish"):
                 assert output.plugin_wheel is not None and output.driver_wheel is not None
                 result.wheel = self._publish(output.plugin_wheel, self.workspace.plugin_wheel_dir(cell.torch.minor))
@@ -345,6 +359,16 @@ def _append(log_file: Path, text: str) -> None:
             handle.write(text)
     except OSError:
         pass
+
+
+def build_and_smoke(runner: Runner, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
+    """The runner builds, the engine checks the wheel, the runner runs the smoke suite and the engine judges it."""
+    runner.build(job, steps, output)
+    with steps.step("check"):
+        check_built_wheel(job, output, runner)
+    runner.prepare_smoke(job, steps, output)
+    with steps.step("smoke"):
+        judge_smoke(runner.run_smoke(job, output), output)
 
 
 def check_built_wheel(job: CellJob, output: RunnerOutput, runner: Runner) -> None:

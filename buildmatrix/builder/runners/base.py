@@ -6,6 +6,7 @@ driver provide, and runs the smoke suite. The engine checks the wheel and judges
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -90,3 +91,22 @@ class Runner(Protocol):
 
     def run_smoke(self, job: CellJob, output: RunnerOutput) -> SmokeRun:
         """Run the smoke suite against the built wheels, inside the engine's smoke step, which judges the run."""
+
+
+@dataclass(frozen=True)
+class CellRunners:
+    """Which runner builds each cell of one engine run: the cells by_cell names get theirs, the others the default."""
+
+    default: Runner
+    by_cell: Mapping[str, Runner] = field(default_factory=dict)
+
+    def of(self, cell: Cell) -> Runner:
+        return self.by_cell.get(cell.id, self.default)
+
+    def all(self) -> list[Runner]:
+        """Every runner of the run, each once."""
+        out: list[Runner] = []
+        for runner in (self.default, *self.by_cell.values()):
+            if not any(runner is known for known in out):
+                out.append(runner)
+        return out

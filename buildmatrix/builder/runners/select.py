@@ -1,22 +1,149 @@
-"""Chooses the runner for a run (auto: Docker when an engine answers, else local); never runs during a build."""
+"""Chooses the runner of each cell (auto: local where an interpreter is found, Docker where only an image serves it)."""
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from packaging.version import Version
 
 from buildmatrix.builder.runners.base import Runner
 from buildmatrix.builder.runners.local import LocalRunner
 from buildmatrix.docker import oci
-from buildmatrix.errors import EngineUnavailable, UserError
-from buildmatrix.model.matrix import Matrix
+from buildmatrix.errors import EngineUnavailable, InterpreterNotFound, UserError
+from buildmatrix.model.cells import Cell
+from buildmatrix.model.matrix import BuildImage, Matrix
 from buildmatrix.model.vocab import RunnerName
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class RunnerChoice:
+    """The runner one cell gets and why ("local: /usr/bin/python3.13"); runner None: no runner can build it."""
+
+    runner: RunnerName | None
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+@dataclass(frozen=True)
+class RunnerPlan:
+    """Which runner builds each cell of a run, and why; problems are the cells no runner can build."""
+
+    asked: RunnerName
+    choices: Mapping[str, RunnerChoice]  # by cell id
+    problems: tuple[str, ...] = ()  # one per Python, e.g. "no interpreter for 3.14: build it with --runner docker ..."
+    local: LocalRunner = field(default_factory=LocalRunner, compare=False)  # the interpreters it found, for the run
+
+    def choice(self, cell: Cell) -> RunnerChoice:
+        return self.choices[cell.id]
+
+    @property
+    def runners(self) -> tuple[RunnerName, ...]:
+        """The runners the plan uses, local first."""
+        used = {c.runner for c in self.choices.values() if c.runner is not None}
+        return tuple(name for name in (RunnerName.LOCAL, RunnerName.DOCKER) if name in used)
+
+    def check(self) -> None:
+        """Raise InterpreterNotFound (exit code 4) naming every Python no runner can build; before anything is
+        written, so such a cell is never silently dropped nor half built."""
+        if self.problems:
+            raise InterpreterNotFound("; ".join(self.problems))
+
+
+def serving_image(python: Version, matrix: Matrix) -> BuildImage | None:
+    """The first image of matrix.yaml that lists the Python (the Docker runner builds it there)."""
+    return next((image for image in matrix.images if python in image.python), None)
+
+
+def _images(matrix: Matrix) -> str:
+    listed = ", ".join(f"{i.name} ({', '.join(str(v) for v in i.python)})" for i in matrix.images)
+    return f"images: {listed}" if listed else f"no images in {matrix.path.name}"
+
+
+def _choose(cell: Cell, asked: RunnerName, matrix: Matrix, local: LocalRunner) -> RunnerChoice:
+    """The runner for every cell of the cell's Python: what was asked, else where an interpreter or an image is."""
+    python = cell.python
+    image = serving_image(python, matrix)
+    if asked == RunnerName.DOCKER:
+        if image is None:
+            return RunnerChoice(
+                None, f"no image serves Python {python} ({_images(matrix)}): add it to an image's python list"
+            )
+        return RunnerChoice(RunnerName.DOCKER, f"docker: asked for; image {image.name} serves {python}")
+    try:
+        found = local.interpreter(cell)
+    except InterpreterNotFound as exc:
+        if image is not None and asked == RunnerName.LOCAL:
+            return RunnerChoice(
+                None, f"no interpreter for {python}: build it with --runner docker (image {image.name} serves it)"
+            )
+        if image is not None:
+            return RunnerChoice(RunnerName.DOCKER, f"docker: no local {python}; image {image.name} serves it")
+        return RunnerChoice(None, f"{exc}; and no image serves Python {python} ({_images(matrix)})")
+    return RunnerChoice(RunnerName.LOCAL, f"local: {found.executable}")
+
+
+def plan_runners(cells: Iterable[Cell], matrix: Matrix, asked: RunnerName, local: LocalRunner) -> RunnerPlan:
+    """Each cell's runner and why; local interpreters are looked up once per Python (through `local`, which the run
+    then uses, so the plan and the build see the same interpreter). Writes nothing; never raises for a cell."""
+    by_python: dict[Version, RunnerChoice] = {}
+    choices = {}
+    for cell in cells:
+        if cell.python not in by_python:
+            by_python[cell.python] = _choose(cell, asked, matrix, local)
+        choices[cell.id] = by_python[cell.python]
+    problems = tuple(c.reason for c in by_python.values() if c.runner is None)
+    return RunnerPlan(asked, choices, problems, local)
+
+
+def runners_for(plan: RunnerPlan, matrix: Matrix) -> tuple[dict[RunnerName, Runner], str]:
+    """The runners the plan needs, ready to build, and a line saying so; raises UserError (InterpreterNotFound,
+    EngineUnavailable) before any cell starts when the plan cannot be carried out."""
+    docker = _docker(plan, matrix) if plan.asked == RunnerName.DOCKER else None  # asked for: the engine first
+    plan.check()
+    if docker is None and RunnerName.DOCKER in plan.runners:
+        docker = _docker(plan, matrix)
+    runners: dict[RunnerName, Runner] = {}
+    notes = []
+    if RunnerName.LOCAL in plan.runners:
+        runners[RunnerName.LOCAL] = plan.local
+        notes.append("local runner")
+    if docker is not None and RunnerName.DOCKER in plan.runners:
+        runners[RunnerName.DOCKER] = docker[0]
+        notes.append(docker[1])
+    return runners, " and ".join(notes)
+
+
+def _docker(plan: RunnerPlan, matrix: Matrix) -> tuple[Runner, str]:
+    from buildmatrix.builder.runners.docker import DockerRunner, cibuildwheel_command
+
+    problem = oci.engine_problem()
+    if problem and plan.asked == RunnerName.DOCKER:
+        raise _no_engine("--runner docker", problem, "or use --runner local")
+    if problem:
+        wanted = "; ".join(sorted({c.reason for c in plan.choices.values() if c.runner == RunnerName.DOCKER}))
+        raise _no_engine(wanted, problem, "or leave those Pythons out (--python)")
+    cibuildwheel_command()  # raises UserError with the install command
+    asked = "asked for; " if plan.asked == RunnerName.DOCKER else ""
+    return DockerRunner(matrix), f"docker runner ({asked}engine {oci.server_version()})"
+
+
+def _no_engine(what: str, problem: str, otherwise: str) -> EngineUnavailable:
+    where = os.environ.get("DOCKER_HOST", "the default socket")
+    return EngineUnavailable(
+        f"{what}, but no Docker engine answers `docker info` at {where}: {problem}. "
+        f"Start one with `nox -s docker-engine` (Debian, as root), {otherwise}"
+    )
+
+
 def select_runner(name: RunnerName, matrix: Matrix | None = None) -> tuple[Runner, str]:
-    """The runner to use and why it was chosen (auto: Docker when an engine answers `docker info`, else local)."""
+    """One runner for a single-cell run (probe, outdated) and why (auto: Docker when an engine answers, else local)."""
     from buildmatrix.builder.runners.docker import DockerRunner, cibuildwheel_command
 
     if name == RunnerName.LOCAL:
@@ -25,10 +152,7 @@ def select_runner(name: RunnerName, matrix: Matrix | None = None) -> tuple[Runne
     where = os.environ.get("DOCKER_HOST", "the default socket")
     if name == RunnerName.DOCKER:
         if problem:
-            raise EngineUnavailable(
-                f"--runner docker, but no Docker engine answers `docker info` at {where}: {problem}. "
-                "Start one with `nox -s docker-engine` (Debian, as root), or use --runner local"
-            )
+            raise _no_engine("--runner docker", problem, "or use --runner local")
         cibuildwheel_command()  # raises UserError with the install command
         return DockerRunner(matrix), f"docker runner (asked for; engine {oci.server_version()})"
     if problem:

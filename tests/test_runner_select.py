@@ -1,0 +1,222 @@
+"""Each cell's runner: auto sends a Python with no local interpreter to the image that serves it, the rest stay local;
+--runner local refuses such a cell before anything is written; the plan says which runner and why."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from buildmatrix.builder.runners.local import LocalRunner
+from buildmatrix.builder.runners.select import RunnerChoice, plan_runners, runners_for
+from buildmatrix.errors import EngineUnavailable, InterpreterNotFound
+from buildmatrix.model.cells import Cell, expand
+from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.vocab import RunnerName
+
+from conftest import VALID, WriteMatrix
+
+HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
+pytestmark = pytest.mark.skipif(HERE != "3.11", reason="the tests name this interpreter as the local Python 3.11")
+REPO = Path(__file__).parent.parent
+FIXTURE = REPO / "tests" / "fixtures" / "tiny"
+IMAGES = """\
+images:
+  bookworm: {base: "debootstrap:bookworm", python: ["3.11"]}
+  forky: {base: "debootstrap:forky", python: ["3.14", "3.15"]}
+"""
+V = Version
+
+
+@pytest.fixture
+def interpreters(tmp_path: Path) -> LocalRunner:
+    """A LocalRunner that finds only this Python 3.11 (a PATH of one directory, no pyenv)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3.11").symlink_to(sys.executable)
+    empty = tmp_path / "no-pyenv"
+    empty.mkdir()
+    return LocalRunner(search_path=str(bin_dir), pyenv_root=empty)
+
+
+def project_cells(write_matrix: WriteMatrix, images: str = IMAGES) -> tuple[Matrix, list[Cell]]:
+    text = VALID.replace('python: ["3.9", "3.10", "3.11"]', 'python: ["3.10", "3.11", "3.14"]') + images
+    matrix = load_matrix(write_matrix(text))
+    offered = {matrix.torch[0]: {V("3.10"), V("3.11")}, matrix.torch[1]: {V("3.11"), V("3.14")}}
+    return matrix, [c for c in expand(matrix, offered) if c.driver.major == 2]
+
+
+def reasons(plan_cells: list[Cell], plan: object) -> dict[str, str]:
+    return {c.id: plan.choice(c).reason for c in plan_cells}  # type: ignore[attr-defined]
+
+
+def test_auto_keeps_local_pythons_local_and_sends_the_others_to_their_image(
+    write_matrix: WriteMatrix, interpreters: LocalRunner
+) -> None:
+    matrix, cells = project_cells(write_matrix)
+    plan = plan_runners(cells, matrix, RunnerName.AUTO, interpreters)
+    local = f"local: {interpreters.interpreter(cells[1]).executable}"
+    assert reasons(cells[1:], plan) == {
+        "torch2.4-cuda-cp311-drv2": local,
+        "torch2.13-cpu-cp311-drv2": local,
+        "torch2.13-cpu-cp314-drv2": "docker: no local 3.14; image forky serves it",
+    }
+    assert local.endswith("/bin/python3.11")
+    assert plan.choice(cells[-1]) == RunnerChoice(RunnerName.DOCKER, "docker: no local 3.14; image forky serves it")
+    # 3.10: neither a local interpreter nor an image: no runner, and the plan names the images and their Pythons.
+    [problem] = plan.problems
+    assert plan.choice(cells[0]).runner is None and plan.choice(cells[0]).reason == problem
+    assert "no CPython 3.10 interpreter found" in problem
+    assert "no image serves Python 3.10 (images: bookworm (3.11), forky (3.14, 3.15))" in problem
+    with pytest.raises(InterpreterNotFound) as info:
+        plan.check()
+    assert info.value.exit_code == 4 and str(info.value) == problem
+
+
+def test_auto_plan_of_buildable_cells_uses_both_runners(write_matrix: WriteMatrix, interpreters: LocalRunner) -> None:
+    matrix, cells = project_cells(write_matrix)
+    buildable = [c for c in cells if c.python != V("3.10")]
+    plan = plan_runners(buildable, matrix, RunnerName.AUTO, interpreters)
+    assert plan.problems == () and plan.runners == (RunnerName.LOCAL, RunnerName.DOCKER)
+    plan.check()  # nothing to refuse
+    assert plan.local is interpreters  # the run builds with the interpreters the plan found
+
+
+def test_runner_local_refuses_a_python_only_an_image_serves(
+    write_matrix: WriteMatrix, interpreters: LocalRunner
+) -> None:
+    matrix, cells = project_cells(write_matrix)
+    plan = plan_runners([c for c in cells if c.python != V("3.10")], matrix, RunnerName.LOCAL, interpreters)
+    assert plan.problems == ("no interpreter for 3.14: build it with --runner docker (image forky serves it)",)
+    assert plan.runners == (RunnerName.LOCAL,)
+    with pytest.raises(InterpreterNotFound, match=r"^no interpreter for 3\.14: build it with --runner docker"):
+        runners_for(plan, matrix)
+
+
+def test_runner_docker_needs_an_image_for_every_python(write_matrix: WriteMatrix, interpreters: LocalRunner) -> None:
+    matrix, cells = project_cells(write_matrix)
+    plan = plan_runners(cells, matrix, RunnerName.DOCKER, interpreters)
+    assert plan.choice(cells[1]).reason == "docker: asked for; image bookworm serves 3.11"
+    assert plan.choice(cells[-1]).reason == "docker: asked for; image forky serves 3.14"
+    assert plan.problems == (
+        "no image serves Python 3.10 (images: bookworm (3.11), forky (3.14, 3.15)): add it to an image's python list",
+    )
+    no_images = project_cells(write_matrix, images="")[0]
+    assert plan_runners(cells[-1:], no_images, RunnerName.DOCKER, interpreters).problems == (
+        "no image serves Python 3.14 (no images in matrix.yaml): add it to an image's python list",
+    )
+
+
+@pytest.mark.integration
+def test_auto_with_no_engine_for_the_image_cells_is_refused(
+    write_matrix: WriteMatrix, interpreters: LocalRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'dead.sock'}")
+    matrix, cells = project_cells(write_matrix)
+    plan = plan_runners([c for c in cells if c.python != V("3.10")], matrix, RunnerName.AUTO, interpreters)
+    with pytest.raises(EngineUnavailable) as info:
+        runners_for(plan, matrix)
+    message = str(info.value)
+    assert message.startswith("docker: no local 3.14; image forky serves it, but no Docker engine answers")
+    assert "or leave those Pythons out (--python)" in message
+    local_only = plan_runners(cells[1:3], matrix, RunnerName.AUTO, interpreters)
+    runners, why = runners_for(local_only, matrix)  # no Docker cell: the engine is never asked
+    assert list(runners) == [RunnerName.LOCAL] and why == "local runner"
+
+
+# ---- the CLI on the tiny fixture: the plan is printed, refusals write nothing ------------------------------------
+
+TINY = """\
+schema-version: 1
+plugin: {{distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}}
+driver: {{distribution: tiny-driver, source: driver, versions: ["2.1"]}}
+python: {pythons}
+torch:
+  - {{version: "2.13.0", variant: cpu, wheels: {{find-links: {links}}}}}
+images:
+  forky: {{base: "debootstrap:forky", python: ["3.14", "3.15"]}}
+runner: auto
+"""
+
+
+def tiny_project(tmp_path: Path, pythons: str) -> Path:
+    links = tmp_path / "find-links"
+    links.mkdir()
+    for tag in ("cp39", "cp311", "cp314"):  # only the names matter: nothing is built
+        (links / f"torch-2.13.0+cpu-{tag}-{tag}-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    root = tmp_path / "project"
+    shutil.copytree(FIXTURE, root)
+    (root / "matrix.yaml").write_text(TINY.format(pythons=pythons, links=links))
+    return root
+
+
+def cli(root: Path, tmp_path: Path, *args: str, docker_host: str = "") -> subprocess.CompletedProcess[str]:
+    """The CLI with only this Python 3.11 to find (one PATH directory, no pyenv)."""
+    bin_dir = tmp_path / "bin"
+    if not bin_dir.exists():
+        bin_dir.mkdir()
+        (bin_dir / "python3.11").symlink_to(sys.executable)
+        (tmp_path / "no-pyenv").mkdir()
+    env = {
+        "PATH": str(bin_dir),
+        "PYENV_ROOT": str(tmp_path / "no-pyenv"),
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(REPO),
+        "COLUMNS": "250",
+        **({"DOCKER_HOST": docker_host} if docker_host else {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "buildmatrix", *args, "--matrix", str(root / "matrix.yaml")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+        env=env,
+    )
+
+
+def untouched(root: Path) -> bool:
+    return not (root / "wheels").exists() and not (root / "build").exists()
+
+
+@pytest.mark.integration
+def test_cli_plan_and_local_refusal_write_nothing(tmp_path: Path) -> None:
+    root = tiny_project(tmp_path, '["3.11", "3.14"]')
+    listed = cli(root, tmp_path, "matrix")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert f"local: {tmp_path / 'bin' / 'python3.11'}" in listed.stdout
+    assert "docker: no local 3.14; image forky serves it" in listed.stdout
+
+    refused = cli(root, tmp_path, "build", "--runner", "local")
+    assert refused.returncode == InterpreterNotFound.exit_code == 4, refused.stdout + refused.stderr
+    assert "no interpreter for 3.14: build it with --runner docker (image forky serves it)" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    # The plan is printed first: each cell's runner and why.
+    assert f"local: {tmp_path / 'bin' / 'python3.11'}: torch2.13-cpu-cp311-drv2" in refused.stdout
+    assert (
+        "no interpreter for 3.14: build it with --runner docker (image forky serves it): torch2.13-cpu-cp314-drv2"
+        in (refused.stdout)
+    )
+    assert untouched(root)
+
+    no_engine = cli(root, tmp_path, "build", docker_host=f"unix://{tmp_path / 'dead.sock'}")
+    assert no_engine.returncode == EngineUnavailable.exit_code, no_engine.stdout + no_engine.stderr
+    assert "docker: no local 3.14; image forky serves it, but no Docker engine answers" in no_engine.stderr
+    assert untouched(root)
+
+
+@pytest.mark.integration
+def test_cli_refuses_a_python_neither_local_nor_served(tmp_path: Path) -> None:
+    root = tiny_project(tmp_path, '["3.9", "3.11"]')
+    refused = cli(root, tmp_path, "build")
+    assert refused.returncode == 4, refused.stdout + refused.stderr
+    said = refused.stderr.replace("\n", " ")
+    assert (
+        "no CPython 3.9 interpreter found" in said and "no image serves Python 3.9 (images: forky (3.14, 3.15))" in said
+    )
+    assert untouched(root)
