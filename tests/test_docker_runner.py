@@ -17,7 +17,7 @@ from packaging.version import Version
 from buildmatrix.builder.drivers import DriverWheels
 from buildmatrix.builder.engine import judge_smoke
 from buildmatrix.builder.runners.base import CellJob, RunnerOutput
-from buildmatrix.builder.runners.docker import DockerRunner, driver_cache_dir, failed_phase
+from buildmatrix.builder.runners.docker import UV_CACHE, DockerRunner, cell_container, driver_cache_dir, failed_phase
 from buildmatrix.builder.runners.select import select_runner
 from buildmatrix.builder.toolenv import reproducible_env
 from buildmatrix.builder.workspace import Workspace
@@ -130,6 +130,19 @@ def docker_job(write_matrix: WriteMatrix, tmp_path: Path) -> CellJob:
     log = tmp_path / "cell.log"
     log.write_text("cibuildwheel: building\n$ python cell.py smoke\nFAILED tests/test_x.py::test_y\n")
     return CellJob(cell, matrix, Workspace.for_root(matrix.root), work, tmp_path, tmp_path, log, ())
+
+
+def test_cells_share_the_hosts_uv_cache(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    # One uv cache for every cell, local or in any image: torch's ~3 GB is downloaded once. uv copies out of it
+    # (UV_LINK_MODE=copy): a hardlink cannot cross the bind mount.
+    job = docker_job(write_matrix, tmp_path)
+    uv_cache = tmp_path / "host-uv-cache"
+    driver = tmp_path / "driver" / "tiny_driver-2.1.0-py3-none-any.whl"
+    helper = tmp_path / "helper" / "cell.py"
+    container = cell_container(job, "emu-builder:x", driver, tmp_path / "cache", helper, uv_cache=uv_cache)
+    assert f"--volume={uv_cache}:{UV_CACHE}:rw" in container.create_args
+    env = {a.split("=", 2)[1]: a.split("=", 2)[2] for a in container.create_args if a.startswith("--env=")}
+    assert env["UV_CACHE_DIR"] == UV_CACHE and env["UV_LINK_MODE"] == "copy", env
 
 
 @pytest.mark.parametrize(("exit_code", "passed"), [("0", True), ("1", False), (None, False)])
