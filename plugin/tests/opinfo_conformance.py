@@ -23,7 +23,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 import torch_emu  # registers emu before torch.testing._internal is imported
 
 # Ops excluded from every pass, each because its result cannot be compared on ANY device, CPU against CPU included.
-# Nothing here is excluded for failing on emu: a mismatch on emu is a defect and stays visible.
+# Nothing here is excluded for failing on emu: a mismatch on emu is a defect, and from torch 2.13 fails the test.
 INCOMPARABLE = {
     # Uninitialised memory: the values are whatever the allocator hands out.
     "empty": "uninitialised values",
@@ -66,13 +66,10 @@ INCOMPARABLE = {
     "as_strided.partial_views": "result depends on storage outside the view",
 }
 
-# Ops emu does not support yet, each with why: they are compared and counted like every op, but a mismatch
-# here does not fail the smoke test. These are gaps of emu, not incomparable results: fix them and delete the entry.
-KNOWN_GAPS = {
-    "sparse.sampled_addmm": "sparse layouts: emu has strided tensors only",
-    "sparse.mm.reduce": "sparse layouts: emu has strided tensors only",
-    "to_sparse": "sparse layouts: emu has strided tensors only",
-}
+# Ops that need a feature this cell lacks, each with why: they are compared and counted like every op, but a
+# mismatch here does not fail the smoke test (the feature itself is reported "not available" by its own test).
+# Only features a release or driver cannot have belong here; a gap of emu is a defect, not an entry.
+KNOWN_GAPS: dict[str, str] = {}
 # to(..., pin_memory=True / non_blocking) needs pinned host memory: the isPinnedPtr hook (torch 2.5) and the driver's
 # host allocation (API 2.2).
 if Version(torch.__version__.split("+")[0]) < Version("2.5") or not torch_emu.features()["pinned_memory"]:

@@ -182,6 +182,8 @@ void check_out_devices(const c10::OperatorHandle& op, const torch::jit::Stack& s
   }
 }
 
+}  // namespace
+
 void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().operator_name();
   const std::string key = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
@@ -193,10 +195,12 @@ void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     counts().counts[key] += 1;
   }
   emu_generators_to_cpu(op, stack);
-  at::native::cpu_fallback(op, stack);
+  // aten's cpu_fallback redispatches to the dense CPU kernel, which sparse arguments do not have.
+  if (has_sparse_argument(op, *stack))
+    sparse_cpu_fallback(op, stack);
+  else
+    at::native::cpu_fallback(op, stack);
 }
-
-}  // namespace
 
 std::map<std::string, int64_t> fallback_counts() {
   std::lock_guard<std::mutex> lock(counts().mu);
@@ -239,6 +243,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("linalg_eigvals.out", torch::CppFunction::makeFallthrough());
+}
+
+// Sparse and compressed emu tensors compute through the same fallback: their structure ops are
+// native (EmuSparse.cpp), so the fallback can move them to the CPU and back.
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
 }
 
 }  // namespace torch_emu

@@ -10,6 +10,10 @@
 
 namespace torch_emu {
 
+// The boxed CPU fallback registered for every emu dispatch key; also bound explicitly to ops whose
+// composite default kernel would otherwise shadow the fallback for one layout (EmuSparse.cpp).
+void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 // Operator name ("aten::addcmul_" or "aten::add.out") -> times it ran through the CPU fallback.
 std::map<std::string, int64_t> fallback_counts();
 void reset_fallback_counts();
@@ -19,5 +23,11 @@ void reset_fallback_counts();
 // CPU kernel accepts them and torch.emu.manual_seed / an explicit emu generator reproduce the
 // result. Defined with the random kernels (EmuRandom.cpp).
 void emu_generators_to_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// Whether an argument of the op on the stack is a sparse or compressed tensor, and the fallback for
+// those ops: arguments to the CPU, the op called for whatever CPU layout they have, results back
+// (EmuSparse.cpp). aten's cpu_fallback cannot serve them: it always runs the dense CPU kernel.
+bool has_sparse_argument(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
+void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 }  // namespace torch_emu
