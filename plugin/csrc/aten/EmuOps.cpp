@@ -42,6 +42,7 @@
 #include <ATen/ops/sum.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/DefaultDtype.h>
 #include <torch/library.h>
 
@@ -446,6 +447,10 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "index_select(): Expected dtype int32 or int64 for index");
   const auto device = common_device("index_select", {&self, &index});
+  // The CPU kernel refuses some dtypes (uint16/32/64) only when it runs: probed here, at the call.
+  probe_once("index_select", self.scalar_type(), self.scalar_type(), index.scalar_type(), [&] {
+    at::index_select(one_on_cpu(self.scalar_type()), 0, at::zeros({1}, at::TensorOptions().dtype(index.scalar_type())));
+  });
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   if (!shape.empty()) shape[static_cast<size_t>(dim)] = index.numel();
@@ -480,6 +485,12 @@ Tensor cat(const at::ITensorListRef& list, int64_t dim) {
                   ". Expected size ", like->size(k), " but got size ", t.size(k), " for tensor number ", i, " in the list.");
     total += t.size(dim);
   }
+  // Each input's dtype into the result's, as the CPU kernel will do it: a refusal is raised at the call.
+  for (const Tensor& t : tensors)
+    probe_once("cat", dtype, t.scalar_type(), c10::ScalarType::Undefined, [&] {
+      Tensor probe_out = one_on_cpu(dtype);
+      at::cat_out(probe_out, {one_on_cpu(t.scalar_type())}, 0);
+    });
   std::vector<int64_t> shape(like->sizes().begin(), like->sizes().end());
   if (!shape.empty()) shape[static_cast<size_t>(dim)] = total;
   Tensor out = at::empty(shape, on_emu(device, dtype));
