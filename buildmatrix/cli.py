@@ -213,13 +213,14 @@ def cmd_patches(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder import probe
-    from buildmatrix.builder.runners.select import select_runner
+    from buildmatrix.builder.runners.select import runner_for_cell
 
     matrix = load_matrix(Path(args.matrix).resolve())
     registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=args.offline)
     release = probe.resolve_release(args.release, matrix, registry, tuple(args.series or ()))
     cell = probe.probe_cell(release, matrix, registry, args.python, args.driver)
-    runner, why = select_runner(RunnerName(args.runner or RunnerName.LOCAL), probe.probe_matrix(matrix, release))
+    asked = RunnerName(args.runner or RunnerName.LOCAL)
+    runner, why = runner_for_cell(cell, probe.probe_matrix(matrix, release), asked)
     console.print(
         f"probing torch {release.version} as cell {cell.id} ({why})"
         + (f" with series {', '.join(release.patches)}" if release.patches else "")
@@ -244,8 +245,7 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
 def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder import probe, update
     from buildmatrix.builder.probe import ProbeReport
-    from buildmatrix.builder.runners.base import Runner
-    from buildmatrix.builder.runners.select import select_runner
+    from buildmatrix.builder.runners.select import runner_for_cell
     from buildmatrix.model.matrix import TorchRelease
     from buildmatrix.model.outdated import compare, read_sources
     from buildmatrix.report_outdated import outdated_markdown
@@ -263,17 +263,16 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
         result = update.write_edits(matrix, comparison.edits, registry)
         applied = True
         console.print(f"edited {matrix.path.name}: {len(comparison.edits)} change(s)", highlight=False)
-        runner: Runner | None = None
         for release in result.changed:
             if args.no_probe:
                 probes[release] = "not probed (`--no-probe`)"
                 continue
             # One release the probe cannot run on (no interpreter, a locked workspace) leaves the others probed.
             try:
-                if runner is None:
-                    runner, why = select_runner(RunnerName(args.runner or RunnerName.LOCAL), result.matrix)
-                    console.print(f"drift probe on {len(result.changed)} release(s) ({why})", highlight=False)
                 cell = probe.probe_cell(release, result.matrix, registry, None, None)
+                asked = RunnerName(args.runner or RunnerName.LOCAL)
+                runner, why = runner_for_cell(cell, result.matrix, asked)
+                console.print(f"drift probe of torch {release.version} as cell {cell.id} ({why})", highlight=False)
                 report = probe.run_probe(
                     result.matrix,
                     release,

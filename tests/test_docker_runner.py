@@ -18,12 +18,12 @@ from buildmatrix.builder.drivers import DriverWheels
 from buildmatrix.builder.engine import judge_smoke
 from buildmatrix.builder.runners.base import CellJob, RunnerOutput
 from buildmatrix.builder.runners.docker import UV_CACHE, DockerRunner, cell_container, driver_cache_dir, failed_phase
-from buildmatrix.builder.runners.select import select_runner
+from buildmatrix.builder.runners.select import runner_for_cell
 from buildmatrix.builder.toolenv import reproducible_env
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.docker import oci
 from buildmatrix.errors import EngineUnavailable, StepFailed
-from buildmatrix.model.cells import expand
+from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import DriverVersion, load_matrix
 from buildmatrix.model.vocab import RunnerName
 
@@ -180,10 +180,12 @@ def test_the_docker_runner_hands_the_engine_what_cibuildwheel_left(
 def test_missing_engine_docker_refused_auto_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     dead = f"unix://{tmp_path / 'dead.sock'}"
     monkeypatch.setenv("DOCKER_HOST", dead)
+    matrix = load_matrix(tiny_project(tmp_path / "plan") / "matrix.yaml")
+    cell = Cell(matrix.torch[0], Version("3.11"), DriverVersion(Version("2.1")))
     with pytest.raises(EngineUnavailable, match="no Docker engine answers `docker info`"):
-        select_runner(RunnerName.DOCKER)
-    runner, why = select_runner(RunnerName.AUTO)
-    assert runner.name == "local" and why.startswith("local runner (auto: no Docker engine") and dead in why
+        runner_for_cell(cell, matrix, RunnerName.DOCKER)
+    runner, why = runner_for_cell(cell, matrix, RunnerName.AUTO)  # this machine's 3.11 builds it, no engine asked
+    assert runner.name == "local" and why.startswith("local: ")
 
     root = tiny_project(tmp_path / "project")
     result = build(root, env={**ENV, "DOCKER_HOST": dead})

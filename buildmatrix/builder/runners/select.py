@@ -12,7 +12,7 @@ from packaging.version import Version
 from buildmatrix.builder.runners.base import Runner
 from buildmatrix.builder.runners.local import LocalRunner
 from buildmatrix.docker import oci
-from buildmatrix.errors import EngineUnavailable, InterpreterNotFound, UserError
+from buildmatrix.errors import EngineUnavailable, InterpreterNotFound
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import BuildImage, Matrix
 from buildmatrix.model.vocab import RunnerName
@@ -142,23 +142,10 @@ def _no_engine(what: str, problem: str, otherwise: str) -> EngineUnavailable:
     )
 
 
-def select_runner(name: RunnerName, matrix: Matrix | None = None) -> tuple[Runner, str]:
-    """One runner for a single-cell run (probe, outdated) and why (auto: Docker when an engine answers, else local)."""
-    from buildmatrix.builder.runners.docker import DockerRunner, cibuildwheel_command
-
-    if name == RunnerName.LOCAL:
-        return LocalRunner(), "local runner (asked for)"
-    problem = oci.engine_problem()
-    where = os.environ.get("DOCKER_HOST", "the default socket")
-    if name == RunnerName.DOCKER:
-        if problem:
-            raise _no_engine("--runner docker", problem, "or use --runner local")
-        cibuildwheel_command()  # raises UserError with the install command
-        return DockerRunner(matrix), f"docker runner (asked for; engine {oci.server_version()})"
-    if problem:
-        return LocalRunner(), f"local runner (auto: no Docker engine answers `docker info` at {where}: {problem})"
-    try:
-        cibuildwheel_command()
-    except UserError as exc:
-        return LocalRunner(), f"local runner (auto: an engine answers but {exc})"
-    return DockerRunner(matrix), f"docker runner (auto: engine {oci.server_version()} answers `docker info`)"
+def runner_for_cell(cell: Cell, matrix: Matrix, asked: RunnerName) -> tuple[Runner, str]:
+    """One cell's runner, chosen as a build chooses it (probe, outdated), and why; raises UserError like runners_for."""
+    plan = plan_runners([cell], matrix, asked, LocalRunner())
+    runners, _ = runners_for(plan, matrix)
+    choice = plan.choice(cell)
+    assert choice.runner is not None  # runners_for refused a cell without one
+    return runners[choice.runner], choice.reason
