@@ -3,8 +3,8 @@
 // strided layout goes through a contiguous staging tensor, converted where it is cheapest.
 // non_blocking follows CUDA: a copy from or into pinned host memory is queued on the current
 // stream (the driver's emuMemcpyAsync, the pinned block recorded as used by that stream) and
-// returns at once; from pageable memory the source is staged first, into pageable memory the
-// copy is complete on return.
+// returns at once; from pageable memory the source is first staged in a pinned block, into
+// pageable memory the copy is complete on return.
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
@@ -62,11 +62,17 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
   const at::Tensor staged = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
   const c10::DeviceIndex device = common_device("copy_", {&staged});
   const size_t bytes = static_cast<size_t>(staged.numel()) * staged.element_size();
+  const bool callers_pageable = non_blocking && host.storage().is_alias_of(src.storage());
   if (non_blocking && is_pinned_host(host.data_ptr())) {
     queue_pinned_copy(device, device_address(staged), host.data_ptr(), bytes, emuMemcpyHostToDevice);
+  } else if (callers_pageable && pinned_memory_available()) {
+    // Pageable memory the caller may change once we return: stage it in a pinned block, as CUDA does, and queue
+    // the copy from there (the block goes back to the cache once the stream has passed the copy).
+    c10::DataPtr stage = pinned_host_allocator()->allocate(bytes);
+    std::memcpy(stage.get(), host.data_ptr(), bytes);
+    queue_pinned_copy(device, device_address(staged), stage.get(), bytes, emuMemcpyHostToDevice);
   } else {
-    // Pageable memory the caller may change once we return: copy what it holds now.
-    if (non_blocking && host.storage().is_alias_of(src.storage())) host = host.clone();
+    if (callers_pageable) host = host.clone();  // a driver without host allocation: copy what it holds now
     launch(device, [staged = arg(staged), host, bytes] { std::memcpy(kernel_view(staged).data_ptr(), host.data_ptr(), bytes); });
   }
   if (!staged.is_same(dst)) copy_same_device(dst, staged);
