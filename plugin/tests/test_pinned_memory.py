@@ -87,6 +87,8 @@ def test_non_blocking_copies_with_pageable_memory_stay_correct():
     pageable = torch.arange(10_000.0)
     busy = keep_stream_busy()
     dev = pageable.to("emu", non_blocking=True)
+    # Staged in a pinned block and queued: the call did not wait for the stream.
+    assert not torch.emu.current_stream().query(), "the stream finished too early for the test to mean anything"
     pageable.fill_(-1)  # pageable memory is staged at the call: changing it afterwards changes nothing
     back = torch.empty(10_000)
     back.copy_(dev, non_blocking=True)  # into pageable memory: complete when the call returns
