@@ -116,10 +116,12 @@ def test_a_freed_pinned_block_is_reused_only_after_the_stream_passed_it():
     del busy
 
 
-def test_dataloader_pins_batches_for_emu():
+@pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "forked-workers"])
+def test_dataloader_pins_batches_for_emu(workers):
+    torch.ones(1, device="emu")  # the runtime has started: forked workers must not touch it, the pin thread does
     data = torch.utils.data.TensorDataset(torch.arange(64.0).reshape(16, 4), torch.arange(16))
     device = {} if FOR_ACCELERATOR else {"pin_memory_device": "emu"}
-    loader = torch.utils.data.DataLoader(data, batch_size=4, pin_memory=True, **device)
+    loader = torch.utils.data.DataLoader(data, batch_size=4, pin_memory=True, num_workers=workers, **device)
     seen = 0
     for features, labels in loader:
         assert is_pinned(features) and is_pinned(labels)
