@@ -47,17 +47,37 @@ py::dict properties(int64_t device) {
   return d;
 }
 
+// The statistics under torch.cuda.memory_stats's names: "<stat>.<pool>.<metric>" and plain counters.
+// inactive_split and the oversize counts are zero: this allocator never splits or over-sizes a block.
 py::dict stats(int64_t device) {
   const MemoryStats s = memory_stats(index_or_current(device));
+  const std::pair<const char*, const StatArray*> arrays[] = {
+      {"allocation", &s.allocation},           {"segment", &s.segment},
+      {"active", &s.active},                   {"allocated_bytes", &s.allocated_bytes},
+      {"reserved_bytes", &s.reserved_bytes},   {"active_bytes", &s.active_bytes},
+      {"requested_bytes", &s.requested_bytes}, {"inactive_split", nullptr},
+      {"inactive_split_bytes", nullptr}};
+  const char* pools[kPools] = {"all", "small_pool", "large_pool"};
   py::dict d;
-  d["allocated_bytes.all.current"] = s.allocated_bytes;
-  d["allocated_bytes.all.peak"] = s.peak_allocated_bytes;
-  d["reserved_bytes.all.current"] = s.reserved_bytes;
-  d["reserved_bytes.all.peak"] = s.peak_reserved_bytes;
-  d["num_alloc_retries"] = 0;
-  d["allocation.all.allocated"] = s.allocations;
-  d["num_device_alloc"] = s.driver_mallocs;
-  d["num_device_free"] = s.driver_frees;
+  for (const auto& [name, array] : arrays) {
+    for (size_t pool = 0; pool < kPools; ++pool) {
+      const Stat stat = array != nullptr ? (*array)[pool] : Stat{};
+      const std::string prefix = std::string(name) + "." + pools[pool] + ".";
+      d[py::str(prefix + "current")] = stat.current;
+      d[py::str(prefix + "peak")] = stat.peak;
+      d[py::str(prefix + "allocated")] = stat.allocated;
+      d[py::str(prefix + "freed")] = stat.freed;
+    }
+  }
+  for (const char* name : {"oversize_allocations", "oversize_segments"}) {
+    for (const char* metric : {"current", "peak", "allocated", "freed"}) d[py::str(std::string(name) + "." + metric)] = 0;
+  }
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_sync_all_streams"] = s.num_sync_all_streams;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
+  d["max_split_size"] = 0;
   return d;
 }
 
@@ -107,9 +127,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_device", [](int64_t device) { EMU_CHECK(emuSetDevice(index_or_current(device))); });
   m.def("get_device_properties", &properties);
   m.def("mem_get_info", [](int64_t device) {
-    DeviceSwitch on(index_or_current(device));
-    size_t free_bytes = 0, total = 0;
-    EMU_CHECK(emuMemGetInfo(&free_bytes, &total));
+    const auto [free_bytes, total] = memory_info(index_or_current(device));
     return py::make_tuple(free_bytes, total);
   });
   m.def("synchronize", [](int64_t device) {
@@ -148,6 +166,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("memory_stats", &stats);
   m.def("reset_peak_memory_stats", [](int64_t device) { reset_peak_stats(index_or_current(device)); });
+  m.def("reset_accumulated_memory_stats", [](int64_t device) { reset_accumulated_stats(index_or_current(device)); });
   m.def("empty_cache", [] { empty_cache(); }, py::call_guard<py::gil_scoped_release>());
 
   m.def("manual_seed", [](int64_t device, uint64_t seed) {

@@ -17,6 +17,14 @@ using optional = std::optional<T>;
 }  // namespace compat
 }  // namespace torch_emu
 
+// torch >= 2.9 has c10::DeviceAllocator (c10/core/CachingDeviceAllocator.h), the base that
+// torch.accelerator's memory functions require of a device's allocator; older releases set 0.
+#define EMU_HAS_DEVICE_ALLOCATOR 1
+
+// torch >= 2.10 asks the device guard for getDeviceCapability (torch.accelerator.get_device_capability);
+// older releases set 0.
+#define EMU_HAS_DEVICE_CAPABILITY 1
+
 // c10::Allocator up to torch 2.2: allocate() is const and copy_data() does not exist (the pre-2.3
 // series sets these two).
 #define EMU_ALLOCATE_CONST

@@ -16,11 +16,13 @@ DRIVER_MAJOR = torch_emu.driver_api_version()[0]
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def requires_torch(spec: str):
-    """Runs the test only on torch releases in spec (e.g. ">=2.5"); elsewhere it is 'not available'."""
-    return pytest.mark.skipif(
-        TORCH not in SpecifierSet(spec), reason=f"not available: needs torch {spec}, this is {TORCH}"
-    )
+def requires_torch(spec: str, what: str = ""):
+    """Runs the test only on torch releases in spec (e.g. ">=2.5"); elsewhere it is 'not available'.
+
+    what names the torch feature, so the reason reads "not available: <what> needs torch >=2.9, this is 2.8.0".
+    """
+    needs = f"{what} needs torch {spec}" if what else f"needs torch {spec}"
+    return pytest.mark.skipif(TORCH not in SpecifierSet(spec), reason=f"not available: {needs}, this is {TORCH}")
 
 
 def requires_driver(major: int, what: str):

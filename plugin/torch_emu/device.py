@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import torch
@@ -39,6 +40,7 @@ __all__ = [
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "seed",
     "seed_all",
@@ -181,8 +183,9 @@ default_generators = _DefaultGenerators()
 
 
 # ---- memory ----
-def memory_stats(device: Any = None) -> dict:
-    return dict(_C.memory_stats(_index(device)))
+def memory_stats(device: Any = None) -> collections.OrderedDict:
+    """The caching allocator's statistics under torch.cuda.memory_stats's names, sorted by name."""
+    return collections.OrderedDict(sorted(_C.memory_stats(_index(device)).items()))
 
 
 def memory_allocated(device: Any = None) -> int:
@@ -203,6 +206,11 @@ def max_memory_reserved(device: Any = None) -> int:
 
 def reset_peak_memory_stats(device: Any = None) -> None:
     _C.reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    """Zeroes the "allocated" and "freed" totals and the event counters (num_device_alloc, ...)."""
+    _C.reset_accumulated_memory_stats(_index(device))
 
 
 def empty_cache() -> None:

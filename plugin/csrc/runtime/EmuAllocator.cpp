@@ -2,9 +2,15 @@
 // next allocation of a similar size on that stream costs no driver call (emuFree waits for
 // the whole device). A block that was also used on other streams (record_stream) goes back
 // to the cache only once events recorded on those streams have completed (API 2.x).
+// From torch 2.9 it is a c10::DeviceAllocator, which torch.accelerator's memory functions require.
 #include "EmuAllocator.h"
 
 #include <c10/util/Exception.h>
+
+#include "../TorchCompat.h"
+#if EMU_HAS_DEVICE_ALLOCATOR
+#include <c10/core/CachingDeviceAllocator.h>
+#endif
 
 #include <array>
 #include <map>
@@ -25,14 +31,26 @@ constexpr size_t kSmallRound = 512;
 constexpr size_t kLargeThreshold = size_t(1) << 20;
 constexpr size_t kLargeRound = size_t(2) << 20;
 
-size_t round_size(size_t n) {
-  if (n < kLargeThreshold) return (n + kSmallRound - 1) / kSmallRound * kSmallRound;
-  return (n + kLargeRound - 1) / kLargeRound * kLargeRound;
+Pool pool_of(size_t size) { return size < kLargeThreshold ? Pool::Small : Pool::Large; }
+
+// Counts amount in the aggregate and in the block's pool.
+void increase(StatArray& stats, size_t block_size, int64_t amount) {
+  stats[static_cast<size_t>(Pool::All)].increase(amount);
+  stats[static_cast<size_t>(pool_of(block_size))].increase(amount);
 }
+void decrease(StatArray& stats, size_t block_size, int64_t amount) {
+  stats[static_cast<size_t>(Pool::All)].decrease(amount);
+  stats[static_cast<size_t>(pool_of(block_size))].decrease(amount);
+}
+
+constexpr std::array<StatArray MemoryStats::*, 7> kStatArrays = {
+    &MemoryStats::allocation,   &MemoryStats::segment,      &MemoryStats::active,         &MemoryStats::allocated_bytes,
+    &MemoryStats::reserved_bytes, &MemoryStats::active_bytes, &MemoryStats::requested_bytes};
 
 struct Block {
   void* ptr = nullptr;
   size_t size = 0;
+  size_t requested = 0;                     // what the tensor asked for, before rounding
   c10::DeviceIndex device = 0;
   c10::StreamId stream = 0;                 // the stream it was allocated on
   std::unordered_set<c10::StreamId> used_on;  // other streams that used it
@@ -45,7 +63,52 @@ struct PendingFree {
 };
 #endif
 
-class CachingAllocator final : public c10::Allocator {
+#if EMU_HAS_DEVICE_ALLOCATOR
+using AllocatorBase = c10::DeviceAllocator;
+
+// c10's statistics types of this release (the struct grows from release to release; only fields
+// that every release from 2.9 has are set, the rest keep their zero defaults).
+using C10DeviceStats = c10::CachingDeviceAllocator::DeviceStats;
+using C10StatArray = decltype(C10DeviceStats::allocation);
+
+C10StatArray as_c10(const StatArray& stats) {
+  C10StatArray out{};
+  for (size_t i = 0; i < kPools; ++i) {
+    out[i].current = stats[i].current;
+    out[i].peak = stats[i].peak;
+    out[i].allocated = stats[i].allocated;
+    out[i].freed = stats[i].freed;
+  }
+  return out;
+}
+
+C10DeviceStats as_c10(const MemoryStats& s) {
+  C10DeviceStats out;
+  out.allocation = as_c10(s.allocation);
+  out.segment = as_c10(s.segment);
+  out.active = as_c10(s.active);
+  out.allocated_bytes = as_c10(s.allocated_bytes);
+  out.reserved_bytes = as_c10(s.reserved_bytes);
+  out.active_bytes = as_c10(s.active_bytes);
+  out.requested_bytes = as_c10(s.requested_bytes);
+  out.num_alloc_retries = s.num_alloc_retries;
+  out.num_ooms = s.num_ooms;
+  out.num_sync_all_streams = s.num_sync_all_streams;
+  out.num_device_alloc = s.num_device_alloc;
+  out.num_device_free = s.num_device_free;
+  return out;
+}
+#else
+using AllocatorBase = c10::Allocator;
+#endif
+
+c10::DeviceIndex checked_device(c10::DeviceIndex device) {
+  TORCH_CHECK(device >= 0 && device < device_count(), "emu device index ", int(device), " is out of range: there are ",
+              int(device_count()), " emu device(s)");
+  return device;
+}
+
+class CachingAllocator final : public AllocatorBase {
  public:
   c10::DataPtr allocate(size_t n) override {
     const c10::DeviceIndex device = current_device();
@@ -57,11 +120,14 @@ class CachingAllocator final : public c10::Allocator {
     process_pending();
     Block* block = take_cached(device, stream, size);
     if (block == nullptr) block = fresh_block(device, stream, size, n);
+    block->requested = n;
     active_[block->ptr] = block;
     auto& st = stats_[device];
-    st.allocated_bytes += static_cast<int64_t>(block->size);
-    st.peak_allocated_bytes = std::max(st.peak_allocated_bytes, st.allocated_bytes);
-    st.allocations += 1;
+    increase(st.allocation, block->size, 1);
+    increase(st.allocated_bytes, block->size, static_cast<int64_t>(block->size));
+    increase(st.requested_bytes, block->size, static_cast<int64_t>(n));
+    increase(st.active, block->size, 1);
+    increase(st.active_bytes, block->size, static_cast<int64_t>(block->size));
     return {block->ptr, block->ptr, &deleter, c10::Device(c10::DeviceType::PrivateUse1, device)};
   }
 
@@ -81,7 +147,10 @@ class CachingAllocator final : public c10::Allocator {
     TORCH_INTERNAL_ASSERT(it != active_.end(), "emu allocator: freeing unknown pointer ", ptr);
     Block* block = it->second;
     active_.erase(it);
-    stats_[block->device].allocated_bytes -= static_cast<int64_t>(block->size);
+    auto& st = stats_[block->device];
+    decrease(st.allocation, block->size, 1);
+    decrease(st.allocated_bytes, block->size, static_cast<int64_t>(block->size));
+    decrease(st.requested_bytes, block->size, static_cast<int64_t>(block->requested));
 #if EMU_DRIVER_HAS_EVENTS
     if (!block->used_on.empty()) {
       PendingFree pending{block, {}};
@@ -99,7 +168,7 @@ class CachingAllocator final : public c10::Allocator {
     }
 #endif
     block->used_on.clear();
-    cache(block);
+    retire(block);
   }
 
   void record(const c10::DataPtr& data_ptr, const c10::Stream& stream) {
@@ -112,38 +181,55 @@ class CachingAllocator final : public c10::Allocator {
 
   void empty() {
     std::lock_guard<std::mutex> lock(mu_);
-#if EMU_DRIVER_HAS_EVENTS
-    for (auto& pending : pending_) {
-      for (emuEvent_t e : pending.events) {
-        EMU_CHECK(emuEventSynchronize(e));
-        EMU_CHECK(emuEventDestroy(e));
-      }
-      cache(pending.block);
-    }
-    pending_.clear();
-#endif
-    for (auto& entry : cached_) {
-      Block* block = entry.second;
-      DeviceSwitch on(block->device);
-      EMU_CHECK(emuFree(block->ptr));
-      stats_[block->device].reserved_bytes -= static_cast<int64_t>(block->size);
-      stats_[block->device].driver_frees += 1;
-      delete block;
-    }
-    cached_.clear();
+    empty_locked();
   }
 
   MemoryStats stats(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mu_);
-    return stats_[device];
+    return stats_[checked_device(device)];
   }
 
   void reset_peak(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto& st = stats_[device];
-    st.peak_allocated_bytes = st.allocated_bytes;
-    st.peak_reserved_bytes = st.reserved_bytes;
+    auto& st = stats_[checked_device(device)];
+    for (auto member : kStatArrays)
+      for (Stat& stat : st.*member) stat.peak = stat.current;
   }
+
+  void reset_accumulated(c10::DeviceIndex device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& st = stats_[checked_device(device)];
+    for (auto member : kStatArrays) {
+      for (Stat& stat : st.*member) {
+        stat.allocated = 0;
+        stat.freed = 0;
+      }
+    }
+    st.num_alloc_retries = 0;
+    st.num_ooms = 0;
+    st.num_sync_all_streams = 0;
+    st.num_device_alloc = 0;
+    st.num_device_free = 0;
+  }
+
+#if EMU_HAS_DEVICE_ALLOCATOR
+  // c10::DeviceAllocator: what torch.accelerator's memory functions and c10::getDeviceAllocator reach.
+  // A forked child reports "not initialized", so torch.accelerator.empty_cache leaves the parent's
+  // driver state alone there, as it does for a CUDA allocator that never started.
+  bool initialized() override { return !in_bad_fork(); }
+  void emptyCache(c10::MempoolId_t mempool_id) override {
+    TORCH_CHECK(mempool_id.first == 0 && mempool_id.second == 0, "emu has no private memory pools: got pool (", mempool_id.first,
+                ", ", mempool_id.second, ")");
+    empty();
+  }
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override { record(ptr, stream); }
+  C10DeviceStats getDeviceStats(c10::DeviceIndex device) override { return as_c10(stats(device)); }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { reset_accumulated(device); }
+  void resetPeakStats(c10::DeviceIndex device) override { reset_peak(device); }
+  // Overrides DeviceAllocator::getMemoryInfo where the release declares it (torch.accelerator.get_memory_info;
+  // not in 2.9), so no `override`: on 2.9 it is a plain member. The smoke test proves it is reached.
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) { return memory_info(device); }
+#endif
 
  private:
   struct Key {
@@ -173,31 +259,74 @@ class CachingAllocator final : public c10::Allocator {
   Block* fresh_block(c10::DeviceIndex device, c10::StreamId stream, size_t size, size_t asked) {
     void* ptr = nullptr;
     DeviceSwitch on(device);
+    auto& st = stats_[device];
     emuError_t err = emuMalloc(&ptr, size);
-    if (err == emuErrorMemoryAllocation && !cached_.empty()) {
+    if (err == emuErrorMemoryAllocation && (!cached_.empty() || has_pending())) {
       // Out of memory: give the cache back to the driver and try once more.
-      mu_.unlock();
-      empty();
-      mu_.lock();
+      st.num_alloc_retries += 1;
+      empty_locked();
       err = emuMalloc(&ptr, size);
     }
     if (err != emuSuccess) {
+      if (err == emuErrorMemoryAllocation) st.num_ooms += 1;
       size_t free_bytes = 0, total = 0;
       emuMemGetInfo(&free_bytes, &total);
+      const Stat& allocated = st.allocated_bytes[static_cast<size_t>(Pool::All)];
+      const Stat& reserved = st.reserved_bytes[static_cast<size_t>(Pool::All)];
       TORCH_CHECK_WITH(OutOfMemoryError, false, "emu out of memory: tried to allocate ", asked, " bytes on emu:",
-                       int(device), " (", free_bytes, " of ", total, " bytes free; ", stats_[device].allocated_bytes,
-                       " allocated by tensors, ", stats_[device].reserved_bytes, " reserved by the caching allocator). ",
+                       int(device), " (", free_bytes, " of ", total, " bytes free; ", allocated.current,
+                       " allocated by tensors, ", reserved.current, " reserved by the caching allocator). ",
                        "Driver: ", emuGetErrorName(err), ": ", emuGetLastErrorMessage());
     }
-    auto* block = new Block{ptr, size, device, stream, {}};
-    auto& st = stats_[device];
-    st.reserved_bytes += static_cast<int64_t>(size);
-    st.peak_reserved_bytes = std::max(st.peak_reserved_bytes, st.reserved_bytes);
-    st.driver_mallocs += 1;
+    auto* block = new Block{ptr, size, 0, device, stream, {}};
+    increase(st.segment, size, 1);
+    increase(st.reserved_bytes, size, static_cast<int64_t>(size));
+    st.num_device_alloc += 1;
     return block;
   }
 
-  void cache(Block* block) { cached_.emplace(Key{block->device, block->stream, block->size}, block); }
+  // A block no tensor uses and no other stream's work still touches: inactive, back in the cache.
+  void retire(Block* block) {
+    auto& st = stats_[block->device];
+    decrease(st.active, block->size, 1);
+    decrease(st.active_bytes, block->size, static_cast<int64_t>(block->size));
+    cached_.emplace(Key{block->device, block->stream, block->size}, block);
+  }
+
+  bool has_pending() const {
+#if EMU_DRIVER_HAS_EVENTS
+    return !pending_.empty();
+#else
+    return false;
+#endif
+  }
+
+  // Waits for blocks pending on other streams, then frees every cached block. Called with mu_ held.
+  void empty_locked() {
+#if EMU_DRIVER_HAS_EVENTS
+    for (auto& pending : pending_) {
+      for (emuEvent_t e : pending.events) {
+        EMU_CHECK(emuEventSynchronize(e));
+        EMU_CHECK(emuEventDestroy(e));
+      }
+      retire(pending.block);
+    }
+    pending_.clear();
+#endif
+    for (auto& entry : cached_) {
+      Block* block = entry.second;
+      DeviceSwitch on(block->device);
+      EMU_CHECK(emuFree(block->ptr));
+      auto& st = stats_[block->device];
+      decrease(st.segment, block->size, 1);
+      decrease(st.reserved_bytes, block->size, static_cast<int64_t>(block->size));
+      st.num_device_free += 1;
+      delete block;
+    }
+    cached_.clear();
+    // Every device's statistics count it, as CUDA's synchronize_and_free_events spans all devices.
+    for (auto& st : stats_) st.num_sync_all_streams += 1;
+  }
 
   void process_pending() {
 #if EMU_DRIVER_HAS_EVENTS
@@ -209,7 +338,7 @@ class CachingAllocator final : public c10::Allocator {
         continue;
       }
       for (emuEvent_t e : it->events) emuEventDestroy(e);
-      cache(it->block);
+      retire(it->block);
       it = pending_.erase(it);
     }
 #endif
@@ -233,9 +362,21 @@ void CachingAllocator::deleter(void* ptr) { instance().release(ptr); }
 
 }  // namespace
 
+size_t round_size(size_t n) {
+  if (n < kLargeThreshold) return (n + kSmallRound - 1) / kSmallRound * kSmallRound;
+  return (n + kLargeRound - 1) / kLargeRound * kLargeRound;
+}
+
 c10::Allocator* emu_allocator() { return &instance(); }
 MemoryStats memory_stats(c10::DeviceIndex device) { return instance().stats(device); }
 void reset_peak_stats(c10::DeviceIndex device) { instance().reset_peak(device); }
+void reset_accumulated_stats(c10::DeviceIndex device) { instance().reset_accumulated(device); }
+std::pair<size_t, size_t> memory_info(c10::DeviceIndex device) {
+  DeviceSwitch on(checked_device(device));
+  size_t free_bytes = 0, total = 0;
+  EMU_CHECK(emuMemGetInfo(&free_bytes, &total));
+  return {free_bytes, total};
+}
 void empty_cache() { instance().empty(); }
 void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream) { instance().record(data_ptr, stream); }
 

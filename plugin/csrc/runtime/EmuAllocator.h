@@ -4,26 +4,67 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/Stream.h>
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace torch_emu {
 
-struct MemoryStats {
-  int64_t allocated_bytes = 0;      // in tensors now
-  int64_t reserved_bytes = 0;       // obtained from the driver (allocated + cached)
-  int64_t peak_allocated_bytes = 0;
-  int64_t peak_reserved_bytes = 0;
-  int64_t allocations = 0;          // total blocks handed out
-  int64_t driver_mallocs = 0;       // cache misses that went to the driver
-  int64_t driver_frees = 0;
+// One statistic with the CUDA caching allocator's meaning: current value, its peak since the
+// last peak reset, and the total increase and decrease since the last accumulated reset.
+struct Stat {
+  int64_t current = 0;
+  int64_t peak = 0;
+  int64_t allocated = 0;
+  int64_t freed = 0;
+
+  void increase(int64_t amount) {
+    current += amount;
+    peak = std::max(peak, current);
+    allocated += amount;
+  }
+  void decrease(int64_t amount) {
+    current -= amount;
+    freed += amount;
+  }
 };
+
+// Pools in c10's StatType order: every block, blocks under 1 MiB, blocks of 1 MiB and more.
+enum class Pool : size_t { All = 0, Small = 1, Large = 2 };
+constexpr size_t kPools = 3;
+using StatArray = std::array<Stat, kPools>;
+
+// What torch.cuda.memory_stats reports, for what this allocator does. It never splits a
+// block, so c10's inactive_split statistics are always zero and are not kept here.
+struct MemoryStats {
+  StatArray allocation;       // COUNT: blocks handed to tensors
+  StatArray segment;          // COUNT: driver allocations held (cached or in use)
+  StatArray active;           // COUNT: blocks in tensors or awaiting another stream's work
+  StatArray allocated_bytes;  // SUM: rounded bytes in tensors
+  StatArray reserved_bytes;   // SUM: bytes obtained from the driver (allocated + cached)
+  StatArray active_bytes;     // SUM: bytes of active blocks
+  StatArray requested_bytes;  // SUM: bytes tensors asked for, before rounding
+  int64_t num_alloc_retries = 0;     // driver allocations that failed, so the cache was emptied and retried
+  int64_t num_ooms = 0;              // out-of-memory errors raised
+  int64_t num_sync_all_streams = 0;  // waits for every block pending on other streams (empty_cache)
+  int64_t num_device_alloc = 0;      // emuMalloc calls that succeeded
+  int64_t num_device_free = 0;       // emuFree calls
+};
+
+// Rounded size the allocator gives a request of n bytes (what memory_allocated grows by).
+size_t round_size(size_t n);
 
 c10::Allocator* emu_allocator();
 MemoryStats memory_stats(c10::DeviceIndex device);
 void reset_peak_stats(c10::DeviceIndex device);
+void reset_accumulated_stats(c10::DeviceIndex device);
 // Returns every cached, unused block to the driver.
 void empty_cache();
 // The block behind data_ptr is also used by work on stream: do not reuse it before that work is done.
 void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream);
+// The driver's (free, total) bytes of a device.
+std::pair<size_t, size_t> memory_info(c10::DeviceIndex device);
 
 }  // namespace torch_emu

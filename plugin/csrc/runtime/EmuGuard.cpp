@@ -14,6 +14,26 @@ namespace {
 
 constexpr c10::DeviceType kEmu = c10::DeviceType::PrivateUse1;
 
+#if EMU_HAS_DEVICE_CAPABILITY
+// The dtypes an emu tensor can be created with and converted between (what the smoke test checks):
+// emu memory is host memory that ATen's CPU kernels run on, so it is the CPU's set, less the
+// quantized types (no quantizer exists for emu) and the bit and sub-byte placeholder types.
+c10::DeviceCapability device_capability() {
+  using c10::ScalarType;
+  c10::DeviceCapability cap;
+  cap.capability_data.capability_bits = 0;
+  for (ScalarType t : {ScalarType::Byte, ScalarType::Char, ScalarType::Short, ScalarType::Int, ScalarType::Long,
+                       ScalarType::Half, ScalarType::Float, ScalarType::Double, ScalarType::ComplexHalf,
+                       ScalarType::ComplexFloat, ScalarType::ComplexDouble, ScalarType::Bool, ScalarType::BFloat16,
+                       ScalarType::Float8_e5m2, ScalarType::Float8_e4m3fn, ScalarType::Float8_e5m2fnuz,
+                       ScalarType::Float8_e4m3fnuz, ScalarType::Float8_e8m0fnu, ScalarType::UInt16, ScalarType::UInt32,
+                       ScalarType::UInt64}) {
+    cap.capability_data.capability_bits |= uint64_t{1} << static_cast<int>(t);
+  }
+  return cap;
+}
+#endif
+
 struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kEmu; }
 
@@ -52,6 +72,15 @@ struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+
+#if EMU_HAS_DEVICE_CAPABILITY
+  // torch.accelerator.get_device_capability: the dtypes an emu tensor can hold and convert between.
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    TORCH_CHECK(d.index() >= -1 && d.index() < device_count(), "emu device index ", int(d.index()),
+                " is out of range: there are ", int(device_count()), " emu device(s)");
+    return device_capability();
+  }
+#endif
 
   bool queryStream(const c10::Stream& s) const override {
     DeviceSwitch on(s.device_index());
