@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -116,23 +117,100 @@ def test_captured_graphs_carry_the_emu_device(index: int):
     torch.testing.assert_close(out.cpu(), expected.cpu())
 
 
-@pytest.mark.feature("compile_default_backend")
-def test_default_backend_on_emu():
-    skip_unless_ready(inductor_device_registry_unavailable())
+def default_backend_refuses() -> None:
+    """Where emu's Inductor route is off: the default backend fails at once, naming the backends that work."""
     import torch._dynamo
     from torch._dynamo.exc import BackendCompilerFailed
-
-    from torch_emu._inductor_backend import InductorUnsupportedError
 
     torch._dynamo.reset()
     x, w, b = (torch.randn(*shape, device="emu") for shape in ((4, 8), (8, 8), (8,)))
     with pytest.raises(BackendCompilerFailed) as failed:
         torch.compile(mlp)(x, w, b)
-    cause = failed.value.__cause__ or failed.value
-    assert isinstance(cause, InductorUnsupportedError) or "InductorUnsupportedError" in str(failed.value)
+    assert "InductorUnsupportedError" in str(failed.value)
     assert "backend='aot_eager' or 'eager'" in str(failed.value)
     assert "KeyError" not in str(failed.value)
-    pytest.skip(
-        f"not available: Inductor generates no code for emu on torch {torch.__version__}; "
-        "torch.compile with the default backend raises at once, naming 'aot_eager' and 'eager'"
+
+
+@pytest.mark.feature("compile_default_backend")
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_default_backend_trains_an_mlp_on_emu(dynamic: bool, emu_feature_detail):
+    skip_unless_ready(inductor_device_registry_unavailable())
+    import torch._dynamo
+    from torch._inductor.utils import run_and_get_code
+
+    from torch_emu import _inductor_backend
+
+    if not _inductor_backend.route_enabled():
+        default_backend_refuses()
+        pytest.skip(
+            f"not available: Inductor generates no code for emu on torch {torch.__version__}; "
+            "torch.compile with the default backend raises at once, naming 'aot_eager' and 'eager'"
+        )
+
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)
     )
+    model = copy.deepcopy(reference).to("emu:1")
+    torch._dynamo.reset()
+    compiled = torch.compile(model, dynamic=dynamic)
+    for batch in (8, 5, 3):
+        x, target = torch.randn(batch, 16), torch.randn(batch, 4)
+        reference.zero_grad()
+        model.zero_grad()
+        expected = torch.nn.functional.mse_loss(torch.softmax(reference(x), 1), target)
+        expected.backward()
+
+        def step(x: torch.Tensor = x, target: torch.Tensor = target) -> torch.Tensor:
+            loss = torch.nn.functional.mse_loss(torch.softmax(compiled(x.to("emu:1")), 1), target.to("emu:1"))
+            loss.backward()
+            return loss
+
+        loss, sources = run_and_get_code(step)
+        assert loss.device == torch.device("emu", 1)
+        torch.testing.assert_close(loss.cpu(), expected.detach())
+        for mine, theirs in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(mine.grad.cpu(), theirs.grad)
+        if batch == 8:  # the first call compiles forward and backward; both run Inductor's C++ kernels on emu
+            assert sum("emu_host_kernel(" in source for source in sources) >= 2, sources
+        elif dynamic:  # one graph with a symbolic batch size serves every batch
+            assert sources == [], "a dynamic-shape graph was recompiled for a new batch size"
+    emu_feature_detail("Inductor C++ kernels on the emu stream, forward and backward, static and dynamic shapes")
+
+
+@pytest.mark.feature("compile_default_backend")
+def test_default_backend_switched_off_refuses_at_once():
+    skip_unless_ready(inductor_device_registry_unavailable())
+    code = (
+        "import torch, torch_emu\n"
+        "def f(x):\n    return torch.relu(x + 1).sum()\n"
+        "try:\n    torch.compile(f)(torch.ones(4, device='emu'))\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    env = {**os.environ, "TORCH_EMU_INDUCTOR": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("BackendCompilerFailed"), done.stdout
+    assert "InductorUnsupportedError" in done.stdout and "TORCH_EMU_INDUCTOR=0 turned it off" in done.stdout
+    assert "backend='aot_eager' or 'eager'" in done.stdout
+
+
+@pytest.mark.feature("compile_default_backend")
+def test_launch_host_kernel_checks_its_arguments_before_queuing():
+    if not hasattr(torch.ops.torch_emu, "launch_host_kernel"):
+        pytest.skip("not available: this build has no launch_host_kernel")
+    launch = torch.ops.torch_emu.launch_host_kernel
+    a, b = torch.ones(4, device="emu:0"), torch.ones(4, device="emu:1")
+    with pytest.raises(RuntimeError, match="no kernel entry point"):
+        launch(0, [a], [0], [0])
+    with pytest.raises(RuntimeError, match="1 kinds for 2 values"):
+        launch(1, [a], [0], [0, 1])
+    with pytest.raises(RuntimeError, match="two emu devices"):
+        launch(1, [a, b], [0, 0], [0, 1])
+    with pytest.raises(RuntimeError, match="names tensor 3 of 1"):
+        launch(1, [a], [0], [3])
+    with pytest.raises(RuntimeError, match="unknown kind 7"):
+        launch(1, [a], [7], [0])
+    assert a.sum().item() == 4  # nothing was queued

@@ -1,11 +1,14 @@
 """Inductor (torch.compile's default backend) on emu: registered as soon as Inductor's codegen registry loads.
 
-Inductor cannot generate code for emu memory on this build, so its registration for emu refuses with a message
-naming the backends that work, instead of Inductor's own `KeyError: 'emu'` deep inside lowering.
+On releases where emu's Inductor route is verified (VERIFIED_RELEASES), graphs on emu compile to Inductor's C++
+kernels run as driver kernels (_inductor_emu.py, imported on first use: importing Inductor's code generators from
+inside the registry's own import would be circular). Elsewhere the registration refuses at once with a message
+naming the backends that work, instead of Inductor's `KeyError: 'emu'` deep inside lowering.
 """
 
 from __future__ import annotations
 
+import os
 from types import ModuleType
 from typing import Any, NoReturn
 
@@ -15,24 +18,42 @@ from torch_emu._after_import import after_import
 
 _REGISTRY_MODULE = "torch._inductor.codegen.common"
 WORKING_BACKENDS = ("aot_eager", "eager")
+# Minor releases whose smoke suite compiles and trains an MLP on emu with Inductor (test_compile.py).
+VERIFIED_RELEASES = frozenset({(2, 13)})
+# TORCH_EMU_INDUCTOR=0 turns the route off (the refusal then applies), =1 tries it on an unverified release.
+_SWITCH = "TORCH_EMU_INDUCTOR"
 
 
 class InductorUnsupportedError(RuntimeError):
-    """torch.compile's default backend was asked to generate code for emu tensors."""
+    """torch.compile's default backend was asked to generate code for emu tensors where it cannot."""
+
+
+def _release() -> tuple[int, int]:
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def route_enabled() -> bool:
+    """Whether Inductor generates code for emu here (a verified release, unless TORCH_EMU_INDUCTOR says otherwise)."""
+    switch = os.environ.get(_SWITCH, "")
+    if switch in ("0", "1"):
+        return switch == "1"
+    return _release() in VERIFIED_RELEASES
 
 
 def _refuse() -> NoReturn:
-    raise InductorUnsupportedError(
-        f"torch.compile's default backend (Inductor) cannot generate code for emu devices with torch "
-        f"{torch.__version__}: use torch.compile(..., backend=" + " or ".join(repr(b) for b in WORKING_BACKENDS) + ")"
+    why = (
+        f"{_SWITCH}=0 turned it off"
+        if os.environ.get(_SWITCH) == "0"
+        else "torch_emu's Inductor route is verified on torch "
+        + ", ".join(f"{a}.{b}" for a, b in sorted(VERIFIED_RELEASES))
     )
-
-
-class RefusingScheduling:
-    """Stands where Inductor looks up emu's kernel code generator; constructing it raises."""
-
-    def __init__(self, scheduler: Any = None) -> None:
-        _refuse()
+    raise InductorUnsupportedError(
+        f"torch.compile's default backend (Inductor) does not generate code for emu devices with torch "
+        f"{torch.__version__} ({why}): use torch.compile(..., backend="
+        + " or ".join(repr(b) for b in WORKING_BACKENDS)
+        + ")"
+    )
 
 
 class _RefusesOnFirstQuestion(type):
@@ -40,6 +61,13 @@ class _RefusesOnFirstQuestion(type):
     # caching: refusing there names the working backends before Inductor has wrapped the error in an IR dump.
     @property
     def supports_caching(cls) -> NoReturn:
+        _refuse()
+
+
+class RefusingScheduling:
+    """Stands where Inductor looks up emu's kernel code generator; constructing it raises."""
+
+    def __init__(self, scheduler: Any = None) -> None:
         _refuse()
 
 
@@ -54,12 +82,59 @@ class RefusingWrapperCodegen(metaclass=_RefusesOnFirstQuestion):
         _refuse()
 
 
+class _ResolvesOnFirstUse(type):
+    # Everything Inductor asks of the wrapper class (create, supports_caching, ...) goes to the real one.
+    def __getattr__(cls, name: str) -> Any:
+        from torch_emu._inductor_emu import EmuWrapperCodegen
+
+        return getattr(EmuWrapperCodegen, name)
+
+
+class Scheduling:
+    """emu's kernel code generator, imported when Inductor first schedules an emu graph."""
+
+    def __new__(cls, scheduler: Any = None) -> Any:
+        from torch_emu._inductor_emu import EmuScheduling
+
+        return EmuScheduling(scheduler)
+
+
+class WrapperCodegen(metaclass=_ResolvesOnFirstUse):
+    """emu's host-side wrapper code generator, imported when Inductor first asks for it."""
+
+
+def _device_op_overrides(base: type) -> Any:
+    """Python the wrapper writes for emu devices and streams (a subclass of this release's DeviceOpOverrides)."""
+
+    class EmuDeviceOpOverrides(base):  # type: ignore[misc, valid-type]
+        def import_get_raw_stream_as(self, name: str) -> str:
+            return f"def {name}(index):\n    return torch.emu.current_stream(index).stream_id\n"
+
+        def set_device(self, device_idx: int) -> str:
+            return f"torch.emu.set_device({device_idx})"
+
+        def synchronize(self) -> str:
+            return "torch.emu.synchronize()"
+
+        def device_guard(self, device_idx: int) -> str:
+            return f"torch.emu.device({device_idx})"
+
+        def cpp_kernel_type(self) -> str:
+            return "void*"
+
+    return EmuDeviceOpOverrides()
+
+
 def register(module: ModuleType) -> bool:
     """Registers emu with this Inductor's device registry; False if the release has none."""
     register_for_device = getattr(module, "register_backend_for_device", None)
     if register_for_device is None:
         return False
-    register_for_device("emu", RefusingScheduling, RefusingWrapperCodegen)
+    if not route_enabled():
+        register_for_device("emu", RefusingScheduling, RefusingWrapperCodegen)
+        return True
+    register_for_device("emu", Scheduling, WrapperCodegen)
+    module.register_device_op_overrides("emu", _device_op_overrides(module.DeviceOpOverrides))
     return True
 
 
