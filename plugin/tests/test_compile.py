@@ -11,6 +11,8 @@ import pytest
 import torch
 from smoke_gates import dynamo_device_registry_unavailable, dynamo_unavailable, inductor_device_registry_unavailable
 
+import torch_emu.streams
+
 
 def skip_unless_ready(reason: str | None) -> None:
     if reason is not None:
@@ -57,7 +59,7 @@ def test_device_interface_drives_emu_devices_and_streams():
     assert emu.get_device_properties(1).name == emu.Worker.get_device_properties("emu:1").name
 
     side = emu.Stream(device="emu:0")
-    assert isinstance(side, torch.Stream) and side != emu.current_stream()
+    assert isinstance(side, torch_emu.streams.Stream) and side != emu.current_stream()
     with emu.stream(side):
         assert emu.current_stream() == side
         assert emu.get_raw_stream(0) == side.stream_id
