@@ -134,6 +134,45 @@ def default_backend_refuses() -> None:
     assert "KeyError" not in str(failed.value)
 
 
+# Before the MLP test: a feature's note comes from its last passing test, and the MLP test sets it.
+@pytest.mark.feature("compile_default_backend")
+def test_default_backend_switched_off_refuses_at_once():
+    skip_unless_ready(inductor_device_registry_unavailable())
+    code = (
+        "import torch, torch_emu\n"
+        "def f(x):\n    return torch.relu(x + 1).sum()\n"
+        "try:\n    torch.compile(f)(torch.ones(4, device='emu'))\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    env = {**os.environ, "TORCH_EMU_INDUCTOR": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("BackendCompilerFailed"), done.stdout
+    assert "InductorUnsupportedError" in done.stdout and "TORCH_EMU_INDUCTOR=0 turned it off" in done.stdout
+    assert "backend='aot_eager' or 'eager'" in done.stdout
+
+
+@pytest.mark.feature("compile_default_backend")
+def test_launch_host_kernel_checks_its_arguments_before_queuing():
+    if not hasattr(torch.ops.torch_emu, "launch_host_kernel"):
+        pytest.skip("not available: this build has no launch_host_kernel")
+    launch = torch.ops.torch_emu.launch_host_kernel
+    a, b = torch.ones(4, device="emu:0"), torch.ones(4, device="emu:1")
+    with pytest.raises(RuntimeError, match="no kernel entry point"):
+        launch(0, [a], [0], [0])
+    with pytest.raises(RuntimeError, match="1 kinds for 2 values"):
+        launch(1, [a], [0], [0, 1])
+    with pytest.raises(RuntimeError, match="two emu devices"):
+        launch(1, [a, b], [0, 0], [0, 1])
+    with pytest.raises(RuntimeError, match="names tensor 3 of 1"):
+        launch(1, [a], [0], [3])
+    with pytest.raises(RuntimeError, match="unknown kind 7"):
+        launch(1, [a], [7], [0])
+    assert a.sum().item() == 4  # nothing was queued
+
+
 @pytest.mark.feature("compile_default_backend")
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_default_backend_trains_an_mlp_on_emu(dynamic: bool, emu_feature_detail):
@@ -182,41 +221,3 @@ def test_default_backend_trains_an_mlp_on_emu(dynamic: bool, emu_feature_detail)
         elif dynamic:  # one graph with a symbolic batch size serves every batch
             assert sources == [], "a dynamic-shape graph was recompiled for a new batch size"
     emu_feature_detail("Inductor C++ kernels on the emu stream, forward and backward, static and dynamic shapes")
-
-
-@pytest.mark.feature("compile_default_backend")
-def test_default_backend_switched_off_refuses_at_once():
-    skip_unless_ready(inductor_device_registry_unavailable())
-    code = (
-        "import torch, torch_emu\n"
-        "def f(x):\n    return torch.relu(x + 1).sum()\n"
-        "try:\n    torch.compile(f)(torch.ones(4, device='emu'))\n"
-        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
-    )
-    env = {**os.environ, "TORCH_EMU_INDUCTOR": "0"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("BackendCompilerFailed"), done.stdout
-    assert "InductorUnsupportedError" in done.stdout and "TORCH_EMU_INDUCTOR=0 turned it off" in done.stdout
-    assert "backend='aot_eager' or 'eager'" in done.stdout
-
-
-@pytest.mark.feature("compile_default_backend")
-def test_launch_host_kernel_checks_its_arguments_before_queuing():
-    if not hasattr(torch.ops.torch_emu, "launch_host_kernel"):
-        pytest.skip("not available: this build has no launch_host_kernel")
-    launch = torch.ops.torch_emu.launch_host_kernel
-    a, b = torch.ones(4, device="emu:0"), torch.ones(4, device="emu:1")
-    with pytest.raises(RuntimeError, match="no kernel entry point"):
-        launch(0, [a], [0], [0])
-    with pytest.raises(RuntimeError, match="1 kinds for 2 values"):
-        launch(1, [a], [0], [0, 1])
-    with pytest.raises(RuntimeError, match="two emu devices"):
-        launch(1, [a, b], [0, 0], [0, 1])
-    with pytest.raises(RuntimeError, match="names tensor 3 of 1"):
-        launch(1, [a], [0], [3])
-    with pytest.raises(RuntimeError, match="unknown kind 7"):
-        launch(1, [a], [7], [0])
-    assert a.sum().item() == 4  # nothing was queued
