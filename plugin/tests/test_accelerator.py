@@ -5,6 +5,8 @@ accepts a c10::DeviceAllocator; the figures they report are checked against the 
 and the driver's own free-memory count, not only against torch.emu's view of the same allocator.
 """
 
+import multiprocessing
+
 import pytest
 import torch
 from smoke_gates import requires_torch
@@ -209,6 +211,37 @@ def test_get_memory_info_is_the_drivers():
     assert torch.accelerator.get_memory_info(1) == torch.emu.mem_get_info(1)
     free, total = torch.accelerator.get_memory_info("emu:0")
     assert total == torch.emu.get_device_properties(0).total_memory and 0 < free <= total
+    del x
+
+
+def _accelerator_memory_in_child(queue) -> None:  # type: ignore[no-untyped-def]
+    try:
+        stats = dict(torch.accelerator.memory_stats())
+        torch.accelerator.empty_cache()
+        queue.put(("ok", stats))
+    except Exception as exc:  # the parent reports whatever the child met
+        queue.put(("raised", repr(exc)))
+
+
+@pytest.mark.feature("accelerator_memory")
+@memory_api
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Python >= 3.12 warns about forking a threaded process
+def test_forked_child_sees_an_uninitialized_allocator():
+    """In a child forked after emu started, the allocator reports 'not initialized': torch.accelerator's
+    memory_stats is empty and empty_cache does nothing, instead of freeing through a driver whose workers are gone."""
+    x = torch.empty(SMALL, dtype=torch.uint8, device="emu")
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_accelerator_memory_in_child, args=(queue,))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        child.join(10)
+        pytest.fail("the forked child hung for 60 s")
+    assert child.exitcode == 0
+    assert queue.get(timeout=10) == ("ok", {})
+    assert torch.accelerator.memory_stats()["allocated_bytes.all.current"] >= SMALL_ROUNDED  # the parent's are intact
     del x
 
 
