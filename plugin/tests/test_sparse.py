@@ -57,3 +57,17 @@ def test_sampled_addmm_backward_matches_cpu():
     for emu, cpu in zip(grads("emu"), grads("cpu"), strict=True):
         torch.testing.assert_close(emu, cpu)
     assert "aten::sparse_sampled_addmm" in torch_emu.fallback_ops()
+
+
+def test_mm_reduce_amax_backward_matches_cpu():
+    # The CPU's amax/amin forward returns the argmax its backward needs only when self requires grad: the fallback's
+    # CPU copies used to drop requires_grad, and the backward then indexed an empty tensor and crashed the process.
+    def grads(device: str) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        sparse = torch.tensor(DENSE).to_sparse_csr().to(device).requires_grad_(True)
+        dense = torch.randn(3, 4).to(device).requires_grad_(True)
+        out = torch.sparse.mm(sparse, dense, "amax")
+        return [g.cpu().to_dense() for g in torch.autograd.grad(out.sum(), [sparse, dense])]
+
+    for emu, cpu in zip(grads("emu"), grads("cpu"), strict=True):
+        torch.testing.assert_close(emu, cpu)

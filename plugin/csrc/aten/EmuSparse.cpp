@@ -42,19 +42,28 @@ namespace {
 
 bool is_emu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
 
+// An emu tensor's CPU copy, keeping requires_grad: some CPU kernels read it to decide what to compute (the
+// amax/amin forward of sparse.mm's reduce returns the argmax its backward indexes only when self requires grad;
+// without it the backward read an empty tensor and crashed). Below autograd here, so nothing is recorded.
+at::Tensor cpu_copy(const at::Tensor& t) {
+  at::Tensor c = t.cpu();
+  if (t.requires_grad() && !c.requires_grad()) c.requires_grad_(true);
+  return c;
+}
+
 // The emu tensors of one IValue moved to the CPU (others as they are); `device` learns their device.
 c10::IValue to_cpu(const c10::IValue& v, std::optional<c10::Device>& device) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     if (!is_emu(t)) return v;
     device = t.device();
-    return t.cpu();
+    return cpu_copy(t);
   }
   if (v.isTensorList()) {
     std::vector<at::Tensor> moved;
     for (const at::Tensor& t : v.toTensorVector()) {
       if (is_emu(t)) device = t.device();
-      moved.push_back(is_emu(t) ? t.cpu() : t);
+      moved.push_back(is_emu(t) ? cpu_copy(t) : t);
     }
     return moved;
   }
