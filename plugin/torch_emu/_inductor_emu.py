@@ -44,12 +44,12 @@ def entry_shim(argtypes: list[str]) -> str:
         elif kind in _INTEGERS:
             casts.append(f"static_cast<{kind}>(static_cast<int64_t>(a[{slot}]))")
         elif kind in _FLOATS:
-            casts.append(f"static_cast<{kind}>(__emu_double(a[{slot}]))")
+            casts.append(f"static_cast<{kind}>(emu_bits_to_double(a[{slot}]))")
         else:
             raise NotImplementedError(f"emu cannot pass a kernel parameter of type {declared!r}")
     return (
         "\n#include <cstring>\n"
-        "static inline double __emu_double(uint64_t bits) { double d; std::memcpy(&d, &bits, sizeof d); return d; }\n"
+        "static inline double emu_bits_to_double(uint64_t bits) { double d; std::memcpy(&d, &bits, sizeof d); return d; }\n"
         'extern "C" __attribute__((visibility("default"))) void emu_entry(const uint64_t* a) {\n'
         f"  kernel({', '.join(casts)});\n"
         "}\n"
