@@ -104,6 +104,26 @@ class Event:
         return f"<torch.emu.Event recorded={self._event.was_recorded}>"
 
 
+def _declare_stream_bases() -> None:
+    """Torch 2.2-2.5's Dynamo accepts a device's Stream and Event only as subclasses of the abstract bases in
+    torch._streambase (register_interface_for_device asserts it); emu's classes implement their methods, so they are
+    registered as virtual subclasses there. From 2.6 those bases are deprecated aliases of torch.Stream/torch.Event,
+    which Dynamo no longer checks."""
+    import abc
+
+    try:
+        from torch import _streambase
+    except ImportError:  # torch 2.1
+        return
+    for base_name, cls in (("_StreamBase", Stream), ("_EventBase", Event)):
+        base = getattr(_streambase, base_name, None)
+        if isinstance(base, abc.ABCMeta) and not issubclass(cls, base):
+            base.register(cls)
+
+
+_declare_stream_bases()
+
+
 def current_stream(device=None) -> Stream:
     stream_id, index = _C.current_stream(_index(device))
     return Stream(stream_id=stream_id, device_index=index)
