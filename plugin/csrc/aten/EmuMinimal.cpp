@@ -20,6 +20,7 @@
 #include "../runtime/EmuStorage.h"
 #include "Fallback.h"
 #include "Launch.h"
+#include "SparseSupport.h"
 
 namespace torch_emu {
 
@@ -245,6 +246,7 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("linalg_eigvals.out", torch::CppFunction::makeFallthrough());
 }
 
+#if EMU_HAS_SPARSE
 // Sparse and compressed emu tensors compute through the same fallback: their structure ops are
 // native (EmuSparse.cpp), so the fallback can move them to the CPU and back.
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
@@ -254,5 +256,6 @@ TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
 }
+#endif  // EMU_HAS_SPARSE
 
 }  // namespace torch_emu

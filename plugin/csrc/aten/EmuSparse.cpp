@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "Fallback.h"
+#include "SparseSupport.h"
 
 namespace torch_emu {
 
@@ -129,6 +130,7 @@ void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
   }
 }
 
+#if EMU_HAS_SPARSE
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("_sparse_coo_tensor_with_dims_and_tensors", TORCH_FN(at::native::new_with_dims_and_tensor_sparse_symint));
   m.impl("_sparse_coo_tensor_with_dims", TORCH_FN(at::native::new_with_dims_sparse));
@@ -194,5 +196,6 @@ struct SparseFallbackBindings {
 const SparseFallbackBindings bindings;
 
 }  // namespace
+#endif  // EMU_HAS_SPARSE
 
 }  // namespace torch_emu
