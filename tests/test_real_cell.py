@@ -10,6 +10,13 @@ import pytest
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
+def plugin_version(project: Path) -> str:
+    """The version the cells are built at: matrix.yaml's plugin.version, the only place it is written."""
+    from buildmatrix.model.matrix import load_matrix
+
+    return str(load_matrix(project / "matrix.yaml").plugin.version)
+
+
 @pytest.mark.parametrize("driver", ["1", "2"])
 def test_cell_is_green(real_cells: Path, driver: str) -> None:
     record = json.loads(
@@ -20,7 +27,8 @@ def test_cell_is_green(real_cells: Path, driver: str) -> None:
     smoke = record["smoke"]
     assert smoke["failed"] == 0 and smoke["errors"] == 0 and smoke["passed"] >= 20, smoke
     assert record["torch_build"]["version"] == "2.13.0+cpu" and record["torch_build"]["cxx11_abi"] is True
-    assert record["wheel"]["filename"].startswith(f"torch_emu-0.1.0+torch.2.13.drv.{driver}-cp311-cp311-")
+    version = plugin_version(real_cells)
+    assert record["wheel"]["filename"].startswith(f"torch_emu-{version}+torch.2.13.drv.{driver}-cp311-cp311-")
     assert (real_cells / "wheels" / record["wheel"]["path"]).is_file()
     assert record["driver_wheel"]["filename"].startswith("emu_driver-")
 
@@ -96,7 +104,7 @@ def test_page_command_installs_the_real_wheel_beside_torch_2_13(real_cells: Path
         )
         out = subprocess.run([str(python), "-c", check], check=False, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
-        assert out.stdout.split() == ["2.13.0+cpu", "0.1.0+torch.2.13.drv.2", "6.0"]
+        assert out.stdout.split() == ["2.13.0+cpu", f"{plugin_version(real_cells)}+torch.2.13.drv.2", "6.0"]
         doctor = subprocess.run(
             [str(python), "-m", "torch_emu.doctor"], check=False, capture_output=True, text=True, timeout=120
         )
