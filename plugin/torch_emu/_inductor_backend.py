@@ -82,6 +82,14 @@ class RefusingWrapperCodegen(metaclass=_RefusesOnFirstQuestion):
         _refuse()
 
 
+class RefusingDeviceOpOverrides:
+    """Stands where Inductor looks up emu's device op overrides: torch 2.7 asks for them before any code generator
+    (GraphLowering.init_wrapper_code), so without an entry there it fails with KeyError: 'emu'."""
+
+    def __getattr__(self, name: str) -> NoReturn:
+        _refuse()
+
+
 class _ResolvesOnFirstUse(type):
     # Everything Inductor asks of the wrapper class (create, supports_caching, ...) goes to the real one.
     def __getattr__(cls, name: str) -> Any:
@@ -132,6 +140,9 @@ def register(module: ModuleType) -> bool:
         return False
     if not route_enabled():
         register_for_device("emu", RefusingScheduling, RefusingWrapperCodegen)
+        register_op_overrides = getattr(module, "register_device_op_overrides", None)
+        if register_op_overrides is not None:
+            register_op_overrides("emu", RefusingDeviceOpOverrides())
         return True
     register_for_device("emu", Scheduling, WrapperCodegen)
     module.register_device_op_overrides("emu", _device_op_overrides(module.DeviceOpOverrides))
