@@ -77,13 +77,18 @@ def copy_project(dest: Path) -> Path:
     return dest
 
 
-def run_cli(root: Path, *args: str, timeout: float = 3600) -> subprocess.CompletedProcess[str]:
-    """`python -m buildmatrix ...` from the project directory, importing this checkout's package."""
+def run_cli(
+    root: Path, *args: str, timeout: float = 3600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m buildmatrix ...` from the project directory, importing this checkout's package.
+
+    env replaces this process's environment (it must then set PYTHONPATH to the checkout itself)."""
     import os
     import subprocess
     import sys
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    if env is None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     return subprocess.run(
         [sys.executable, "-m", "buildmatrix", *args],
         check=False,

@@ -18,7 +18,7 @@ from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.vocab import RunnerName
 
-from conftest import VALID, WriteMatrix
+from conftest import VALID, WriteMatrix, run_cli
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 pytestmark = pytest.mark.skipif(HERE != "3.11", reason="the tests name this interpreter as the local Python 3.11")
@@ -169,15 +169,7 @@ def cli(root: Path, tmp_path: Path, *args: str, docker_host: str = "") -> subpro
         "COLUMNS": "250",
         **({"DOCKER_HOST": docker_host} if docker_host else {}),
     }
-    return subprocess.run(
-        [sys.executable, "-m", "buildmatrix", *args, "--matrix", str(root / "matrix.yaml")],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=root,
-        env=env,
-    )
+    return run_cli(root, *args, "--matrix", str(root / "matrix.yaml"), timeout=120, env=env)
 
 
 def untouched(root: Path) -> bool:

@@ -20,6 +20,18 @@ def skip_unless_ready(reason: str | None) -> None:
         pytest.skip(reason)
 
 
+def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """code in a fresh interpreter (Dynamo and Inductor start unloaded there), with env added to this one's."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
+
+
 def mlp(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.relu(x @ w + b).sum(0)
 
@@ -33,10 +45,7 @@ def test_importing_torch_emu_leaves_dynamo_unloaded_and_registers_once_it_loads(
         "from torch._dynamo.device_interface import get_interface_for_device\n"
         "print(get_interface_for_device('emu').__name__, get_interface_for_device('emu:1').__name__)\n"
     )
-    env = {**os.environ, "EMU_DEVICE_COUNT": "2"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=300
-    )
+    done = run_python(code, EMU_DEVICE_COUNT="2")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["EmuInterface", "EmuInterface"]
     assert "could not register" not in done.stderr
@@ -123,11 +132,12 @@ def test_captured_graphs_carry_the_emu_device(index: int):
 def default_backend_refuses() -> None:
     """Where emu's Inductor route is off: the default backend fails at once, naming the backends that work."""
     import torch._dynamo
+    import torch._inductor.exc as inductor_exc
     from torch._dynamo.exc import BackendCompilerFailed
 
     # The wrapper differs by release: Dynamo's BackendCompilerFailed, or (torch 2.7) Inductor's own InductorError.
     wrappers: tuple[type[BaseException], ...] = (BackendCompilerFailed,)
-    inductor_error = getattr(__import__("torch._inductor.exc", fromlist=["exc"]), "InductorError", None)
+    inductor_error = getattr(inductor_exc, "InductorError", None)
     if inductor_error is not None:
         wrappers += (inductor_error,)
     torch._dynamo.reset()
@@ -149,10 +159,7 @@ def test_default_backend_switched_off_refuses_at_once():
         "try:\n    torch.compile(f)(torch.ones(4, device='emu'))\n"
         "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
     )
-    env = {**os.environ, "TORCH_EMU_INDUCTOR": "0"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=300
-    )
+    done = run_python(code, TORCH_EMU_INDUCTOR="0")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(("BackendCompilerFailed", "InductorError")), done.stdout
     assert "InductorUnsupportedError" in done.stdout and "TORCH_EMU_INDUCTOR=0 turned it off" in done.stdout
