@@ -41,10 +41,42 @@ FAKE_ENV = {"PIP_INDEX_URL": INDEX, "HTTPS_PROXY": PROXY, "GITHUB_TOKEN": TOKEN}
         ("UV_FIND_LINKS", "https://TOKENONLY@host/links", True),
         ("MAX_JOBS", "2", False),
         ("PATH", "/usr/bin:/bin", False),
+        ("GPG_PASSPHRASE", "correct horse", True),
+        ("PASSPHRASE", "correct horse", True),
+        ("DB_PWD", "hunter22", True),
+        ("PWD", "/work/project", False),  # the shell's working directory
+        ("OLDPWD", "/work", False),
+        ("GH_PAT", "ghp_FAKE0123", True),
+        ("PATTERN", "*.whl", False),
+        ("CODECOV_APITOKEN", "abcd1234", True),
+        ("MYAPITOKEN", "abcd1234", True),
+        ("SIGNING_KEY", "-----BEGIN FAKE-----", True),
+        ("RELEASE_SIGNING_KEY", "-----BEGIN FAKE-----", True),
+        ("KEYRING", "/etc/apt/trusted.gpg", False),
     ],
 )
 def test_which_variables_are_secret(name: str, value: str, secret: bool) -> None:
     assert is_secret(name, value) is secret
+    # and a secret one's value never survives redaction of a text that shows it
+    shown = redact(f"{name}={value} used", secret_values({name: value}))
+    assert (value not in shown) is secret, shown
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ('curl -H "Authorization: Bearer FAKE-BEARER-abc.def"', 'curl -H "Authorization: Bearer ***"'),
+        ("authorization: bearer FAKE-BEARER-1", "authorization: bearer ***"),
+        ("> Authorization: Basic ZmFrZTpmYWtl\r\n", "> Authorization: Basic ***\r\n"),
+        ("Proxy-Authorization: Basic ZmFrZTpmYWtl", "Proxy-Authorization: Basic ***"),
+        ("Authorization: token FAKE-GH-0123", "Authorization: token ***"),
+        ("Authorization: FAKE-RAW-KEY", "Authorization: ***"),
+        ("headers={'Authorization': 'Bearer FAKE-1'}", "headers={'Authorization': 'Bearer ***'}"),
+        ("no header here: Bearer of news", "no header here: Bearer of news"),
+    ],
+)
+def test_authorization_headers_are_masked(text: str, shown: str) -> None:
+    assert redact(text) == shown
 
 
 def test_redact_masks_userinfo_and_secret_values() -> None:

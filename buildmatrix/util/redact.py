@@ -10,7 +10,18 @@ MASK = "***"
 # user:password@ (or token@) after a scheme, in any text: command lines, tool output, error messages.
 URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@'\"<>]+)@")
 SECRET_NAME = re.compile(
-    r"(^|_)(TOKEN|PASSWORD|PASSWD|PASS|SECRET|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH|CREDENTIALS?|COOKIE)S?($|_)",
+    r"(^|_)(TOKEN|PASSWORD|PASSWD|PASS|PASSPHRASE|SECRET|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|SIGNING_?KEY|AUTH"
+    r"|CREDENTIALS?|COOKIE)S?($|_)"
+    # APITOKEN glued to what comes before (CODECOV_APITOKEN, MYAPITOKEN); PWD and PAT only after an underscore
+    # (DB_PWD, GH_PAT), so the shell's PWD and OLDPWD, and PATH, stay readable.
+    r"|APITOKENS?($|_)|_(PWD|PAT)S?($|_)",
+    re.IGNORECASE,
+)
+# An HTTP Authorization (or Proxy-Authorization) header in any text: `-H "Authorization: Bearer abc"`, curl -v
+# output, a header dump. Its credential is masked; the scheme word stays.
+AUTH_HEADER = re.compile(
+    r"(?P<head>\b(?:proxy-)?authorization[\'\"]?\s*[:=]\s*[\'\"]?(?:(?:bearer|basic|token|digest|negotiate)\s+)?)"
+    r"(?P<credential>[^\s'\"]+)",
     re.IGNORECASE,
 )
 # Variables whose whole value is a credential-bearing location: secret as a whole when it holds userinfo.
@@ -65,8 +76,9 @@ def secret_values(environ: Mapping[str, str]) -> list[str]:
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """text with URL userinfo and every given secret replaced by ***."""
+    """text with URL userinfo, Authorization header credentials and every given secret replaced by ***."""
     text = URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
+    text = AUTH_HEADER.sub(lambda m: f"{m['head']}{MASK}", text)
     for secret in secrets:
         text = text.replace(secret, MASK)
     return text
