@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import http.server
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ANSWERS = Path(__file__).parent / "fixtures" / "registry"
@@ -44,3 +46,38 @@ class Answers:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@contextmanager
+def trickling_server(body: bytes, interval: float, content_type: str = PEP691) -> Iterator[str]:
+    """A server on 127.0.0.1 that answers every GET with 200 and `body`, one byte every `interval` seconds: each
+    read gets data in time, so only a total deadline ends the request. Yields its root URL."""
+    stop = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            for byte in body:
+                if stop.wait(interval):
+                    return
+                try:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                except OSError:
+                    return
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()

@@ -204,14 +204,7 @@ def served_table(directory: Path, python: str) -> Iterator[str]:
         {"release": "torch2.12-cuda", "python": python, "status": "failed", "wheel": None, "driver_wheel": None},
     ]
     (directory / "compatibility.json").write_text(json.dumps({"releases": releases, "cells": cells}))
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    yield from served_directory(directory)
 
 
 def test_doctor_with_a_site_prints_only_commands_that_find_a_wheel(tmp_path: Path) -> None:
@@ -229,3 +222,75 @@ def test_doctor_with_an_unreachable_site_still_gives_a_verdict(tmp_path: Path) -
     done = doctor(fake_install(tmp_path, "2.4.1", "2, 0"), "--site", "http://127.0.0.1:9/")
     assert done.returncode == 1 and done.stderr == "", done.stderr
     assert "could not read its compatibility.json" in done.stdout and "verdict: PROBLEM" in done.stdout
+
+
+def python_in(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TORCH_EMU"))}
+    env["PYTHONPATH"] = str(site)
+    return subprocess.run(
+        [sys.executable, "-S", *args], check=False, capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import sys, torch_emu.doctor as doctor; sys.exit(doctor.main([]))",
+        "import sys; from torch_emu.doctor import main; sys.exit(main([]))",
+        "import importlib, sys; sys.exit(importlib.import_module('torch_emu.doctor').main([]))",
+        "import runpy; runpy.run_module('torch_emu.doctor', run_name='__main__')",
+    ],
+)
+def test_doctor_gives_its_verdict_when_imported_and_through_runpy(tmp_path: Path, code: str) -> None:
+    done = python_in(fake_install(tmp_path, "2.12.1", "2, 1"), "-c", code)
+    assert done.returncode == 1 and done.stderr == "", done.stdout + done.stderr
+    assert "verdict: PROBLEM" in done.stdout and "built for torch 2.4.x, but torch 2.12.1" in done.stdout
+
+
+def test_nothing_keys_off_the_command_line(tmp_path: Path) -> None:
+    """A process whose argv names the doctor imports torch_emu like any other: the guard's error, not half a
+    package; and the half-loaded package the doctor works with raises that error when anything else is asked of it."""
+    site = fake_install(tmp_path, "2.12.1", "2, 1")
+    named = python_in(site, "-c", "import torch_emu", "torch_emu.doctor", "-m", "torch_emu.doctor")
+    assert named.returncode == 1 and "ImportError: torch_emu cannot load" in named.stderr, named.stderr
+    after = python_in(site, "-c", "import torch_emu.doctor, torch_emu; torch_emu.synchronize")
+    assert after.returncode == 1 and "ImportError: torch_emu did not load (torch_emu cannot load" in after.stderr
+
+
+def load_published() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("torch_emu_published_under_test", PLUGIN / "_published.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_site_lookup_has_a_total_deadline_and_a_size_cap(tmp_path: Path) -> None:
+    """A server trickling one byte at a time never times a read out: the lookup still ends at its deadline."""
+    import time
+
+    from registry_server import trickling_server
+
+    published = load_published()
+    with trickling_server(b'{"releases": [], "cells": []}' * 4, interval=0.5, content_type="application/json") as url:
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"did not answer in full within 1\.5 s"):
+            published.published_pythons(url.rstrip("/"), timeout=1.5)
+        assert time.monotonic() - start < 4
+    (tmp_path / "compatibility.json").write_bytes(b" " * 64 + b"{}")
+    for url in served_directory(tmp_path):
+        with pytest.raises(ValueError, match="answered more than 32 bytes"):
+            published.read_url(f"{url}/compatibility.json", 5, max_bytes=32)
+        assert published.read_url(f"{url}/compatibility.json", 5) == b" " * 64 + b"{}"
+
+
+def served_directory(directory: Path) -> Iterator[str]:
+    """The directory served on 127.0.0.1 while the generator runs; yields its root URL."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 PROJECT = "torch-emu"
 DRIVER_PROJECT = "emu-driver"
@@ -132,16 +131,26 @@ def problems(build: dict, installed: Installed, site: str | None = None, publish
     return _torch_problems(build, installed, where, published) + _driver_problems(build, installed, where)
 
 
-def running_doctor() -> bool:
-    """True while `python -m torch_emu.doctor` imports the package (it must load even when the guard fails)."""
-    argv = getattr(sys, "orig_argv", None)
-    if argv is None:
-        try:
-            raw = Path("/proc/self/cmdline").read_bytes()
-            argv = [a.decode(errors="replace") for a in raw.split(b"\0")]
-        except OSError:
-            argv = sys.argv
-    return "torch_emu.doctor" in argv
+DOCTOR = "torch_emu.doctor"
+# The modules whose frames run an import: the import system (by either of its names) and runpy (`python -m`).
+_IMPORT_MACHINERY = ("importlib._bootstrap", "_frozen_importlib", "runpy")
+
+
+def importing_doctor() -> bool:
+    """True while this import of torch_emu is the first half of importing torch_emu.doctor, however it is imported:
+    `python -m torch_emu.doctor`, runpy.run_module, `import torch_emu.doctor`, importlib.import_module.
+
+    It reads the import in progress from the import system's own frames (the module name it is loading), never the
+    command line: a process that merely mentions the doctor in its argv imports torch_emu like any other.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") in _IMPORT_MACHINERY:
+            names = (frame.f_locals.get("name"), frame.f_locals.get("mod_name"))
+            if DOCTOR in names:
+                return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def _first_line(exc: BaseException) -> str:

@@ -4,7 +4,8 @@ With --site (or TORCH_EMU_SITE) it reads the site's compatibility.json, so a com
 release that has a wheel for the running Python.
 
 Runs even when `import torch_emu` would fail (no torch, wrong torch, missing or damaged driver): that is when it is
-needed, so every environment gets a verdict and nothing here raises. Every command it prints installs from the
+needed, so every environment gets a verdict and nothing here raises, whether it runs as `python -m torch_emu.doctor`,
+through runpy, or imported (`from torch_emu.doctor import report, main`). Every command it prints installs from the
 per-torch-release index, which holds only wheels that were built and tested; it never names a plugin wheel that
 might not exist for this Python. Exit status 0 when everything matches, 1 otherwise.
 """
