@@ -7,7 +7,7 @@ nox.options.sessions = ["lint", "unit"]
 
 ORCHESTRATION = [".[docker]", "uv"]
 TEST_DEPS = [".[test]", "uv"]
-PYTHON_TREES = ("buildmatrix", "tests", "driver", "plugin", "scripts", "noxfile.py")
+PYTHON_TREES = ("buildmatrix", "tests", "driver", "plugin", "examples", "scripts", "noxfile.py")
 
 
 @nox.session(name="build-matrix")
