@@ -60,6 +60,23 @@ def outdated(session: nox.Session) -> None:
 
 
 @nox.session
+def schema(session: nox.Session) -> None:
+    """Regenerate matrix.schema.json and docs/reference/matrix-options.md from the declared options (-- --check)."""
+    session.install(*ORCHESTRATION)
+    session.run(
+        "python",
+        "-m",
+        "buildmatrix",
+        "schema",
+        "--schema",
+        "matrix.schema.json",
+        "--reference",
+        "docs/reference/matrix-options.md",
+        *session.posargs,
+    )
+
+
+@nox.session
 def unit(session: nox.Session) -> None:
     """Fast tests of the pure logic (no compiler, no torch)."""
     session.install(*TEST_DEPS)

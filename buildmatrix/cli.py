@@ -22,6 +22,7 @@ from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.registry import DEFAULT_INDEX, Registry, published_pythons
 from buildmatrix.model.vocab import RunnerName, Status, Variant
 from buildmatrix.progress import failure_kind
+from buildmatrix.util.atomic import write_text_atomic
 from buildmatrix.util.failures import is_resource_error, resource_message
 from buildmatrix.util.process import CHILDREN
 
@@ -347,6 +348,40 @@ def cmd_engine(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_schema(args: argparse.Namespace, console: Console) -> int:
+    """matrix.schema.json and the options reference page, generated from the declared options table."""
+    from buildmatrix.model.reference import reference_markdown
+    from buildmatrix.model.schema import schema_json
+
+    outputs = [
+        (Path(p), text) for p, text in ((args.schema, schema_json()), (args.reference, reference_markdown())) if p
+    ]
+    if not outputs:
+        print(schema_json(), end="")
+        return 0
+    stale = [path for path, text in outputs if not path.is_file() or path.read_text(encoding="utf-8") != text]
+    if args.check:
+        for path in stale:
+            console.print(f"{path} is not what `buildmatrix schema` generates; regenerate it", highlight=False)
+        return EXIT_CELLS_FAILED if stale else 0
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, dict(outputs)[path])
+        console.print(f"wrote {path}", highlight=False)
+    return 0
+
+
+def add_schema_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    schema = sub.add_parser(
+        "schema",
+        help="matrix.schema.json and the options reference page, from the declared options (default: schema to stdout)",
+    )
+    schema.add_argument("--schema", metavar="FILE", help="write the JSON Schema here (e.g. matrix.schema.json)")
+    schema.add_argument("--reference", metavar="FILE", help="write the Markdown reference page here")
+    schema.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file differs")
+    schema.set_defaults(func=cmd_schema)
+
+
 def add_outdated_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     outdated = sub.add_parser(
         "outdated",
@@ -453,6 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compat.add_argument("--check", action="store_true", help="write nothing; fail if the committed docs are stale")
     compat.set_defaults(func=cmd_compat_table)
+
+    add_schema_parser(sub)
 
     engine = sub.add_parser(
         "engine",

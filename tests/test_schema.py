@@ -1,4 +1,4 @@
-"""matrix.schema.json stays in step with the parser: same keys, same choices, and it accepts our matrix.yaml."""
+"""The declared options table drives the loader, matrix.schema.json and the reference page: none drifts."""
 
 from __future__ import annotations
 
@@ -9,42 +9,89 @@ import jsonschema
 import pytest
 import yaml
 
-from buildmatrix.model import matrix as model
+from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.options import OPTIONS, Kind
+from buildmatrix.model.optreader import PARSERS
+from buildmatrix.model.reference import first_sentence, reference_markdown
+from buildmatrix.model.schema import KIND_SCHEMA, schema_json
+
+from conftest import VALID, WriteMatrix, run_cli
 
 ROOT = Path(__file__).parent.parent
 SCHEMA = json.loads((ROOT / "matrix.schema.json").read_text())
+REFERENCE = ROOT / "docs" / "reference" / "matrix-options.md"
+
+
+def test_committed_schema_is_generated_from_the_table() -> None:
+    assert (ROOT / "matrix.schema.json").read_text() == schema_json(), "run `nox -s schema`"
+
+
+def test_committed_reference_page_is_generated_from_the_table() -> None:
+    assert REFERENCE.read_text() == reference_markdown(), "run `nox -s schema`"
+
+
+def test_every_option_is_documented_on_the_reference_page() -> None:
+    page = reference_markdown()
+    for path, option in OPTIONS.items():
+        assert f"`{path}`" in page and option.doc in page
+
+
+def test_every_kind_has_a_parser_and_a_schema() -> None:
+    containers = {Kind.MAPPING, Kind.LIST, Kind.NAMED}
+    assert set(PARSERS) == set(Kind)
+    assert set(KIND_SCHEMA) | containers == set(Kind)
+
+
+def test_schema_check_command(tmp_path: Path) -> None:
+    schema, page = tmp_path / "matrix.schema.json", tmp_path / "docs" / "options.md"
+    wrote = run_cli(tmp_path, "schema", "--schema", str(schema), "--reference", str(page), timeout=60)
+    assert wrote.returncode == 0, wrote.stderr
+    assert schema.read_text() == schema_json() and page.read_text() == reference_markdown()
+    assert run_cli(tmp_path, "schema", "--schema", str(schema), "--check", timeout=60).returncode == 0
+    schema.write_text("{}\n")
+    stale = run_cli(tmp_path, "schema", "--schema", str(schema), "--reference", str(page), "--check", timeout=60)
+    assert stale.returncode == 1 and "matrix.schema.json" in stale.stdout
+    assert schema.read_text() == "{}\n"  # --check writes nothing
+    printed = run_cli(tmp_path, "schema", timeout=60)
+    assert json.loads(printed.stdout) == json.loads(schema_json())
+
+
+# Matrices that, together, set every declared option (each loads).
+EVERY_OPTION = [
+    VALID,
+    VALID
+    + """\
+exclude:
+  - {torch: "2.4", python: "3.9", driver: "1", variant: cuda}
+include:
+  - {torch: "2.4", python: "3.9", driver: "1", variant: cuda}
+images:
+  bookworm: {base: "debootstrap:bookworm", python: ["3.11"]}
+timeouts: {driver: 1, build-env: 2, build: 3, check: 4, smoke-env: 5, smoke: 6, image: 7}
+""",
+    VALID.replace("    wheels: pip-find-links", "    wheels: {index: https://example.org/whl/cpu, local-find-links: /}")
+    .replace("  source: driver\n", "  source: driver\n  distribution: other-driver\n")
+    .replace(
+        "    patches: [pre-2.7]",
+        '    patches: [pre-2.7]\n    python: ["3.11"]\n    variant: cpu\n    wheels: {find-links: /}',
+    ),
+]
+
+
+def test_the_loader_reads_every_declared_option_and_only_those(write_matrix: WriteMatrix) -> None:
+    read: set[str] = set()
+    for text in EVERY_OPTION:
+        read |= load_matrix(write_matrix(text)).options_read
+    assert read == set(OPTIONS)
 
 
 def test_project_matrix_validates() -> None:
     jsonschema.validate(yaml.safe_load((ROOT / "matrix.yaml").read_text()), SCHEMA)
 
 
-@pytest.mark.parametrize(
-    ("schema_keys", "code_keys"),
-    [
-        (SCHEMA["properties"], model.TOP_KEYS),
-        (SCHEMA["properties"]["plugin"]["properties"], model.PLUGIN_KEYS),
-        (SCHEMA["properties"]["driver"]["properties"], model.DRIVER_KEYS),
-        (SCHEMA["properties"]["torch"]["items"]["properties"], model.TORCH_KEYS),
-        (SCHEMA["$defs"]["rule"]["properties"], model.RULE_KEYS),
-        (SCHEMA["properties"]["images"]["additionalProperties"]["properties"], model.IMAGE_KEYS),
-        (SCHEMA["properties"]["timeouts"]["properties"], model.TIMEOUT_KEYS),
-        (
-            SCHEMA["properties"]["torch"]["items"]["properties"]["wheels"]["oneOf"][2]["properties"],
-            model.INDEX_SOURCE_KEYS,
-        ),
-    ],
-)
-def test_same_keys(schema_keys: dict, code_keys: tuple[str, ...]) -> None:  # type: ignore[type-arg]
-    assert set(schema_keys) == set(code_keys)
-
-
-def test_same_choices() -> None:
-    assert tuple(SCHEMA["properties"]["runner"]["enum"]) == model.RUNNERS
-    assert tuple(SCHEMA["$defs"]["variant"]["enum"]) == model.VARIANTS
-    assert (
-        tuple(SCHEMA["properties"]["torch"]["items"]["properties"]["wheels"]["oneOf"][0]["enum"]) == model.WHEEL_SOURCES
-    )
+@pytest.mark.parametrize("text", EVERY_OPTION)
+def test_schema_accepts_what_the_loader_accepts(text: str) -> None:
+    jsonschema.validate(yaml.safe_load(text), SCHEMA)
 
 
 @pytest.mark.parametrize(
@@ -58,9 +105,16 @@ def test_same_choices() -> None:
         (("images",), {"deb": {"base": "debootstrap:../../X", "python": ["3.11"]}}),
         (("images",), {"deb": {"base": "/srv/rootfs", "python": ["3.11"]}}),
         (("images",), {"../x": {"base": "debian:12", "python": ["3.11"]}}),
+        (("runner",), "autp"),
+        (("plugin", "distribution"), "a/b"),
+        (("timeouts",), {"build": -1}),
+        (("exclude",), [{}]),
+        (("torch", 0, "wheels"), {"find-links": "/x", "index": "https://x"}),
+        (("torch", 0, "wheels"), "ftp"),
+        (("schema-version",), 2),
     ],
 )
-def test_schema_refuses_what_the_parser_refuses(where: tuple[str, ...], value: object) -> None:
+def test_schema_refuses_what_the_parser_refuses(where: tuple[str | int, ...], value: object) -> None:
     document = yaml.safe_load((ROOT / "matrix.yaml").read_text())
     target = document
     for key in where[:-1]:
@@ -80,18 +134,14 @@ def test_schema_accepts_image_references() -> None:
     jsonschema.validate(document, SCHEMA)
 
 
-def test_same_name_patterns() -> None:
-    images = SCHEMA["properties"]["images"]
-    base = images["additionalProperties"]["properties"]["base"]["pattern"]
-    assert base == f"^(?:{model.DEBOOTSTRAP_BASE.pattern}|{model.IMAGE_REFERENCE.pattern})$"
-    assert images["propertyNames"]["pattern"] == f"^{model.PLAIN_NAME.pattern}$"
-    assert (
-        SCHEMA["properties"]["torch"]["items"]["properties"]["patches"]["items"]["pattern"]
-        == f"^{model.PLAIN_NAME.pattern}$"
-    )
-
-
-def test_same_distribution_pattern() -> None:
-    for part in ("plugin", "driver"):
-        pattern = SCHEMA["properties"][part]["properties"]["distribution"]["pattern"]
-        assert pattern == f"^{model.DISTRIBUTION_NAME.pattern}$"
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        ("One. Two.", "One."),
+        ("A name (letters, digits, . _ -). More.", "A name (letters, digits, . _ -)."),
+        ("Pick one, e.g. `x.y`. Then.", "Pick one, e.g. `x.y`."),
+        ("No full stop", "No full stop"),
+    ],
+)
+def test_first_sentence(text: str, first: str) -> None:
+    assert first_sentence(text) == first

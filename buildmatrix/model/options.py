@@ -1,0 +1,347 @@
+"""The declared options of matrix.yaml: each one once, with its path, type, default, allowed values and doc.
+
+Like cibuildwheel's options table, this is the one place an option is described. From it come:
+- the loader's checks (`model/optreader.py`: unknown keys with "did you mean", required keys, defaults, the types
+  of values, and settings that only apply to one kind of SDK), used by `model/matrix.py`;
+- matrix.schema.json (`model/schema.py`, written by `buildmatrix schema`);
+- the reference page docs/reference/matrix-options.md (`model/reference.py`).
+Tests fail when the committed schema or page drift from the table, and when the loader reads an option the table
+does not declare or leaves a declared one unread.
+
+Paths: `plugin.version` is a key of a mapping; `torch[]` is the item of a list (`torch[].version` a key of each
+item); `images.<name>` is each entry of a mapping of named entries. A shape (`rule`, `wheel-source`) is a group of
+keys used at several places; it is declared once in SHAPES and its keys appear under each place that uses it.
+
+Adding an option: one `Option(...)` below (or in a shape), then read it in the loader with `reader.child(node, key)`
+and `reader.parse(...)`; `buildmatrix schema` regenerates the schema and the page.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from buildmatrix.model.vocab import RunnerName
+
+
+class Kind(StrEnum):
+    """What a value is written as; each has one parser in the reader and one JSON Schema fragment."""
+
+    MAPPING = "mapping"  # fixed keys: its children in the table
+    LIST = "list"  # a list of items, the child `<path>[]`
+    NAMED = "named mappings"  # a mapping of names to items, the child `<path>.<name>`
+    TEXT = "text"
+    INTEGER = "integer"
+    CHOICE = "choice"  # one of Option.allowed
+    VERSION = "version"  # a quoted PEP 440 version
+    VERSIONS = "versions"  # a list of quoted versions, each once
+    PYTHON_MINORS = "Python minors"  # a list of quoted "3.11"-style minors, each once
+    DISTRIBUTION = "distribution name"
+    DIRECTORY = "directory"  # relative to matrix.yaml, inside the project
+    NAMES = "names"  # a list of plain names (each a path component somewhere)
+    TORCH_SELECTOR = "torch selector"  # "2.4" (the series) or a PEP 440 specifier
+    IMAGE_BASE = "image base"
+    SECONDS = "seconds"
+    ABSOLUTE_DIRECTORY = "absolute directory"  # a path or file:// URL on the building machine
+    URL = "URL"
+    LOCAL_FIND_LINKS = "local find-links"
+
+
+# Names that become path components (patch series, images): never a path, never hidden.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+DISTRIBUTION_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+DEBOOTSTRAP_BASE = re.compile(r"debootstrap:[a-z][a-z0-9-]*")
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(
+    rf"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
+)
+PIP_CONFIG = "pip-config"  # a find-links location meaning pip's configured find-links (PIP_FIND_LINKS, pip.conf)
+MAX_SECONDS = 7 * 24 * 3600
+
+NO_DEFAULT: Any = object()
+
+
+@dataclass(frozen=True)
+class Option:
+    """One key of matrix.yaml."""
+
+    path: str
+    kind: Kind
+    doc: str
+    default: Any = NO_DEFAULT  # what an absent key means (NO_DEFAULT: nothing, or computed; `default_doc` says)
+    required: bool = False
+    allowed: tuple[str, ...] = ()  # Kind.CHOICE: the values allowed
+    default_doc: str = ""  # the default in words, where it is not a plain value
+    shape: str = ""  # a mapping whose keys are SHAPES[shape]
+    # A mapping that may also be written as one scalar (a choice or a version): its kind, allowed values and meaning.
+    shorthand: Kind | None = None
+    shorthand_allowed: tuple[str, ...] = ()
+    example: str = ""  # YAML, shown on the reference page
+    schema_extra: Mapping[str, Any] = field(default_factory=dict)  # constraints the kinds do not say (oneOf...)
+
+    @property
+    def key(self) -> str:
+        """The last component: `version` of `torch[].version`, `[]` of `torch[]`, `<name>` of `images.<name>`."""
+        return split_path(self.path)[1]
+
+    @property
+    def parent(self) -> str:
+        return split_path(self.path)[0]
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not NO_DEFAULT
+
+
+def split_path(path: str) -> tuple[str, str]:
+    """("torch[]", "version") for torch[].version, ("torch", "[]") for torch[], ("", "plugin") for plugin."""
+    if path.endswith("[]"):
+        return path[:-2], "[]"
+    parent, _, key = path.rpartition(".")
+    return parent, key
+
+
+SHAPES: dict[str, tuple[Option, ...]] = {
+    "rule": (
+        Option(
+            "torch",
+            Kind.TORCH_SELECTOR,
+            'Torch releases the rule matches: a minor like "2.4" (the whole series), a version, or a specifier like '
+            '">=2.4,<2.6".',
+        ),
+        Option("python", Kind.VERSION, 'The Python the rule matches, e.g. "3.11".'),
+        Option("driver", Kind.VERSION, 'The driver API major the rule matches, e.g. "1".'),
+        Option("variant", Kind.CHOICE, "The torch variant the rule matches.", allowed=("cpu", "cuda")),
+    ),
+    "wheel-source": (
+        Option(
+            "find-links",
+            Kind.ABSOLUTE_DIRECTORY,
+            "A directory of torch wheels (an absolute path or file:// URL), given to the installers as --find-links.",
+        ),
+        Option(
+            "index",
+            Kind.URL,
+            "A PEP 503 index of the release's own (PyTorch's per-variant indexes, e.g. "
+            "https://download.pytorch.org/whl/cpu), reachable from any machine.",
+        ),
+        Option(
+            "local-find-links",
+            Kind.LOCAL_FIND_LINKS,
+            f"With `index`: find-links that replace the index on a machine where they hold the release's wheels "
+            f"(offline machines): an absolute directory, or `{PIP_CONFIG}` for pip's configured find-links.",
+        ),
+    ),
+}
+
+# What a shape's keys allow together, beyond each key (the loader checks the same).
+SHAPE_SCHEMA: dict[str, dict[str, Any]] = {
+    "rule": {"minProperties": 1},
+    "wheel-source": {
+        "oneOf": [
+            {
+                "required": ["find-links"],
+                "not": {"anyOf": [{"required": ["index"]}, {"required": ["local-find-links"]}]},
+            },
+            {"required": ["index"], "not": {"required": ["find-links"]}},
+        ]
+    },
+}
+
+TIMEOUT_DEFAULTS = {
+    "driver": 1800,
+    "build-env": 3600,
+    "build": 3600,
+    "check": 600,
+    "smoke-env": 3600,
+    "smoke": 1800,
+    "image": 3600,
+}
+TIMEOUT_DOCS = {
+    "driver": "Building the driver wheel.",
+    "build-env": "Making the build environment (installing torch and the build tools).",
+    "build": "Building the plugin wheel.",
+    "check": "Checking the built wheel.",
+    "smoke-env": "Making the clean smoke-test environment.",
+    "smoke": "Running the smoke tests.",
+    "image": "Making a builder image (Docker runner).",
+}
+
+_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "schema-version",
+        Kind.INTEGER,
+        "The version of this file's format.",
+        default=1,
+        allowed=("1",),
+    ),
+    # ---- the plugin --------------------------------------------------------------------------------------------
+    Option(
+        "plugin",
+        Kind.MAPPING,
+        "The project whose wheels are built: its name, version, sources and tests.",
+        required=True,
+    ),
+    Option(
+        "plugin.distribution",
+        Kind.DISTRIBUTION,
+        "The distribution name of the wheels (PEP 508), e.g. `my-backend`.",
+        required=True,
+    ),
+    Option(
+        "plugin.version",
+        Kind.VERSION,
+        "The version of the wheels, before the local label that names each cell's build.",
+        required=True,
+    ),
+    Option(
+        "plugin.source",
+        Kind.DIRECTORY,
+        "The pristine source tree; each cell copies it and applies its release's patch series to the copy.",
+        required=True,
+    ),
+    Option(
+        "plugin.smoke-tests",
+        Kind.DIRECTORY,
+        "The pytest suite run against each installed wheel; a directory inside `plugin.source`.",
+        required=True,
+    ),
+    # ---- the driver --------------------------------------------------------------------------------------------
+    Option("driver", Kind.MAPPING, "The driver the plugin is built against, one cell per API version.", required=True),
+    Option("driver.distribution", Kind.DISTRIBUTION, "The driver wheel's distribution name.", default="emu-driver"),
+    Option("driver.source", Kind.DIRECTORY, "The driver's source tree, built into a wheel.", required=True),
+    Option(
+        "driver.versions",
+        Kind.VERSIONS,
+        "The driver API versions built, one per major.",
+        required=True,
+        example='versions: ["1.4", "2.2"]',
+    ),
+    # ---- Pythons and torch releases ----------------------------------------------------------------------------
+    Option(
+        "python",
+        Kind.PYTHON_MINORS,
+        "The Pythons built for. Each torch release is intersected with the Pythons its published wheels support "
+        "(read from its wheel source, never guessed); this list only bounds them.",
+        required=True,
+        example='python: ["3.10", "3.11", "3.12"]',
+    ),
+    Option("torch", Kind.LIST, "The torch releases built against, one entry per release and variant.", required=True),
+    Option("torch[]", Kind.MAPPING, "A torch release."),
+    Option("torch[].version", Kind.VERSION, 'The release, e.g. "2.4.1" (the public version).', required=True),
+    Option(
+        "torch[].variant",
+        Kind.CHOICE,
+        "Which build of the release: the registry's Linux wheels are CUDA builds.",
+        allowed=("cpu", "cuda"),
+        default_doc="`cuda` for the registry; required for other wheel sources",
+    ),
+    Option(
+        "torch[].wheels",
+        Kind.MAPPING,
+        "Where the release's wheels come from: `registry` (the index pip is configured with), `pip-find-links` "
+        "(pip's configured find-links), `{find-links: DIR}` or `{index: URL, local-find-links: DIR}`.",
+        default="registry",
+        shape="wheel-source",
+        shorthand=Kind.CHOICE,
+        shorthand_allowed=("registry", "pip-find-links"),
+        example="wheels:\n  index: https://download.pytorch.org/whl/cpu\n  local-find-links: pip-config",
+    ),
+    Option(
+        "torch[].python",
+        Kind.PYTHON_MINORS,
+        "This release's own Pythons, instead of the matrix-wide list; each must be published by the release.",
+        default_doc="the matrix-wide `python`",
+    ),
+    Option(
+        "torch[].patches",
+        Kind.NAMES,
+        "Shim series applied to the source copy, in this order: each names a directory of `patches/` with a "
+        "`series` file.",
+        default=(),
+    ),
+    # ---- rules ------------------------------------------------------------------------------------------------
+    Option(
+        "exclude",
+        Kind.LIST,
+        "Rules in the spirit of GitHub Actions: each drops the cells it matches (it must match one).",
+        default=(),
+        example='exclude:\n  - {torch: ">=2.5,<2.13", driver: "1"}',
+    ),
+    Option("exclude[]", Kind.MAPPING, "A rule; keys left out match anything.", shape="rule"),
+    Option(
+        "include",
+        Kind.LIST,
+        "Rules that add cells: each names a torch release, a Python and a driver.",
+        default=(),
+    ),
+    Option("include[]", Kind.MAPPING, "A cell to add.", shape="rule"),
+    # ---- images and runners -----------------------------------------------------------------------------------
+    Option(
+        "images",
+        Kind.NAMED,
+        "Builder images for the Docker runner, by name; a cell is built in the first image that serves its Python.",
+        default={},
+        example='images:\n  bookworm: {base: "debootstrap:bookworm", python: ["3.11"]}',
+    ),
+    Option("images.<name>", Kind.MAPPING, "An image; its name is a plain name (letters, digits, . _ -)."),
+    Option(
+        "images.<name>.base",
+        Kind.IMAGE_BASE,
+        "`debootstrap:<Debian suite>` (made here, no registry) or an image reference; never a path.",
+        required=True,
+    ),
+    Option("images.<name>.python", Kind.PYTHON_MINORS, "The Pythons this image serves.", required=True),
+    Option(
+        "runner",
+        Kind.CHOICE,
+        "How cells are built: `local` (uv environments on this machine), `docker` (cibuildwheel in a builder "
+        "image), or `auto` (local where this machine has the Python, Docker where only an image serves it).",
+        default=str(RunnerName.AUTO),
+        allowed=tuple(RunnerName),
+    ),
+    Option(
+        "timeouts",
+        Kind.MAPPING,
+        "Seconds a step may run before its whole process tree is killed and the cell fails as transient (retried).",
+        default={},
+        example="timeouts:\n  build: 7200",
+    ),
+    *(
+        Option(f"timeouts.{step}", Kind.SECONDS, TIMEOUT_DOCS[step], default=seconds)
+        for step, seconds in TIMEOUT_DEFAULTS.items()
+    ),
+)
+
+
+def _expand(options: tuple[Option, ...]) -> dict[str, Option]:
+    """Every option by path, with each shape's keys placed under every option that uses the shape."""
+    out: dict[str, Option] = {}
+    for option in options:
+        if option.path in out:
+            raise ValueError(f"option {option.path} is declared twice")
+        out[option.path] = option
+        for member in SHAPES.get(option.shape, ()):
+            out[f"{option.path}.{member.path}"] = replace(member, path=f"{option.path}.{member.path}")
+    for path, option in out.items():
+        if option.parent and option.parent not in out:
+            raise ValueError(f"option {path} has no declared parent {option.parent}")
+    return out
+
+
+OPTIONS: dict[str, Option] = _expand(_OPTIONS)
+
+
+def children(path: str) -> list[Option]:
+    """The declared keys of a mapping option, in declaration order ("" for the top level)."""
+    return [o for o in OPTIONS.values() if o.parent == path and o.key not in ("[]", "<name>")]
+
+
+def item(path: str) -> Option:
+    """The item option of a list (`torch[]`) or of a mapping of named entries (`images.<name>`)."""
+    option = OPTIONS[path]
+    return OPTIONS[f"{path}[]" if option.kind == Kind.LIST else f"{path}.<name>"]

@@ -1,0 +1,368 @@
+"""Reads matrix.yaml's values through the declared options table, collecting every problem with its file and line.
+
+The loader (`model/matrix.py`) walks the document with `child`, `items` and `entries`, which only accept declared
+options and remember which ones were read (a test compares that with the table), and turns values into typed ones
+with `parse`, one parser per Kind. Every problem is kept, tagged with its key and line, and raised at once by the
+loader as a MatrixError.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from buildmatrix.errors import Problem
+from buildmatrix.model.options import (
+    DEBOOTSTRAP_BASE,
+    DISTRIBUTION_NAME,
+    IMAGE_REFERENCE,
+    MAX_SECONDS,
+    OPTIONS,
+    PIP_CONFIG,
+    PLAIN_NAME,
+    Kind,
+    Option,
+    children,
+    item,
+)
+from buildmatrix.model.yamlsource import LineMap
+
+ABSENT: Any = object()  # a key not written at all, as opposed to written as null
+TOP = Option("", Kind.MAPPING, "matrix.yaml")
+
+
+def torch_selector(text: str) -> SpecifierSet:
+    """'2.4' means the 2.4 series; anything starting with an operator is a PEP 440 specifier."""
+    text = text.strip()
+    if text and text[0] in "<>=!~":
+        return SpecifierSet(text)
+    Version(text)  # raises InvalidVersion for nonsense
+    return SpecifierSet(f"=={text}.*") if text.count(".") < 2 else SpecifierSet(f"=={text}")
+
+
+@dataclass(frozen=True)
+class Node:
+    """A place in the document: its declared option, its concrete key ("torch[3].version") and its value."""
+
+    option: Option
+    key: str
+    value: Any  # ABSENT when the key is not written
+
+    @property
+    def present(self) -> bool:
+        return self.value is not ABSENT
+
+    @property
+    def where(self) -> str:
+        """The key as problems name it."""
+        return self.key or "(top level)"
+
+
+def describe(value: Any) -> str:
+    """A value as problems quote it."""
+    return "nothing" if value is None else f"{type(value).__name__} {value!r}"
+
+
+def _join(parent: str, child: str) -> str:
+    return f"{parent}.{child}" if parent else child
+
+
+def _hint(value: str, allowed: tuple[str, ...] | list[str]) -> str:
+    close = difflib.get_close_matches(value, list(allowed), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+class OptionReader:
+    """Walks one matrix file by its declared options; collects every problem before the loader raises."""
+
+    def __init__(self, path: Path, lines: LineMap) -> None:
+        self.path = path
+        self.root = path.parent
+        self.lines = lines
+        self.problems: list[Problem] = []
+        self.read: set[str] = set()  # paths of the declared options the loader looked at
+
+    # ---- problems -----------------------------------------------------------------------------------------------
+    def problem(self, key: str, message: str) -> None:
+        self.problems.append(Problem(str(self.path), self.lines.line(key), key or "(top level)", message))
+
+    def line(self, key: str) -> int | None:
+        return self.lines.line(key)
+
+    # ---- walking ------------------------------------------------------------------------------------------------
+    def top(self, data: Any) -> Node:
+        return Node(TOP, "", data)
+
+    def child(self, node: Node, name: str) -> Node:
+        """The node of a declared key of a mapping node (ABSENT value when not written or not a mapping)."""
+        option = OPTIONS[_join(node.option.path, name)]  # KeyError: the loader reads an undeclared option
+        self.read.add(option.path)
+        value = node.value.get(name, ABSENT) if isinstance(node.value, dict) else ABSENT
+        return Node(option, _join(node.key, name), value)
+
+    def mapping(self, node: Node) -> bool:
+        """Check a mapping node's keys against the table: unknown keys (with a hint), missing required ones.
+
+        Returns whether the node is a mapping at all (reported when it is not)."""
+        declared = children(node.option.path)
+        allowed = tuple(o.key for o in declared)
+        if not isinstance(node.value, dict):
+            self.problem(node.key, f"expected a mapping with keys {', '.join(allowed)}, got {describe(node.value)}")
+            return False
+        for name in node.value:
+            if name not in allowed:
+                self.problem(
+                    _join(node.key, str(name)),
+                    f"unknown key '{name}' (allowed: {', '.join(allowed)}){_hint(str(name), allowed)}",
+                )
+        for option in declared:
+            if option.required and option.key not in node.value:
+                self.problem(node.key, f"missing required key '{option.key}'")
+        return True
+
+    def items(self, node: Node) -> list[Node]:
+        """The items of a list node; an absent or null optional list is empty, anything else not a list a problem."""
+        values = self.sequence(node)
+        option = item(node.option.path)
+        self.read.add(option.path)
+        return [Node(option, f"{node.key}[{index}]", value) for index, value in enumerate(values)]
+
+    def entries(self, node: Node, what: str = "name") -> list[tuple[str, Node]]:
+        """The named entries of a mapping of named entries (images.<name>); each name must be a plain name."""
+        option = item(node.option.path)
+        self.read.add(option.path)
+        if not node.present or node.value is None:
+            return []
+        if not isinstance(node.value, dict):
+            self.problem(node.key, f"expected a mapping of {what} to entry, got {describe(node.value)}")
+            return []
+        out = []
+        for name, value in node.value.items():
+            key = _join(node.key, str(name))
+            if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
+                self.problem(key, f"{what} {describe(name)} is not a plain name (allowed: letters, digits, . _ -)")
+                continue
+            out.append((name, Node(option, key, value)))
+        return out
+
+    def sequence(self, node: Node) -> list[Any]:
+        if not node.present or (node.value is None and not node.option.required):
+            return []  # a missing required key is reported once, by mapping()
+        if not isinstance(node.value, list):
+            self.problem(node.key, f"expected a list, got {describe(node.value)}")
+            return []
+        return node.value
+
+    # ---- values -------------------------------------------------------------------------------------------------
+    def parse(self, node: Node) -> Any:
+        """The node's value, typed by its option's kind; the option's default when absent; None after a problem."""
+        if not node.present:
+            return node.option.default if node.option.has_default else None
+        parser = PARSERS[node.option.kind]
+        return parser(self, node)
+
+    def version(self, node: Node) -> Version | None:
+        value = node.value
+        if not isinstance(value, str):
+            self.not_text(node)
+            return None
+        try:
+            return Version(value)
+        except InvalidVersion:
+            self.problem(node.key, f"'{value}' is not a valid version (PEP 440, e.g. \"2.4.1\")")
+            return None
+
+    def not_text(self, node: Node) -> None:
+        """A version or selector YAML typed as something else: a number loses digits (2.10 reads as 2.1)."""
+        value = node.value
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            written = self.lines.text(node.key) or repr(value)
+            read_as = f" (YAML reads it as {value!r})" if written != repr(value) else ""
+            self.problem(node.key, f'{written} is a number{read_as}; quote versions, e.g. "{written}"')
+        else:
+            self.problem(node.key, f'expected a quoted version like "2.4", got {describe(value)}')
+
+    def versions(self, node: Node, minors: bool = False) -> tuple[Version, ...]:
+        """A list of versions, each once; minors=True: Python minors such as "3.11" (cells are per minor)."""
+        out: list[Version] = []
+        items = self.sequence(node)
+        for index, value in enumerate(items):
+            key = f"{node.key}[{index}]"
+            version = self.version(Node(node.option, key, value))
+            if version is None:
+                continue
+            if minors and (len(version.release) != 2 or version != Version(version.base_version)):
+                self.problem(key, f"'{value}' is not a Python minor (allowed: major.minor, e.g. \"3.11\")")
+                continue
+            if version in out:
+                first = out.index(version)
+                self.problem(key, f"'{value}' repeats {node.key}[{first}] ('{items[first]}'); list each version once")
+                continue
+            out.append(version)
+        if not out and isinstance(node.value, list) and not node.value:
+            self.problem(node.key, "needs at least one version")
+        return tuple(out)
+
+    def python_minors(self, node: Node) -> tuple[Version, ...]:
+        return self.versions(node, minors=True)
+
+    def choice(self, node: Node, allowed: tuple[str, ...] | None = None) -> str | None:
+        allowed = allowed if allowed is not None else node.option.allowed
+        if node.value not in allowed:
+            self.problem(
+                node.key,
+                f"'{node.value}' is not allowed (allowed: {', '.join(allowed)}){_hint(str(node.value), allowed)}",
+            )
+            return None
+        return str(node.value)
+
+    def integer(self, node: Node) -> int | None:
+        value = node.value
+        allowed = node.option.allowed
+        if isinstance(value, bool) or not isinstance(value, int) or (allowed and str(value) not in allowed):
+            what = f" (allowed: {', '.join(allowed)})" if allowed else ""
+            self.problem(node.key, f"{value!r:.40} is not allowed{what}")
+            return None
+        return value
+
+    def text(self, node: Node) -> str | None:
+        if not isinstance(node.value, str) or not node.value:
+            self.problem(node.key, f"expected a non-empty string, got {describe(node.value)}")
+            return None
+        return node.value
+
+    def distribution(self, node: Node) -> str | None:
+        """A distribution name (PEP 508); it names wheel files, so it is never a path."""
+        text = self.text(node)
+        if text is not None and not DISTRIBUTION_NAME.fullmatch(text):
+            self.problem(
+                node.key, f"'{text}' is not a distribution name (allowed: letters, digits, . _ -, e.g. my-ops)"
+            )
+            return None
+        return text
+
+    def directory(self, node: Node) -> Path | None:
+        """A directory given relative to the matrix file; it must exist and stay inside the project."""
+        text = self.text(node)
+        if text is None:
+            return None
+        root = self.root
+        path = root / text
+        resolved = path.resolve()
+        if resolved == root.resolve():
+            self.problem(node.key, f"'{text}' is the project itself (allowed: a directory inside {root})")
+            return None
+        if Path(text).is_absolute() or not resolved.is_relative_to(root.resolve()):
+            self.problem(node.key, f"'{text}' is outside the project (allowed: a directory relative to {root})")
+            return None
+        if not path.is_dir():
+            self.problem(node.key, f"directory '{text}' does not exist next to the matrix file")
+            return None
+        return path
+
+    def names(self, node: Node, what: str = "plain name (letters, digits, . _ -)") -> tuple[str, ...]:
+        out = []
+        for index, name in enumerate(self.sequence(node)):
+            if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
+                self.problem(f"{node.key}[{index}]", f"expected a {what}, got {describe(name)}")
+                continue
+            out.append(name)
+        return tuple(out)
+
+    def torch_selector(self, node: Node) -> SpecifierSet | None:
+        if not isinstance(node.value, str):
+            self.not_text(node)
+            return None
+        try:
+            return torch_selector(node.value)
+        except (InvalidSpecifier, InvalidVersion):
+            self.problem(
+                node.key, f'\'{node.value}\' is neither a version like "2.4" nor a specifier like ">=2.4,<2.6"'
+            )
+            return None
+
+    def image_base(self, node: Node) -> str | None:
+        base = self.text(node)
+        if base and not (DEBOOTSTRAP_BASE.fullmatch(base) or IMAGE_REFERENCE.fullmatch(base)):
+            self.problem(
+                node.key,
+                f"'{base}' is neither debootstrap:<suite> (a Debian suite name like bookworm) nor an image "
+                "reference like quay.io/pypa/manylinux_2_28_x86_64:latest; bases are names, never paths",
+            )
+            return None
+        return base
+
+    def seconds(self, node: Node) -> float | None:
+        given = node.value
+        if isinstance(given, bool) or not isinstance(given, int | float) or not 0 < given <= MAX_SECONDS:
+            self.problem(node.key, f"{given!r:.40} is not a positive number of seconds (at most {MAX_SECONDS}, a week)")
+            return None
+        return float(given)
+
+    def absolute_directory(self, node: Node) -> str | None:
+        location = node.value
+        if not isinstance(location, str):
+            self.problem(node.key, f"expected an absolute directory path or file:// URL, got {describe(location)}")
+            return None
+        directory = Path(location.removeprefix("file://"))
+        if not directory.is_absolute():
+            self.problem(
+                node.key,
+                f"'{location}' is not absolute (allowed: an absolute directory path or file:// URL; runners "
+                "resolve a relative one from different directories)",
+            )
+            return None
+        if not directory.is_dir():
+            self.problem(node.key, f"'{location}' is not a directory (allowed: a directory of wheels)")
+            return None
+        return str(directory)
+
+    def url(self, node: Node) -> str | None:
+        url = node.value
+        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+            self.problem(node.key, f"{describe(url)} is not an index URL (allowed: https://..., a PEP 503 index)")
+            return None
+        return url.rstrip("/")
+
+    def local_find_links(self, node: Node) -> str | None:
+        local = node.value
+        if local not in {PIP_CONFIG, ""} and not (isinstance(local, str) and Path(local).is_absolute()):
+            self.problem(
+                node.key,
+                f"{describe(local)} is not allowed (allowed: an absolute directory of wheels, or {PIP_CONFIG} for "
+                "pip's configured find-links)",
+            )
+            return None
+        return str(local)
+
+    def container(self, node: Node) -> Any:
+        """Lists and mappings are walked with items(), entries() and child(), not parsed whole."""
+        raise TypeError(f"{node.option.path} is a {node.option.kind}: walk it with child/items/entries")
+
+
+PARSERS: dict[Kind, Callable[[OptionReader, Node], Any]] = {
+    Kind.MAPPING: OptionReader.container,
+    Kind.LIST: OptionReader.container,
+    Kind.NAMED: OptionReader.container,
+    Kind.TEXT: OptionReader.text,
+    Kind.INTEGER: OptionReader.integer,
+    Kind.CHOICE: OptionReader.choice,
+    Kind.VERSION: OptionReader.version,
+    Kind.VERSIONS: OptionReader.versions,
+    Kind.PYTHON_MINORS: OptionReader.python_minors,
+    Kind.DISTRIBUTION: OptionReader.distribution,
+    Kind.DIRECTORY: OptionReader.directory,
+    Kind.NAMES: OptionReader.names,
+    Kind.TORCH_SELECTOR: OptionReader.torch_selector,
+    Kind.IMAGE_BASE: OptionReader.image_base,
+    Kind.SECONDS: OptionReader.seconds,
+    Kind.ABSOLUTE_DIRECTORY: OptionReader.absolute_directory,
+    Kind.URL: OptionReader.url,
+    Kind.LOCAL_FIND_LINKS: OptionReader.local_find_links,
+}
