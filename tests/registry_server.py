@@ -81,3 +81,31 @@ def trickling_server(body: bytes, interval: float, content_type: str = PEP691) -
         stop.set()
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def serving(body: bytes, content_type: str, status: int = 200) -> Iterator[list[str]]:
+    """A server on 127.0.0.1 that answers every GET with `status`, `content_type` and `body`. Yields the list of
+    paths it was asked for, after its root URL: [url, path, path, ...]."""
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    seen.append(f"http://127.0.0.1:{server.server_address[1]}/")
+    try:
+        yield seen
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -165,3 +165,18 @@ def test_compat_check_names_the_doc_it_cannot_read(tmp_path: Path, damage: str, 
     result = run_cli(root, "compat-table", "--check", timeout=120)
     assert_one_error(result, UserError.exit_code, message)
     assert {p: p.read_bytes() for p in before} == before
+
+
+@pytest.mark.usefixtures("only_our_sources")
+def test_outdated_behind_a_captive_portal_is_an_error_not_up_to_date(tiny: Path) -> None:
+    """A portal answers 200 with its login page for every URL: never 'up to date', nothing cached or written."""
+    from registry_server import serving
+
+    before = (tiny / "matrix.yaml").read_bytes()
+    portal = b"<html><body><a href='/login'>Sign in to use this network</a></body></html>"
+    with serving(portal, "text/html") as seen:
+        result = run_cli(tiny, "outdated", "--apply", "--index-url", seen[0] + "simple/", timeout=120)
+    assert_one_error(result, RegistryError.exit_code, "answered a page that lists no wheel for torch")
+    assert "up to date" not in result.stdout and seen[1:] == ["/simple/torch/"]
+    assert (tiny / "matrix.yaml").read_bytes() == before and not (tiny / "build" / "outdated").exists()
+    assert not list((tiny / "build" / "cache" / "registry").glob("*.json"))

@@ -217,6 +217,11 @@ def test_apply_on_a_copy_of_matrix_yaml_keeps_every_comment(
     mirror.mkdir()
     (mirror / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
     monkeypatch.setenv("PIP_FIND_LINKS", str(mirror))
+    # `matrix` reads the registry (PyPI), whose answer the recorded one stands for here; --index-url's answer was
+    # cached under its own URL, never as PyPI's.
+    registry = Registry(root / "build" / "cache" / "registry")
+    assert not registry.cache_path("torch").exists()
+    registry.cache_path("torch").write_bytes((ANSWERS / "torch-next.json").read_bytes())
     listed = run_cli(root, "matrix", "--torch", "2.16", "--torch", "2.15", "--offline", timeout=60)
     assert "torch2.16-cuda-cp314-drv2" in listed.stdout and "torch2.16-cuda-cp314-drv1" not in listed.stdout
 
@@ -236,7 +241,7 @@ def test_edits_that_would_break_the_matrix_leave_it_unchanged(write_matrix: Writ
     before = path.read_bytes()
     registry = Registry(tmp_path / "cache", offline=True)
     (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "torch.json").write_bytes((ANSWERS / "torch-recorded.json").read_bytes())
+    registry.cache_path("torch").write_bytes((ANSWERS / "torch-recorded.json").read_bytes())
     registry.machine = "x86_64"
     # Python 3.9: torch 2.15.0 publishes no wheel for it, so the edited matrix would not expand.
     bad = AddRelease(

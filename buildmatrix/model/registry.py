@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import fnmatch
 import hashlib
 import json
 import logging
@@ -10,7 +11,6 @@ import os
 import platform
 import time
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -21,13 +21,17 @@ from packaging.version import Version
 from buildmatrix.errors import MatrixError, Problem, RegistryError
 from buildmatrix.model.matrix import PIP_CONFIG, Matrix, TorchRelease, WheelSource
 from buildmatrix.model.vocab import WheelSourceKind
+from buildmatrix.util import http
 from buildmatrix.util.atomic import write_text_atomic
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 PEP691 = "application/vnd.pypi.simple.v1+json"
+JSON_PAGES = frozenset({PEP691, "application/vnd.pypi.simple.latest+json"})  # PEP 691
+HTML_PAGES = frozenset({"text/html", "application/vnd.pypi.simple.v1+html", "application/vnd.pypi.simple.latest+html"})
 CACHE_SECONDS = 24 * 3600
+PAGE_MAX_BYTES = 64 << 20  # PyPI's torch page is about 0.4 MB, PyTorch's own HTML index a few MB
 
 
 @dataclass(frozen=True)
@@ -168,18 +172,58 @@ def simple_page_entries(body: str, page_url: str) -> list[IndexFile]:
     return [IndexFile(name, urllib.parse.urljoin(page_url, href), yanked) for name, href, yanked in parser.links]
 
 
+def project_page_files(answer: http.Answer, page_url: str) -> list[IndexFile]:
+    """The files of an index's answer for a project page; raises ValueError when the answer is not a PEP 691 or
+    PEP 503 project page (another media type, JSON without PEP 691's meta.api-version 1.x, undecodable text)."""
+    try:
+        text = answer.body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"the answer is not UTF-8 text ({exc})") from None
+    if answer.content_type in JSON_PAGES:
+        data = json.loads(text)
+        meta = data.get("meta") if isinstance(data, dict) else None
+        version = meta.get("api-version") if isinstance(meta, dict) else None
+        if not (isinstance(version, str) and version.split(".")[0] == "1"):
+            raise ValueError(f"a {answer.content_type} answer without PEP 691's meta.api-version 1.x")
+        return simple_page_entries(text, page_url)
+    if answer.content_type in HTML_PAGES:
+        if text.lstrip().startswith("{"):
+            raise ValueError(f"JSON served as {answer.content_type}")
+        return simple_page_entries(text, page_url)
+    shown = answer.content_type or "no Content-Type"
+    raise ValueError(f"answered {shown}, not a PEP 691 (JSON) or PEP 503 (HTML) project page")
+
+
+def cache_name(project: str, page_url: str) -> str:
+    """The cache file of one index page: named after the URL read, so two indexes never share an answer."""
+    return f"{project}-{hashlib.sha256(page_url.encode()).hexdigest()[:16]}.json"
+
+
 class Registry:
     """Answers 'which wheels of torch X exist?', caching index answers on disk."""
 
     def __init__(
-        self, cache_dir: Path, index_url: str = DEFAULT_INDEX, offline: bool = False, refresh: bool = False
+        self,
+        cache_dir: Path,
+        index_url: str = DEFAULT_INDEX,
+        offline: bool = False,
+        refresh: bool = False,
+        deadline: float = http.DEFAULT_DEADLINE,
     ) -> None:
+        self.deadline = deadline  # seconds for one index page in all: a trickling server cannot hold a command
         self.refresh = refresh  # --force: ask the index again even when the cached answer is fresh
         self.cache_dir = cache_dir
         self.index_url = index_url.rstrip("/") + "/"
         self.offline = offline
         self.machine = platform.machine()
         self._read: dict[str, list[IndexFile]] = {}  # index page -> its files, read once per Registry (one command)
+        self._listed: dict[Path, list[Path]] = {}  # find-links directory -> its torch wheels, read once too
+
+    def torch_wheels_in(self, directory: Path) -> list[Path]:
+        """The torch-*.whl files of a find-links directory, sorted; each directory is listed once per Registry."""
+        if directory not in self._listed:
+            self._listed[directory] = sorted(directory.glob("torch-*.whl")) if directory.is_dir() else []
+        return self._listed[directory]
 
     def find_links_locations(self, source: WheelSource) -> list[str]:
         if source.kind == WheelSourceKind.INDEX:
@@ -205,7 +249,11 @@ class Registry:
         """The local find-links of an index source if they hold this release's wheels, else []."""
         pattern = f"torch-{release.requirement_version}-*.whl"
         locations = self._local_mirror(release.wheels)
-        held = [loc for loc in locations if any(Path(loc.removeprefix("file://")).glob(pattern))]
+        held = [
+            loc
+            for loc in locations
+            if any(fnmatch.fnmatch(p.name, pattern) for p in self.torch_wheels_in(Path(loc.removeprefix("file://"))))
+        ]
         return locations if held else []
 
     def source(self, release: TorchRelease) -> TorchSource:
@@ -233,7 +281,7 @@ class Registry:
                     f"find-links location '{location}' is not an absolute directory (allowed: an absolute path "
                     "or file:// URL of a directory of wheels)"
                 )
-            files += [(p.name, p.as_uri()) for p in sorted(directory.glob("torch-*.whl"))]
+            files += [(p.name, p.as_uri()) for p in self.torch_wheels_in(directory)]
         return "find-links " + " ".join(locations), files
 
     def wheels(self, release: TorchRelease) -> list[PublishedWheel]:
@@ -263,9 +311,8 @@ class Registry:
         out: list[PublishedWheel] = []
         for location in locations:
             directory = Path(location.removeprefix("file://"))
-            if directory.is_dir():
-                files = [IndexFile(p.name, p.as_uri()) for p in sorted(directory.glob("torch-*.whl"))]
-                out += linux_wheels(files, self.machine)
+            files = [IndexFile(p.name, p.as_uri()) for p in self.torch_wheels_in(directory)]
+            out += linux_wheels(files, self.machine)
         return out
 
     def index_files(self, project: str) -> list[tuple[str, str]]:
@@ -286,50 +333,80 @@ class Registry:
             self._read[page] = self._read_index(project, base)
         return self._read[page]
 
+    def cache_path(self, project: str, index_url: str = "") -> Path:
+        """Where the answer of an index (default: the registry) for a project is cached."""
+        base = index_url.rstrip("/") + "/" if index_url else self.index_url
+        return self.cache_dir / cache_name(project, f"{base}{project}/")
+
     def _read_index(self, project: str, base: str) -> list[IndexFile]:
-        # The default index keeps its historical cache name; another index gets one named after its URL.
-        name = project if base == self.index_url else f"{hashlib.sha256(base.encode()).hexdigest()[:16]}-{project}"
-        cache = self.cache_dir / f"{name}.json"
         page = f"{base}{project}/"
-        cached, damage = _read_cache(cache)
+        cache = self.cache_path(project, base)
+        cached, damage = _read_cache(cache, page)
         if damage:
             log.warning("%s; fetching it again", damage)
         fresh = cached is not None and time.time() - cache.stat().st_mtime < CACHE_SECONDS and not self.refresh
         if not fresh and not self.offline:
             try:
-                request = urllib.request.Request(page, headers={"Accept": f"{PEP691}, text/html;q=0.1"})
-                with urllib.request.urlopen(request, timeout=60) as response:
-                    files = simple_page_entries(response.read().decode(), page)
-                records = [
-                    {"filename": f.filename, "url": f.url} | ({} if f.yanked is None else {"yanked": f.yanked})
-                    for f in files
-                ]
-                write_text_atomic(cache, json.dumps({"files": records}))
-                return files
-            except (OSError, ValueError) as exc:
+                answer = http.get(
+                    page,
+                    deadline=self.deadline,
+                    max_bytes=PAGE_MAX_BYTES,
+                    headers={"Accept": f"{PEP691}, text/html;q=0.1"},
+                )
+            except OSError as exc:
                 if cached is None:
                     hint = "" if base == self.index_url else "; a machine without it can name a local-find-links mirror"
                     why = damage or f"no cached copy in {cache}"
                     raise RegistryError(f"cannot read {page} ({exc}) and {why}{hint}") from None
                 log.warning("registry unreachable (%s); using cached %s", exc, cache)
+                return cached
+            except ValueError as exc:  # larger than the cap
+                raise RegistryError(f"cannot read {page} ({exc})") from None
+            # An answer that is not an index page (a captive portal, a proxy's error page) is an error, and never
+            # cached: kept, it would stand for the registry's answer for a day.
+            try:
+                files = project_page_files(answer, page)
+            except (ValueError, RecursionError) as exc:
+                raise RegistryError(
+                    f"cannot read {page} ({answer.url} answered something that is not a project page: {exc})"
+                ) from None
+            if not any(f.filename.endswith(".whl") for f in files):
+                before = f"; the answer cached before listed {len(cached)} file(s)" if cached else ""
+                raise RegistryError(
+                    f"cannot read {page}: {answer.url} answered a page that lists no wheel for {project}{before}; "
+                    "not an index's project page (a captive portal or a proxy's error page?), so it is not kept"
+                )
+            records = [
+                {"filename": f.filename, "url": f.url} | ({} if f.yanked is None else {"yanked": f.yanked})
+                for f in files
+            ]
+            write_text_atomic(cache, json.dumps({"url": page, "files": records}))
+            return files
         if cached is None:
             why = damage or f"no cached copy of the {project} index {base} in {cache}"
             raise RegistryError(f"offline and {why}; run once without --offline")
         return cached
 
 
-def _read_cache(cache: Path) -> tuple[list[IndexFile] | None, str]:
-    """The cached answer, verified by parsing it; (None, why) when it is missing or damaged (then fetched again)."""
+def _read_cache(cache: Path, page: str) -> tuple[list[IndexFile] | None, str]:
+    """The cached answer of `page`, verified by parsing it; (None, why) when it is missing, damaged, lists no wheel
+    or is another page's (then fetched again)."""
     if not cache.is_file():
         return None, ""
     try:
-        data = json.loads(cache.read_text())
+        data = json.loads(cache.read_text(encoding="utf-8"))
         # Caches written before yank status was kept hold PyPI's raw answer ("yanked": false) or no key at all.
-        return [
+        files = [
             IndexFile(str(f["filename"]), str(f["url"]), yank_reason(f.get("yanked"))) for f in data.get("files", [])
-        ], ""
+        ]
+        recorded = data.get("url", page)
     except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError) as exc:
         return None, f"the cached registry answer {cache} is damaged ({type(exc).__name__}: {exc})"
+    if recorded != page:
+        return None, f"the cached registry answer {cache} is the answer of {recorded!r:.200}, not of {page}"
+    if not any(f.filename.endswith(".whl") for f in files):
+        return None, f"the cached registry answer {cache} is damaged (it lists no wheel)"
+    return files, ""
 
 
 def file_versions(files: list[tuple[str, str]]) -> set[Version]:
