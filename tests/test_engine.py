@@ -275,6 +275,8 @@ def test_one_run_drives_each_cell_through_its_own_runner(tmp_path: Path) -> None
     path = engine.matrix.path
     path.write_text(path.read_text().replace('python: ["3.11"]', 'python: ["3.11", "3.14"]'))
     engine.matrix = load_matrix(path)
+    engine.registry = Registry(tmp_path / "cache")  # a new command: it lists the find-links directory again
+    engine.registry.machine = "x86_64"
     cells = expand(engine.matrix, {r: engine.registry.pythons(r) for r in engine.matrix.torch})
     local, docker = NamedReader(RunnerName.LOCAL), NamedReader(RunnerName.DOCKER)
     engine.runners = CellRunners(local, {"torch2.13-cpu-cp314-drv2": docker})
