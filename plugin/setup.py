@@ -1,5 +1,10 @@
 """Builds the torch-emu wheel against the torch and emu-driver installed in this environment.
 
+The compiled part is one shared library, torch_emu/libtorch_emu.so: the runtime, the kernels and the ops Python calls
+(torch.ops.torch_emu.*), linked against libtorch and the driver only. It uses no CPython API and is loaded with
+torch.ops.load_library, so the wheel is tagged py3-none-<platform>: one file serves every CPython 3 the torch release
+supports, free-threaded builds included (an abi3 wheel would not).
+
 The wheel's version (the build matrix's, see PLUGIN_VERSION) carries both as a PEP 440 local label, its
 Requires-Dist pins torch to that release line (torch==2.13.*, which vendor builds such as
 2.13.0a0+nv25.01 satisfy too, while >=2.13,<2.14 would not) and emu-driver to that API major, and
@@ -11,12 +16,18 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 from pathlib import Path
+from typing import Any
 
 import emu_driver
 import torch
 from packaging.version import Version
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1 (torch 2.1's build environment pins setuptools < 80)
+    from wheel.bdist_wheel import bdist_wheel  # type: ignore[no-redef]
 
 HERE = Path(__file__).parent.resolve()
 # The wheel's version, local label included (0.1.0+torch.2.13.drv.2), comes from the build matrix only: it writes
@@ -46,13 +57,13 @@ CXX11_ABI = {cxx11_abi!r}
 DRIVER_API = {f"{driver_major}.{driver_minor}"!r}
 DRIVER_API_MAJOR = {driver_major!r}
 DRIVER_VERSION = {importlib.metadata.version("emu-driver")!r}
-PYTHON = {f"{sys.version_info.major}.{sys.version_info.minor}"!r}
 '''
 (HERE / "torch_emu" / "_build_info.py").write_text(BUILD_INFO)
 
+LIBRARY = "torch_emu.libtorch_emu"  # installed as torch_emu/libtorch_emu.so
 sources = sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc").rglob("*.cpp"))
-extension = CppExtension(
-    name="torch_emu._C",
+library = CppExtension(
+    name=LIBRARY,
     sources=sources,
     include_dirs=[str(HERE / "csrc"), str(HERE / "csrc" / "runtime"), emu_driver.get_include()],
     library_dirs=[emu_driver.get_library_dir()],
@@ -61,6 +72,17 @@ extension = CppExtension(
     extra_link_args=["-Wl,-rpath,$ORIGIN/../emu_driver/lib"],
     extra_compile_args=["-O2", "-g0", "-fvisibility=hidden"],
 )
+# libtorch only: torch_python is built for one Python, and nothing here uses it (cpp_extension adds it by default).
+library.libraries = [name for name in library.libraries if name != "torch_python"]
+
+
+class PlatformWheel(bdist_wheel):  # type: ignore[misc]
+    """py3-none-<platform>: no CPython API in the compiled part, so any CPython 3 (free-threaded too) can load it."""
+
+    def get_tag(self) -> Any:
+        _python, _abi, platform = super().get_tag()
+        return "py3", "none", platform
+
 
 setup(
     name="torch-emu",
@@ -68,8 +90,12 @@ setup(
     description="PyTorch PrivateUse1 backend for the emulated 'emu' accelerator",
     packages=["torch_emu", "torch_emu.contrib"],
     py_modules=["torch_emu_autoload"],
-    ext_modules=[extension],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    ext_modules=[library],
+    # no_python_abi_suffix: libtorch_emu.so, not libtorch_emu.cpython-311-x86_64-linux-gnu.so (it is no Python module).
+    cmdclass={
+        "build_ext": BuildExtension.with_options(use_ninja=True, no_python_abi_suffix=True),
+        "bdist_wheel": PlatformWheel,
+    },
     python_requires=">=3.8",
     install_requires=[
         f"torch=={torch_minor}.*",

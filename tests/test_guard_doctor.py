@@ -34,7 +34,6 @@ CXX11_ABI = False
 DRIVER_API = '2.1'
 DRIVER_API_MAJOR = 2
 DRIVER_VERSION = '2.1.0+emu'
-PYTHON = '3.11'
 """
 
 

@@ -16,8 +16,8 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 DEVICE_LIMIT = re.compile(
     r"^\s*(?:#\s*define|(?:static\s+)?constexpr\s+[\w:<>]+)\s+(\w*max_?devices\w*)\b", re.I | re.M
 )
-# Layers that must not be reached from runtime/: the kernels, autocast and the Python module sit above it.
-ABOVE_RUNTIME = ("aten/", "amp/", "EmuModule.cpp")
+# Layers that must not be reached from runtime/: the kernels and autocast sit above it.
+ABOVE_RUNTIME = ("aten/", "amp/")
 
 
 def sources(csrc: Path) -> list[Path]:

@@ -26,7 +26,7 @@ LOG = """\
 ../../csrc/runtime/EmuAllocator.cpp:224:49: error: invalid new-expression of abstract class type 'torch_emu::{anonymous}::CachingAllocator'
 ../../csrc/aten/EmuMinimal.cpp:40:38: error: could not convert 'layout' from 'torch_emu::compat::optional<c10::Layout>' to 'c10::optional<c10::Layout>'
 /venv/lib/python3.11/site-packages/torch/include/ATen/core/ivalue_inl.h:1801:9: error: no type named 'element_type' in 'std::optional<c10::Layout>'
-../../csrc/EmuModule.cpp:123:49: error: 'struct c10::Event' has no member named 'synchronize'
+../../csrc/runtime/EmuRuntimeOps.cpp:123:49: error: 'struct c10::Event' has no member named 'synchronize'
 ninja: build stopped: subcommand failed.
 """
 
@@ -44,7 +44,7 @@ def test_errors_are_deduplicated_and_grouped_by_interface() -> None:
     assert groups["Allocator (c10/core/Allocator.h)"][0].kind == "new pure virtual method to implement"
     assert groups["ATen kernels and dispatcher registration"][0].kind == "signature or type changed"
     assert "torch headers (torch/include/ATen/core/ivalue_inl.h)" in groups
-    assert groups["Python bindings (pybind11, torch/csrc)"][0].kind == "name missing in this release"
+    assert groups["Python-facing ops (torch/library.h)"][0].kind == "name missing in this release"
     text = report.markdown()
     assert "## Compile errors (7), by interface" in text and "`csrc/runtime/EmuHooks.cpp:108`" in text
     assert "patches -- edit" in text

@@ -28,7 +28,8 @@ def test_cell_is_green(real_cells: Path, driver: str) -> None:
     assert smoke["failed"] == 0 and smoke["errors"] == 0 and smoke["passed"] >= 20, smoke
     assert record["torch_build"]["version"] == "2.13.0+cpu" and record["torch_build"]["cxx11_abi"] is True
     version = plugin_version(real_cells)
-    assert record["wheel"]["filename"].startswith(f"torch_emu-{version}+torch.2.13.drv.{driver}-cp311-cp311-")
+    # No CPython API in the compiled part: one py3-none wheel serves every Python of the release.
+    assert record["wheel"]["filename"].startswith(f"torch_emu-{version}+torch.2.13.drv.{driver}-py3-none-")
     assert (real_cells / "wheels" / record["wheel"]["path"]).is_file()
     assert record["driver_wheel"]["filename"].startswith("emu_driver-")
 

@@ -37,8 +37,9 @@ INTERFACES: tuple[tuple[str, str], ...] = (
     ("csrc/runtime/EmuLaunch.", "streams (c10::Stream)"),
     ("csrc/runtime/EmuStorage.cpp", "Allocator (c10/core/Allocator.h)"),
     ("csrc/amp/", "autocast (ATen/autocast_mode.h)"),
+    ("csrc/aten/EmuFallbackOps.cpp", "Python-facing ops (torch/library.h)"),
     ("csrc/aten/", "ATen kernels and dispatcher registration"),
-    ("csrc/EmuModule.cpp", "Python bindings (pybind11, torch/csrc)"),
+    ("csrc/runtime/EmuRuntimeOps.cpp", "Python-facing ops (torch/library.h)"),
     ("csrc/TorchCompat.h", "the plugin's torch-version shim header"),
 )
 

@@ -44,7 +44,7 @@ def requires_pinned_memory():
     return pytest.mark.skipif(
         not torch_emu.features()["pinned_memory"],
         reason="not available: pinned host memory needs driver API 2.2 (emuHostAlloc), this build uses "
-        + ".".join(map(str, torch_emu._C.DRIVER_API_BUILT)),
+        + torch_emu.build_info()["DRIVER_API"],
     )
 
 

@@ -41,6 +41,24 @@ def test_rng_state_round_trip_and_generators():
     assert torch.equal(torch.randn(10, device="emu", generator=g).cpu(), x)
 
 
+def test_default_generators_are_the_devices_own():
+    """torch.emu.default_generators[i] is device i's default generator: seeding it is torch.emu.manual_seed there."""
+    g0, g1 = torch.emu.default_generators[0], torch.emu.default_generators[1]
+    assert isinstance(g0, torch.Generator) and g0 is torch.emu.default_generators[0]
+    assert g0.device == torch.device("emu", 0) and g1.device == torch.device("emu", 1)
+    assert len(torch.emu.default_generators) == torch.emu.device_count()
+    g1.manual_seed(1234)
+    with torch.emu.device(1):
+        assert torch.emu.initial_seed() == 1234
+    torch.emu.manual_seed(5)
+    assert g0.initial_seed() == 5 and g1.initial_seed() == 1234
+    a = torch.randn(8, device="emu").cpu()
+    g0.manual_seed(5)
+    assert torch.equal(torch.randn(8, device="emu", generator=g0).cpu(), a)
+    torch.emu.manual_seed_all(2**64 - 1)  # the full unsigned 64-bit range, as torch.cuda takes it
+    assert [g.initial_seed() for g in torch.emu.default_generators] == [2**64 - 1] * torch.emu.device_count()
+
+
 def test_statistics_are_sane():
     torch.emu.manual_seed(0)
     x = torch.randn(100_000, device="emu")

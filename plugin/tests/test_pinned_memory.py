@@ -6,8 +6,6 @@ import torch
 from packaging.specifiers import SpecifierSet
 from smoke_gates import TORCH, requires_pinned_memory
 
-import torch_emu
-
 pytestmark = [pytest.mark.feature("pinned_memory"), requires_pinned_memory()]
 
 # From torch 2.9, pin_memory() and is_pinned() act for the current accelerator (emu, once registered) and their device
@@ -39,7 +37,7 @@ def test_pin_memory_is_pinned_and_keeps_the_data():
     assert is_pinned(p) and not p.is_emu and torch.equal(p, x)
     assert is_pinned(p[10:])  # a view into the block is pinned memory too
     assert pin(p).data_ptr() == p.data_ptr()  # already pinned: returned as is
-    assert torch_emu._C.driver_version() >= 2002
+    assert torch.emu.driver_version() >= 2002
     assert torch.emu.host_memory_stats()["allocated_bytes.current"] >= p.nbytes
 
 

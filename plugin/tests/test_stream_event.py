@@ -1,5 +1,6 @@
 """Streams and events: asynchronous, in-order queues on driver API 2.x; synchronous on 1.x."""
 
+import gc
 import time
 
 import pytest
@@ -77,6 +78,22 @@ def test_events_record_query_synchronize():
     e.record()
     e.synchronize()
     assert e.query()
+
+
+@pytest.mark.feature("events")
+def test_an_event_lives_as_long_as_its_python_object():
+    """torch.emu.Event holds a handle of the runtime's event table; the last reference frees the driver event."""
+    e = torch.emu.Event()
+    assert repr(e) == "<torch.emu.Event recorded=False>"
+    e.record()
+    assert repr(e) == "<torch.emu.Event recorded=True>"
+    handle = e._handle
+    assert torch.ops.torch_emu.event_query(handle) in (True, False)
+    del e
+    gc.collect()
+    with pytest.raises(RuntimeError, match=f"emu event handle {handle} names no live event"):
+        torch.ops.torch_emu.event_query(handle)
+    torch.ops.torch_emu.event_destroy(handle)  # destroying twice is harmless
 
 
 @pytest.mark.feature("event_timing")

@@ -31,8 +31,9 @@ def _index(device: Any) -> int:
 
 def make_interface(base: type) -> type:
     """The emu interface as a subclass of this release's DeviceInterface (its shape follows CudaInterface)."""
-    from torch_emu import _C, streams
     from torch_emu import device as emu
+    from torch_emu import streams
+    from torch_emu._library import ops
 
     # What a compile worker process asks before it may touch the device (set in the parent, read in the worker).
     worker_devices: dict[str, int] = {}
@@ -55,7 +56,7 @@ def make_interface(base: type) -> type:
             return worker_properties["emu"][index]
 
     def exchange(device: int) -> int:
-        previous = _C.current_device()
+        previous = emu.current_device()
         if device >= 0 and device != previous:
             emu.set_device(device)
         return previous
@@ -81,12 +82,12 @@ def make_interface(base: type) -> type:
 
         @staticmethod
         def _set_stream_by_id(stream_id: int, device_index: int, device_type: int = 0) -> None:
-            _C.set_stream(int(stream_id), int(device_index))
+            ops.stream_set(int(stream_id), int(device_index))
 
         @staticmethod
         def get_raw_stream(device_idx: int) -> int:
             """The current stream's id: what generated code hands back to the runtime to launch on it."""
-            return int(_C.current_stream(int(device_idx))[0])
+            return int(ops.stream_current(int(device_idx))[0])
 
         @staticmethod
         def is_available() -> bool:

@@ -1,7 +1,7 @@
 """The import-time guard: checks torch and the driver against what this wheel was built for.
 
 It runs before the compiled extension is loaded, because with the wrong torch loading
-the extension itself fails (undefined symbol, or worse). Pure Python, no torch_emu._C, no
+the extension itself fails (undefined symbol, or worse). Pure Python, no libtorch_emu.so, no
 third-party imports: it must work in any environment, including one without torch.
 """
 

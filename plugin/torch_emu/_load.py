@@ -1,9 +1,10 @@
-"""Loads the extension and registers the emu device (imported by torch_emu once the guard passed)."""
+"""Loads the compiled library and registers the emu device (imported by torch_emu once the guard passed)."""
 
 import torch
 
-from torch_emu import _C, _build_info, _dynamo_device, _inductor_backend
+from torch_emu import _build_info, _dynamo_device, _inductor_backend
 from torch_emu import device as _device_module
+from torch_emu._library import ops as _ops
 
 __version__ = _build_info.PLUGIN_VERSION
 __all__ = [
@@ -35,32 +36,29 @@ _inductor_backend.install()
 def build_info() -> dict:
     """What this wheel was built against, and what runs now."""
     facts = {k: v for k, v in vars(_build_info).items() if k.isupper()}
-    facts["driver_api_runtime"] = "{}.{}".format(*divmod(_C.driver_version(), 1000))
+    facts["driver_api_runtime"] = "{}.{}".format(*divmod(_ops.driver_version(), 1000))
     facts["torch_runtime"] = torch.__version__
     return facts
 
 
 def driver_api_version() -> tuple:
     """The API version of the driver library in use, e.g. (2, 1)."""
-    return divmod(_C.driver_version(), 1000)
+    return divmod(_ops.driver_version(), 1000)
 
 
 def features() -> dict:
     """Which optional capabilities this build has (driver-gated)."""
-    return {
-        "async_streams": bool(_C.HAS_ASYNC),
-        "event_timing": bool(_C.HAS_EVENTS),
-        "pinned_memory": bool(_C.HAS_HOST_ALLOC),
-    }
+    built = _ops.build_features()
+    return {name: bool(built[name]) for name in ("async_streams", "event_timing", "pinned_memory")}
 
 
 def fallback_ops() -> dict:
     """Ops that ran through the CPU fallback since start (or the last reset), with counts."""
-    return dict(_C.fallback_counts())
+    return dict(sorted(_ops.fallback_counts().items()))
 
 
 def reset_fallback_ops() -> None:
-    _C.reset_fallback_counts()
+    _ops.fallback_reset()
 
 
 def set_backend_meta(tensor: torch.Tensor, values: dict) -> None:
@@ -68,9 +66,9 @@ def set_backend_meta(tensor: torch.Tensor, values: dict) -> None:
     keep them."""
     if tensor.device.type != "emu":
         raise ValueError(f"backend metadata belongs to emu tensors, not to a tensor on {tensor.device}")
-    _C.set_backend_meta(tensor, {str(k): int(v) for k, v in values.items()})
+    _ops.backend_meta_set(tensor, {str(k): int(v) for k, v in values.items()})
 
 
 def backend_meta(tensor: torch.Tensor) -> dict:
     """The named integers set_backend_meta attached ({} if none)."""
-    return dict(_C.backend_meta(tensor))
+    return dict(sorted(_ops.backend_meta_get(tensor).items()))

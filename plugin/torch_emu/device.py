@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from torch_emu import _C
+from torch_emu._library import ops as _ops
 from torch_emu.streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 __all__ = [
@@ -55,36 +56,36 @@ __all__ = [
 
 def _index(device: Any = None) -> int:
     if device is None:
-        return _C.current_device()
+        return _ops.device_current()
     if isinstance(device, int):
         index = device
     else:
         device = torch.device(device)
         if device.type != "emu":
             raise ValueError(f"expected an emu device, got {device}")
-        index = _C.current_device() if device.index is None else device.index
-    if not 0 <= index < _C.device_count():
-        raise RuntimeError(f"emu device index {index} is out of range: there are {_C.device_count()} emu device(s)")
+        index = _ops.device_current() if device.index is None else device.index
+    if not 0 <= index < _ops.device_count():
+        raise RuntimeError(f"emu device index {index} is out of range: there are {_ops.device_count()} emu device(s)")
     return index
 
 
 def is_available() -> bool:
-    return _C.device_count() > 0
+    return _ops.device_count() > 0
 
 
 def is_initialized() -> bool:
     """The driver starts when torch_emu loads; a forked child of such a process cannot use it."""
-    return not _C.is_in_bad_fork()
+    return not _ops.fork_is_bad()
 
 
 def _lazy_init() -> None:
     """Raises "Cannot re-initialize emu in forked subprocess" in a forked child, as torch.cuda does."""
-    _C.check_not_forked()
+    _ops.fork_check()
 
 
 def _is_in_bad_fork() -> bool:
     """True in a child forked after emu started: torch.manual_seed (in DataLoader workers, say) then leaves emu be."""
-    return bool(_C.is_in_bad_fork())
+    return bool(_ops.fork_is_bad())
 
 
 def get_amp_supported_dtype() -> list:
@@ -93,16 +94,16 @@ def get_amp_supported_dtype() -> list:
 
 
 def device_count() -> int:
-    return _C.device_count()
+    return _ops.device_count()
 
 
 def current_device() -> int:
-    return _C.current_device()
+    return _ops.device_current()
 
 
 def set_device(device: Any) -> None:
     _lazy_init()
-    _C.set_device(_index(device))
+    _ops.device_set(_index(device))
 
 
 class device:
@@ -113,125 +114,139 @@ class device:
         self.previous = -1
 
     def __enter__(self) -> None:
-        self.previous = _C.current_device()
-        _C.set_device(self.index)
+        self.previous = _ops.device_current()
+        _ops.device_set(self.index)
 
     def __exit__(self, *exc: object) -> None:
-        _C.set_device(self.previous)
+        _ops.device_set(self.previous)
 
 
 def synchronize(device: Any = None) -> None:
     """Waits for all work queued on every stream of the device."""
     _lazy_init()
-    _C.synchronize(_index(device))
+    _ops.device_synchronize(_index(device))
 
 
 def driver_version() -> int:
     """The driver's API version as major * 1000 + minor (e.g. 2002)."""
-    return _C.driver_version()
+    return _ops.driver_version()
 
 
 # ---- random state ----
-def manual_seed(seed: int) -> None:
-    _C.manual_seed(_C.current_device(), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
-
-
-def manual_seed_all(seed: int) -> None:
-    for index in range(_C.device_count()):
-        _C.manual_seed(index, int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
-
-
-def seed() -> None:
-    _C.seed(_C.current_device())
-
-
-def seed_all() -> None:
-    for index in range(_C.device_count()):
-        _C.seed(index)
-
-
-def initial_seed() -> int:
-    return _C.initial_seed(_C.current_device())
-
-
-def get_rng_state(device: Any = "emu") -> torch.Tensor:
-    return _C.get_rng_state(_index(device))
-
-
-def set_rng_state(new_state: torch.Tensor, device: Any = "emu") -> None:
-    _C.set_rng_state(_index(device), new_state)
-
-
-def get_rng_state_all() -> list:
-    return [_C.get_rng_state(i) for i in range(_C.device_count())]
-
-
-def set_rng_state_all(new_states: list) -> None:
-    for index, state in enumerate(new_states):
-        _C.set_rng_state(index, state)
-
-
+# Each device's default generator is emu's own GeneratorImpl (the one random kernels draw from), handed to Python as a
+# torch.Generator by the registry: seeding and state go through torch.Generator's methods, which lock the generator.
 class _DefaultGenerators:
+    """torch.emu.default_generators[i]: one torch.Generator object per device, made on first use."""
+
+    def __init__(self) -> None:
+        self._generators: dict = {}
+
     def __getitem__(self, index: int) -> torch.Generator:
-        return _C.default_generator(_index(index))
+        index = _index(index)
+        generator = self._generators.get(index)
+        if generator is None:
+            generator = self._generators[index] = _ops.default_generator(index)
+        return generator
 
     def __len__(self) -> int:
-        return _C.device_count()
+        return _ops.device_count()
+
+    def __iter__(self) -> Iterator[torch.Generator]:
+        return (self[index] for index in range(len(self)))
 
 
 default_generators = _DefaultGenerators()
 
 
+def manual_seed(seed: int) -> None:
+    default_generators[_ops.device_current()].manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def manual_seed_all(seed: int) -> None:
+    for generator in default_generators:
+        generator.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def seed() -> None:
+    default_generators[_ops.device_current()].seed()
+
+
+def seed_all() -> None:
+    for generator in default_generators:
+        generator.seed()
+
+
+def initial_seed() -> int:
+    return default_generators[_ops.device_current()].initial_seed()
+
+
+def get_rng_state(device: Any = "emu") -> torch.Tensor:
+    return default_generators[_index(device)].get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "emu") -> None:
+    default_generators[_index(device)].set_state(new_state)
+
+
+def get_rng_state_all() -> list:
+    return [generator.get_state() for generator in default_generators]
+
+
+def set_rng_state_all(new_states: list) -> None:
+    for generator, state in zip(default_generators, new_states):
+        generator.set_state(state)
+
+
 # ---- memory ----
 def memory_stats(device: Any = None) -> collections.OrderedDict:
     """The caching allocator's statistics under torch.cuda.memory_stats's names, sorted by name."""
-    return collections.OrderedDict(sorted(_C.memory_stats(_index(device)).items()))
+    return collections.OrderedDict(sorted(_ops.memory_stats(_index(device)).items()))
 
 
 def memory_allocated(device: Any = None) -> int:
-    return int(_C.memory_stats(_index(device))["allocated_bytes.all.current"])
+    return int(_ops.memory_stats(_index(device))["allocated_bytes.all.current"])
 
 
 def max_memory_allocated(device: Any = None) -> int:
-    return int(_C.memory_stats(_index(device))["allocated_bytes.all.peak"])
+    return int(_ops.memory_stats(_index(device))["allocated_bytes.all.peak"])
 
 
 def memory_reserved(device: Any = None) -> int:
-    return int(_C.memory_stats(_index(device))["reserved_bytes.all.current"])
+    return int(_ops.memory_stats(_index(device))["reserved_bytes.all.current"])
 
 
 def max_memory_reserved(device: Any = None) -> int:
-    return int(_C.memory_stats(_index(device))["reserved_bytes.all.peak"])
+    return int(_ops.memory_stats(_index(device))["reserved_bytes.all.peak"])
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
-    _C.reset_peak_memory_stats(_index(device))
+    _ops.memory_reset_peak(_index(device))
 
 
 def reset_accumulated_memory_stats(device: Any = None) -> None:
     """Zeroes the "allocated" and "freed" totals and the event counters (num_device_alloc, ...)."""
-    _C.reset_accumulated_memory_stats(_index(device))
+    _ops.memory_reset_accumulated(_index(device))
 
 
 def empty_cache() -> None:
     """Returns cached, unused device memory to the driver."""
     _lazy_init()
-    _C.empty_cache()
+    _ops.memory_empty_cache()
 
 
 def host_memory_stats() -> dict:
     """The pinned host allocator's counters (driver API 2.2; all zero on an older driver)."""
-    return dict(_C.host_memory_stats())
+    return dict(_ops.host_memory_stats())
 
 
 def host_empty_cache() -> None:
     """Returns cached pinned host blocks that no queued copy still uses to the driver."""
-    _C.host_empty_cache()
+    _ops.host_memory_empty_cache()
 
 
 def mem_get_info(device: Any = None) -> tuple:
     _lazy_init()
-    return tuple(_C.mem_get_info(_index(device)))
+    return tuple(_ops.device_memory_info(_index(device)))
 
 
 # ---- properties ----
@@ -251,7 +266,16 @@ class _DeviceProperties:
 
 
 def get_device_properties(device: Any = None) -> _DeviceProperties:
-    return _DeviceProperties(_C.get_device_properties(_index(device)))
+    name, total_memory, major, minor, processors = _ops.device_properties(_index(device))
+    return _DeviceProperties(
+        {
+            "name": name,
+            "total_memory": total_memory,
+            "major": major,
+            "minor": minor,
+            "multi_processor_count": processors,
+        }
+    )
 
 
 def get_device_name(device: Any = None) -> str:

@@ -67,7 +67,7 @@ def report(site: str | None = None) -> tuple[str, bool]:
         f"  emu-driver  {driver_line}",
         f"  torch_emu   {build.get('PLUGIN_VERSION')}: built for torch {build.get('TORCH_VERSION')} "
         f"({build.get('TORCH_VARIANT')}, C++11 ABI {int(bool(build.get('CXX11_ABI')))}), "
-        f"driver API {build.get('DRIVER_API')}, Python {build.get('PYTHON')}",
+        f"driver API {build.get('DRIVER_API')}, any CPython 3 (no CPython API in its compiled part)",
     ]
     published = None
     if site is not None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
-from torch_emu import _C
+from torch_emu._library import ops as _ops
 
 
 def _index(device) -> int:
@@ -33,8 +35,8 @@ class Stream(_StreamBase):
         cls, device=None, priority: int = 0, *, stream_id: int | None = None, device_index: int | None = None
     ) -> Stream:
         if stream_id is None:
-            stream_id, device_index = _C.stream_from_pool(_index(device))
-        index = int(device_index if device_index is not None else _C.current_device())
+            stream_id, device_index = _ops.stream_from_pool(_index(device))
+        index = int(device_index if device_index is not None else _ops.device_current())
         return super().__new__(cls, stream_id=int(stream_id), device_index=index, device_type=_PRIVATEUSE1)
 
     @property
@@ -42,10 +44,10 @@ class Stream(_StreamBase):
         return torch.device("emu", self.device_index)
 
     def query(self) -> bool:
-        return _C.stream_query(self.stream_id, self.device_index)
+        return _ops.stream_query(self.stream_id, self.device_index)
 
     def synchronize(self) -> None:
-        _C.stream_synchronize(self.stream_id, self.device_index)
+        _ops.stream_synchronize(self.stream_id, self.device_index)
 
     def record_event(self, event: Event | None = None) -> Event:
         event = event or Event()
@@ -72,36 +74,40 @@ class Stream(_StreamBase):
 
 
 class Event:
-    """A marker in a stream's order: query, synchronize, wait on another stream, time (driver API 2.x)."""
+    """A marker in a stream's order: query, synchronize, wait on another stream, time (driver API 2.x).
+
+    Holds a handle of the runtime's event table; the driver event goes with the last reference to this object.
+    """
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
         if interprocess:
             raise NotImplementedError("emu events cannot be shared between processes")
-        self._event = _C._Event(enable_timing)
+        self._handle = int(_ops.event_create(enable_timing))
+        weakref.finalize(self, _ops.event_destroy, self._handle)
         self.enable_timing = enable_timing
 
     def record(self, stream: Stream | None = None) -> None:
         stream = stream or current_stream()
-        self._event.record(stream.stream_id, stream.device_index)
+        _ops.event_record(self._handle, stream.stream_id, stream.device_index)
 
     def wait(self, stream: Stream | None = None) -> None:
         stream = stream or current_stream()
-        self._event.block(stream.stream_id, stream.device_index)
+        _ops.event_block(self._handle, stream.stream_id, stream.device_index)
 
     def query(self) -> bool:
-        return self._event.query()
+        return bool(_ops.event_query(self._handle))
 
     def synchronize(self) -> None:
-        self._event.synchronize()
+        _ops.event_synchronize(self._handle)
 
     def elapsed_time(self, end_event: Event) -> float:
         """Milliseconds from this event to end_event (both recorded with enable_timing=True)."""
         if not (self.enable_timing and end_event.enable_timing):
             raise RuntimeError("elapsed_time needs two events created with enable_timing=True")
-        return self._event.elapsed_time(end_event._event)
+        return float(_ops.event_elapsed_time(self._handle, end_event._handle))
 
     def __repr__(self) -> str:
-        return f"<torch.emu.Event recorded={self._event.was_recorded}>"
+        return f"<torch.emu.Event recorded={bool(_ops.event_recorded(self._handle))}>"
 
 
 def _declare_stream_bases() -> None:
@@ -125,17 +131,17 @@ _declare_stream_bases()
 
 
 def current_stream(device=None) -> Stream:
-    stream_id, index = _C.current_stream(_index(device))
+    stream_id, index = _ops.stream_current(_index(device))
     return Stream(stream_id=stream_id, device_index=index)
 
 
 def default_stream(device=None) -> Stream:
-    stream_id, index = _C.default_stream(_index(device))
+    stream_id, index = _ops.stream_default(_index(device))
     return Stream(stream_id=stream_id, device_index=index)
 
 
 def set_stream(stream: Stream) -> None:
-    _C.set_stream(stream.stream_id, stream.device_index)
+    _ops.stream_set(stream.stream_id, stream.device_index)
 
 
 class StreamContext:
@@ -149,8 +155,8 @@ class StreamContext:
     def __enter__(self) -> Stream | None:
         if self.stream is None:
             return None
-        self._saved_device = _C.current_device()
-        _C.set_device(self.stream.device_index)
+        self._saved_device = _ops.device_current()
+        _ops.device_set(self.stream.device_index)
         self._saved = current_stream(self.stream.device_index)
         set_stream(self.stream)
         return self.stream
@@ -159,7 +165,7 @@ class StreamContext:
         if self.stream is None or self._saved is None:
             return
         set_stream(self._saved)
-        _C.set_device(self._saved_device)
+        _ops.device_set(self._saved_device)
 
 
 def stream(stream: Stream | None) -> StreamContext:

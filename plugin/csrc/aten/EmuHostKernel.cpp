@@ -69,7 +69,7 @@ void launch_host_kernel(int64_t entry, at::TensorList tensors, at::IntArrayRef k
 
 }  // namespace
 
-TORCH_LIBRARY(torch_emu, m) {
+TORCH_LIBRARY_FRAGMENT(torch_emu, m) {
   m.def("launch_host_kernel(int entry, Tensor(a!)[] tensors, int[] kinds, int[] values) -> ()", &launch_host_kernel);
 }
 
