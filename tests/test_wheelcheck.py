@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from fake_wheels import make_wheel
 from packaging.specifiers import SpecifierSet
+from packaging.tags import parse_tag
 from packaging.version import Version
 
-from buildmatrix.builder.wheelcheck import check_plugin_wheel
+from buildmatrix.builder.wheelcheck import check_plugin_wheel, installs_on
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import load_matrix
@@ -70,3 +71,51 @@ def test_wheel_of_another_version_than_the_matrix_fails(write_matrix: WriteMatri
     assert info.value.step == "check"
     assert "version is 0.1.0, matrix.yaml's plugin.version is 0.2.0" in info.value.message
     assert wheel.is_file()
+
+
+def test_a_py3_none_wheel_serves_the_cell_like_its_own_cpython_tag(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    """A plugin without CPython API ships py3-none-<platform>: one file for every Python of the release."""
+    cell = cell_2_4(write_matrix)
+    for tag in ("py3-none-linux_x86_64", "cp311-cp311-manylinux_2_28_x86_64", "cp39-abi3-linux_x86_64"):
+        wheel = make_wheel(
+            tmp_path / tag,
+            "torch-emu",
+            f"0.1.0+{cell.local_version_label}",
+            tag=tag,
+            requires=["torch==2.4.*", "emu-driver>=2.1,<3"],
+            extra_files={"torch_emu/_build_info.py": BUILD_INFO},
+        )
+        assert check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=V010)["TORCH_VERSION"]
+
+
+@pytest.mark.parametrize("tag", ["cp312-cp312-linux_x86_64", "cp311-cp311t-linux_x86_64", "py2-none-linux_x86_64"])
+def test_a_wheel_the_cells_python_cannot_install_fails(write_matrix: WriteMatrix, tmp_path: Path, tag: str) -> None:
+    cell = cell_2_4(write_matrix)
+    wheel = make_wheel(
+        tmp_path,
+        "torch-emu",
+        f"0.1.0+{cell.local_version_label}",
+        tag=tag,
+        requires=["torch==2.4.*", "emu-driver>=2.1,<3"],
+        extra_files={"torch_emu/_build_info.py": BUILD_INFO},
+    )
+    with pytest.raises(StepFailed) as info:
+        check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=V010)
+    assert f"its tags ({tag}) do not install on the cell's Python 3.11 (cp311)" in info.value.message
+    assert wheel.is_file()
+
+
+@pytest.mark.parametrize(
+    ("tag", "python", "abi", "accepted"),
+    [
+        ("py3-none-linux_x86_64", "3.14", "cp314t", True),  # no CPython API: free-threaded builds too
+        ("cp39-abi3-linux_x86_64", "3.14", "cp314", True),
+        ("cp39-abi3-linux_x86_64", "3.14", "cp314t", False),  # the limited API does not exist there
+        ("cp314-cp314-linux_x86_64", "3.14", "cp314t", False),
+        ("cp314-cp314t-linux_x86_64", "3.14", "cp314t", True),
+        ("cp314-cp314t-linux_x86_64", "3.14", "cp314", False),
+        ("cp315-abi3-linux_x86_64", "3.14", "cp314", False),  # abi3 of a newer Python
+    ],
+)
+def test_installs_on_follows_the_interpreters_tags(tag: str, python: str, abi: str, accepted: bool) -> None:
+    assert installs_on(parse_tag(tag), Version(python), abi) is accepted

@@ -1,4 +1,4 @@
-"""Checks every built plugin wheel: name and local label, dependency pins, baked build info, unresolved symbols."""
+"""Checks every built plugin wheel: name, label and tags, dependency pins, baked build info, unresolved symbols."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
@@ -43,12 +44,29 @@ def read_build_info(wheel: Path, package: str) -> dict[str, Any]:
     return facts
 
 
+def installs_on(wheel_tags: frozenset[Tag], python: Version, abi: str) -> bool:
+    """Whether CPython `python` with ABI tag `abi` (cp311, or cp314t for a free-threaded build) accepts one of these
+    tags, whatever their platform: its own cpXY-cpXY, abi3 (not on a free-threaded build), none, or py3-none."""
+    platforms = sorted({tag.platform for tag in wheel_tags})
+    version = (python.major, python.minor)
+    accepted = {
+        *cpython_tags(version, abis=[abi], platforms=platforms),
+        *compatible_tags(version, f"cp{python.major}{python.minor}", platforms),
+    }
+    return not wheel_tags.isdisjoint(accepted)
+
+
 def check_plugin_wheel(
     wheel: Path, cell: Cell, distribution: str, driver_distribution: str, *, plugin_version: Version
 ) -> dict[str, Any]:
     """Raises StepFailed naming what is wrong; returns the wheel's build facts."""
-    name, version, _build, _tags = parse_wheel_filename(wheel.name)
+    name, version, _build, tags = parse_wheel_filename(wheel.name)
     problems = []
+    if not installs_on(tags, cell.python, cell.python_tag):
+        problems.append(
+            f"its tags ({', '.join(sorted(map(str, tags)))}) do not install on the cell's Python {cell.python} "
+            f"({cell.python_tag})"
+        )
     if name != canonicalize_name(distribution):
         problems.append(f"distribution is {name}, expected {distribution}")
     if Version(version.public) != plugin_version:
