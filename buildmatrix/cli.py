@@ -219,9 +219,12 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     matrix = load_matrix(Path(args.matrix).resolve())
     registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=args.offline)
     release = probe.resolve_release(args.release, matrix, registry, tuple(args.series or ()))
-    cell = probe.probe_cell(release, matrix, registry, args.python, args.driver)
     asked = RunnerName(args.runner or RunnerName.LOCAL)
-    runner, why = runner_for_cell(cell, probe.probe_matrix(matrix, release), asked)
+    if args.python is None:  # any Python the release publishes that this machine can build
+        cell, runner, why = probe.probe_cell_here(release, matrix, registry, asked, args.driver)
+    else:
+        cell = probe.probe_cell(release, matrix, registry, args.python, args.driver)
+        runner, why = runner_for_cell(cell, probe.probe_matrix(matrix, release), asked)
     console.print(
         f"probing torch {release.version} as cell {cell.id} ({why})"
         + (f" with series {', '.join(release.patches)}" if release.patches else "")
@@ -246,7 +249,6 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
 def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder import probe, update
     from buildmatrix.builder.probe import ProbeReport
-    from buildmatrix.builder.runners.select import runner_for_cell
     from buildmatrix.model.matrix import TorchRelease
     from buildmatrix.model.outdated import compare, read_sources
     from buildmatrix.report_outdated import outdated_markdown
@@ -270,9 +272,8 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
                 continue
             # One release the probe cannot run on (no interpreter, a locked workspace) leaves the others probed.
             try:
-                cell = probe.probe_cell(release, result.matrix, registry, None, None)
                 asked = RunnerName(args.runner or RunnerName.LOCAL)
-                runner, why = runner_for_cell(cell, result.matrix, asked)
+                cell, runner, why = probe.probe_cell_here(release, result.matrix, registry, asked)
                 console.print(f"drift probe of torch {release.version} as cell {cell.id} ({why})", highlight=False)
                 report = probe.run_probe(
                     result.matrix,
@@ -460,7 +461,9 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--matrix", default="matrix.yaml")
     probe.add_argument("--offline", action="store_true", help="use the cached registry answers only")
     probe.add_argument(
-        "--python", metavar="X.Y", help="default: the newest of matrix.yaml's Pythons the release publishes"
+        "--python",
+        metavar="X.Y",
+        help="default: the newest Python the release publishes (within matrix.yaml's) that this machine can build",
     )
     probe.add_argument("--driver", metavar="N", help="driver API major (default: the newest in matrix.yaml)")
     probe.add_argument(

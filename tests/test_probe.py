@@ -94,3 +94,58 @@ def test_verdict_for_outdated_says_which_interfaces_need_shims() -> None:
     # A probe stopped before the compiler or the smoke suite said anything proves nothing either way.
     early = ProbeReport("2.4.1", "c", Status.FAILED, "build-env").verdict()
     assert early == "probe inconclusive: failed in step build-env before any compile error or smoke result"
+
+
+def test_the_probe_picks_a_python_this_machine_has_among_those_the_release_publishes(
+    tmp_path: Path, write_matrix: WriteMatrix, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """outdated --apply adds a new release as a coverage cell on the newest Python (3.14 here, which only the forky
+    image serves); with no engine, its probe once came back 'not probed: no interpreter for 3.14' although the
+    release publishes Pythons this machine has. The probe tests torch's C++ interfaces: any of them will do."""
+    import os
+    import sys
+
+    from packaging.version import Version
+
+    from buildmatrix.builder.probe import probe_cell_here
+    from buildmatrix.model.matrix import TorchRelease, WheelSource
+    from buildmatrix.model.registry import Registry
+    from buildmatrix.model.vocab import RunnerName, Variant, WheelSourceKind
+
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    links = tmp_path / "links"
+    links.mkdir()
+    for python in ("3.99", here, "3.10"):
+        tag = "cp" + python.replace(".", "")
+        (links / f"torch-2.14.1+cpu-{tag}-{tag}-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    # This machine, as the probe sees it: only this interpreter on PATH, no pyenv.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / f"python{here}").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin:/bin")
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "no-pyenv"))
+    text = (
+        "schema-version: 1\n"
+        "plugin: {distribution: torch-emu, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}\n"
+        'driver: {source: driver, versions: ["1.4", "2.1"]}\n'
+        f'python: ["3.10", "{here}", "3.99"]\n'
+        f'torch:\n  - {{version: "2.14.1", variant: cpu, wheels: {{find-links: {links}}}, python: ["3.99"]}}\n'
+        'images:\n  future: {base: "debootstrap:forky", python: ["3.99"]}\n'
+    )
+    matrix = load_matrix(write_matrix(text))
+    [release] = matrix.torch
+    registry = Registry(tmp_path / "cache")
+    registry.machine = "x86_64"
+    cell, _runner, why = probe_cell_here(release, matrix, registry, RunnerName.LOCAL)
+    assert (str(cell.python), cell.driver.major) == (here, 2) and why == f"local: {bin_dir / f'python{here}'}"
+    # When no Python it publishes can be built here, it says so for each.
+    none_here = TorchRelease(
+        Version("2.14.1"), Variant.CPU, WheelSource(WheelSourceKind.FIND_LINKS, str(links)), (Version("3.99"),), ()
+    )
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(
+        UserError,
+        match=r"no Python that torch 2\.14\.1 publishes can be built here \(3\.99: no "
+        r"interpreter for 3\.99: build it with --runner docker \(image future serves it\); ",
+    ):
+        probe_cell_here(none_here, matrix, registry, RunnerName.LOCAL)

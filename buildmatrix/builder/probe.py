@@ -23,7 +23,7 @@ from buildmatrix.errors import UserError
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import DriverVersion, Matrix, TorchRelease, WheelSource
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import Status, Variant, WheelSourceKind
+from buildmatrix.model.vocab import RunnerName, Status, Variant, WheelSourceKind
 from buildmatrix.util.atomic import write_text_atomic
 
 # Which torch interface each plugin source file implements: the report groups errors by these.
@@ -233,12 +233,45 @@ def probe_cell(
             f"probe: torch {release.version} publishes no wheel for any Python of matrix.yaml "
             f"({', '.join(str(p) for p in matrix.python)})"
         )
+    return Cell(release, max(wanted), probe_driver(matrix, driver))
+
+
+def probe_driver(matrix: Matrix, driver: str | None) -> DriverVersion:
+    """The driver asked for (by major or API version), else the newest of matrix.yaml."""
     drivers = [d for d in matrix.drivers if driver is None or str(d.major) == driver or str(d.api) == driver]
     if not drivers:
         raise UserError(
             f"probe: no driver {driver} in matrix.yaml (known: {', '.join(str(d.api) for d in matrix.drivers)})"
         )
-    return Cell(release, max(wanted), max(drivers, key=lambda d: d.api))
+    return max(drivers, key=lambda d: d.api)
+
+
+def probe_cell_here(
+    release: TorchRelease, matrix: Matrix, registry: Registry, asked: RunnerName, driver: str | None = None
+) -> tuple[Cell, Runner, str]:
+    """The probe's cell with a Python this machine can build, its runner, and why.
+
+    The probe tests torch's C++ interfaces, not a Python: any Python the release publishes (within matrix.yaml's
+    bounds) will do. The entry's own Python comes first (a coverage cell's), then the others newest first; the first
+    one a runner can build here is probed. Raises UserError naming each Python and why it cannot be built here.
+    """
+    from buildmatrix.builder.runners.select import runner_for_cell
+
+    published = registry.pythons(release)
+    own = [p for p in sorted(release.python or (), reverse=True) if p in published]
+    others = sorted((p for p in published if p in matrix.python and p not in own), reverse=True)
+    if not own and not others:
+        probe_cell(release, matrix, registry, None, driver)  # raises, saying which Pythons it publishes
+    why_not = []
+    for python in own + others:
+        cell = Cell(release, python, probe_driver(matrix, driver))
+        try:
+            runner, why = runner_for_cell(cell, probe_matrix(matrix, release), asked)
+        except UserError as exc:
+            why_not.append(f"{python}: {exc}")
+            continue
+        return cell, runner, why
+    raise UserError(f"no Python that torch {release.version} publishes can be built here ({'; '.join(why_not)})")
 
 
 def report_from_result(release: TorchRelease, result: CellResult, log: Path) -> ProbeReport:
@@ -294,6 +327,7 @@ __all__ = [
     "parse_compile_errors",
     "parse_failed_tests",
     "probe_cell",
+    "probe_cell_here",
     "probe_matrix",
     "report_from_result",
     "resolve_release",
