@@ -305,7 +305,6 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
         read_docs_table,
         read_readme,
         rendered_docs,
-        write_docs,
         write_site,
     )
     from buildmatrix.publish.table import build_table
@@ -321,10 +320,10 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
         table = build_table(matrix, expand(matrix, available), results, available, site_url=args.site_url)
         rendered_docs(table, read_readme(matrix.root), matrix.root / README)  # they must render before publishing
         # The site is built and checked beside the live one; nothing (site or docs) changes unless every check passes.
-        report = write_site(table, workspace.wheels_dir, workspace.wheels_dir / "site", matrix)
+        report = write_site(table, workspace.wheels_dir, workspace.wheels_dir / "site", matrix, docs_root=matrix.root)
         problems = report.problems
         if report.published:
-            for path in write_docs(table, matrix.root):
+            for path in report.docs:
                 console.print(f"wrote {path.relative_to(matrix.root)}", highlight=False)
             console.print(
                 f"site: {report.site / 'index.html'} ({report.wheels} wheel(s), {len(report.pages)} index page(s))",

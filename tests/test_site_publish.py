@@ -347,3 +347,38 @@ def test_check_of_a_damaged_committed_table_is_an_error_naming_it(write_matrix: 
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"{table}: unreadable (JSONDecodeError" in done.stderr and "Traceback" not in done.stderr
     assert table.read_text() == '{"schema_version": 1, "releases": [{"key": 3}]'
+
+
+def test_the_docs_are_written_under_the_publish_lock(
+    write_matrix: WriteMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second compat-table starting between the swap and the docs would publish a site the docs do not describe."""
+    import fcntl
+
+    path = write_matrix()
+    (path.parent / "README.md").write_text("# x\n\n<!-- compat-table:start -->\n<!-- compat-table:end -->\n")
+    matrix = load_matrix(path)
+    wheels = tmp_path / "wheels"
+    table = table_of(matrix, wheels)
+    seen: list[bool] = []
+    real = site_module.write_docs
+
+    def write_docs_and_try_the_lock(table: CompatTable, root: Path) -> list[Path]:
+        with (wheels / ".site-publish.lock").open("a") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                seen.append(True)  # held by the publisher while the docs are written
+            else:
+                seen.append(False)
+        return real(table, root)
+
+    monkeypatch.setattr(site_module, "write_docs", write_docs_and_try_the_lock)
+    report = write_site(table, wheels, wheels / "site", matrix, docs_root=path.parent)
+    assert report.published and seen == [True]
+    assert {p.relative_to(path.parent).as_posix() for p in report.docs} == {
+        "README.md",
+        "docs/compatibility.md",
+        "docs/compatibility.json",
+    }
+    assert CompatTable.from_json((path.parent / "docs" / "compatibility.json").read_text()) == table

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import os
@@ -52,6 +53,7 @@ class SiteReport:
     pages: list[str]
     problems: list[str]  # why the staged site was not published; empty when it went live
     published: bool = True
+    docs: tuple[Path, ...] = ()  # the docs rewritten with it (README, docs/compatibility.*), under the same lock
 
 
 def rendered_docs(table: CompatTable, readme: str, readme_path: Path = README) -> dict[Path, str]:
@@ -222,15 +224,22 @@ def _swap(site: Path, staged: Path) -> None:
         shutil.rmtree(previous)
 
 
-def write_site(table: CompatTable, wheels_dir: Path, site: Path, matrix: Matrix | None = None) -> SiteReport:
-    """Build the whole site beside the live one, check it, and only then make it live in one atomic swap.
+def write_site(
+    table: CompatTable, wheels_dir: Path, site: Path, matrix: Matrix | None = None, docs_root: Path | None = None
+) -> SiteReport:
+    """Build the whole site beside the live one, check it, and only then make it live in one atomic swap; then, with
+    `docs_root`, rewrite the docs there from the same table, still under the publish lock (a second publisher cannot
+    leave docs that describe another site than the live one).
 
-    With problems, the staged copy is removed and the live site is left as it was. With `matrix`, the table is also
-    checked against matrix.yaml.
+    With problems, the staged copy is removed and the live site and the docs are left as they were. With `matrix`,
+    the table is also checked against matrix.yaml.
     """
     site.parent.mkdir(parents=True, exist_ok=True)
     with _publish_lock(site):
-        return _write_site(table, wheels_dir, site, matrix)
+        report = _write_site(table, wheels_dir, site, matrix)
+        if report.published and docs_root is not None:
+            report = dataclasses.replace(report, docs=tuple(write_docs(table, docs_root)))
+        return report
 
 
 @contextmanager
