@@ -1,3 +1,3 @@
-"""buildmatrix: build, smoke-test and publish an out-of-tree PyTorch backend across a torch x Python x driver matrix."""
+"""buildmatrix: build, smoke-test and publish PyTorch C++ extensions and device backends across torch x Python x SDK."""
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the package's only version: pyproject.toml reads it from here

@@ -91,8 +91,8 @@ def test_driver_wheels_are_built_per_image_by_the_given_build(tmp_path: Path) ->
             whl.writestr("tiny_driver-2.1.0+tiny.dist-info/RECORD", "")
 
     bullseye, trixie = (
-        driver_cache_dir(tmp_path, "emu-builder:bullseye-aaa"),
-        driver_cache_dir(tmp_path, "emu-builder:trixie-bbb"),
+        driver_cache_dir(tmp_path, "buildmatrix-builder:bullseye-aaa"),
+        driver_cache_dir(tmp_path, "buildmatrix-builder:trixie-bbb"),
     )
     assert bullseye != trixie and bullseye.parent == trixie.parent
     wheels = DriverWheels(source, "tiny-driver", bullseye, build=build)
@@ -139,7 +139,7 @@ def test_cells_share_the_hosts_uv_cache(write_matrix: WriteMatrix, tmp_path: Pat
     uv_cache = tmp_path / "host-uv-cache"
     driver = tmp_path / "driver" / "tiny_driver-2.1.0-py3-none-any.whl"
     helper = tmp_path / "helper" / "cell.py"
-    container = cell_container(job, "emu-builder:x", driver, tmp_path / "cache", helper, uv_cache=uv_cache)
+    container = cell_container(job, "buildmatrix-builder:x", driver, tmp_path / "cache", helper, uv_cache=uv_cache)
     assert f"--volume={uv_cache}:{UV_CACHE}:rw" in container.create_args
     env = {a.split("=", 2)[1]: a.split("=", 2)[2] for a in container.create_args if a.startswith("--env=")}
     assert env["UV_CACHE_DIR"] == UV_CACHE and env["UV_LINK_MODE"] == "copy", env
@@ -215,7 +215,7 @@ def test_tiny_cells_in_docker_broken_cell_alone_then_noop(tmp_path: Path) -> Non
     assert fine["smoke"] == {"passed": 3, "failed": 0, "skipped": 0, "errors": 0}
     assert fine["features"] == {"tiny": "passed"}
     assert fine["torch_build"]["version"] == "2.13.0+cpu" and fine["torch_build"]["image"].startswith(
-        "emu-builder:bookworm-"
+        "buildmatrix-builder:bookworm-"
     )
     # auditwheel gave it the platform tag glibc needs, not linux_x86_64.
     assert "manylinux" in fine["wheel"]["filename"] and (root / "wheels" / fine["wheel"]["path"]).is_file()
@@ -303,7 +303,7 @@ def test_real_plugin_torch213_cp311_drv2_in_bookworm(tmp_path: Path) -> None:
     result_record = record(root, cell)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert result_record["status"] == "passed" and result_record["runner"] == "docker"
-    assert result_record["torch_build"]["image"].startswith("emu-builder:bookworm-")
+    assert result_record["torch_build"]["image"].startswith("buildmatrix-builder:bookworm-")
     assert Version(result_record["torch_build"]["version"]).public == "2.13.0"
     assert "manylinux" in result_record["wheel"]["filename"]
     smoke = result_record["smoke"]

@@ -23,29 +23,29 @@ def docker_dir(tmp_path: Path) -> Path:
 
 
 def test_debootstrap_base_or_plain_reference() -> None:
-    assert BOOKWORM.suite == "bookworm" and base_reference(BOOKWORM) == "emu-base:bookworm"
+    assert BOOKWORM.suite == "bookworm" and base_reference(BOOKWORM) == "buildmatrix-base:bookworm"
     assert MANYLINUX.suite is None and base_reference(MANYLINUX) == "quay.io/pypa/manylinux_2_28_x86_64"
 
 
 def test_tag_is_stable_and_follows_every_input(docker_dir: Path) -> None:
     ca = docker_dir / "ca.crt"
-    plan = plan_image(BOOKWORM, docker_dir, ca, {})
-    assert plan.tag == plan_image(BOOKWORM, docker_dir, ca, {"PATH": "/elsewhere"}).tag
-    assert plan.tag.startswith("emu-builder:bookworm-") and plan.build_args == {
-        "BASE": "emu-base:bookworm",
+    plan = plan_image(BOOKWORM, ca, {}, docker_dir)
+    assert plan.tag == plan_image(BOOKWORM, ca, {"PATH": "/elsewhere"}, docker_dir).tag
+    assert plan.tag.startswith("buildmatrix-builder:bookworm-") and plan.build_args == {
+        "BASE": "buildmatrix-base:bookworm",
         "PYTHONS": "3.11",
     }
     assert plan.dockerfile.name == "debian.Dockerfile"
-    assert plan_image(MANYLINUX, docker_dir, ca, {}).dockerfile.name == "manylinux.Dockerfile"
+    assert plan_image(MANYLINUX, ca, {}, docker_dir).dockerfile.name == "manylinux.Dockerfile"
     changed = [
-        plan_image(BuildImage("bookworm", "debootstrap:bookworm", (Version("3.12"),)), docker_dir, ca, {}).tag,
-        plan_image(BuildImage("bookworm", "debootstrap:trixie", (Version("3.11"),)), docker_dir, ca, {}).tag,
-        plan_image(BOOKWORM, docker_dir, ca, {"HTTPS_PROXY": "http://proxy:3128"}).tag,
+        plan_image(BuildImage("bookworm", "debootstrap:bookworm", (Version("3.12"),)), ca, {}, docker_dir).tag,
+        plan_image(BuildImage("bookworm", "debootstrap:trixie", (Version("3.11"),)), ca, {}, docker_dir).tag,
+        plan_image(BOOKWORM, ca, {"HTTPS_PROXY": "http://proxy:3128"}, docker_dir).tag,
     ]
     (docker_dir / "debian.Dockerfile").write_text("FROM ${BASE}\nRUN true\n")
-    changed.append(plan_image(BOOKWORM, docker_dir, ca, {}).tag)
+    changed.append(plan_image(BOOKWORM, ca, {}, docker_dir).tag)
     ca.write_text("another CA\n")
-    changed.append(plan_image(BOOKWORM, docker_dir, ca, {}).tag)
+    changed.append(plan_image(BOOKWORM, ca, {}, docker_dir).tag)
     assert len({plan.tag, *changed}) == 6
 
 
@@ -154,7 +154,7 @@ def test_builder_image_is_verified_on_use_and_rebuilt_when_damaged(
 ) -> None:
     from buildmatrix.docker.images import ImageBuilder
 
-    plan = plan_image(MANYLINUX, docker_dir, docker_dir / "ca.crt", {})
+    plan = plan_image(MANYLINUX, docker_dir / "ca.crt", {}, docker_dir)
     log = tmp_path / "cell.log"
 
     def builds() -> int:

@@ -172,7 +172,7 @@ def test_debootstrap_suite_cannot_delete_outside_the_cache(tmp_path: Path) -> No
     (victim / "keep").write_text("precious")
     builder = ImageBuilder(tmp_path / "cache" / "a")
     with pytest.raises(StepFailed, match="would lead outside"):
-        builder._debootstrap_base("../../../X", "emu-base:x", tmp_path / "log")
+        builder._debootstrap_base("../../../X", "buildmatrix-base:x", tmp_path / "log")
     assert (victim / "keep").read_text() == "precious"
 
 

@@ -144,7 +144,12 @@ def test_cibuildwheel_container_arguments_hold_no_secret(tmp_path: Path, monkeyp
     )
     driver = tmp_path / "driver" / "tiny_driver-2.1.0-py3-none-any.whl"
     container = cell_container(
-        job, "emu-builder:x", driver, tmp_path / "cache", tmp_path / "helper" / "cell.py", uv_cache=tmp_path / "uv"
+        job,
+        "buildmatrix-builder:x",
+        driver,
+        tmp_path / "cache",
+        tmp_path / "helper" / "cell.py",
+        uv_cache=tmp_path / "uv",
     )
     shown = " ".join(container.create_args) + " ".join(f"{k}={v}" for k, v in container.cibw_env.items())
     assert not any(s in shown for s in SECRETS), shown
@@ -156,6 +161,9 @@ def test_image_notes_never_show_a_mirror_credential(tmp_path: Path) -> None:
 
     log = tmp_path / "image.log"
     images._note(
-        log, "made emu-base:bookworm with debootstrap from https://apt:FAKE-MIRROR-PASSWORD@mirror.invalid/debian"
+        log,
+        "made buildmatrix-base:bookworm with debootstrap from https://apt:FAKE-MIRROR-PASSWORD@mirror.invalid/debian",
     )
-    assert log.read_text() == "# made emu-base:bookworm with debootstrap from https://***@mirror.invalid/debian\n"
+    assert (
+        log.read_text() == "# made buildmatrix-base:bookworm with debootstrap from https://***@mirror.invalid/debian\n"
+    )

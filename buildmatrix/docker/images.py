@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildmatrix.docker import oci
-from buildmatrix.errors import StepFailed, UserError
+from buildmatrix.errors import StepFailed
 from buildmatrix.model.matrix import BuildImage
 from buildmatrix.util.paths import inside, name_problem
 from buildmatrix.util.process import run_captured, run_logged
@@ -51,7 +51,7 @@ class ImagePlan:
 
     image: BuildImage
     dockerfile: Path
-    base_reference: str  # emu-base:<suite> (made here) or the registry reference as given
+    base_reference: str  # buildmatrix-base:<suite> (made here) or the registry reference as given
     build_args: dict[str, str]
     tag: str
 
@@ -61,21 +61,21 @@ def passed_env(environ: Mapping[str, str]) -> dict[str, str]:
     return {key: value for key, value in environ.items() if key in PASSED_ENV and value and "file:" not in value}
 
 
-def docker_dir(project_root: Path) -> Path:
-    """The project's docker/ (Dockerfiles and the in-container helper), else the one beside this package."""
-    for candidate in (project_root / "docker", Path(__file__).resolve().parents[2] / "docker"):
-        if (candidate / "debian.Dockerfile").is_file():
-            return candidate
-    raise UserError(f"no docker/debian.Dockerfile in {project_root} or beside the buildmatrix package")
+# The package's own image recipes and the in-container helper: package data, so an installed buildmatrix builds images
+# in any project, with no Docker files of the project's own.
+DATA_DIR = Path(__file__).resolve().parent / "data"
+CELL_HELPER = DATA_DIR / "cell.py"
+BASE_REPOSITORY = "buildmatrix-base"  # debootstrapped Debian bases: buildmatrix-base:<suite>
+BUILDER_REPOSITORY = "buildmatrix-builder"  # builder images: buildmatrix-builder:<image name>-<content hash>
 
 
 def base_reference(image: BuildImage) -> str:
-    return f"emu-base:{image.suite}" if image.suite else image.base
+    return f"{BASE_REPOSITORY}:{image.suite}" if image.suite else image.base
 
 
-def plan_image(image: BuildImage, directory: Path, ca_bundle: Path, environ: Mapping[str, str]) -> ImagePlan:
+def plan_image(image: BuildImage, ca_bundle: Path, environ: Mapping[str, str], directory: Path = DATA_DIR) -> ImagePlan:
     """Pure but for reading files: the tag is a hash of the Dockerfile, the base, the Pythons, the CA bundle and the
-    passed env."""
+    passed env. `directory` holds the recipes (the package's own by default)."""
     dockerfile = directory / ("debian.Dockerfile" if image.suite else "manylinux.Dockerfile")
     base = base_reference(image)
     args = {"BASE": base, "PYTHONS": " ".join(str(v) for v in image.python), **passed_env(environ)}
@@ -85,7 +85,7 @@ def plan_image(image: BuildImage, directory: Path, ca_bundle: Path, environ: Map
     for key, value in sorted(args.items()):
         digest.update(f"\0{key}={value}".encode())
     name = re.sub(r"[^a-z0-9_.-]", "-", image.name.lower())
-    return ImagePlan(image, dockerfile, base, args, f"emu-builder:{name}-{digest.hexdigest()[:12]}")
+    return ImagePlan(image, dockerfile, base, args, f"{BUILDER_REPOSITORY}:{name}-{digest.hexdigest()[:12]}")
 
 
 def debian_mirror(sources_dir: Path = Path("/etc/apt")) -> str:

@@ -19,7 +19,7 @@ from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_tools, reproducible_env, smoke_tools, uv_cache_dir
 from buildmatrix.docker import oci
-from buildmatrix.docker.images import HOST_CA_BUNDLE, ImageBuilder, ImagePlan, docker_dir, plan_image
+from buildmatrix.docker.images import CELL_HELPER, DATA_DIR, HOST_CA_BUNDLE, ImageBuilder, ImagePlan, plan_image
 from buildmatrix.errors import InterpreterNotFound, StepFailed, UserError
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import BuildImage, Matrix
@@ -250,18 +250,15 @@ class DockerRunner:
         image = image_for(cell, matrix)
         key = (str(matrix.path), image.name)
         if key not in self._plans:
-            self._plans[key] = plan_image(image, docker_dir(matrix.root), self.ca_bundle, os.environ)
+            self._plans[key] = plan_image(image, self.ca_bundle, os.environ)
         return self._plans[key]
 
     def python_identity(self, cell: Cell) -> str:
         """Part of the cell's inputs: the Python and, by content, the image and in-container helper that build it."""
         if self.matrix is None:
-            # Without the matrix (the CLI does not hand it over yet) the docker/ tree's content stands for the image.
-            directory = docker_dir(Path.cwd())
-            return f"cpython-{cell.python} in docker/ {tree_hash(directory)[:12]}"
-        directory = docker_dir(self.matrix.root)
-        helper = directory / "cell.py"
-        helper_hash = file_sha256(helper)[:12] if helper.is_file() else "missing"
+            # Without the matrix (the CLI does not hand it over yet) the recipes' content stands for the image.
+            return f"cpython-{cell.python} in buildmatrix images {tree_hash(DATA_DIR)[:12]}"
+        helper_hash = file_sha256(CELL_HELPER)[:12] if CELL_HELPER.is_file() else "missing"
         return f"cpython-{cell.python} in {self.plan(cell, self.matrix).tag} (cell.py {helper_hash})"
 
     def _builder(self, job: CellJob) -> ImageBuilder:
@@ -276,7 +273,7 @@ class DockerRunner:
                 return self._driver_wheels[image_tag]
             cache = job.workspace.cache_dir / "docker" / "cache"
             cache.mkdir(parents=True, exist_ok=True)
-            build = container_driver_build(image_tag, cache, docker_dir(job.matrix.root) / "cell.py", uv_cache)
+            build = container_driver_build(image_tag, cache, CELL_HELPER, uv_cache)
             wheels = DriverWheels(
                 job.matrix.driver_source,
                 job.matrix.driver_distribution,
@@ -315,8 +312,7 @@ class DockerRunner:
                 f"{job.matrix.driver_distribution}=={_wheel_version(driver_wheel)}\n"
             )
             stage_tests(job.smoke_tests, out / "smoke")
-            helper = docker_dir(job.matrix.root) / "cell.py"
-            container = cell_container(job, tag, driver_wheel, cache, helper, uv_cache=self.uv_cache())
+            container = cell_container(job, tag, driver_wheel, cache, CELL_HELPER, uv_cache=self.uv_cache())
             env = {**oci.client_env(), **container.secret_env, **container.cibw_env}
             start = (
                 log.stat().st_size

@@ -1,7 +1,9 @@
 """Runs inside a builder container for cibuildwheel's hooks (before_build, repair, test) and to build the driver wheel;
 stdlib only, Python 3.9+.
 
-Mounted read-only at /buildmatrix/cell.py by the Docker runner; results go to the host through /out.
+Package data of buildmatrix (buildmatrix/docker/data/), mounted read-only at /buildmatrix/cell.py by the Docker runner;
+results go to the host through /out. It runs on the image's Pythons (3.9 and later), hence os.path rather than pathlib
+idioms that need newer releases.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def install(requirements: list[str]) -> None:
 def defined_symbols(libraries: list[str]) -> list[str]:
     names: set[str] = set()
     for library in libraries:
-        out = subprocess.run(["nm", "-D", "--defined-only", library], capture_output=True, text=True)
+        out = subprocess.run(["nm", "-D", "--defined-only", library], capture_output=True, text=True, check=False)
         for line in out.stdout.splitlines():
             fields = line.split()
             if len(fields) >= 2:
@@ -108,7 +110,7 @@ def smoke(args: argparse.Namespace) -> None:
     os.makedirs(os.path.dirname(args.exit_code), exist_ok=True)
     command = [sys.executable, *args.pytest]
     print("+ " + " ".join(command), flush=True)
-    code = subprocess.run(command).returncode
+    code = subprocess.run(command, check=False).returncode
     with open(args.exit_code, "w") as handle:
         handle.write(f"{code}\n")
 
