@@ -105,7 +105,7 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
 
     matrix, cells, registry = load_cells(args)
     if not cells:
-        raise UserError("the selection matches no cell of the matrix; `nox -s matrix` lists them")
+        raise UserError("the selection matches no cell of the matrix; `buildmatrix matrix` lists them")
     plan = runner_plan(matrix, cells, args)
     for line in report_matrix.runner_plan_lines(cells, {c.id: plan.choice(c).reason for c in cells}):
         console.print(line, highlight=False, markup=False)
@@ -199,7 +199,7 @@ def cmd_patches(args: argparse.Namespace, console: Console) -> int:
         tree = patchtool.edit_tree(matrix, args.release, edit_root)
         console.print(
             f"edit the plugin for torch {args.release} in {tree / matrix.plugin.source.name}, "
-            f"then run `nox -s patches -- refresh {args.release}`"
+            f"then run `buildmatrix patches refresh {args.release}`"
         )
         return 0
     result = patchtool.refresh(matrix, args.release, edit_root / f"torch{args.release}")

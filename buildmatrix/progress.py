@@ -52,7 +52,7 @@ class ProgressDisplay:
                 self.console.print(f"{cell_id}: {what}", highlight=False)
 
     def _table(self) -> Table:
-        table = Table(title="nox -s build-matrix")
+        table = Table(title="buildmatrix build")
         table.add_column("cell")
         table.add_column("state")
         now = time.monotonic()

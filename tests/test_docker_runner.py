@@ -190,7 +190,7 @@ def test_missing_engine_docker_refused_auto_falls_back(tmp_path: Path, monkeypat
     root = tiny_project(tmp_path / "project")
     result = build(root, env={**ENV, "DOCKER_HOST": dead})
     assert result.returncode == EngineUnavailable.exit_code, result.stdout + result.stderr
-    assert "--runner docker, but no Docker engine answers" in result.stderr and "nox -s docker-engine" in result.stderr
+    assert "--runner docker, but no Docker engine answers" in result.stderr and "buildmatrix engine" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -47,7 +47,7 @@ def test_errors_are_deduplicated_and_grouped_by_interface() -> None:
     assert groups["Python-facing ops (torch/library.h)"][0].kind == "name missing in this release"
     text = report.markdown()
     assert "## Compile errors (7), by interface" in text and "`csrc/runtime/EmuHooks.cpp:108`" in text
-    assert "patches -- edit" in text
+    assert "buildmatrix patches edit" in text
 
 
 def test_failed_smoke_tests_are_listed() -> None:

@@ -137,8 +137,8 @@ class ProbeReport:
             lines += ["The plugin builds and passes its smoke suite on this release without a shim series.", ""]
         else:
             lines += [
-                "Next: `nox -s patches -- edit <minor>` after adding the release to matrix.yaml, fix the tree, "
-                "then `nox -s patches -- refresh <minor>` (patches/README.md).",
+                "Next: `buildmatrix patches edit <minor>` after adding the release to matrix.yaml, fix the tree, "
+                "then `buildmatrix patches refresh <minor>` (patches/README.md).",
                 "",
             ]
         if self.log is not None:

@@ -52,7 +52,7 @@ def find_uv() -> str:
     if uv is None:
         from buildmatrix.errors import UserError
 
-        raise UserError("uv is not on PATH; install it with `python -m pip install uv` (nox sessions do this)")
+        raise UserError("uv is not on PATH; install it with `python -m pip install uv`")
     return uv
 
 

@@ -197,7 +197,7 @@ class ImageBuilder:
             if shutil.which("debootstrap") is None:
                 raise StepFailed(
                     "image",
-                    f"making {reference} needs debootstrap; run `nox -s docker-engine` "
+                    f"making {reference} needs debootstrap; run `buildmatrix engine` "
                     "(or `apt-get install -y debootstrap`) as root",
                 )
             if os.geteuid() != 0:

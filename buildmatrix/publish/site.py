@@ -73,7 +73,7 @@ def read_docs_table(root: Path) -> CompatTable:
         return CompatTable.from_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise DocsError(
-            f"{path}: unreadable ({type(exc).__name__}: {exc}); regenerate it with `nox -s compat-table`"
+            f"{path}: unreadable ({type(exc).__name__}: {exc}); regenerate it with `buildmatrix compat-table`"
         ) from None
 
 
@@ -87,11 +87,11 @@ def read_readme(root: Path) -> str:
 def docs_problems(table: CompatTable, matrix: Matrix) -> list[str]:
     """Ways the committed docs are stale: the recorded table no longer matches matrix.yaml, or a file differs from its
     rendering."""
-    problems = [f"{DOCS_TABLE}: {p}; run `nox -s compat-table`" for p in stale_problems(table, matrix)]
+    problems = [f"{DOCS_TABLE}: {p}; run `buildmatrix compat-table`" for p in stale_problems(table, matrix)]
     for rel, text in rendered_docs(table, read_readme(matrix.root), matrix.root / README).items():
         path = matrix.root / rel
         if not path.is_file() or path.read_text() != text:
-            problems.append(f"{rel} is not what {DOCS_TABLE} renders to; run `nox -s compat-table`")
+            problems.append(f"{rel} is not what {DOCS_TABLE} renders to; run `buildmatrix compat-table`")
     return problems
 
 

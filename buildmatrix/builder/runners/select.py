@@ -138,7 +138,7 @@ def _no_engine(what: str, problem: str, otherwise: str) -> EngineUnavailable:
     where = os.environ.get("DOCKER_HOST", "the default socket")
     return EngineUnavailable(
         f"{what}, but no Docker engine answers `docker info` at {where}: {problem}. "
-        f"Start one with `nox -s docker-engine` (Debian, as root), {otherwise}"
+        f"Start one with `buildmatrix engine` (Debian, as root), {otherwise}"
     )
 
 
