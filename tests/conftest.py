@@ -55,6 +55,13 @@ def write_matrix(project: Path) -> WriteMatrix:
     return write
 
 
+# The tiny fixture's contract (tests/fixtures/tiny), appended to every matrix that builds it.
+TINY_CONTRACT = """\
+build: {version-file: PLUGIN_VERSION}
+check: {build-info: tiny_plugin/_build_info.py}
+smoke: {args: ["--tiny-features-json={features}"]}
+"""
+
 REPO = Path(__file__).parent.parent
 PROJECT_PARTS = ("matrix.yaml", "matrix.schema.json", "plugin", "driver", "patches", "README.md", "docs")
 

@@ -13,7 +13,7 @@ from registry_server import Answers
 from buildmatrix.builder.workspace import RunLock, Workspace
 from buildmatrix.errors import EngineUnavailable, MatrixError, RegistryError, RunLocked, UserError
 
-from conftest import copy_project, run_cli
+from conftest import TINY_CONTRACT, copy_project, run_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 # A tiny project whose torch is an empty file in a local find-links directory: commands get as far as running a cell
@@ -40,7 +40,7 @@ def tiny(tmp_path: Path) -> Path:
     shutil.copytree(FIXTURE, root)
     (root / "wheelhouse").mkdir()
     (root / "wheelhouse" / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
-    (root / "matrix.yaml").write_text(TINY.replace("WHEELHOUSE", str(root / "wheelhouse")))
+    (root / "matrix.yaml").write_text(TINY.replace("WHEELHOUSE", str(root / "wheelhouse")) + TINY_CONTRACT)
     return root
 
 

@@ -27,7 +27,7 @@ from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import DriverVersion, load_matrix
 from buildmatrix.model.vocab import RunnerName
 
-from conftest import WriteMatrix, copy_project, run_cli
+from conftest import TINY_CONTRACT, WriteMatrix, copy_project, run_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 REPO = Path(__file__).parent.parent
@@ -52,7 +52,7 @@ needs_engine = pytest.mark.skipif(
 
 def tiny_project(root: Path, pythons: str = '["3.11"]', wheels: str = "pip-find-links", images: str = BOOKWORM) -> Path:
     shutil.copytree(FIXTURE, root)
-    (root / "matrix.yaml").write_text(MATRIX.format(pythons=pythons, wheels=wheels, images=images))
+    (root / "matrix.yaml").write_text(MATRIX.format(pythons=pythons, wheels=wheels, images=images) + TINY_CONTRACT)
     return root
 
 

@@ -21,6 +21,8 @@ from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.registry import Registry
 from buildmatrix.model.vocab import Cause, FailureClass, RunnerName
 
+from conftest import TINY_CONTRACT
+
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 MATRIX = """\
 plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
@@ -36,7 +38,7 @@ def setup_project(tmp_path: Path) -> tuple[Engine, list]:  # type: ignore[type-a
     shutil.copytree(FIXTURE, root)
     (root / "wheelhouse").mkdir()
     (root / "wheelhouse" / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
-    (root / "matrix.yaml").write_text(MATRIX.replace("wheelhouse", str(root / "wheelhouse")))
+    (root / "matrix.yaml").write_text(MATRIX.replace("wheelhouse", str(root / "wheelhouse")) + TINY_CONTRACT)
     matrix = load_matrix(root / "matrix.yaml")
     registry = Registry(tmp_path / "cache")
     registry.machine = "x86_64"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_project
+from conftest import TINY_CONTRACT, copy_project
 
 pytestmark = pytest.mark.integration
 
@@ -152,7 +152,7 @@ def tiny_fanout(tmp_path_factory: pytest.TempPathFactory) -> tuple[FanOut, Path]
     work = tmp_path_factory.mktemp("fanout")
     origin = work / "origin"
     shutil.copytree(FIXTURE, origin)
-    (origin / "matrix.yaml").write_text(TINY_MATRIX)
+    (origin / "matrix.yaml").write_text(TINY_MATRIX + TINY_CONTRACT)
     with (origin / "README.md").open("a") as readme:  # where compat-table puts the table
         readme.write("\n<!-- compat-table:start -->\n<!-- compat-table:end -->\n")
     (origin / ".gitignore").write_text("/build/\n/wheels/\n")

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from conftest import TINY_CONTRACT
+
 pytestmark = pytest.mark.integration
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
@@ -36,7 +38,7 @@ CELLS = ["torch2.13-cpu-cp311-drv1", "torch2.13-cpu-cp311-drv2"]
 def tiny(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     shutil.copytree(FIXTURE, root)
-    (root / "matrix.yaml").write_text(MATRIX)
+    (root / "matrix.yaml").write_text(MATRIX + TINY_CONTRACT)
     return root
 
 

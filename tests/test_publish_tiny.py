@@ -1,4 +1,5 @@
 """End to end on the tiny project, with fake credentials in the environment: a rebuild gives the same wheel bytes,
+
 and after build and compat-table nothing under wheels/ (logs, records, site) holds a credential."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import TINY_CONTRACT
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +68,7 @@ def wheel_bytes(root: Path) -> dict[str, bytes]:
 def test_tiny_rebuild_is_byte_identical_and_nothing_published_holds_a_secret(tmp_path: Path) -> None:
     root = tmp_path / "project"
     shutil.copytree(FIXTURE, root)
-    (root / "matrix.yaml").write_text(MATRIX)
+    (root / "matrix.yaml").write_text(MATRIX + TINY_CONTRACT)
     (root / "README.md").write_text("# tiny\n\n<!-- compat-table:start -->\n<!-- compat-table:end -->\n")
     first = cli(root, "build")
     assert first.returncode == 0, first.stdout + first.stderr
@@ -106,7 +109,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 def test_compat_table_refuses_a_tampered_wheel_and_a_damaged_record_and_build_rebuilds_it(tmp_path: Path) -> None:
     root = tmp_path / "project"
     shutil.copytree(FIXTURE, root)
-    (root / "matrix.yaml").write_text(MATRIX)
+    (root / "matrix.yaml").write_text(MATRIX + TINY_CONTRACT)
     (root / "README.md").write_text("# tiny\n\n<!-- compat-table:start -->\n<!-- compat-table:end -->\n")
     assert cli(root, "build").returncode == 0
     assert cli(root, "compat-table", "--offline").returncode == 0

@@ -18,7 +18,7 @@ from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.vocab import RunnerName
 
-from conftest import VALID, WriteMatrix, run_cli
+from conftest import TINY_CONTRACT, VALID, WriteMatrix, run_cli
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 pytestmark = pytest.mark.skipif(HERE != "3.11", reason="the tests name this interpreter as the local Python 3.11")
@@ -150,7 +150,7 @@ def tiny_project(tmp_path: Path, pythons: str) -> Path:
         (links / f"torch-2.13.0+cpu-{tag}-{tag}-manylinux_2_28_x86_64.whl").write_bytes(b"")
     root = tmp_path / "project"
     shutil.copytree(FIXTURE, root)
-    (root / "matrix.yaml").write_text(TINY.format(pythons=pythons, links=links))
+    (root / "matrix.yaml").write_text(TINY.format(pythons=pythons, links=links) + TINY_CONTRACT)
     return root
 
 

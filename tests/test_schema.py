@@ -68,6 +68,17 @@ include:
 images:
   bookworm: {base: "debootstrap:bookworm", python: ["3.11"]}
 timeouts: {driver: 1, build-env: 2, build: 3, check: 4, smoke-env: 5, smoke: 6, image: 7}
+patches: patches
+build:
+  version-file: VERSION
+  version-env: MY_VERSION
+  sdk-version-env: MY_SDK_VERSION
+  relabel: false
+  requires: [ninja]
+  project-requires: true
+  env: {FORCE_CUDA: "0"}
+check: {torch-pin: none, build-info: pkg/_build_info.py, build-info-torch: TORCH}
+smoke: {requires: [pytest], args: ["--features={features}"]}
 """,
     VALID.replace("    wheels: pip-find-links", "    wheels: {index: https://example.org/whl/cpu, local-find-links: /}")
     .replace("  source: driver\n", "  source: driver\n  distribution: other-driver\n")
@@ -112,6 +123,13 @@ def test_schema_accepts_what_the_loader_accepts(text: str) -> None:
         (("torch", 0, "wheels"), {"find-links": "/x", "index": "https://x"}),
         (("torch", 0, "wheels"), "ftp"),
         (("schema-version",), 2),
+        (("build",), {"version-file": "/abs"}),
+        (("build",), {"version-file": "a/../b"}),
+        (("build",), {"version-env": "1X"}),
+        (("build",), {"relabel": "yes"}),
+        (("build",), {"env": {"X": 1}}),
+        (("check",), {"torch-pin": "exact"}),
+        (("smoke",), {"args": "--x"}),
     ],
 )
 def test_schema_refuses_what_the_parser_refuses(where: tuple[str | int, ...], value: object) -> None:

@@ -13,11 +13,13 @@ from packaging.version import Version
 from buildmatrix.builder.wheelcheck import check_plugin_wheel, installs_on
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell, expand
+from buildmatrix.model.contract import CheckContract, TorchPin
 from buildmatrix.model.matrix import load_matrix
 
 from conftest import WriteMatrix
 
 V010 = Version("0.1.0")
+CHECK = CheckContract(TorchPin.RELEASE_LINE, "torch_emu/_build_info.py")
 BUILD_INFO = "TORCH_VERSION = '2.4.1'\nDRIVER_API = '2.1'\n"
 
 
@@ -40,7 +42,7 @@ def plugin_wheel(directory: Path, cell: Cell, torch_pin: str) -> Path:
 def test_release_line_pin_passes(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     cell = cell_2_4(write_matrix)
     facts = check_plugin_wheel(
-        plugin_wheel(tmp_path, cell, "torch==2.4.*"), cell, "torch-emu", "emu-driver", plugin_version=V010
+        plugin_wheel(tmp_path, cell, "torch==2.4.*"), cell, "torch-emu", "emu-driver", plugin_version=V010, check=CHECK
     )
     assert facts["TORCH_VERSION"] == "2.4.1"
 
@@ -50,7 +52,7 @@ def test_any_other_torch_pin_fails_the_cell(write_matrix: WriteMatrix, tmp_path:
     cell = cell_2_4(write_matrix)
     wheel = plugin_wheel(tmp_path, cell, pin)
     with pytest.raises(StepFailed, match=r"expected 'torch==2\.4\.\*'"):
-        check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=V010)
+        check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=V010, check=CHECK)
     assert wheel.is_file()  # the check reads, never deletes: the engine decides what happens to a failed wheel
 
 
@@ -67,7 +69,7 @@ def test_wheel_of_another_version_than_the_matrix_fails(write_matrix: WriteMatri
     cell = cell_2_4(write_matrix)
     wheel = plugin_wheel(tmp_path, cell, "torch==2.4.*")
     with pytest.raises(StepFailed) as info:
-        check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=Version("0.2.0"))
+        check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=Version("0.2.0"), check=CHECK)
     assert info.value.step == "check"
     assert "version is 0.1.0, matrix.yaml's plugin.version is 0.2.0" in info.value.message
     assert wheel.is_file()
@@ -85,7 +87,9 @@ def test_a_py3_none_wheel_serves_the_cell_like_its_own_cpython_tag(write_matrix:
             requires=["torch==2.4.*", "emu-driver>=2.1,<3"],
             extra_files={"torch_emu/_build_info.py": BUILD_INFO},
         )
-        assert check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=V010)["TORCH_VERSION"]
+        assert check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=V010, check=CHECK)[
+            "TORCH_VERSION"
+        ]
 
 
 @pytest.mark.parametrize("tag", ["cp312-cp312-linux_x86_64", "cp311-cp311t-linux_x86_64", "py2-none-linux_x86_64"])
@@ -100,7 +104,7 @@ def test_a_wheel_the_cells_python_cannot_install_fails(write_matrix: WriteMatrix
         extra_files={"torch_emu/_build_info.py": BUILD_INFO},
     )
     with pytest.raises(StepFailed) as info:
-        check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=V010)
+        check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=V010, check=CHECK)
     assert f"its tags ({tag}) do not install on the cell's Python 3.11 (cp311)" in info.value.message
     assert wheel.is_file()
 

@@ -17,6 +17,7 @@ from typing import Any
 from packaging.version import Version
 
 from buildmatrix.builder.buildcode import ENGINE_MODULES, PACKAGE_DIR, build_code
+from buildmatrix.builder.relabel import relabel_wheel
 from buildmatrix.builder.results import CellResult, ResultStore, WheelRecord
 from buildmatrix.builder.runners.base import CellJob, CellRunners, Runner, RunnerOutput, SmokeRun
 from buildmatrix.builder.smoke import read_features, read_junit
@@ -284,7 +285,9 @@ class Engine:
                 plugin_tree = copy_pristine(self.matrix.plugin.source, tree_root)
                 applied = apply_series(self.series(cell), tree_root, self.matrix.plugin.source.name)
                 result.inputs["applied_patches"] = applied
-                write_plugin_version(plugin_tree, Version(f"{self.matrix.plugin.version}+{cell.local_version_label}"))
+                version = Version(f"{self.matrix.plugin.version}+{cell.local_version_label}")
+                if self.matrix.contract.build.version_file:
+                    write_plugin_version(plugin_tree, self.matrix.contract.build.version_file, version)
             smoke_tests = plugin_tree / self.matrix.plugin.smoke_tests.relative_to(self.matrix.plugin.source)
             source = self.registry.source(cell.torch)
             job = CellJob(
@@ -298,6 +301,7 @@ class Engine:
                 source.find_links,
                 source.index_urls,
                 force=force,
+                build_env=self.matrix.contract.build.environment(version, str(cell.driver.api)),
             )
             build_and_smoke(runner, job, steps, output)
             with steps.step("publish"):
@@ -376,12 +380,16 @@ def check_built_wheel(job: CellJob, output: RunnerOutput, runner: Runner) -> Non
     symbol it leaves undefined is provided by the cell's torch or driver; raises StepFailed("check", ...)."""
     assert output.plugin_wheel is not None
     matrix = job.matrix
+    if matrix.contract.build.relabel:  # the project's build fixed its own version: give the wheel the cell's
+        version = Version(f"{matrix.plugin.version}+{job.cell.local_version_label}")
+        output.plugin_wheel = relabel_wheel(output.plugin_wheel, version, job.workdir / "relabeled")
     facts = check_plugin_wheel(
         output.plugin_wheel,
         job.cell,
         matrix.plugin.distribution,
         matrix.driver_distribution,
         plugin_version=matrix.plugin.version,
+        check=matrix.contract.check,
     )
     missing = unresolved_against(output.plugin_wheel, runner.provided_symbols(job))
     if missing:

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from buildmatrix.builder.results import SmokeCounts
+from buildmatrix.model.contract import SmokeContract
 
 
 def stage_tests(tests: Path, dest: Path) -> Path:
@@ -19,7 +20,9 @@ def stage_tests(tests: Path, dest: Path) -> Path:
     return target
 
 
-def pytest_args(tests: Path, junit: Path, features: Path) -> list[str]:
+def pytest_args(tests: Path, junit: Path, features: Path, contract: SmokeContract) -> list[str]:
+    """pytest's arguments for a smoke run: the staged suite, its JUnit report, then matrix.yaml's smoke.args (where
+    `{features}` names the per-feature JSON file the engine reads)."""
     return [
         "-m",
         "pytest",
@@ -29,8 +32,8 @@ def pytest_args(tests: Path, junit: Path, features: Path) -> list[str]:
         "-q",
         "-rs",
         f"--junitxml={junit}",
-        f"--emu-features-json={features}",
         "--import-mode=importlib",
+        *contract.pytest_args(str(features)),
     ]
 
 

@@ -38,18 +38,15 @@ class PatchSeries:
         return out
 
 
-VERSION_FILE = "PLUGIN_VERSION"  # the plugin's setup.py reads its version from here (see write_plugin_version)
-
-
 def release_series(matrix: Matrix, release: TorchRelease) -> list[PatchSeries]:
     """The shim series a torch release applies, in order, from the matrix's patches directory."""
     return [PatchSeries(name, matrix.patches_dir / name) for name in release.patches]
 
 
-def write_plugin_version(tree: Path, version: Version) -> Path:
-    """The wheel's version into the patched copy, where setup.py reads it: the one source of the version, made of
-    matrix.yaml's plugin.version and the cell's local label (model.cells.plugin_local_label)."""
-    path = tree / VERSION_FILE
+def write_plugin_version(tree: Path, version_file: str, version: Version) -> Path:
+    """The wheel's version into the patched copy (matrix.yaml's build.version-file), where the project's build reads
+    it: made of plugin.version and the cell's local label (model.cells.plugin_local_label)."""
+    path = tree / version_file
     write_text_atomic(path, f"{version}\n")
     return path
 

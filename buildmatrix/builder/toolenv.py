@@ -6,7 +6,11 @@ import os
 import shutil
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
+
+from buildmatrix.model.matrix import Matrix
 
 CCACHE_WRAPPERS = Path("/usr/lib/ccache")
 # 1980-01-01, the earliest time a zip entry can carry.
@@ -29,22 +33,58 @@ def compile_env(workdir: Path, jobs: int | None = None) -> dict[str, str]:
     return env
 
 
-def build_tools(torch_version: Version) -> tuple[str, ...]:
-    """What a cell's build environment needs besides torch and the driver wheel."""
-    # torch < 2.2's cpp_extension imports pkg_resources, which setuptools 80 no longer ships.
-    setuptools = "setuptools>=64,<80" if torch_version < Version("2.2") else "setuptools>=64"
-    return (setuptools, "wheel", "ninja", "packaging", *numpy_for(torch_version))
+def torch_constraints(torch_version: Version) -> tuple[str, ...]:
+    """What a torch release cannot work with, as constraints on whatever the project's environments install.
+
+    Facts about torch, not about a project: torch < 2.2's cpp_extension imports pkg_resources, which setuptools 80
+    no longer ships; releases before 2.4 were built against NumPy 1.x and cannot use NumPy 2."""
+    out = []
+    if torch_version < Version("2.2"):
+        out.append("setuptools<80")
+    if torch_version < Version("2.4"):
+        out.append("numpy<2")
+    return tuple(out)
 
 
-def smoke_tools(torch_version: Version) -> tuple[str, ...]:
-    """What a cell's clean smoke environment needs besides torch and the two wheels."""
-    # expecttest: torch.testing._internal (the OpInfo database of the conformance test) imports it.
-    return ("pytest", "packaging", "expecttest", *numpy_for(torch_version))
+def project_build_requires(source: Path) -> tuple[str, ...]:
+    """The project's own [build-system].requires (PEP 518), or setuptools' defaults without a pyproject.toml or
+    a build-system table; raises UserError naming the file when it cannot be read."""
+    import tomllib
+
+    from buildmatrix.errors import UserError
+
+    pyproject = source / "pyproject.toml"
+    if not pyproject.is_file():
+        return ("setuptools>=40.8.0", "wheel")
+    try:
+        data = tomllib.loads(pyproject.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"{pyproject}: cannot read [build-system].requires: {exc}") from None
+    system = data.get("build-system", {})
+    requires = system.get("requires", ["setuptools>=40.8.0", "wheel"]) if isinstance(system, dict) else None
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise UserError(f"{pyproject}: [build-system].requires is not a list of requirements")
+    return tuple(requires)
 
 
-def numpy_for(torch_version: Version) -> tuple[str, ...]:
-    # Releases before 2.4 were built against NumPy 1.x and cannot use NumPy 2.
-    return ("numpy<2",) if torch_version < Version("2.4") else ("numpy",)
+def build_requirements(matrix: Matrix) -> tuple[str, ...]:
+    """What a cell's build environment installs besides torch and the SDK wheel: matrix.yaml's build.requires and,
+    unless build.project-requires is false, the project's [build-system].requires without torch and the SDK (the
+    cell provides those: the build runs without isolation, in that environment)."""
+    contract = matrix.contract.build
+    provided = {canonicalize_name("torch"), canonicalize_name(matrix.driver_distribution)}
+    own = project_build_requires(matrix.plugin.source) if contract.project_requires else ()
+    out: list[str] = list(contract.requires)
+    for text in own:
+        try:
+            name = canonicalize_name(Requirement(text).name)
+        except InvalidRequirement:
+            from buildmatrix.errors import UserError
+
+            raise UserError(f"{matrix.plugin.source / 'pyproject.toml'}: '{text}' is not a requirement") from None
+        if name not in provided and text not in out:
+            out.append(text)
+    return tuple(out)
 
 
 def find_uv() -> str:

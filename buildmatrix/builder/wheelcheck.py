@@ -13,10 +13,11 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell
+from buildmatrix.model.contract import CheckContract, TorchPin
 from buildmatrix.util.process import run_captured
 
 
@@ -27,13 +28,13 @@ def read_metadata(wheel: Path) -> dict[str, list[str]]:
     return {key: message.get_all(key) or [] for key in set(message.keys())}
 
 
-def read_build_info(wheel: Path, package: str) -> dict[str, Any]:
-    """The plain-Python build facts file baked into the wheel (constant assignments only)."""
+def read_build_info(wheel: Path, module: str) -> dict[str, Any]:
+    """The plain-Python build facts module baked into the wheel (constant assignments only), by its path inside it."""
     with zipfile.ZipFile(wheel) as archive:
         try:
-            text = archive.read(f"{package}/_build_info.py").decode()
+            text = archive.read(module).decode()
         except KeyError:
-            raise StepFailed("check", f"{wheel.name} has no {package}/_build_info.py") from None
+            raise StepFailed("check", f"{wheel.name} has no {module} (matrix.yaml: check.build-info)") from None
     facts: dict[str, Any] = {}
     for node in ast.parse(text).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -57,9 +58,15 @@ def installs_on(wheel_tags: frozenset[Tag], python: Version, abi: str) -> bool:
 
 
 def check_plugin_wheel(
-    wheel: Path, cell: Cell, distribution: str, driver_distribution: str, *, plugin_version: Version
+    wheel: Path,
+    cell: Cell,
+    distribution: str,
+    driver_distribution: str,
+    *,
+    plugin_version: Version,
+    check: CheckContract,
 ) -> dict[str, Any]:
-    """Raises StepFailed naming what is wrong; returns the wheel's build facts."""
+    """Raises StepFailed naming what is wrong; returns the wheel's build facts ({} without check.build-info)."""
     name, version, _build, tags = parse_wheel_filename(wheel.name)
     problems = []
     if not installs_on(tags, cell.python, cell.python_tag):
@@ -78,8 +85,10 @@ def check_plugin_wheel(
     torch_req = by_name.get(canonicalize_name("torch"))
     # A release-line pin, not a range: vendor builds (2.4.0a0+nv24.07) satisfy ==2.4.* but not >=2.4,<2.5.
     line_pin = SpecifierSet(f"=={cell.torch.minor}.*")
-    if torch_req is None or torch_req.specifier != line_pin or torch_req.marker is not None:
-        problems.append(f"Requires-Dist for torch is '{torch_req}', expected 'torch{line_pin}'")
+    if check.torch_pin == TorchPin.RELEASE_LINE and (
+        torch_req is None or torch_req.specifier != line_pin or torch_req.marker is not None
+    ):
+        problems.append(f"Requires-Dist for torch is '{torch_req}', expected 'torch{line_pin}' (check.torch-pin)")
     driver_req = by_name.get(canonicalize_name(driver_distribution))
     next_major = Version(f"{cell.driver.major + 1}")
     if (
@@ -90,15 +99,18 @@ def check_plugin_wheel(
         problems.append(
             f"Requires-Dist for {driver_distribution} is '{driver_req}', expected a pin to {cell.driver.major}.x"
         )
-    facts = read_build_info(wheel, distribution.replace("-", "_"))
-    built_torch = Version(str(facts.get("TORCH_VERSION", "0")))
-    if (built_torch.major, built_torch.minor) != (
-        cell.torch.version.major,
-        cell.torch.version.minor,
-    ) or built_torch.public != str(cell.torch.version):
-        problems.append(
-            f"built against torch {facts.get('TORCH_VERSION')}, the cell's torch is {cell.torch.requirement_version}"
-        )
+    facts = read_build_info(wheel, check.build_info) if check.build_info else {}
+    if check.build_info:
+        recorded = facts.get(check.build_info_torch)
+        try:
+            built_torch: Version | None = Version(str(recorded))
+        except InvalidVersion:
+            built_torch = None
+        if built_torch is None or built_torch.public != str(cell.torch.version):
+            problems.append(
+                f"built against torch {recorded} ({check.build_info}: {check.build_info_torch}), the cell's torch is "
+                f"{cell.torch.requirement_version}"
+            )
     if problems:
         raise StepFailed("check", "; ".join(problems))
     return facts

@@ -11,6 +11,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from buildmatrix.errors import MatrixError
+from buildmatrix.model.contract import Contract, read_contract
 from buildmatrix.model.options import PIP_CONFIG, TIMEOUT_DEFAULTS
 from buildmatrix.model.optreader import Node, OptionReader, torch_selector
 from buildmatrix.model.vocab import RunnerName, Variant, WheelSourceKind
@@ -128,6 +129,7 @@ class Matrix:
     patches_dir: Path  # patches/<series>/ for the torch releases' shim series
     lines: LineMap = field(repr=False, compare=False, default_factory=LineMap)
     timeouts: Timeouts = field(default_factory=Timeouts)
+    contract: Contract = field(default_factory=Contract)  # what the project's build, wheel and tests promise
     # The declared options the loader looked at (tests compare them with the table).
     options_read: frozenset[str] = field(repr=False, compare=False, default=frozenset())
 
@@ -156,7 +158,8 @@ def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
     drivers = _drivers(reader, reader.child(driver, "versions"))
     driver_distribution = reader.parse(reader.child(driver, "distribution"))
     python = reader.parse(reader.child(top, "python"))
-    patches_root = patches_dir if patches_dir is not None else path.parent / "patches"
+    declared_patches = reader.parse(reader.child(top, "patches"))
+    patches_root = patches_dir or declared_patches or path.parent / "patches"
     torch = _torch(reader, reader.child(top, "torch"), patches_root)
     exclude = _rules(reader, reader.child(top, "exclude"))
     include = _rules(reader, reader.child(top, "include"))
@@ -166,6 +169,7 @@ def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
     images = _images(reader, reader.child(top, "images"))
     runner = RunnerName(reader.parse(reader.child(top, "runner")) or RunnerName.AUTO)
     timeouts = _timeouts(reader, reader.child(top, "timeouts"))
+    contract = read_contract(reader, top)
 
     if reader.problems:
         raise MatrixError(reader.problems)
@@ -185,6 +189,7 @@ def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
         patches_dir=patches_root,
         lines=lines,
         timeouts=timeouts,
+        contract=contract,
         options_read=frozenset(reader.read),
     )
 

@@ -48,6 +48,11 @@ class Kind(StrEnum):
     ABSOLUTE_DIRECTORY = "absolute directory"  # a path or file:// URL on the building machine
     URL = "URL"
     LOCAL_FIND_LINKS = "local find-links"
+    BOOLEAN = "boolean"  # true or false
+    TEXTS = "texts"  # a list of non-empty strings
+    RELATIVE_PATH = "relative path"  # a path inside a tree (the source copy, a wheel): relative, never through ..
+    PROJECT_FILE = "project file"  # a file relative to matrix.yaml, inside the project
+    ENV_NAME = "variable name"  # an environment variable's name
 
 
 # Names that become path components (patch series, images): never a path, never hidden.
@@ -59,6 +64,7 @@ IMAGE_REFERENCE = re.compile(
     rf"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
 )
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 PIP_CONFIG = "pip-config"  # a find-links location meaning pip's configured find-links (PIP_FIND_LINKS, pip.conf)
 MAX_SECONDS = 7 * 24 * 3600
 
@@ -75,6 +81,7 @@ class Option:
     default: Any = NO_DEFAULT  # what an absent key means (NO_DEFAULT: nothing, or computed; `default_doc` says)
     required: bool = False
     allowed: tuple[str, ...] = ()  # Kind.CHOICE: the values allowed
+    root_allowed: bool = False  # Kind.DIRECTORY: "." (the project itself) is allowed too
     default_doc: str = ""  # the default in words, where it is not a plain value
     shape: str = ""  # a mapping whose keys are SHAPES[shape]
     # A mapping that may also be written as one scalar (a choice or a version): its kind, allowed values and meaning.
@@ -201,8 +208,10 @@ _OPTIONS: tuple[Option, ...] = (
     Option(
         "plugin.source",
         Kind.DIRECTORY,
-        "The pristine source tree; each cell copies it and applies its release's patch series to the copy.",
+        "The pristine source tree; each cell copies it and applies its release's patch series to the copy. `.` is "
+        "the project itself (a setup.py beside matrix.yaml): the copy leaves out the workspace (build/, wheels/).",
         required=True,
+        root_allowed=True,
     ),
     Option(
         "plugin.smoke-tests",
@@ -318,6 +327,114 @@ _OPTIONS: tuple[Option, ...] = (
 )
 
 
+# ---- the plugin contract: what the tool assumes of a project, declared (torch_emu's values are in its matrix.yaml) --
+CONTRACT_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "patches",
+        Kind.DIRECTORY,
+        "The directory of shim series (`<patches>/<series>/series`) that `torch[].patches` names.",
+        default_doc="`patches` beside matrix.yaml",
+    ),
+    Option(
+        "build",
+        Kind.MAPPING,
+        "How each cell builds its wheel from its copy of the source. The build runs without isolation, in an "
+        "environment holding the cell's torch (and SDK wheel), so a setup.py that imports torch works.",
+        default={},
+        example='build:\n  version-env: MY_EXT_VERSION\n  requires: ["ninja"]\n  env: {FORCE_CUDA: "0"}',
+    ),
+    Option(
+        "build.version-file",
+        Kind.RELATIVE_PATH,
+        "A file written into the source copy, holding the wheel's full version (`plugin.version` and the cell's "
+        "local label); the project's build reads it.",
+        default_doc="none",
+    ),
+    Option(
+        "build.version-env",
+        Kind.ENV_NAME,
+        "An environment variable the build gets, holding the wheel's full version.",
+        default_doc="none",
+    ),
+    Option(
+        "build.sdk-version-env",
+        Kind.ENV_NAME,
+        "An environment variable the plugin's build gets, holding the cell's SDK version (e.g. for a setup.py that "
+        "checks the toolkit it finds).",
+        default_doc="none",
+    ),
+    Option(
+        "build.relabel",
+        Kind.BOOLEAN,
+        "`true`: the built wheel is given the cell's version (`plugin.version` and local label) afterwards, for a "
+        "project whose build fixes its own version (a published sdist); `plugin.version` must equal that version.",
+        default=False,
+    ),
+    Option(
+        "build.requires",
+        Kind.TEXTS,
+        "Requirements installed into the build environment besides torch and the project's own "
+        "`[build-system].requires`.",
+        default=(),
+    ),
+    Option(
+        "build.project-requires",
+        Kind.BOOLEAN,
+        "`true`: the project's `[build-system].requires` (pyproject.toml; setuptools and wheel without one) are "
+        "installed too, torch and the SDK wheel excepted (the cell provides those).",
+        default=True,
+    ),
+    Option(
+        "build.env",
+        Kind.NAMED,
+        "Environment variables for the build, by name.",
+        default={},
+        example='env:\n  FORCE_ONLY_CPU: "1"',
+    ),
+    Option("build.env.<name>", Kind.TEXT, "The variable's value."),
+    Option("check", Kind.MAPPING, "What the check step requires of each built wheel.", default={}),
+    Option(
+        "check.torch-pin",
+        Kind.CHOICE,
+        "How the wheel's Requires-Dist must name torch: `release-line` (`torch==X.Y.*`, which vendor builds of the "
+        "release satisfy too) or `none` (not checked).",
+        default="release-line",
+        allowed=("release-line", "none"),
+    ),
+    Option(
+        "check.build-info",
+        Kind.RELATIVE_PATH,
+        "A Python module inside the wheel recording what it was built against (constant assignments); its torch "
+        "version must be the cell's.",
+        default_doc="none: not checked",
+        example="build-info: my_ext/_build_info.py",
+    ),
+    Option(
+        "check.build-info-torch",
+        Kind.ENV_NAME,
+        "The name of the torch version constant in `check.build-info`.",
+        default="TORCH_VERSION",
+    ),
+    Option(
+        "smoke", Kind.MAPPING, "The smoke test: the project's pytest suite against the installed wheel.", default={}
+    ),
+    Option(
+        "smoke.requires",
+        Kind.TEXTS,
+        "Requirements of the clean smoke environment besides torch and the wheels (pytest is always installed).",
+        default=("pytest",),
+    ),
+    Option(
+        "smoke.args",
+        Kind.TEXTS,
+        "Extra pytest arguments. `{features}` stands for a JSON file the suite may write with one outcome per "
+        'feature (`{"feature": "passed" | "not available: why" | ...}`), shown on the compatibility page.',
+        default=(),
+        example='args: ["--my-features-json={features}", "-k", "not slow"]',
+    ),
+)
+
+
 def _expand(options: tuple[Option, ...]) -> dict[str, Option]:
     """Every option by path, with each shape's keys placed under every option that uses the shape."""
     out: dict[str, Option] = {}
@@ -333,7 +450,7 @@ def _expand(options: tuple[Option, ...]) -> dict[str, Option]:
     return out
 
 
-OPTIONS: dict[str, Option] = _expand(_OPTIONS)
+OPTIONS: dict[str, Option] = _expand((*_OPTIONS, *CONTRACT_OPTIONS))
 
 
 def children(path: str) -> list[Option]:

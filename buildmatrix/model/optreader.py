@@ -21,6 +21,7 @@ from buildmatrix.errors import Problem
 from buildmatrix.model.options import (
     DEBOOTSTRAP_BASE,
     DISTRIBUTION_NAME,
+    ENV_NAME,
     IMAGE_REFERENCE,
     MAX_SECONDS,
     OPTIONS,
@@ -255,7 +256,7 @@ class OptionReader:
         root = self.root
         path = root / text
         resolved = path.resolve()
-        if resolved == root.resolve():
+        if resolved == root.resolve() and not node.option.root_allowed:
             self.problem(node.key, f"'{text}' is the project itself (allowed: a directory inside {root})")
             return None
         if Path(text).is_absolute() or not resolved.is_relative_to(root.resolve()):
@@ -341,6 +342,57 @@ class OptionReader:
             return None
         return str(local)
 
+    def boolean(self, node: Node) -> bool | None:
+        if not isinstance(node.value, bool):
+            self.problem(node.key, f"{describe(node.value)} is not allowed (allowed: true, false)")
+            return None
+        return node.value
+
+    def texts(self, node: Node) -> tuple[str, ...]:
+        out = []
+        for index, value in enumerate(self.sequence(node)):
+            if not isinstance(value, str) or not value:
+                self.problem(f"{node.key}[{index}]", f"expected a non-empty string, got {describe(value)}")
+                continue
+            out.append(value)
+        return tuple(out)
+
+    def relative_path(self, node: Node) -> str | None:
+        """A path inside a tree (the source copy, a wheel): relative, plain, never through `..`."""
+        text = self.text(node)
+        if text is None:
+            return None
+        parts = text.split("/")
+        if text.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in text or "\\" in text:
+            self.problem(
+                node.key, f"'{text}' is not a relative path inside the tree (allowed: e.g. pkg/_build_info.py)"
+            )
+            return None
+        return text
+
+    def project_file(self, node: Node) -> Path | None:
+        """A file given relative to the matrix file; it must exist and stay inside the project."""
+        text = self.text(node)
+        if text is None:
+            return None
+        path = self.root / text
+        if "\0" in text or Path(text).is_absolute() or not path.resolve().is_relative_to(self.root.resolve()):
+            self.problem(node.key, f"'{text}' is outside the project (allowed: a file relative to {self.root})")
+            return None
+        if not path.is_file():
+            self.problem(node.key, f"file '{text}' does not exist next to the matrix file")
+            return None
+        return path
+
+    def env_name(self, node: Node) -> str | None:
+        text = self.text(node)
+        if text is not None and not ENV_NAME.fullmatch(text):
+            self.problem(
+                node.key, f"'{text}' is not a variable name (allowed: letters, digits and _, not first a digit)"
+            )
+            return None
+        return text
+
     def container(self, node: Node) -> Any:
         """Lists and mappings are walked with items(), entries() and child(), not parsed whole."""
         raise TypeError(f"{node.option.path} is a {node.option.kind}: walk it with child/items/entries")
@@ -351,6 +403,11 @@ PARSERS: dict[Kind, Callable[[OptionReader, Node], Any]] = {
     Kind.LIST: OptionReader.container,
     Kind.NAMED: OptionReader.container,
     Kind.TEXT: OptionReader.text,
+    Kind.BOOLEAN: OptionReader.boolean,
+    Kind.TEXTS: OptionReader.texts,
+    Kind.RELATIVE_PATH: OptionReader.relative_path,
+    Kind.PROJECT_FILE: OptionReader.project_file,
+    Kind.ENV_NAME: OptionReader.env_name,
     Kind.INTEGER: OptionReader.integer,
     Kind.CHOICE: OptionReader.choice,
     Kind.VERSION: OptionReader.version,

@@ -12,6 +12,7 @@ from typing import Any
 from buildmatrix.model.options import (
     DEBOOTSTRAP_BASE,
     DISTRIBUTION_NAME,
+    ENV_NAME,
     IMAGE_REFERENCE,
     MAX_SECONDS,
     OPTIONS,
@@ -29,10 +30,16 @@ VERSION_PATTERN = r"^[0-9]+(\.[0-9]+)*$"
 PYTHON_MINOR_PATTERN = r"^[0-9]+\.[0-9]+$"
 # Relative, not the project itself, never through `..`: what the loader's directory check allows, as a pattern.
 DIRECTORY_PATTERN = r"^(?!/)(?!\.?/?$)(?!.*(^|/)\.\.(/|$))"
+ROOT_OR_DIRECTORY_PATTERN = r"^(?!/)(?!.*(^|/)\.\.(/|$))"  # the same, "." (the project itself) allowed
 
 # One fragment per kind of value (containers are built from their children).
 KIND_SCHEMA: dict[Kind, dict[str, Any]] = {
     Kind.TEXT: {"type": "string", "minLength": 1},
+    Kind.BOOLEAN: {"type": "boolean"},
+    Kind.TEXTS: {"type": "array", "items": {"type": "string", "minLength": 1}},
+    Kind.RELATIVE_PATH: {"type": "string", "minLength": 1, "pattern": r"^(?!/)(?!.*(^|/)\.{0,2}(/|$))"},
+    Kind.PROJECT_FILE: {"type": "string", "minLength": 1, "pattern": DIRECTORY_PATTERN},
+    Kind.ENV_NAME: {"type": "string", "pattern": f"^{ENV_NAME.pattern}$"},
     Kind.INTEGER: {"type": "integer"},
     Kind.CHOICE: {"type": "string"},
     Kind.VERSION: {"type": "string", "pattern": VERSION_PATTERN},
@@ -96,6 +103,8 @@ def _value_schema(option: Option) -> dict[str, Any]:
             "additionalProperties": option_schema(item(option.path), described=False),
         }
     schema = dict(KIND_SCHEMA[option.kind])
+    if option.root_allowed:
+        schema["pattern"] = ROOT_OR_DIRECTORY_PATTERN
     if option.allowed and option.kind == Kind.CHOICE:
         schema = {"enum": list(option.allowed)}
     elif option.allowed and option.kind == Kind.INTEGER:

@@ -9,7 +9,20 @@ from pathlib import Path
 from typing import Any
 
 # Build outputs and caches inside source trees never count as inputs.
-IGNORED_DIRS = {"build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".nox", ".git"}
+# wheels/ and build/ are the workspace: a source tree that is the project itself (plugin.source ".") holds them.
+IGNORED_DIRS = {
+    "build",
+    "wheels",
+    "dist",
+    ".venv",
+    ".tox",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".nox",
+    ".git",
+}
 IGNORED_SUFFIXES = (".pyc", ".so", ".o", ".egg-info")
 GENERATED_FILES = {"_build_info.py", "emu_driver_version.h", "PLUGIN_VERSION"}
 

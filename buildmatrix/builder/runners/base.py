@@ -34,6 +34,8 @@ class CellJob:
     find_links: tuple[str, ...]  # where the cell's torch wheel is found, beyond the registry
     index_urls: tuple[str, ...] = ()  # extra indexes holding the cell's torch (PyTorch's own, for its CPU builds)
     force: bool = False  # --force: rebuild the shared caches this cell uses (driver wheel) rather than trust them
+    # What the build gets in its environment (matrix.yaml's build.env, build.version-env, build.sdk-version-env).
+    build_env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass

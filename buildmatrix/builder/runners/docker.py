@@ -17,7 +17,7 @@ from buildmatrix.builder.drivers import DriverBuild, DriverWheels
 from buildmatrix.builder.runners.base import CellJob, RunnerOutput, SmokeRun, the_one_wheel
 from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
-from buildmatrix.builder.toolenv import build_tools, reproducible_env, smoke_tools, uv_cache_dir
+from buildmatrix.builder.toolenv import build_requirements, reproducible_env, torch_constraints, uv_cache_dir
 from buildmatrix.docker import oci
 from buildmatrix.docker.images import CELL_HELPER, DATA_DIR, HOST_CA_BUNDLE, ImageBuilder, ImagePlan, plan_image
 from buildmatrix.errors import InterpreterNotFound, StepFailed, UserError
@@ -98,6 +98,7 @@ def cell_container(
         "CCACHE_NOHASHDIR": "1",
         "MAX_JOBS": str(os.cpu_count() or 1),
         **reproducible_env(),
+        **job.build_env,  # matrix.yaml's build.env, build.version-env, build.sdk-version-env
     }
     if job.index_urls:
         env["PIP_EXTRA_INDEX_URL"] = env["UV_EXTRA_INDEX_URL"] = " ".join(job.index_urls)
@@ -124,7 +125,7 @@ def cell_container(
         "--",
         torch_req,
         f"{DRIVER}/{driver_wheel.name}",
-        *build_tools(cell.torch.version),
+        *build_requirements(job.matrix),
     ]
     excludes = [*TORCH_LIBRARIES, f"lib{driver_package}.so*"]
     repair = [
@@ -136,7 +137,9 @@ def cell_container(
         *[a for p in excludes for a in ("--exclude", p)],
     ]
     smoke_dir = Path(OUT) / "smoke"
-    pytest = pytest_args(smoke_dir / "smoke-tests", smoke_dir / "junit.xml", smoke_dir / "features.json")
+    pytest = pytest_args(
+        smoke_dir / "smoke-tests", smoke_dir / "junit.xml", smoke_dir / "features.json", job.matrix.contract.smoke
+    )
     test = ["python", f"{HELPER}/{helper.name}", "smoke", "--exit-code", str(smoke_dir / "exit-code"), "--", *pytest]
     engine = "docker; create_args: " + " ".join(shlex.quote(a) for a in create_args) + "; disable_host_mount: true"
     cibw = {
@@ -149,7 +152,7 @@ def cell_container(
         "CIBW_BUILD_FRONTEND": "build[uv]; args: --no-isolation",
         "CIBW_BEFORE_BUILD": shlex.join(before_build),
         "CIBW_REPAIR_WHEEL_COMMAND": " ".join(_quote_keep_braces(repair)),
-        "CIBW_TEST_REQUIRES": " ".join(smoke_tools(cell.torch.version)),
+        "CIBW_TEST_REQUIRES": " ".join(job.matrix.contract.smoke.requirements),
         "CIBW_TEST_COMMAND": shlex.join(test),
         "CIBW_BUILD_VERBOSITY": "1",
     }
@@ -310,6 +313,7 @@ class DockerRunner:
             (out / "constraints.txt").write_text(
                 f"torch=={cell.torch.requirement_version}\n"
                 f"{job.matrix.driver_distribution}=={_wheel_version(driver_wheel)}\n"
+                + "".join(f"{line}\n" for line in torch_constraints(cell.torch.version))
             )
             stage_tests(job.smoke_tests, out / "smoke")
             container = cell_container(job, tag, driver_wheel, cache, CELL_HELPER, uv_cache=self.uv_cache())

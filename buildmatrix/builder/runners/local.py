@@ -13,7 +13,7 @@ from buildmatrix.builder.interpreters import Interpreter, find_interpreter
 from buildmatrix.builder.runners.base import CellJob, RunnerOutput, SmokeRun, the_one_wheel
 from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
-from buildmatrix.builder.toolenv import build_tools, compile_env, find_uv, smoke_tools
+from buildmatrix.builder.toolenv import build_requirements, compile_env, find_uv, torch_constraints
 from buildmatrix.builder.wheelcheck import provided_symbols
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell
@@ -93,9 +93,10 @@ class LocalRunner:
                     "--python",
                     _python(build_env),
                     *_torch_sources(job),
+                    *_constraints(job),
                     _torch_requirement(job),
                     str(driver_wheel),
-                    *build_tools(cell.torch.version),
+                    *build_requirements(job.matrix),
                 ],
                 log,
                 timeout=job.matrix.timeouts["build-env"],
@@ -118,7 +119,7 @@ class LocalRunner:
                     job.plugin_tree,
                 ],
                 log,
-                env=compile_env(job.workdir),
+                env={**compile_env(job.workdir), **job.build_env},
                 timeout=job.matrix.timeouts["build"],
             )
             output.plugin_wheel = the_one_wheel(dist)
@@ -152,10 +153,11 @@ class LocalRunner:
                     "--python",
                     _python(smoke_env),
                     *_torch_sources(job),
+                    *_constraints(job),
                     _torch_requirement(job),
                     str(output.plugin_wheel),
                     str(output.driver_wheel),
-                    *smoke_tools(job.cell.torch.version),
+                    *job.matrix.contract.smoke.requirements,
                 ],
                 log,
                 timeout=job.matrix.timeouts["smoke-env"],
@@ -169,7 +171,7 @@ class LocalRunner:
         try:
             run_logged(
                 "smoke",
-                [_python(job.workdir / "smoke-env"), *pytest_args(tests, junit, features)],
+                [_python(job.workdir / "smoke-env"), *pytest_args(tests, junit, features, job.matrix.contract.smoke)],
                 job.log_file,
                 cwd=run_dir,
                 timeout=job.matrix.timeouts["smoke"],
@@ -181,6 +183,16 @@ class LocalRunner:
 
 def _torch_requirement(job: CellJob) -> str:
     return f"torch=={job.cell.torch.requirement_version}"
+
+
+def _constraints(job: CellJob) -> list[str]:
+    """--constraint FILE with what the cell's torch cannot work with (toolenv.torch_constraints), when anything."""
+    lines = torch_constraints(job.cell.torch.version)
+    if not lines:
+        return []
+    path = job.workdir / "constraints.txt"
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return ["--constraint", str(path)]
 
 
 def _torch_sources(job: CellJob) -> list[str]:

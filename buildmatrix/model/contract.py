@@ -1,0 +1,145 @@
+"""The plugin contract: what buildmatrix asks of a project's build, wheel and tests, as declared in matrix.yaml.
+
+Nothing here is a fact about any one project: each field comes from an option of the table (model/options.py,
+CONTRACT_OPTIONS), with a neutral default, and a project states its own conventions (torch_emu's are in its
+matrix.yaml).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from buildmatrix.model.optreader import Node, OptionReader
+
+FEATURES_PLACEHOLDER = "{features}"
+
+
+class TorchPin(StrEnum):
+    """How a wheel's Requires-Dist must name torch."""
+
+    RELEASE_LINE = "release-line"  # torch==X.Y.*
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class BuildContract:
+    """How the build learns its version and what its environment holds."""
+
+    version_file: str | None = None  # written into the source copy
+    version_env: str | None = None
+    sdk_version_env: str | None = None
+    relabel: bool = False  # the tool gives the built wheel the cell's version afterwards
+    requires: tuple[str, ...] = ()
+    project_requires: bool = True  # install the project's own [build-system].requires too
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def environment(self, version: Version, sdk_version: str | None) -> dict[str, str]:
+        """The variables a cell's build gets: the declared ones, its version and SDK version where asked for."""
+        out = dict(self.env)
+        if self.version_env:
+            out[self.version_env] = str(version)
+        if self.sdk_version_env and sdk_version is not None:
+            out[self.sdk_version_env] = sdk_version
+        return out
+
+
+@dataclass(frozen=True)
+class CheckContract:
+    torch_pin: TorchPin = TorchPin.RELEASE_LINE
+    build_info: str | None = None  # module path inside the wheel
+    build_info_torch: str = "TORCH_VERSION"
+
+
+@dataclass(frozen=True)
+class SmokeContract:
+    requires: tuple[str, ...] = ("pytest",)
+    args: tuple[str, ...] = ()
+
+    @property
+    def reports_features(self) -> bool:
+        return any(FEATURES_PLACEHOLDER in a for a in self.args)
+
+    def pytest_args(self, features: str) -> list[str]:
+        return [a.replace(FEATURES_PLACEHOLDER, features) for a in self.args]
+
+    @property
+    def requirements(self) -> tuple[str, ...]:
+        """What the smoke environment installs: the declared requirements, pytest always (its report is read)."""
+        names = {canonicalize_name(Requirement(r).name) for r in self.requires}
+        return self.requires if "pytest" in names else ("pytest", *self.requires)
+
+
+@dataclass(frozen=True)
+class Contract:
+    build: BuildContract = field(default_factory=BuildContract)
+    check: CheckContract = field(default_factory=CheckContract)
+    smoke: SmokeContract = field(default_factory=SmokeContract)
+
+
+def read_contract(reader: OptionReader, top: Node) -> Contract:
+    """The build, check and smoke sections of matrix.yaml (problems go to the reader, reported with the others)."""
+    return Contract(
+        _build(reader, reader.child(top, "build")),
+        _check(reader, reader.child(top, "check")),
+        _smoke(reader, reader.child(top, "smoke")),
+    )
+
+
+def _section(reader: OptionReader, node: Node) -> bool:
+    return node.present and node.value is not None and reader.mapping(node)
+
+
+def _build(reader: OptionReader, node: Node) -> BuildContract:
+    _section(reader, node)
+    names = ("version-file", "version-env", "sdk-version-env", "relabel", "requires", "project-requires")
+    values = {name: reader.parse(reader.child(node, name)) for name in names}
+    env = {}
+    for name, entry in reader.entries(reader.child(node, "env"), "variable name"):
+        value = reader.parse(entry)
+        if value is not None:
+            env[name] = value
+    requires = values["requires"] or ()
+    for index, text in enumerate(requires):
+        _requirement(reader, f"{node.key}.requires[{index}]", text)
+    return BuildContract(
+        version_file=values["version-file"],
+        version_env=values["version-env"],
+        sdk_version_env=values["sdk-version-env"],
+        relabel=values["relabel"] is True,
+        requires=tuple(requires),
+        project_requires=values["project-requires"] is not False,
+        env=MappingProxyType(env),
+    )
+
+
+def _requirement(reader: OptionReader, key: str, text: str) -> None:
+    try:
+        Requirement(text)
+    except InvalidRequirement as exc:
+        reader.problem(key, f"'{text}' is not a requirement (PEP 508, e.g. \"ninja>=1.11\"): {exc}")
+
+
+def _check(reader: OptionReader, node: Node) -> CheckContract:
+    _section(reader, node)
+    pin = reader.parse(reader.child(node, "torch-pin"))
+    return CheckContract(
+        torch_pin=TorchPin(pin) if pin else TorchPin.RELEASE_LINE,
+        build_info=reader.parse(reader.child(node, "build-info")),
+        build_info_torch=reader.parse(reader.child(node, "build-info-torch")) or "TORCH_VERSION",
+    )
+
+
+def _smoke(reader: OptionReader, node: Node) -> SmokeContract:
+    _section(reader, node)
+    requires = reader.parse(reader.child(node, "requires"))
+    for index, text in enumerate(requires or ()):
+        _requirement(reader, f"{node.key}.requires[{index}]", text)
+    args = reader.parse(reader.child(node, "args"))
+    return SmokeContract(tuple(requires) if requires is not None else ("pytest",), tuple(args or ()))

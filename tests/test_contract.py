@@ -1,0 +1,190 @@
+"""The declared plugin contract: matrix.yaml's build, check and smoke settings, read once and used by the builder."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+from fake_wheels import make_wheel
+from packaging.version import Version
+
+from buildmatrix.builder.drivers import verify_wheel
+from buildmatrix.builder.relabel import relabel_wheel
+from buildmatrix.builder.smoke import pytest_args
+from buildmatrix.builder.toolenv import build_requirements, project_build_requires, torch_constraints
+from buildmatrix.builder.wheelcheck import check_plugin_wheel, read_metadata
+from buildmatrix.errors import MatrixError, StepFailed
+from buildmatrix.model.cells import Cell, expand
+from buildmatrix.model.contract import CheckContract, SmokeContract, TorchPin
+from buildmatrix.model.matrix import load_matrix
+
+from conftest import VALID, WriteMatrix, run_cli
+
+V010 = Version("0.1.0")
+
+
+def test_without_a_contract_the_tool_assumes_nothing_of_the_project(write_matrix: WriteMatrix) -> None:
+    contract = load_matrix(write_matrix()).contract
+    assert contract.build.version_file is None and contract.build.version_env is None
+    assert contract.build.requires == () and contract.build.project_requires and not contract.build.relabel
+    assert contract.check.build_info is None and contract.check.torch_pin == TorchPin.RELEASE_LINE
+    assert contract.smoke.args == () and contract.smoke.requirements == ("pytest",)
+
+
+def test_declared_values_are_read(write_matrix: WriteMatrix) -> None:
+    contract = load_matrix(
+        write_matrix(
+            VALID
+            + "build:\n  version-env: MY_VERSION\n  sdk-version-env: MY_SDK\n  requires: [ninja]\n"
+            + '  env: {FORCE_ONLY_CPU: "1"}\n  relabel: true\n  project-requires: false\n'
+            + "check: {torch-pin: none, build-info: my_ext/_info.py, build-info-torch: BUILT_WITH}\n"
+            + 'smoke: {requires: ["pytest>=8", hypothesis], args: ["-k", "not slow", "--feat={features}"]}\n'
+        )
+    ).contract
+    assert contract.build.environment(Version("1.0+x.1"), "2.2") == {
+        "FORCE_ONLY_CPU": "1",
+        "MY_VERSION": "1.0+x.1",
+        "MY_SDK": "2.2",
+    }
+    assert contract.build.requires == ("ninja",) and contract.build.relabel and not contract.build.project_requires
+    assert contract.check == CheckContract(TorchPin.NONE, "my_ext/_info.py", "BUILT_WITH")
+    assert contract.smoke.requirements == ("pytest>=8", "hypothesis")  # pytest named already: not added again
+    assert contract.smoke.reports_features and contract.smoke.pytest_args("/f.json") == [
+        "-k",
+        "not slow",
+        "--feat=/f.json",
+    ]
+
+
+BAD = [
+    ("build:\n  version-file: /etc/passwd\n", "build.version-file", "not a relative path inside the tree"),
+    ("build:\n  version-file: ../outside\n", "build.version-file", "not a relative path inside the tree"),
+    ("build:\n  version-env: 1ABC\n", "build.version-env", "not a variable name"),
+    ("build:\n  requires: ['not a requirement !!']\n", "build.requires[0]", "is not a requirement (PEP 508"),
+    ("build:\n  requires: ninja\n", "build.requires", "expected a list"),
+    ("build:\n  relabel: yes-please\n", "build.relabel", "is not allowed (allowed: true, false)"),
+    ("build:\n  env: {FORCE_CUDA: 0}\n", "build.env.FORCE_CUDA", "expected a non-empty string"),
+    ("build:\n  versoin-file: V\n", "build.versoin-file", "did you mean 'version-file'?"),
+    ("check:\n  torch-pin: exact\n", "check.torch-pin", "allowed: release-line, none"),
+    ("smoke:\n  args: [--x, 3]\n", "smoke.args[1]", "expected a non-empty string"),
+    ("smoke:\n  requires: ['pytest ==']\n", "smoke.requires[0]", "is not a requirement"),
+    ("patches: nowhere\n", "patches", "directory 'nowhere' does not exist"),
+]
+
+
+@pytest.mark.parametrize(("extra", "key", "message"), BAD)
+def test_bad_contract_settings_are_located_errors(
+    write_matrix: WriteMatrix, extra: str, key: str, message: str
+) -> None:
+    path = write_matrix(VALID + extra)
+    with pytest.raises(MatrixError) as info:
+        load_matrix(path)
+    problems = [p for p in info.value.problems if p.key == key]
+    assert problems and message in problems[0].message, info.value.problems
+    assert problems[0].line is not None and problems[0].line > VALID.count("\n")
+
+
+def test_a_bad_setting_stops_every_command_with_exit_3_and_writes_nothing(write_matrix: WriteMatrix) -> None:
+    path = write_matrix(VALID + "smoke:\n  args: [--x, 3]\n")
+    before = sorted(p.relative_to(path.parent) for p in path.parent.rglob("*"))
+    result = run_cli(path.parent, "build", "--torch", "2.13", timeout=120)
+    assert result.returncode == 3 and "matrix.yaml:" in result.stderr and "smoke.args[1]" in result.stderr
+    assert sorted(p.relative_to(path.parent) for p in path.parent.rglob("*")) == before
+
+
+def test_build_requirements_join_the_declared_ones_and_the_projects_own(write_matrix: WriteMatrix) -> None:
+    path = write_matrix(VALID + "build: {requires: [ninja, wheel]}\n")
+    (path.parent / "plugin" / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64", "wheel", "torch>=2", "emu-driver", "pybind11"]\n'
+    )
+    matrix = load_matrix(path)
+    # torch and the driver come from the cell; the rest is installed, each once.
+    assert build_requirements(matrix) == ("ninja", "wheel", "setuptools>=64", "pybind11")
+    off = load_matrix(write_matrix(VALID + "build: {requires: [ninja], project-requires: false}\n"))
+    assert build_requirements(off) == ("ninja",)
+
+
+def test_a_project_without_pyproject_gets_setuptools_defaults(tmp_path: Path) -> None:
+    assert project_build_requires(tmp_path) == ("setuptools>=40.8.0", "wheel")
+    (tmp_path / "pyproject.toml").write_text("[tool.other]\nx = 1\n")
+    assert project_build_requires(tmp_path) == ("setuptools>=40.8.0", "wheel")
+
+
+def test_torch_facts_are_constraints_not_requirements() -> None:
+    assert torch_constraints(Version("2.1.2")) == ("setuptools<80", "numpy<2")
+    assert torch_constraints(Version("2.3.1")) == ("numpy<2",)
+    assert torch_constraints(Version("2.13.0")) == ()
+
+
+def test_smoke_arguments_come_from_the_matrix(tmp_path: Path) -> None:
+    plain = pytest_args(tmp_path / "t", tmp_path / "j.xml", tmp_path / "f.json", SmokeContract())
+    assert not any("features" in a for a in plain) and f"--junitxml={tmp_path / 'j.xml'}" in plain
+    declared = pytest_args(
+        tmp_path / "t", tmp_path / "j.xml", tmp_path / "f.json", SmokeContract(args=("--f={features}",))
+    )
+    assert declared[-1] == f"--f={tmp_path / 'f.json'}"
+
+
+def _cell(write_matrix: WriteMatrix) -> Cell:
+    matrix = load_matrix(write_matrix())
+    return next(c for c in expand(matrix, {r: {Version("3.11")} for r in matrix.torch}) if c.id.startswith("torch2.4"))
+
+
+def test_the_torch_pin_and_build_info_are_checked_only_where_declared(
+    write_matrix: WriteMatrix, tmp_path: Path
+) -> None:
+    cell = _cell(write_matrix)
+    driver_pin = f"emu-driver>={cell.driver.api},<{cell.driver.major + 1}"
+    wheel = make_wheel(tmp_path, "my-ext", f"0.1.0+{cell.local_version_label}", requires=[driver_pin])
+    none = CheckContract(TorchPin.NONE)
+    assert check_plugin_wheel(wheel, cell, "my-ext", "emu-driver", plugin_version=V010, check=none) == {}
+    with pytest.raises(StepFailed, match=r"torch-pin"):
+        check_plugin_wheel(wheel, cell, "my-ext", "emu-driver", plugin_version=V010, check=CheckContract())
+    info = CheckContract(TorchPin.NONE, "my_ext/_info.py")
+    with pytest.raises(StepFailed, match=r"has no my_ext/_info.py \(matrix.yaml: check.build-info\)"):
+        check_plugin_wheel(wheel, cell, "my-ext", "emu-driver", plugin_version=V010, check=info)
+
+
+def test_relabel_gives_the_wheel_the_cells_version(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, "torch-scatter", "2.1.2", tag="cp311-cp311-linux_x86_64", requires=["numpy"])
+    out = relabel_wheel(wheel, Version("2.1.2+pt2.13"), tmp_path / "out")
+    assert out.name == "torch_scatter-2.1.2+pt2.13-cp311-cp311-linux_x86_64.whl"
+    assert verify_wheel(out) == ""
+    assert read_metadata(out)["Version"] == ["2.1.2+pt2.13"] and read_metadata(out)["Requires-Dist"] == ["numpy"]
+    with zipfile.ZipFile(out) as archive:
+        names = archive.namelist()
+        record = archive.read("torch_scatter-2.1.2+pt2.13.dist-info/RECORD").decode()
+    assert not [n for n in names if "2.1.2.dist-info" in n]
+    for name in names:
+        assert name in record
+    assert wheel.is_file()  # the original stays (the engine publishes the relabeled copy)
+
+
+def test_relabel_refuses_another_public_version(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, "torch-scatter", "2.1.2")
+    with pytest.raises(StepFailed, match=r"plugin.version must be 2.1.2 \(matrix.yaml says 2.2.0\)"):
+        relabel_wheel(wheel, Version("2.2.0+pt2.13"), tmp_path / "out")
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_the_source_may_be_the_project_itself_and_its_copy_leaves_out_the_workspace(
+    write_matrix: WriteMatrix, tmp_path: Path
+) -> None:
+    from buildmatrix.builder.sourcetree import copy_pristine
+
+    path = write_matrix(
+        VALID.replace("  source: plugin\n  smoke-tests: plugin/tests", "  source: .\n  smoke-tests: plugin/tests")
+    )
+    root = path.parent
+    for name in ("setup.py", "wheels/torch2.13/x.whl", "build/cells/c/log", "csrc/a.cpp", ".venv/bin/python"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x\n")
+    matrix = load_matrix(path)
+    assert matrix.plugin.source.resolve() == root.resolve()
+    copy = copy_pristine(matrix.plugin.source, tmp_path / "copy")
+    copied = sorted(str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file())
+    assert "setup.py" in copied and "csrc/a.cpp" in copied and "matrix.yaml" in copied
+    assert not [c for c in copied if c.startswith(("wheels/", "build/", ".venv/"))]
+    with pytest.raises(MatrixError, match=r"driver.source: '\.' is the project itself"):
+        load_matrix(write_matrix(VALID.replace("  source: driver", "  source: .")))
