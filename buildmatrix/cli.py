@@ -159,9 +159,13 @@ def stop_on_signals(stop: Callable[[str], object]) -> Iterator[list[str]]:
 
 def cmd_merge_results(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder.merge import merge_wheel_trees
+    from buildmatrix.builder.recordparse import RecordRules
 
     into = Path(args.into)
-    report = merge_wheel_trees([Path(p) for p in args.sources], into)
+    # With the project's matrix.yaml, every record's wheels are checked against its distributions too.
+    matrix_path = Path(args.matrix)
+    rules = RecordRules.of(load_matrix(matrix_path.resolve())) if matrix_path.is_file() else None
+    report = merge_wheel_trees([Path(p) for p in args.sources], into, rules)
     console.print(
         f"merged {len(args.sources)} tree(s) into {into}: {len(report.cells)} cell record(s), "
         f"{report.wheels} wheel(s) checked against their records, {report.copied} file(s) copied",
@@ -298,6 +302,7 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix.builder.recordparse import RecordRules
     from buildmatrix.builder.results import ResultStore
     from buildmatrix.publish.site import (
         README,
@@ -316,7 +321,7 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
     else:
         registry = Registry(workspace.cache_dir / "registry", offline=args.offline)
         available = published_pythons(matrix, registry)
-        results = ResultStore(workspace.results_dir).all()
+        results = ResultStore(workspace.results_dir, RecordRules.of(matrix)).all()
         table = build_table(matrix, expand(matrix, available), results, available, site_url=args.site_url)
         rendered_docs(table, read_readme(matrix.root), matrix.root / README)  # they must render before publishing
         # The site is built and checked beside the live one; nothing (site or docs) changes unless every check passes.
@@ -478,6 +483,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     merge.add_argument("sources", nargs="+", help="wheels/ trees made by `build` (each with results/cells/*.json)")
     merge.add_argument("--into", default="wheels", help="destination wheels/ tree (default: %(default)s)")
+    merge.add_argument(
+        "--matrix",
+        default="matrix.yaml",
+        help="the project's matrix.yaml, when there is one: records must name its distributions (default: %(default)s)",
+    )
     merge.set_defaults(func=cmd_merge_results)
 
     compat = sub.add_parser(

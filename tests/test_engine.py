@@ -11,7 +11,7 @@ from typing import ClassVar
 import pytest
 
 from buildmatrix.builder.engine import Engine, RunOptions, judge_smoke
-from buildmatrix.builder.runners.base import CellJob, RunnerOutput, SmokeRun
+from buildmatrix.builder.runners.base import CellJob, CellRunners, RunnerOutput, SmokeRun
 from buildmatrix.builder.runners.local import LocalRunner
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.workspace import Workspace
@@ -19,7 +19,7 @@ from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import Cause, FailureClass, RunnerName
+from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status
 
 from conftest import TINY_CONTRACT
 
@@ -293,3 +293,56 @@ def test_one_run_drives_each_cell_through_its_own_runner(tmp_path: Path) -> None
         assert f"stopped by the test in the {runner} double" in (stored.error or "")
         log = (engine.workspace.logs_dir / f"{result.id}.log").read_text()
         assert log.startswith(f"# {result.id}: {runner} runner, attempt 1")
+
+
+def test_up_to_date_means_every_file_the_record_names_is_there_unchanged(tmp_path: Path) -> None:
+    """A passed cell with its driver wheel missing was once called up to date; compat-table then refused forever."""
+    from fake_wheels import make_wheel, record
+
+    from buildmatrix.builder.results import CellResult, SmokeCounts
+
+    engine, [cell] = setup_project(tmp_path)
+    engine.runners = CellRunners(LocalRunner(), {})
+    [first] = engine.plan([cell])
+    wheels = engine.workspace.wheels_dir
+    plugin = make_wheel(wheels / "torch2.13", "tiny-plugin", "0.1.0+torch.2.13.drv.2", tag="cp311-cp311-linux_x86_64")
+    driver = make_wheel(wheels / "driver", "tiny-driver", "2.1.0+emu")
+    log = wheels / "logs" / f"{cell.id}.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("# log\n")
+    engine.store.save(
+        CellResult(
+            cell.key,
+            first.inputs_hash,
+            first.inputs,
+            RunnerName.LOCAL,
+            Status.PASSED,
+            smoke=SmokeCounts(1),
+            wheel=record(wheels, plugin),
+            driver_wheel=record(wheels, driver),
+            log=f"logs/{cell.id}.log",
+        )
+    )
+    assert engine.plan([cell])[0].reusable is not None
+
+    def relink(path: Path, target: Path) -> None:
+        """The file moved to target, a symlink to it in its place."""
+        path.replace(target)
+        path.symlink_to(target)
+
+    damages: dict[str, Callable[[], object]] = {
+        "driver wheel missing": driver.unlink,
+        "driver wheel changed": lambda: driver.write_bytes(driver.read_bytes() + b"\0"),
+        "plugin wheel missing": plugin.unlink,
+        "log missing": log.unlink,
+        "log a symlink": lambda: relink(log, tmp_path / "log"),
+        "driver wheel a symlink": lambda: relink(driver, tmp_path / "d.whl"),
+    }
+    for name, damage in damages.items():
+        kept = {p: p.read_bytes() for p in (plugin, driver, log) if p.is_file() and not p.is_symlink()}
+        damage()
+        assert engine.plan([cell])[0].reusable is None, name
+        for path, data in kept.items():
+            path.unlink(missing_ok=True)
+            path.write_bytes(data)
+        assert engine.plan([cell])[0].reusable is not None, name

@@ -382,3 +382,27 @@ def test_the_docs_are_written_under_the_publish_lock(
         "docs/compatibility.json",
     }
     assert CompatTable.from_json((path.parent / "docs" / "compatibility.json").read_text()) == table
+
+
+def test_a_log_or_wheel_that_is_a_symlink_is_never_published(published: Published, tmp_path: Path) -> None:
+    matrix, table, wheels, site = published
+    before, live = snapshot(site), site.readlink().as_posix()
+    secret = tmp_path / "passwd"
+    secret.write_text("root:x:0:0\n")
+    log = wheels / "logs" / f"{CELL}.log"
+    log.unlink()
+    log.symlink_to(secret)
+    report = write_site(table, wheels, site, matrix)
+    assert not report.published and report.problems == [
+        f"{CELL}: its log logs/{CELL}.log is a symlink ({log}); only regular files are read"
+    ]
+    assert site.readlink().as_posix() == live and snapshot(site) == before
+    assert "root:x" not in "".join(p.read_text(errors="replace") for p in site.rglob("*") if p.is_file())
+    log.unlink()
+    log.write_text("# log\n")
+    wheel = next((wheels / "torch2.13").glob("*.whl"))
+    wheel.rename(tmp_path / wheel.name)
+    wheel.symlink_to(tmp_path / wheel.name)
+    report = write_site(table, wheels, site, matrix)
+    assert not report.published and len(report.problems) == 1 and "is a symlink" in report.problems[0]
+    assert snapshot(site) == before

@@ -17,6 +17,7 @@ from typing import Any
 from packaging.version import Version
 
 from buildmatrix.builder.buildcode import ENGINE_MODULES, PACKAGE_DIR, build_code
+from buildmatrix.builder.recordparse import RecordRules
 from buildmatrix.builder.relabel import relabel_wheel
 from buildmatrix.builder.results import CellResult, ResultStore, WheelRecord
 from buildmatrix.builder.runners.base import CellJob, CellRunners, Runner, RunnerOutput, SmokeRun
@@ -39,6 +40,7 @@ from buildmatrix.model.vocab import Cause, FailureClass, Status
 from buildmatrix.util.atomic import copy_file_atomic
 from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
 from buildmatrix.util.fingerprint import file_sha256, files_hash, inputs_hash, tree_hash
+from buildmatrix.util.paths import regular_file
 from buildmatrix.util.process import CHILDREN, kill_orphans
 
 log = logging.getLogger(__name__)
@@ -80,7 +82,7 @@ class Engine:
         self.runners = runner if isinstance(runner, CellRunners) else CellRunners(runner)
         self.registry = registry
         self.progress = progress or (lambda cell_id, what: None)
-        self.store = ResultStore(workspace.results_dir)
+        self.store = ResultStore(workspace.results_dir, RecordRules.of(matrix))
         self._shared_hashes: dict[str, dict[str, str]] = {}  # by runner name
         self.damaged: dict[str, RecordError] = {}  # cells rebuilt because their record was damaged
         self.orphans_ended = 0  # processes (and containers) an earlier, SIGKILLed run left behind, ended by this one
@@ -145,14 +147,29 @@ class Engine:
         if stored.inputs_hash != digest:
             return False
         if stored.status == Status.PASSED:
-            # A passed cell is only up to date if its published wheel is still there, unchanged.
-            if stored.wheel is None:
-                return False
-            wheel = self.workspace.wheels_dir / stored.wheel.path
-            return wheel.is_file() and file_sha256(wheel) == stored.wheel.sha256
+            # A passed cell is only up to date if every file its record names is still there: its wheels unchanged
+            # (the plugin's and the driver's, each against its sha256), its log a regular file.
+            return self._files_intact(stored)
         # The same inputs fail the same way (--force retries); a network blip, a timeout or a stop says nothing
         # about the inputs, so those cells are tried again.
         return stored.status != Status.INTERRUPTED and stored.failure_class != FailureClass.TRANSIENT
+
+    def _files_intact(self, stored: CellResult) -> bool:
+        if stored.wheel is None or stored.driver_wheel is None:
+            return False
+        for wheel in (stored.wheel, stored.driver_wheel):
+            try:
+                path = regular_file(self.workspace.wheels_dir, wheel.path)
+            except ValueError:
+                return False
+            if file_sha256(path) != wheel.sha256:
+                return False
+        if stored.log is not None:
+            try:
+                regular_file(self.workspace.wheels_dir, stored.log)
+            except ValueError:
+                return False
+        return True
 
     # ---- running ----------------------------------------------------------
     def interrupt(self, reason: str) -> None:

@@ -1,15 +1,22 @@
-"""Merges wheels/ trees built on several machines into one, checking every wheel against its record first."""
+"""Merges wheels/ trees built on several machines into one, checking every wheel against its record first.
+
+The trees come from other machines (CI artifacts): nothing in them is trusted. Only regular files reached through no
+symlink are read (a log linked to /etc/passwd is refused, never copied and published), records are parsed as
+untrusted (recordparse), and nothing is written through a symlink in the destination.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from buildmatrix.builder.results import CellResult, ResultStore, WheelRecord
+from buildmatrix.builder.recordparse import RecordRules
+from buildmatrix.builder.results import CellResult, ResultStore, WheelRecord, read_record
 from buildmatrix.errors import MergeError, RecordError
 from buildmatrix.model.vocab import Status
 from buildmatrix.util.atomic import copy_file_atomic, write_text_atomic
 from buildmatrix.util.fingerprint import file_sha256
+from buildmatrix.util.paths import regular_file
 
 
 @dataclass(frozen=True)
@@ -60,17 +67,22 @@ def _safe_rel(rel: str) -> str | None:
 class _Planner:
     """Reads every tree, collecting all problems before any file is written."""
 
-    def __init__(self) -> None:
+    def __init__(self, rules: RecordRules | None = None) -> None:
         self.plan = MergePlan()
         self.problems: list[str] = []
+        self.rules = rules
 
     def add_tree(self, tree: Path, required: bool) -> None:
-        cells_dir = ResultStore(tree / "results").directory / "cells"
+        cells_dir = tree / "results" / "cells"
         if not tree.is_dir():
             if required:
                 self.problems.append(f"{tree}: no such directory (expected a wheels/ tree made by `build`)")
             return
-        records = sorted(cells_dir.glob("*.json")) if cells_dir.is_dir() else []
+        for part in (tree / "results", cells_dir):
+            if part.is_symlink() or (part.exists() and not part.is_dir()):
+                self.problems.append(f"{part}: not a directory of the tree (a symlink or a file); refused")
+                return
+        records = sorted(cells_dir.iterdir()) if cells_dir.is_dir() else []
         if not records:
             if required:
                 self.problems.append(
@@ -78,12 +90,17 @@ class _Planner:
                 )
             return
         for path in records:
+            if path.name.startswith(".") and path.name.endswith(".tmp"):
+                continue  # an interrupted atomic write, never a record
+            if path.suffix != ".json":
+                self.problems.append(f"{path}: not a cell record (results/cells/ holds <cell id>.json only)")
+                continue
             self.add_record(tree, path)
 
     def add_record(self, tree: Path, path: Path) -> None:
-        text = path.read_text(encoding="utf-8", errors="replace")
-        try:  # every type, path and the cell id checked: a record cannot lead a write out of the merged tree
-            result = CellResult.from_json(text, str(path), expected_id=path.stem)
+        try:  # a regular file, strict UTF-8, every type, bound, path and the cell id checked
+            result = read_record(tree, f"results/cells/{path.name}", expected_id=path.stem, rules=self.rules)
+            text = path.read_text(encoding="utf-8")
         except RecordError as exc:
             self.problems.append(str(exc))
             return
@@ -120,9 +137,10 @@ class _Planner:
                 self.problems.append(f"{path}: {kind} path {record.path!r} leaves the tree")
                 ok = False
                 continue
-            file = tree / rel
-            if not file.is_file():
-                self.problems.append(f"{path}: {kind} {rel} is missing from {tree}")
+            try:
+                file = regular_file(tree, rel)
+            except ValueError as exc:
+                self.problems.append(f"{path}: {kind} {exc}")
                 ok = False
                 continue
             digest = file_sha256(file)
@@ -134,12 +152,13 @@ class _Planner:
                 continue
             found.append(TreeFile(tree, rel, digest))
         if result.log:
-            rel = _safe_rel(result.log)
-            if rel is None or not (tree / rel).is_file():
-                self.problems.append(f"{path}: log {result.log!r} is missing from {tree}")
+            try:
+                log = regular_file(tree, result.log)
+            except ValueError as exc:
+                self.problems.append(f"{path}: log {exc}")
                 ok = False
             else:
-                found.append(TreeFile(tree, rel, file_sha256(tree / rel)))
+                found.append(TreeFile(tree, result.log, file_sha256(log)))
         return found if ok else None
 
     def add_file(self, item: TreeFile, cell_id: str) -> None:
@@ -158,9 +177,9 @@ def _describe(result: CellResult) -> str:
     return f"{result.status}, inputs {result.inputs_hash[:12]}, {sha}"
 
 
-def plan_merge(sources: list[Path], into: Path) -> MergePlan:
+def plan_merge(sources: list[Path], into: Path, rules: RecordRules | None = None) -> MergePlan:
     """Check every source tree (and what `into` already holds); raises MergeError listing every problem."""
-    planner = _Planner()
+    planner = _Planner(rules)
     if not sources:
         planner.problems.append("no source trees given")
     planner.add_tree(into, required=False)  # what is already merged must agree with the sources too
@@ -169,18 +188,33 @@ def plan_merge(sources: list[Path], into: Path) -> MergePlan:
             planner.problems.append(f"{source}: is the destination itself")
             continue
         planner.add_tree(source, required=True)
+    for rel in sorted({*planner.plan.files, *(f"results/cells/{cell}.json" for cell in planner.plan.records)}):
+        if problem := _destination_problem(into, rel):
+            planner.problems.append(problem)
     if planner.problems:
         raise MergeError(planner.problems)
     return planner.plan
 
 
-def merge_wheel_trees(sources: list[Path], into: Path) -> MergeReport:
+def _destination_problem(into: Path, rel: str) -> str:
+    """Why writing `rel` into the merged tree would go through a symlink or onto a special file ('' when not)."""
+    path = into
+    for part in rel.split("/"):
+        path = path / part
+        if path.is_symlink():
+            return f"{path}: a symlink in the destination; nothing is written through one"
+    if path.exists() and not path.is_file():
+        return f"{path}: not a regular file in the destination"
+    return ""
+
+
+def merge_wheel_trees(sources: list[Path], into: Path, rules: RecordRules | None = None) -> MergeReport:
     """Merge wheels/ trees (results/cells/*.json, the wheels and logs they name) into `into`, then its summary.
 
     Either every source is merged or, on any problem, nothing is written. Wheels and logs are copied before the
     records that name them, so an interrupted merge never leaves a record whose wheel is missing.
     """
-    plan = plan_merge(sources, into)
+    plan = plan_merge(sources, into, rules)
     copied = 0
     for item in sorted(plan.files.values(), key=lambda f: f.rel):
         dest = into / item.rel

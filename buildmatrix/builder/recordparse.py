@@ -1,4 +1,10 @@
-"""Parses one result record (JSON) into a CellResult, checking every type, and every path it names against wheels/."""
+"""Parses one result record (JSON) into a CellResult, checking every type, and every path it names against wheels/.
+
+Records come from other machines (CI artifacts, merged trees): nothing in one is trusted. Numbers and strings are
+bounded, words come from their vocabularies (steps, statuses, feature names and outcomes), and with RecordRules the
+wheel names are checked against the cell (the plugin's and the driver's distribution, tags that install on the
+cell's Python). Any problem is a RecordError naming the file and the key, never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -6,40 +12,68 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from buildmatrix.errors import RecordError
 from buildmatrix.model.cells import CellKey
-from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status
+from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status, Step
 from buildmatrix.util.paths import name_problem, relative_path_problem
 
 if TYPE_CHECKING:
     from buildmatrix.builder.results import CellResult
+    from buildmatrix.model.matrix import Matrix
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
+MAX_RECORD_BYTES = 1 << 20  # a record is a few KB; its error tail at most 64 KB
+MAX_TEXT = 1024  # any string without a limit of its own
+LIMITS = {"error": 16 * 1024, "error_tail": 64 * 1024, "features": 2048}
+MAX_INT_DIGITS = 18  # JSON integers beyond this are refused before Python converts them
+MAX_ITEMS = 1000  # entries of a list or object, nodes of a free-form object (inputs, torch_build)
+MAX_DEPTH = 8
+MAX_SECONDS = 1e7  # a step's duration: 115 days
+MAX_TIME = 1e11  # a Unix time: year 5138
+# A smoke feature's name: words, digits, spaces and ( ) . / + _ -; never Markdown or HTML markup, never a newline.
+FEATURE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.()+/-]{0,79}")
+FEATURE_STATES = ("passed", "failed", "not available")
+
+
+@dataclass(frozen=True)
+class RecordRules:
+    """What the matrix says every record's wheels must be: the plugin's and the driver's distribution names."""
+
+    plugin_distribution: str
+    driver_distribution: str
+
+    @classmethod
+    def of(cls, matrix: Matrix) -> RecordRules:
+        return cls(matrix.plugin.distribution, matrix.driver_distribution)
 
 
 class _Bad(Exception):
     """One problem of a record, at a key."""
 
 
-def _str(value: Any, key: str) -> str:
+def _str(value: Any, key: str, limit: int = MAX_TEXT) -> str:
     if not isinstance(value, str):
         raise _Bad(f"{key}: expected a string, got {type(value).__name__} {value!r:.60}")
+    if len(value) > limit:
+        raise _Bad(f"{key}: a string of {len(value)} characters (at most {limit})")
     return value
 
 
 def _opt_str(value: Any, key: str) -> str | None:
-    return None if value is None else _str(value, key)
+    return None if value is None else _str(value, key, LIMITS.get(key, MAX_TEXT))
 
 
-def _number(value: Any, key: str) -> float:
+def _number(value: Any, key: str, high: float = MAX_TIME) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise _Bad(f"{key}: expected a number, got {value!r:.60}")
+    if not 0 <= value <= high:
+        raise _Bad(f"{key}: {value!r:.30} is out of range (0 to {high:g})")
     return float(value)
 
 
@@ -48,9 +82,33 @@ def _opt_number(value: Any, key: str) -> float | None:
 
 
 def _count(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _Bad(f"{key}: expected a count (an integer >= 0), got {value!r:.60}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**9:
+        raise _Bad(f"{key}: expected a count (an integer from 0 to 10**9), got {value!r:.60}")
     return value
+
+
+def _bounded_json(value: Any, key: str) -> dict[str, Any]:
+    """A free-form object (inputs, torch_build): JSON values only, at most MAX_DEPTH deep and MAX_ITEMS nodes."""
+    nodes = 0
+
+    def walk(item: Any, where: str, depth: int) -> None:
+        nonlocal nodes
+        nodes += 1
+        if nodes > MAX_ITEMS or depth > MAX_DEPTH:
+            raise _Bad(f"{key}: more than {MAX_ITEMS} values or {MAX_DEPTH} levels")
+        if isinstance(item, dict):
+            for k, v in item.items():
+                walk(v, f"{where}.{_str(k, where)}", depth + 1)
+        elif isinstance(item, list):
+            for i, v in enumerate(item):
+                walk(v, f"{where}[{i}]", depth + 1)
+        elif isinstance(item, str):
+            _str(item, where, 4096)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise _Bad(f"{where}: {item!r} is not a number")
+
+    walk(_object(value, key), key, 0)
+    return value  # type: ignore[no-any-return]
 
 
 def _object(value: Any, key: str) -> dict[str, Any]:
@@ -66,7 +124,44 @@ def _str_map(value: Any, key: str) -> dict[str, str]:
 def _str_list(value: Any, key: str) -> list[str]:
     if not isinstance(value, list):
         raise _Bad(f"{key}: expected a list, got {type(value).__name__}")
+    if len(value) > MAX_ITEMS:
+        raise _Bad(f"{key}: {len(value)} entries (at most {MAX_ITEMS})")
     return [_str(v, f"{key}[{i}]") for i, v in enumerate(value)]
+
+
+def _features(value: Any, key: str) -> dict[str, str]:
+    """Smoke feature -> outcome: names from the feature vocabulary, outcomes "passed", "passed: <detail>", "failed"
+    or "not available[: <reason>]"."""
+    data = _object(value, key)
+    if len(data) > MAX_ITEMS:
+        raise _Bad(f"{key}: {len(data)} features (at most {MAX_ITEMS})")
+    out = {}
+    for name, outcome in data.items():
+        if not (isinstance(name, str) and FEATURE_NAME.fullmatch(name)):
+            raise _Bad(
+                f"{key}: {name!r:.80} is not a feature name (letters, digits, spaces and ( ) . / + _ -, "
+                "at most 80 characters)"
+            )
+        text = _str(outcome, f"{key}.{name}", LIMITS["features"])
+        state = text.split(":", 1)[0].strip()
+        if not (text in ("passed", "failed") or text.startswith("passed: ") or text.startswith("not available")):
+            raise _Bad(f"{key}.{name}: {text!r:.60} is not an outcome ({', '.join(FEATURE_STATES)}, with a detail)")
+        if any(ord(ch) < 0x20 for ch in text) or not state:
+            raise _Bad(f"{key}.{name}: holds a control character or no state")
+        out[name] = text
+    return out
+
+
+def _step(value: Any, key: str) -> str:
+    text = _str(value, key)
+    allowed = [s.value for s in Step]
+    if text not in allowed:
+        raise _Bad(f"{key}: {text!r:.60} is not a step ({', '.join(allowed)})")
+    return text
+
+
+def _opt_step(value: Any, key: str) -> str | None:
+    return None if value is None else _step(value, key)
 
 
 def _exact_keys(data: Mapping[str, Any], allowed: set[str], required: set[str], key: str) -> None:
@@ -112,7 +207,7 @@ def _wheel(value: Any, key: str) -> Any:
         return None
     data = _object(value, key)
     _exact_keys(data, {"filename", "sha256", "path"}, {"filename", "sha256", "path"}, key)
-    filename, path = _str(data["filename"], f"{key}.filename"), _relative(data["path"], f"{key}.path")
+    filename, path = _str(data["filename"], f"{key}.filename", 255), _relative(data["path"], f"{key}.path")
     sha = _str(data["sha256"], f"{key}.sha256")
     if not SHA256.fullmatch(sha):
         raise _Bad(f"{key}.sha256: {sha!r:.80} is not a sha256 (64 lowercase hex digits)")
@@ -141,15 +236,17 @@ def _steps(value: Any, key: str) -> list[Any]:
 
     if not isinstance(value, list):
         raise _Bad(f"{key}: expected a list, got {type(value).__name__}")
+    if len(value) > 100:
+        raise _Bad(f"{key}: {len(value)} steps (at most 100)")
     steps = []
     for i, item in enumerate(value):
         data = _object(item, f"{key}[{i}]")
         _exact_keys(data, {"name", "status", "seconds"}, {"name", "status", "seconds"}, f"{key}[{i}]")
         steps.append(
             StepResult(
-                _str(data["name"], f"{key}[{i}].name"),
+                _step(data["name"], f"{key}[{i}].name"),
                 _status(data["status"], f"{key}[{i}].status"),
-                _number(data["seconds"], f"{key}[{i}].seconds"),
+                _number(data["seconds"], f"{key}[{i}].seconds", MAX_SECONDS),
             )
         )
     return steps
@@ -186,8 +283,8 @@ def _enum_of(kind: type[StrEnum]) -> Callable[[Any, str], StrEnum | None]:
 
 def _attempts(value: Any, key: str) -> int:
     count = _count(value, key)
-    if count < 1:
-        raise _Bad(f"{key}: expected at least 1 attempt, got {count}")
+    if not 1 <= count <= 1000:
+        raise _Bad(f"{key}: expected 1 to 1000 attempts, got {count}")
     return count
 
 
@@ -195,10 +292,10 @@ def _attempts(value: Any, key: str) -> int:
 PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "cell": _cell,
     "inputs_hash": _str,
-    "inputs": _object,
+    "inputs": _bounded_json,
     "runner": _runner,
     "status": _status,
-    "failed_step": _opt_str,
+    "failed_step": _opt_step,
     "error": _opt_str,
     "error_tail": _opt_str,
     "failure_class": _enum_of(FailureClass),
@@ -206,8 +303,8 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "attempts": _attempts,
     "steps": _steps,
     "smoke": _smoke,
-    "features": _str_map,
-    "torch_build": _object,
+    "features": _features,
+    "torch_build": _bounded_json,
     "wheel": _wheel,
     "driver_wheel": _wheel,
     "variants_claimed": _str_list,
@@ -217,8 +314,8 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
 }
 
 
-def _own_cell(result: CellResult) -> None:
-    """A record names its own cell's log and wheels only: never another cell's."""
+def _own_cell(result: CellResult, rules: RecordRules | None) -> None:
+    """A record names its own cell's log and wheels only: never another cell's, never another project's."""
     cell_id = result.id
     if result.log is not None and result.log != f"logs/{cell_id}.log":
         raise _Bad(f"log: {result.log!r:.80} is not this cell's log (logs/{cell_id}.log)")
@@ -233,21 +330,64 @@ def _own_cell(result: CellResult) -> None:
             )
         if result.wheel.path != f"torch{minor}/{result.wheel.filename}":
             raise _Bad(f"wheel.path: {result.wheel.path!r} is not torch{minor}/{result.wheel.filename}")
+        if rules is not None:
+            _check_plugin_wheel(result, rules)
     if result.driver_wheel is not None:
         version = parse_wheel_filename(result.driver_wheel.filename)[1]
         if version.major != driver.major:
             raise _Bad(f"driver_wheel.filename: {result.driver_wheel.filename} is not a driver {driver} wheel")
         if result.driver_wheel.path != f"driver/{result.driver_wheel.filename}":
             raise _Bad(f"driver_wheel.path: {result.driver_wheel.path!r} is not driver/{result.driver_wheel.filename}")
+        name = parse_wheel_filename(result.driver_wheel.filename)[0]
+        if rules is not None and name != canonicalize_name(rules.driver_distribution):
+            raise _Bad(
+                f"driver_wheel.filename: {result.driver_wheel.filename} is not a wheel of {rules.driver_distribution}"
+            )
 
 
-def parse_record(text: str, source: str, expected_id: str | None = None) -> CellResult:
+def _check_plugin_wheel(result: CellResult, rules: RecordRules) -> None:
+    from buildmatrix.builder.wheelcheck import installs_on
+
+    assert result.wheel is not None
+    name, _version, _build, tags = parse_wheel_filename(result.wheel.filename)
+    if name != canonicalize_name(rules.plugin_distribution):
+        raise _Bad(f"wheel.filename: {result.wheel.filename} is not a wheel of {rules.plugin_distribution}")
+    if not installs_on(tags, result.cell.python, result.cell.python_tag):
+        raise _Bad(
+            f"wheel.filename: {result.wheel.filename}: its tags do not install on the cell's Python "
+            f"{result.cell.python_minor}"
+        )
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Bad(f"an integer of {len(text)} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _no_constant(text: str) -> float:
+    raise _Bad(f"{text} is not a JSON number")
+
+
+def load_json(text: str) -> Any:
+    """JSON from a file we do not trust: no integer beyond MAX_INT_DIGITS digits (Python would spend seconds on one,
+    or refuse it with a ValueError), no NaN or Infinity; raises _Bad or ValueError."""
+    return json.loads(text, parse_int=_bounded_int, parse_constant=_no_constant)
+
+
+def parse_record(
+    text: str, source: str, expected_id: str | None = None, rules: RecordRules | None = None
+) -> CellResult:
     """The CellResult in `text` (the contents of `source`); raises RecordError naming the file and the bad key."""
     from buildmatrix.builder.results import RESULT_SCHEMA_VERSION, CellResult
 
+    if len(text) > MAX_RECORD_BYTES:
+        raise RecordError(source, f"{len(text)} characters; a record is at most {MAX_RECORD_BYTES}")
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        data = load_json(text)
+    except _Bad as exc:
+        raise RecordError(source, f"not a record ({exc})") from None
+    except (ValueError, RecursionError) as exc:
         raise RecordError(source, f"not valid JSON ({exc}); truncated or damaged") from None
     try:
         record = _object(data, "record")
@@ -260,7 +400,7 @@ def parse_record(text: str, source: str, expected_id: str | None = None) -> Cell
         result = CellResult(**values, patches=_patches(record))
         if expected_id is not None and result.id != expected_id:
             raise _Bad(f"cell.id: {result.id!r} is not {expected_id!r}, the cell this file is named after")
-        _own_cell(result)
+        _own_cell(result, rules)
     except _Bad as exc:
         raise RecordError(source, str(exc)) from None
     return result

@@ -6,13 +6,16 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildmatrix.errors import RecordError
 from buildmatrix.model.cells import CellKey
 from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status
 from buildmatrix.util.atomic import write_text_atomic
-from buildmatrix.util.paths import name_problem
+from buildmatrix.util.paths import name_problem, read_regular
+
+if TYPE_CHECKING:
+    from buildmatrix.builder.recordparse import RecordRules
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -93,18 +96,22 @@ class CellResult:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str, source: str, expected_id: str | None = None) -> CellResult:
-        """Parse a record, every type checked; raises RecordError naming `source` and the bad key."""
+    def from_json(
+        cls, text: str, source: str, expected_id: str | None = None, rules: RecordRules | None = None
+    ) -> CellResult:
+        """Parse a record, every type checked (with `rules`, its wheels against the matrix's distributions and the
+        cell); raises RecordError naming `source` and the bad key."""
         from buildmatrix.builder.recordparse import parse_record
 
-        return parse_record(text, source, expected_id)
+        return parse_record(text, source, expected_id, rules)
 
 
 class ResultStore:
     """One record per cell in <dir>/cells/<id>.json, written atomically; a summary merges them."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, rules: RecordRules | None = None) -> None:
         self.directory = directory
+        self.rules = rules  # what the matrix says the records' wheels must be (None: types and paths only)
 
     def path(self, cell_id: str) -> Path:
         problem = name_problem(cell_id)
@@ -118,13 +125,9 @@ class ResultStore:
     def load(self, cell_id: str) -> CellResult | None:
         """The cell's record, None when there is none; raises RecordError when it is damaged."""
         path = self.path(cell_id)
-        if not path.is_file():
+        if not path.exists() and not path.is_symlink():
             return None
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise RecordError(str(path), f"unreadable ({exc})") from None
-        return CellResult.from_json(text, str(path), expected_id=cell_id)
+        return read_record(self.directory / "cells", f"{cell_id}.json", expected_id=cell_id, rules=self.rules)
 
     def scan(self) -> tuple[list[CellResult], list[RecordError]]:
         """Every readable record, and the damaged ones as errors naming their files."""
@@ -154,6 +157,23 @@ class ResultStore:
         path = self.directory / "summary.json"
         write_text_atomic(path, summary_json(results, damaged or []))
         return path
+
+
+def read_record(
+    base: Path, relative: str, expected_id: str | None = None, rules: RecordRules | None = None
+) -> CellResult:
+    """The record at base/relative: a regular file reached through no symlink, at most MAX_RECORD_BYTES, strict
+    UTF-8; raises RecordError naming it for anything else."""
+    from buildmatrix.builder.recordparse import MAX_RECORD_BYTES
+
+    source = str(base / relative)
+    try:
+        text = read_regular(base, relative, MAX_RECORD_BYTES).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(source, f"not UTF-8 ({exc}); a record is written as UTF-8 JSON") from None
+    except ValueError as exc:
+        raise RecordError(source, f"unreadable: {exc}") from None
+    return CellResult.from_json(text, source, expected_id=expected_id, rules=rules)
 
 
 def summary_json(results: list[CellResult], damaged: list[RecordError] | None = None) -> str:

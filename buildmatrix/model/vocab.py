@@ -14,6 +14,22 @@ class Status(StrEnum):
     NOT_BUILT = "not built"  # compat table only: the cell has no record for its current inputs
 
 
+class Step(StrEnum):
+    """The steps of a cell, as its record names them (steps[].name, failed_step); a record naming another is damaged."""
+
+    SETUP = "setup"  # the cell failed before its first step
+    INTERPRETER = "interpreter"
+    SOURCE = "source"
+    IMAGE = "image"
+    DRIVER = "driver"
+    BUILD_ENV = "build-env"
+    BUILD = "build"
+    CHECK = "check"
+    SMOKE_ENV = "smoke-env"
+    SMOKE = "smoke"
+    PUBLISH = "publish"
+
+
 class FailureClass(StrEnum):
     """Whether the same inputs would fail again: deterministic failures are remembered, transient ones retried."""
 

@@ -32,6 +32,36 @@ LOOK_ALIKE_NOTE = (
 )
 
 
+_MARKDOWN = str.maketrans(
+    {
+        "\\": "\\\\",
+        "|": "\\|",
+        "`": "\\`",
+        "*": "\\*",
+        "_": "\\_",
+        "[": "\\[",
+        "]": "\\]",
+        "<": "&lt;",
+        ">": "&gt;",
+        "\n": " ",
+        "\r": " ",
+    }
+)
+
+
+def md(text: object) -> str:
+    """Any string from a record or a table as plain Markdown text inside a table cell: no markup, no HTML (so never
+    README's end marker), no cell separator, one line."""
+    return str(text).translate(_MARKDOWN)
+
+
+def md_code(text: object) -> str:
+    """A name in a code span (`name`): feature names come from a vocabulary without backticks or pipes; anything
+    else is shown as plain text instead."""
+    shown = str(text)
+    return f"`{shown}`" if all(ch not in shown for ch in "`|\n\r<>") else md(shown)
+
+
 def site_or_placeholder(table: CompatTable) -> str:
     return table.site_url.rstrip("/") if table.site_url else "<site>"
 
@@ -45,7 +75,7 @@ def cell_text(table: CompatTable, cell: CompatCell | None, links: bool = True) -
     if cell.status == Status.PASSED:
         text = f"✓ {cell.smoke.passed}/{cell.smoke.total}" if cell.smoke else "✓"
     else:
-        text = f"✗ {cell.failed_step}" + (f" ({cell.failure})" if cell.failure else "")
+        text = f"✗ {md(cell.failed_step)}" + (f" ({md(cell.failure)})" if cell.failure else "")
     if links and table.site_url and cell.log:
         return f"[{text}]({site_or_placeholder(table)}/{cell.log})"
     return text
@@ -58,7 +88,7 @@ def grid(table: CompatTable, links: bool = True) -> str:
     rows = [head, rule]
     for release, driver, cells in table.grid_rows():
         marks = [cell_text(table, cell, links) for cell in cells]
-        rows.append(f"| {release.label} | {driver.api} | " + " | ".join(marks) + " |")
+        rows.append(f"| {md(release.label)} | {md(driver.api)} | " + " | ".join(marks) + " |")
     return "\n".join(rows) + "\n"
 
 
@@ -86,7 +116,7 @@ def features_table(table: CompatTable) -> str:
     measured = [r for r in table.releases if r.features]
     if not names:
         return "No cell has run the smoke suite yet, so no feature is known.\n"
-    rows = ["| feature | " + " | ".join(r.label for r in measured) + " |", "|---|" + "---|" * len(measured)]
+    rows = ["| feature | " + " | ".join(md(r.label) for r in measured) + " |", "|---|" + "---|" * len(measured)]
     for name in names:
         marks = []
         for release in measured:
@@ -95,9 +125,9 @@ def features_table(table: CompatTable) -> str:
                 marks.append("?")
                 continue
             mark = FEATURE_MARKS[support.state]
-            marks.append(f"{mark} {support.note}".strip() if support.state != FeatureState.NOT_AVAILABLE else mark)
-        rows.append(f"| `{name}` | " + " | ".join(marks) + " |")
-    unmeasured = [r.label for r in table.releases if not r.features]
+            marks.append(f"{mark} {md(support.note)}".strip() if support.state != FeatureState.NOT_AVAILABLE else mark)
+        rows.append(f"| {md_code(name)} | " + " | ".join(marks) + " |")
+    unmeasured = [md(r.label) for r in table.releases if not r.features]
     tail = f"\nNot measured yet (no cell ran): {', '.join(unmeasured)}.\n" if unmeasured else ""
     key = (
         f"\n✓ available, ◐ only with the drivers named, {NOT_AVAILABLE_MARK} not available in this release, ✗ failed.\n"
@@ -146,7 +176,7 @@ def install_section(table: CompatTable) -> str:
         )
     minors = list(dict.fromkeys(table.release(c.release).minor for c in installable))
     for minor in minors:
-        labels = ", ".join(r.label for r in table.releases if r.minor == minor)
+        labels = ", ".join(md(r.label) for r in table.releases if r.minor == minor)
         lines.append(f"### torch {minor} ({labels})\n")
         lines.append(f"```sh\n{release_index_command(table, minor, site)}\n```\n")
         seen: set[str] = set()

@@ -36,8 +36,8 @@ from buildmatrix.publish.verify import (
     released_json,
     site_problems,
 )
-from buildmatrix.util.atomic import copy_file_atomic, write_bytes_atomic, write_text_atomic
-from buildmatrix.util.paths import inside
+from buildmatrix.util.atomic import write_bytes_atomic, write_text_atomic
+from buildmatrix.util.paths import read_regular, relative_path_problem
 
 log = logging.getLogger(__name__)
 
@@ -112,15 +112,14 @@ def _stage(
     """Copy the indexed wheels (checked against their records and the released bytes), their metadata and the logs."""
     indexed, problems = [], []
     for wheel in wheels_to_index(table):
-        try:
-            source = inside(wheels_dir, wheel.path)
-        except ValueError as exc:
-            problems.append(f"{wheel.path}: a recorded wheel path {exc}")
-            continue
-        if not source.is_file():
+        if not (wheels_dir / wheel.path).exists() and not (wheels_dir / wheel.path).is_symlink():
             problems.append(f"{wheel.path} is recorded by a passed cell but missing from {wheels_dir}")
             continue
-        data = source.read_bytes()  # read once: the bytes checked are the bytes published
+        try:
+            data = read_regular(wheels_dir, wheel.path)  # read once: the bytes checked are the bytes published
+        except ValueError as exc:
+            problems.append(f"{wheel.path}: a recorded wheel: {exc}")
+            continue
         digest = sha256_hex(data)
         if digest != wheel.sha256:
             problems.append(f"{wheel.path}: sha256 {digest} differs from its cell's record ({wheel.sha256})")
@@ -151,14 +150,17 @@ def _stage(
     for cell in table.cells:
         if not cell.log:
             continue
-        try:
-            source = inside(wheels_dir, cell.log)
-        except ValueError as exc:
-            problems.append(f"{cell.id}: its log path {exc}")
+        if problem := relative_path_problem(cell.log):
+            problems.append(f"{cell.id}: its log path {cell.log!r} {problem}")
             continue
-        if source.is_file():
-            copy_file_atomic(source, staging / cell.log)
-            logs.add(cell.log)
+        if not (wheels_dir / cell.log).exists() and not (wheels_dir / cell.log).is_symlink():
+            continue  # a record merged without its log: the page shows no link
+        try:
+            write_bytes_atomic(staging / cell.log, read_regular(wheels_dir, cell.log))
+        except ValueError as exc:
+            problems.append(f"{cell.id}: its log {exc}")
+            continue
+        logs.add(cell.log)
     return indexed, logs, problems
 
 

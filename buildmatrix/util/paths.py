@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path, PurePosixPath
 
 # A name that is one path component and never special: no separator, no leading dot (so never '.' or '..').
@@ -40,3 +42,42 @@ def inside(base: Path, relative: str) -> Path:
     if not path.resolve().is_relative_to(root):
         raise ValueError(f"{relative!r} leads outside {base} (through a symlink)")
     return path
+
+
+def regular_file(base: Path, relative: str) -> Path:
+    """base/relative when it is a regular file reached through no symlink below `base`; raises ValueError saying
+    which component is a symlink, a special file or missing. Trees from other machines (CI artifacts) and records are
+    not trusted: a log linked to /etc/passwd must never be copied or published."""
+    problem = relative_path_problem(relative)
+    if problem:
+        raise ValueError(f"{relative!r} {problem}")
+    path = base
+    for part in relative.split("/"):
+        path = path / part
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            raise ValueError(f"{relative} is missing from {base}") from None
+        except OSError as exc:
+            raise ValueError(f"{relative} cannot be read ({exc.strerror})") from None
+        if stat.S_ISLNK(mode):
+            raise ValueError(f"{relative} is a symlink ({path}); only regular files are read")
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{relative} is not a regular file ({path})")
+    return path
+
+
+def read_regular(base: Path, relative: str, max_bytes: int | None = None) -> bytes:
+    """The bytes of regular_file(base, relative), opened without following a symlink; raises ValueError."""
+    path = regular_file(base, relative)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise ValueError(f"{relative} cannot be read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ValueError(f"{relative} is not a regular file")
+        data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ValueError(f"{relative} is larger than {max_bytes} bytes")
+    return data
