@@ -101,6 +101,10 @@ setup(
         f"torch=={torch_minor}.*",
         f"emu-driver>={driver_major}.{driver_minor},<{driver_major + 1}",
     ],
-    entry_points={"torch.backends": ["torch_emu = torch_emu_autoload:load"]},
+    entry_points={
+        "torch.backends": ["torch_emu = torch_emu_autoload:load"],
+        # torch.compile(backend="emu"), as PyTorch's reference backend names one after its device.
+        "torch_dynamo_backends": ["emu = torch_emu._inductor_backend:compile_for_emu"],
+    },
     zip_safe=False,
 )

@@ -107,3 +107,18 @@ def inductor_device_registry_unavailable() -> str | None:
     if not hasattr(inductor_codegen, "register_backend_for_device"):
         return f"not available: torch {TORCH} has no Inductor device registry (register_backend_for_device)"
     return None
+
+
+def transformers_unavailable() -> str | None:
+    """Why transformers' models cannot run beside this torch, or None. Imports transformers (seconds): call it in a
+    test. The smoke environment installs a transformers that supports the cell's torch; a release or Python it
+    cannot serve says so here."""
+    try:
+        import transformers
+    except ImportError as exc:
+        return f"not available: no transformers for torch {TORCH} on Python {PYTHON} ({_first_line(exc)})"
+    except Exception as exc:
+        return f"not available: transformers cannot be imported beside torch {TORCH}: {_first_line(exc)}"
+    if not transformers.utils.is_torch_available():
+        return f"not available: transformers {transformers.__version__} does not support torch {TORCH}"
+    return None

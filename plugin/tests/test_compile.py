@@ -129,6 +129,46 @@ def test_captured_graphs_carry_the_emu_device(index: int):
     torch.testing.assert_close(out.cpu(), expected.cpu())
 
 
+@pytest.mark.feature("compile_backend_name")
+def test_backend_named_after_the_device_trains_on_emu(emu_feature_detail):
+    skip_unless_ready(dynamo_unavailable())
+    import torch._dynamo
+    from torch._dynamo.backends.registry import lookup_backend
+    from torch._inductor.graph import GraphLowering
+
+    from torch_emu import _inductor_backend
+
+    assert lookup_backend("emu") is _inductor_backend.compile_for_emu  # found through the package's entry point
+    torch.manual_seed(0)
+    x, w, b = (torch.randn(*shape) for shape in ((4, 8), (8, 8), (8,)))
+    w.requires_grad_(True)
+    w_emu = w.detach().to("emu").requires_grad_(True)
+    mlp(x, w, b).sum().backward()
+    torch._dynamo.reset()
+    sources: list[str] = []
+    with mock.patch.object(GraphLowering, "save_output_code", sources.append):
+        out = torch.compile(mlp, backend="emu")(x.to("emu"), w_emu, b.to("emu"))
+        out.sum().backward()
+    assert out.device.type == "emu"
+    torch.testing.assert_close(out.cpu(), mlp(x, w, b).detach())
+    torch.testing.assert_close(w_emu.grad.cpu(), w.grad)
+    inductor = _inductor_backend.route_enabled()
+    assert sum("emu_host_kernel(" in source for source in sources) == (2 if inductor else 0), sources
+
+    torch._dynamo.reset()
+    refused = "backend 'emu' compiles graphs of emu and CPU tensors; this graph also has meta"
+    with pytest.raises(Exception, match=refused):
+        torch.compile(mlp, backend="emu")(*(t.to("meta") for t in (x, w, b)))
+    if not inductor:
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match="takes no options"):
+            torch.compile(mlp, backend="emu", options={"max_autotune": True})(x.to("emu"), w_emu, b.to("emu"))
+    emu_feature_detail(
+        "torch.compile(backend='emu'): "
+        + ("Inductor's C++ kernels on emu" if inductor else "AOTAutograd's eager graphs (Inductor's route is off here)")
+    )
+
+
 def default_backend_refuses() -> None:
     """Where emu's Inductor route is off: the default backend fails at once, naming the backends that work."""
     import torch._dynamo
@@ -145,7 +185,7 @@ def default_backend_refuses() -> None:
     with pytest.raises(wrappers) as failed:
         torch.compile(mlp)(x, w, b)
     assert "InductorUnsupportedError" in str(failed.value)
-    assert "backend='aot_eager' or 'eager'" in str(failed.value)
+    assert "backend='emu' or 'aot_eager' or 'eager'" in str(failed.value)
     assert "KeyError" not in str(failed.value)
 
 
@@ -163,7 +203,7 @@ def test_default_backend_switched_off_refuses_at_once():
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(("BackendCompilerFailed", "InductorError")), done.stdout
     assert "InductorUnsupportedError" in done.stdout and "TORCH_EMU_INDUCTOR=0 turned it off" in done.stdout
-    assert "backend='aot_eager' or 'eager'" in done.stdout
+    assert "backend='emu' or 'aot_eager' or 'eager'" in done.stdout
 
 
 @pytest.mark.feature("compile_default_backend")
@@ -198,7 +238,7 @@ def test_default_backend_trains_an_mlp_on_emu(dynamic: bool, emu_feature_detail)
         default_backend_refuses()
         pytest.skip(
             f"not available: Inductor generates no code for emu on torch {torch.__version__}; "
-            "torch.compile with the default backend raises at once, naming 'aot_eager' and 'eager'"
+            "torch.compile with the default backend raises at once, naming 'emu', 'aot_eager' and 'eager'"
         )
 
     torch.manual_seed(0)

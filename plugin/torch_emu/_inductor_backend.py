@@ -17,7 +17,7 @@ import torch
 from torch_emu._after_import import after_import
 
 _REGISTRY_MODULE = "torch._inductor.codegen.common"
-WORKING_BACKENDS = ("aot_eager", "eager")
+WORKING_BACKENDS = ("emu", "aot_eager", "eager")
 # Minor releases whose smoke suite compiles and trains an MLP on emu with Inductor (test_compile.py).
 VERIFIED_RELEASES = frozenset({(2, 13)})
 # TORCH_EMU_INDUCTOR=0 turns the route off (the refusal then applies), =1 tries it on an unverified release.
@@ -41,13 +41,19 @@ def route_enabled() -> bool:
     return _release() in VERIFIED_RELEASES
 
 
+def verified_releases_text() -> str:
+    """The releases the route is verified on, as "torch 2.13, 2.14"."""
+    return "torch " + ", ".join(f"{a}.{b}" for a, b in sorted(VERIFIED_RELEASES))
+
+
+def _route_off_reason() -> str:
+    if os.environ.get(_SWITCH) == "0":
+        return f"{_SWITCH}=0 turned it off"
+    return f"torch_emu's Inductor route is verified on {verified_releases_text()}"
+
+
 def _refuse() -> NoReturn:
-    why = (
-        f"{_SWITCH}=0 turned it off"
-        if os.environ.get(_SWITCH) == "0"
-        else "torch_emu's Inductor route is verified on torch "
-        + ", ".join(f"{a}.{b}" for a, b in sorted(VERIFIED_RELEASES))
-    )
+    why = _route_off_reason()
     raise InductorUnsupportedError(
         f"torch.compile's default backend (Inductor) does not generate code for emu devices with torch "
         f"{torch.__version__} ({why}): use torch.compile(..., backend="
@@ -147,6 +153,34 @@ def register(module: ModuleType) -> bool:
     register_for_device("emu", Scheduling, WrapperCodegen)
     module.register_device_op_overrides("emu", _device_op_overrides(module.DeviceOpOverrides))
     return True
+
+
+def compile_for_emu(gm: Any, example_inputs: list[Any], options: dict[str, Any] | None = None) -> Any:
+    """torch.compile(backend="emu"), found through the package's `torch_dynamo_backends` entry point.
+
+    Where emu's Inductor route is on, the graph goes to Inductor (its C++ kernels run on the emu stream) with options
+    as Inductor config patches; elsewhere to AOTAutograd's eager graphs (what backend "aot_eager" does), which work
+    wherever Dynamo does. Graphs hold emu and CPU tensors only: another device is refused by name.
+    """
+    foreign = sorted(
+        {str(x.device) for x in example_inputs if isinstance(x, torch.Tensor) and x.device.type not in ("emu", "cpu")}
+    )
+    if foreign:
+        raise ValueError(
+            f"backend 'emu' compiles graphs of emu and CPU tensors; this graph also has {', '.join(foreign)}"
+        )
+    if route_enabled():
+        from torch._inductor.compile_fx import compile_fx
+
+        return compile_fx(gm, example_inputs, config_patches=options)
+    if options:
+        raise ValueError(
+            f"backend 'emu' runs AOTAutograd's eager graphs with torch {torch.__version__} (Inductor does not generate "
+            f"code for emu here: {_route_off_reason()}), which takes no options; got {sorted(options)}"
+        )
+    from torch._dynamo.backends.registry import lookup_backend
+
+    return lookup_backend("aot_eager")(gm, example_inputs)
 
 
 def install() -> None:

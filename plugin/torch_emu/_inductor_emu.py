@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import re
 import struct
+import sys
 from typing import Any
 
 import torch
@@ -136,7 +137,31 @@ def _emu_nodes_are_cpp_nodes() -> None:
     BaseSchedulerNode.is_cpu = is_cpu  # type: ignore[method-assign]
 
 
+def _emu_kernels_are_cpp_kernels() -> None:
+    """Inductor's kernel code asks get_current_backend() which code generator the current device uses: "cpp" for
+    the CPU, Triton for every device it does not know. Emu's kernels are the CPU's C++ kernels, and the C++ code
+    generator relies on the answer: only for "cpp" does the common kernel proxy fill in the dtype of a C++ value an
+    op left untyped, so a vectorised index_expr (position ids from arange) failed `assert index.dtype is not None`.
+    Every Inductor module that imported the function gets the answer for emu too."""
+    import torch._inductor.utils as inductor_utils
+
+    original = getattr(inductor_utils, "get_current_backend", None)
+    if original is None or getattr(original, "_emu", False):
+        return
+
+    def get_current_backend(device_type: str | None = None) -> str:
+        if device_type is None:
+            device_type = V.graph.get_current_device_or_throw().type
+        return "cpp" if device_type == "emu" else str(original(device_type))
+
+    get_current_backend._emu = True  # type: ignore[attr-defined]
+    for name, module in list(sys.modules.items()):
+        if name.startswith("torch._inductor") and getattr(module, "get_current_backend", None) is original:
+            module.get_current_backend = get_current_backend  # type: ignore[attr-defined]
+
+
 _emu_nodes_are_cpp_nodes()
+_emu_kernels_are_cpp_kernels()
 
 
 class EmuScheduling(CppScheduling):
