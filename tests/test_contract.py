@@ -57,6 +57,25 @@ def test_declared_values_are_read(write_matrix: WriteMatrix) -> None:
     ]
 
 
+def test_smoke_requirements_can_depend_on_the_torch_release(write_matrix: WriteMatrix) -> None:
+    smoke = load_matrix(
+        write_matrix(
+            VALID
+            + "smoke:\n  requires: [numpy]\n  requires-for:\n"
+            + '    - {torch: "<2.6", requires: ["transformers==4.57.6"]}\n'
+            + '    - {torch: "2.13", requires: ["transformers==5.24.0; python_version >= \'3.11\'", tokenizers]}\n'
+        )
+    ).contract.smoke
+    assert smoke.requirements_for(Version("2.4.1")) == ("pytest", "numpy", "transformers==4.57.6")
+    assert smoke.requirements_for(Version("2.13.0+cpu")) == (
+        "pytest",
+        "numpy",
+        "transformers==5.24.0; python_version >= '3.11'",
+        "tokenizers",
+    )
+    assert smoke.requirements_for(Version("2.14.1")) == ("pytest", "numpy")
+
+
 BAD = [
     ("build:\n  version-file: /etc/passwd\n", "build.version-file", "not a relative path inside the tree"),
     ("build:\n  version-file: ../outside\n", "build.version-file", "not a relative path inside the tree"),
@@ -69,6 +88,19 @@ BAD = [
     ("check:\n  torch-pin: exact\n", "check.torch-pin", "allowed: release-line, none"),
     ("smoke:\n  args: [--x, 3]\n", "smoke.args[1]", "expected a non-empty string"),
     ("smoke:\n  requires: ['pytest ==']\n", "smoke.requires[0]", "is not a requirement"),
+    ("smoke:\n  requires-for: [{requires: [x]}]\n", "smoke.requires-for[0]", "torch"),
+    ("smoke:\n  requires-for: [{torch: '>=2.6'}]\n", "smoke.requires-for[0]", "requires"),
+    (
+        "smoke:\n  requires-for: [{torch: '>=2.6', requires: ['x ==']}]\n",
+        "smoke.requires-for[0].requires[0]",
+        "is not a requirement",
+    ),
+    ("smoke:\n  requires-for: [{torch: 'soon', requires: [x]}]\n", "smoke.requires-for[0].torch", "soon"),
+    (
+        "smoke:\n  requires-for: [{torch: '2.6', requires: [x], python: '3.11'}]\n",
+        "smoke.requires-for[0].python",
+        "allowed",
+    ),
     ("patches: nowhere\n", "patches", "directory 'nowhere' does not exist"),
 ]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import DriverVersion, load_matrix
 from buildmatrix.model.vocab import RunnerName
 
-from conftest import TINY_CONTRACT, WriteMatrix, copy_project, run_cli
+from conftest import TINY_CONTRACT, VALID, WriteMatrix, copy_project, run_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 REPO = Path(__file__).parent.parent
@@ -122,8 +123,8 @@ def test_failed_phase_is_the_last_cibuildwheel_phase_reached(log: str, phase: st
     assert failed_phase(log) == phase
 
 
-def docker_job(write_matrix: WriteMatrix, tmp_path: Path) -> CellJob:
-    matrix = load_matrix(write_matrix())
+def docker_job(write_matrix: WriteMatrix, tmp_path: Path, extra: str = "") -> CellJob:
+    matrix = load_matrix(write_matrix(VALID + extra))
     cell = expand(matrix, {r: {Version("3.11")} for r in matrix.torch})[-1]
     work = tmp_path / "work"
     (work / "out" / "smoke").mkdir(parents=True)
@@ -143,6 +144,23 @@ def test_cells_share_the_hosts_uv_cache(write_matrix: WriteMatrix, tmp_path: Pat
     assert f"--volume={uv_cache}:{UV_CACHE}:rw" in container.create_args
     env = {a.split("=", 2)[1]: a.split("=", 2)[2] for a in container.create_args if a.startswith("--env=")}
     assert env["UV_CACHE_DIR"] == UV_CACHE and env["UV_LINK_MODE"] == "copy", env
+
+
+def test_smoke_requirements_reach_cibuildwheel_one_each(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    # cibuildwheel shlex-splits CIBW_TEST_REQUIRES: a requirement with a marker must arrive as one, and the cell's
+    # torch picks the requirements declared for it.
+    marker = "transformers==5.24.0; python_version >= '3.11'"
+    job = docker_job(
+        write_matrix,
+        tmp_path,
+        f'smoke:\n  requires: [pytest]\n  requires-for:\n    - {{torch: ">=2.6", requires: ["{marker}"]}}\n'
+        '    - {torch: "<2.6", requires: ["transformers==4.57.6"]}\n',
+    )
+    driver = tmp_path / "driver" / "tiny_driver-2.1.0-py3-none-any.whl"
+    helper = tmp_path / "cell.py"
+    container = cell_container(job, "buildmatrix-builder:x", driver, tmp_path / "cache", helper, uv_cache=tmp_path)
+    expected = ["pytest", marker] if job.cell.torch.version >= Version("2.6") else ["pytest", "transformers==4.57.6"]
+    assert shlex.split(container.cibw_env["CIBW_TEST_REQUIRES"]) == expected
 
 
 @pytest.mark.parametrize(("exit_code", "passed"), [("0", True), ("1", False), (None, False)])

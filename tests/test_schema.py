@@ -78,7 +78,7 @@ build:
   project-requires: true
   env: {FORCE_CUDA: "0"}
 check: {torch-pin: none, build-info: pkg/_build_info.py, build-info-torch: TORCH}
-smoke: {requires: [pytest], args: ["--features={features}"]}
+smoke: {requires: [pytest], args: ["--features={features}"], requires-for: [{torch: "<2.6", requires: [tqdm]}]}
 """,
     VALID.replace("    wheels: pip-find-links", "    wheels: {index: https://example.org/whl/cpu, local-find-links: /}")
     .replace("  source: driver\n", "  source: driver\n  distribution: other-driver\n")

@@ -130,6 +130,7 @@ class Engine:
                 "python": python,
                 "runner": runner.name,
                 "patches": files_hash(patch_files),
+                "smoke_requires": list(self.matrix.contract.smoke.requirements_for(cell.torch.version)),
                 **self.shared_inputs(runner),
             }
             digest = inputs_hash(inputs)

@@ -13,6 +13,7 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -58,9 +59,18 @@ class CheckContract:
 
 
 @dataclass(frozen=True)
+class SmokeRequirementsFor:
+    """Smoke requirements for the torch releases a selector matches (smoke.requires-for[])."""
+
+    torch: SpecifierSet
+    requires: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class SmokeContract:
     requires: tuple[str, ...] = ("pytest",)
     args: tuple[str, ...] = ()
+    requires_for: tuple[SmokeRequirementsFor, ...] = ()
 
     @property
     def reports_features(self) -> bool:
@@ -74,6 +84,16 @@ class SmokeContract:
         """What the smoke environment installs: the declared requirements, pytest always (its report is read)."""
         names = {canonicalize_name(Requirement(r).name) for r in self.requires}
         return self.requires if "pytest" in names else ("pytest", *self.requires)
+
+    def requirements_for(self, torch_version: Version) -> tuple[str, ...]:
+        """What a cell's smoke environment installs: `requirements`, then those of every rule its torch matches."""
+        extra = [
+            r
+            for rule in self.requires_for
+            if rule.torch.contains(torch_version, prereleases=True)
+            for r in rule.requires
+        ]
+        return (*self.requirements, *extra)
 
 
 @dataclass(frozen=True)
@@ -142,4 +162,22 @@ def _smoke(reader: OptionReader, node: Node) -> SmokeContract:
     for index, text in enumerate(requires or ()):
         _requirement(reader, f"{node.key}.requires[{index}]", text)
     args = reader.parse(reader.child(node, "args"))
-    return SmokeContract(tuple(requires) if requires is not None else ("pytest",), tuple(args or ()))
+    return SmokeContract(
+        tuple(requires) if requires is not None else ("pytest",),
+        tuple(args or ()),
+        _smoke_requires_for(reader, reader.child(node, "requires-for")),
+    )
+
+
+def _smoke_requires_for(reader: OptionReader, node: Node) -> tuple[SmokeRequirementsFor, ...]:
+    out = []
+    for entry in reader.items(node):
+        if not reader.mapping(entry):
+            continue
+        torch = reader.parse(reader.child(entry, "torch"))
+        requires = reader.parse(reader.child(entry, "requires"))
+        for index, text in enumerate(requires or ()):
+            _requirement(reader, f"{entry.key}.requires[{index}]", text)
+        if torch is not None and requires is not None:
+            out.append(SmokeRequirementsFor(torch, tuple(requires)))
+    return tuple(out)

@@ -425,6 +425,28 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         default=("pytest",),
     ),
     Option(
+        "smoke.requires-for",
+        Kind.LIST,
+        "More smoke requirements for some torch releases only: a package that supports a range of torch releases "
+        "at each of its versions (PEP 508 markers in a requirement still select by Python and platform).",
+        default=(),
+        example='requires-for:\n  - {torch: "<2.6", requires: ["transformers==4.57.6"]}\n'
+        '  - {torch: ">=2.6", requires: ["transformers==5.24.0"]}',
+    ),
+    Option("smoke.requires-for[]", Kind.MAPPING, "Requirements for the cells whose torch the selector matches."),
+    Option(
+        "smoke.requires-for[].torch",
+        Kind.TORCH_SELECTOR,
+        'The torch releases: a minor like "2.4" (the whole series), a version, or a specifier like ">=2.4,<2.6".',
+        required=True,
+    ),
+    Option(
+        "smoke.requires-for[].requires",
+        Kind.TEXTS,
+        "Requirements added to `smoke.requires` for those releases.",
+        required=True,
+    ),
+    Option(
         "smoke.args",
         Kind.TEXTS,
         "Extra pytest arguments. `{features}` stands for a JSON file the suite may write with one outcome per "

@@ -152,7 +152,8 @@ def cell_container(
         "CIBW_BUILD_FRONTEND": "build[uv]; args: --no-isolation",
         "CIBW_BEFORE_BUILD": shlex.join(before_build),
         "CIBW_REPAIR_WHEEL_COMMAND": " ".join(_quote_keep_braces(repair)),
-        "CIBW_TEST_REQUIRES": " ".join(job.matrix.contract.smoke.requirements),
+        # cibuildwheel shlex-splits this: quoted, a requirement with a marker stays one.
+        "CIBW_TEST_REQUIRES": shlex.join(job.matrix.contract.smoke.requirements_for(cell.torch.version)),
         "CIBW_TEST_COMMAND": shlex.join(test),
         "CIBW_BUILD_VERBOSITY": "1",
     }

@@ -157,7 +157,7 @@ class LocalRunner:
                     _torch_requirement(job),
                     str(output.plugin_wheel),
                     str(output.driver_wheel),
-                    *job.matrix.contract.smoke.requirements,
+                    *job.matrix.contract.smoke.requirements_for(job.cell.torch.version),
                 ],
                 log,
                 timeout=job.matrix.timeouts["smoke-env"],
