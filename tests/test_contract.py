@@ -102,6 +102,26 @@ BAD = [
         "allowed",
     ),
     ("patches: nowhere\n", "patches", "directory 'nowhere' does not exist"),
+    (
+        'images:\n  b: {base: "debootstrap:bookworm", python: ["3.11"], layer: docker/none.Dockerfile}\n',
+        "images.b.layer",
+        "file 'docker/none.Dockerfile' does not exist",
+    ),
+    (
+        'images:\n  b: {base: "debootstrap:bookworm", python: ["3.11"], layer: /etc/hostname}\n',
+        "images.b.layer",
+        "is outside the project",
+    ),
+    (
+        'images:\n  b: {base: "debootstrap:bookworm", python: ["3.11"], context: plugin}\n',
+        "images.b.context",
+        "a context is for `layer` or `dockerfile`",
+    ),
+    (
+        'images:\n  b: {base: "debootstrap:bookworm", python: ["3.11"], build-args: {V: 2.0}}\n',
+        "images.b.build-args.V",
+        "expected a non-empty string",
+    ),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,8 @@ elif args[0] == "rm":
     kept = [c for c in (state / "containers").read_text().splitlines() if c.split(" ", 1)[0] not in gone]
     (state / "containers").write_text("".join(c + "\\n" for c in kept))
 elif args[0] == "build":
+    with (state / "builds").open("a") as log:
+        log.write(" ".join(args) + "\\n")
     tag = args[args.index("--tag") + 1]
     labels = dict(a.split("=", 1) for i, a in enumerate(args) if i and args[i - 1] == "--label")
     image(tag).write_text(json.dumps(labels))
@@ -207,3 +210,55 @@ def test_a_suite_newer_than_debootstrap_is_made_with_sids_script(tmp_path: Path)
     assert newer == [*known[:2], "forky", rootfs, "http://mirror/debian", scripts / "sid"]
     (scripts / "sid").unlink()  # no sid script either: debootstrap itself says the suite is unknown
     assert debootstrap_command("forky", rootfs, "http://mirror/debian", scripts)[-1] == "http://mirror/debian"
+
+
+def _layered(tmp_path: Path, **extra: object) -> BuildImage:
+    project = tmp_path / "project"
+    (project / "docker").mkdir(parents=True, exist_ok=True)
+    (project / "docker" / "sdk.Dockerfile").write_text("ARG BUILDER\nFROM ${BUILDER}\nCOPY sdk /sdk\n")
+    (project / "sdk").mkdir(exist_ok=True)
+    (project / "sdk" / "lib.c").write_text("int f(void) { return 1; }\n")
+    return BuildImage(
+        "tk2",
+        "debootstrap:bookworm",
+        (Version("3.11"),),
+        layer=project / "docker" / "sdk.Dockerfile",
+        context=project,
+        build_args=(("SDK_VERSION", "2.0"),),
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def test_a_layer_is_built_on_the_builder_image_and_follows_its_inputs(
+    docker_dir: Path, fake_docker: Path, tmp_path: Path
+) -> None:
+    from buildmatrix.docker.images import ImageBuilder
+
+    image = _layered(tmp_path)
+    ca = docker_dir / "ca.crt"
+    plan = plan_image(image, ca, {}, docker_dir)
+    plain = plan_image(BuildImage("tk2", "debootstrap:bookworm", (Version("3.11"),)), ca, {}, docker_dir)
+    assert plan.builder_tag == plain.tag and plan.tag.startswith(plain.tag + "-")
+    assert plan.layer is not None and plan.layer.build_args == {"BUILDER": plain.tag, "SDK_VERSION": "2.0"}
+    (fake_docker / plan.base_reference.replace(":", "_")).write_text("{}")  # the debootstrapped base exists
+    assert ImageBuilder(tmp_path / "cache", ca).ensure(plan, tmp_path / "log") == plan.tag
+    builds = (fake_docker / "builds").read_text().splitlines()
+    assert len(builds) == 2 and f"--tag {plain.tag} " in builds[0] and f"--tag {plan.tag} " in builds[1]
+    assert f"--build-arg=BUILDER={plain.tag}" in builds[1] and "--build-arg=SDK_VERSION=2.0" in builds[1]
+    assert builds[1].endswith(str(tmp_path / "project")) and "sdk.Dockerfile" in builds[1]
+    ImageBuilder(tmp_path / "cache", ca).ensure(plan, tmp_path / "log")
+    assert len((fake_docker / "builds").read_text().splitlines()) == 2  # both exist: nothing rebuilt
+    (tmp_path / "project" / "sdk" / "lib.c").write_text("int f(void) { return 2; }\n")  # the context changed
+    changed = plan_image(image, ca, {}, docker_dir)
+    assert changed.builder_tag == plan.builder_tag and changed.tag != plan.tag
+    other_args = plan_image(replace(image, build_args=(("SDK_VERSION", "1.4"),)), ca, {}, docker_dir)
+    assert other_args.tag not in (plan.tag, changed.tag)
+
+
+def test_the_projects_own_recipe_replaces_the_packages(docker_dir: Path, tmp_path: Path) -> None:
+    own = tmp_path / "mine.Dockerfile"
+    own.write_text("ARG BASE\nFROM ${BASE}\n")
+    image = BuildImage("b", "debootstrap:bookworm", (Version("3.11"),), dockerfile=own, build_args=(("X", "1"),))
+    plan = plan_image(image, docker_dir / "ca.crt", {}, docker_dir)
+    assert plan.dockerfile == own and plan.context == tmp_path and plan.build_args["X"] == "1"
+    assert plan.tag != plan_image(BOOKWORM, docker_dir / "ca.crt", {}, docker_dir).tag and plan.layer is None

@@ -67,6 +67,13 @@ include:
   - {torch: "2.4", python: "3.9", driver: "1", variant: cuda}
 images:
   bookworm: {base: "debootstrap:bookworm", python: ["3.11"]}
+  layered:
+    base: "debootstrap:bookworm"
+    python: ["3.11"]
+    layer: plugin/Dockerfile
+    dockerfile: plugin/Dockerfile
+    context: .
+    build-args: {SDK_VERSION: "2.0"}
 timeouts: {driver: 1, build-env: 2, build: 3, check: 4, smoke-env: 5, smoke: 6, image: 7}
 patches: patches
 build:
@@ -91,6 +98,7 @@ smoke: {requires: [pytest], args: ["--features={features}"], requires-for: [{tor
 
 def test_the_loader_reads_every_declared_option_and_only_those(write_matrix: WriteMatrix) -> None:
     read: set[str] = set()
+    (write_matrix().parent / "plugin" / "Dockerfile").write_text("ARG BUILDER\nFROM ${BUILDER}\n")
     for text in EVERY_OPTION:
         read |= load_matrix(write_matrix(text)).options_read
     assert read == set(OPTIONS)

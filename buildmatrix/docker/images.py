@@ -9,13 +9,14 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from buildmatrix.docker import oci
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.matrix import BuildImage
+from buildmatrix.util.fingerprint import tree_hash
 from buildmatrix.util.paths import inside, name_problem
 from buildmatrix.util.process import run_captured, run_logged
 from buildmatrix.util.redact import redact, secret_values
@@ -53,7 +54,19 @@ class ImagePlan:
     dockerfile: Path
     base_reference: str  # buildmatrix-base:<suite> (made here) or the registry reference as given
     build_args: dict[str, str]
-    tag: str
+    tag: str  # the image cells run in: the layer's when the image has one, else the builder's
+    context: Path | None = None  # the project's context for its own dockerfile (None: the package's recipe)
+    layer: LayerPlan | None = None
+    builder_tag: str = ""  # the builder image under the layer ("" : tag itself)
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """The project's Dockerfile applied on the builder image (matrix.yaml images.<name>.layer)."""
+
+    dockerfile: Path
+    context: Path
+    build_args: dict[str, str]
 
 
 def passed_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -76,16 +89,33 @@ def base_reference(image: BuildImage) -> str:
 def plan_image(image: BuildImage, ca_bundle: Path, environ: Mapping[str, str], directory: Path = DATA_DIR) -> ImagePlan:
     """Pure but for reading files: the tag is a hash of the Dockerfile, the base, the Pythons, the CA bundle and the
     passed env. `directory` holds the recipes (the package's own by default)."""
-    dockerfile = directory / ("debian.Dockerfile" if image.suite else "manylinux.Dockerfile")
+    own = image.dockerfile
+    dockerfile = own or directory / ("debian.Dockerfile" if image.suite else "manylinux.Dockerfile")
     base = base_reference(image)
     args = {"BASE": base, "PYTHONS": " ".join(str(v) for v in image.python), **passed_env(environ)}
+    context = (image.context or own.parent) if own else None
+    if own:
+        args.update(image.build_args)
     digest = hashlib.sha256()
     digest.update(dockerfile.read_bytes() if dockerfile.is_file() else b"missing")
     digest.update(ca_bundle.read_bytes() if ca_bundle.is_file() else b"no-ca")
+    if context is not None:
+        digest.update(tree_hash(context).encode())
     for key, value in sorted(args.items()):
         digest.update(f"\0{key}={value}".encode())
     name = re.sub(r"[^a-z0-9_.-]", "-", image.name.lower())
-    return ImagePlan(image, dockerfile, base, args, f"{BUILDER_REPOSITORY}:{name}-{digest.hexdigest()[:12]}")
+    tag = f"{BUILDER_REPOSITORY}:{name}-{digest.hexdigest()[:12]}"
+    if image.layer is None:
+        return ImagePlan(image, dockerfile, base, args, tag, context)
+    layer = LayerPlan(image.layer, image.context or image.layer.parent, {"BUILDER": tag, **dict(image.build_args)})
+    layered = hashlib.sha256(tag.encode())
+    layered.update(layer.dockerfile.read_bytes() if layer.dockerfile.is_file() else b"missing")
+    layered.update(tree_hash(layer.context).encode())
+    for key, value in sorted(layer.build_args.items()):
+        layered.update(f"\0{key}={value}".encode())
+    return ImagePlan(
+        image, dockerfile, base, args, f"{tag}-{layered.hexdigest()[:12]}", context, layer, builder_tag=tag
+    )
 
 
 def debian_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
@@ -134,54 +164,78 @@ class ImageBuilder:
             return self._locks.setdefault(key, threading.Lock())
 
     def ensure(self, plan: ImagePlan, log_file: Path, force: bool = False) -> str:
-        """The builder image's tag, building its base and itself when the engine lacks them; raises StepFailed('image').
+        """The tag cells run in: the builder image (its base and itself made when the engine lacks them), and the
+        project's layer on top of it when the image has one; raises StepFailed('image').
 
         An existing image is verified by its labels (it must say it is this plan's image); a damaged one, or with
         `force` (once per run), is removed and built again.
         """
-        with self._lock(plan.tag):
-            labels = oci.image_labels(plan.tag)
-            rebuild = force and plan.tag not in self._forced
+        builder = plan.builder_tag or plan.tag
+        self._ensure(builder, plan, log_file, force, lambda: self._make_builder(plan, builder, log_file))
+        if plan.layer is not None:
+            self._ensure(plan.tag, plan, log_file, force, lambda: self._make_layer(plan, log_file))
+        return plan.tag
+
+    def _ensure(self, tag: str, plan: ImagePlan, log_file: Path, force: bool, make: Callable[[], None]) -> None:
+        with self._lock(tag):
+            labels = oci.image_labels(tag)
+            rebuild = force and tag not in self._forced
             if force:
-                self._forced.add(plan.tag)
+                self._forced.add(tag)
             if labels is not None and not rebuild and labels.get(IMAGE_LABEL) == plan.image.name:
-                _note(log_file, f"builder image {plan.tag} exists; not rebuilt")
-                return plan.tag
+                _note(log_file, f"image {tag} exists; not rebuilt")
+                return
             if labels is not None:
                 why = "--force" if rebuild else f"its labels do not name image '{plan.image.name}' ({labels})"
-                _note(log_file, f"removing builder image {plan.tag} ({why}); building it again")
-                oci.remove_image(plan.tag)
-            if plan.image.suite:
-                self._debootstrap_base(plan.image.suite, plan.base_reference, log_file)
-            if not plan.dockerfile.is_file():
-                raise StepFailed("image", f"{plan.dockerfile} does not exist")
-            context = self.cache_dir / "image-context" / plan.tag.replace(":", "-")
-            if context.exists():
-                shutil.rmtree(context)
-            context.mkdir(parents=True)
-            shutil.copy2(self.ca_bundle, context / "ca-certificates.crt")
+                _note(log_file, f"removing image {tag} ({why}); building it again")
+                oci.remove_image(tag)
             started = time.monotonic()
-            try:
-                oci.build_image(
-                    context,
-                    plan.dockerfile,
-                    plan.tag,
-                    plan.build_args,
-                    step="image",
-                    log_file=log_file,
-                    labels={IMAGE_LABEL: plan.image.name, "org.buildmatrix.base": plan.image.base},
-                )
-            except StepFailed as exc:
-                raise StepFailed(
-                    "image",
-                    f"building image '{plan.image.name}' (base {plan.image.base}) from {plan.dockerfile.name} failed: "
-                    f"{_last_error(exc.log_tail)}",
-                    exc.log_tail,
-                ) from None
-            finally:
-                shutil.rmtree(context, ignore_errors=True)
-            _note(log_file, f"built {plan.tag} in {time.monotonic() - started:.0f} s")
-            return plan.tag
+            make()
+            _note(log_file, f"built {tag} in {time.monotonic() - started:.0f} s")
+
+    def _build(
+        self, plan: ImagePlan, context: Path, dockerfile: Path, *, tag: str, args: dict[str, str], log: Path
+    ) -> None:
+        if not dockerfile.is_file():
+            raise StepFailed("image", f"{dockerfile} does not exist")
+        try:
+            oci.build_image(
+                context,
+                dockerfile,
+                tag,
+                args,
+                step="image",
+                log_file=log,
+                labels={IMAGE_LABEL: plan.image.name, "org.buildmatrix.base": plan.image.base},
+            )
+        except StepFailed as exc:
+            raise StepFailed(
+                "image",
+                f"building image '{plan.image.name}' (base {plan.image.base}) from {dockerfile.name} failed: "
+                f"{_last_error(exc.log_tail)}",
+                exc.log_tail,
+            ) from None
+
+    def _make_builder(self, plan: ImagePlan, tag: str, log_file: Path) -> None:
+        if plan.image.suite:
+            self._debootstrap_base(plan.image.suite, plan.base_reference, log_file)
+        if plan.context is not None:  # the project's own recipe, in its own context
+            self._build(plan, plan.context, plan.dockerfile, tag=tag, args=plan.build_args, log=log_file)
+            return
+        context = self.cache_dir / "image-context" / tag.replace(":", "-")
+        if context.exists():
+            shutil.rmtree(context)
+        context.mkdir(parents=True)
+        shutil.copy2(self.ca_bundle, context / "ca-certificates.crt")
+        try:
+            self._build(plan, context, plan.dockerfile, tag=tag, args=plan.build_args, log=log_file)
+        finally:
+            shutil.rmtree(context, ignore_errors=True)
+
+    def _make_layer(self, plan: ImagePlan, log_file: Path) -> None:
+        assert plan.layer is not None
+        layer = plan.layer
+        self._build(plan, layer.context, layer.dockerfile, tag=plan.tag, args=layer.build_args, log=log_file)
 
     def _debootstrap_base(self, suite: str, reference: str, log_file: Path) -> None:
         try:  # matrix.yaml refuses such a suite already; this directory is deleted below, so check again here

@@ -86,6 +86,10 @@ class BuildImage:
     name: str
     base: str  # "debootstrap:<suite>" (made locally, no registry) or a plain image reference
     python: tuple[Version, ...]
+    layer: Path | None = None  # the project's Dockerfile on top of the builder image
+    dockerfile: Path | None = None  # the project's own builder recipe, instead of the package's
+    context: Path | None = None  # build context of layer/dockerfile (default: the Dockerfile's directory)
+    build_args: tuple[tuple[str, str], ...] = ()  # for layer/dockerfile
 
     @property
     def suite(self) -> str | None:
@@ -389,6 +393,17 @@ def _images(reader: OptionReader, node: Node) -> tuple[BuildImage, ...]:
             continue
         base = reader.parse(base_node)
         python = reader.parse(python_node)
+        layer = reader.parse(reader.child(entry, "layer"))
+        dockerfile = reader.parse(reader.child(entry, "dockerfile"))
+        context_node = reader.child(entry, "context")
+        context = reader.parse(context_node)
+        args = []
+        for arg, value_node in reader.entries(reader.child(entry, "build-args"), "argument name"):
+            value = reader.parse(value_node)
+            if value is not None:
+                args.append((arg, value))
+        if context_node.present and layer is None and dockerfile is None:
+            reader.problem(context_node.key, "a context is for `layer` or `dockerfile`, and this image has neither")
         if base:
-            out.append(BuildImage(name, base, python or ()))
+            out.append(BuildImage(name, base, python or (), layer, dockerfile, context, tuple(args)))
     return tuple(out)

@@ -306,6 +306,36 @@ _OPTIONS: tuple[Option, ...] = (
     ),
     Option("images.<name>.python", Kind.PYTHON_MINORS, "The Pythons this image serves.", required=True),
     Option(
+        "images.<name>.layer",
+        Kind.PROJECT_FILE,
+        "A Dockerfile of the project applied on top of the builder image made from the package's recipe (it starts "
+        "`ARG BUILDER` and `FROM ${BUILDER}`): system toolkits, libraries, an SDK the cells need.",
+        default_doc="none",
+        example="layer: docker/toolkit.Dockerfile",
+    ),
+    Option(
+        "images.<name>.dockerfile",
+        Kind.PROJECT_FILE,
+        "The project's own builder recipe instead of the package's (it gets `BASE` and `PYTHONS`; cibuildwheel needs "
+        "/opt/python/cpXY-cpXY, auditwheel and uv in it).",
+        default_doc="the package's recipe for the base",
+    ),
+    Option(
+        "images.<name>.context",
+        Kind.DIRECTORY,
+        "The build context of `layer` or `dockerfile` (what their COPY lines see); `.` is the project itself.",
+        default_doc="the directory of the Dockerfile",
+        root_allowed=True,
+    ),
+    Option(
+        "images.<name>.build-args",
+        Kind.NAMED,
+        "Build arguments for `layer` or `dockerfile`, by name (e.g. the toolkit version an image installs).",
+        default={},
+        example='build-args: {SDK_VERSION: "2.0"}',
+    ),
+    Option("images.<name>.build-args.<name>", Kind.TEXT, "The argument's value."),
+    Option(
         "runner",
         Kind.CHOICE,
         "How cells are built: `local` (uv environments on this machine), `docker` (cibuildwheel in a builder "
