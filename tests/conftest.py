@@ -57,7 +57,7 @@ def write_matrix(project: Path) -> WriteMatrix:
 
 # The tiny fixture's contract (tests/fixtures/tiny), appended to every matrix that builds it.
 TINY_CONTRACT = """\
-build: {version-file: PLUGIN_VERSION}
+build: {version-file: PLUGIN_VERSION, generated: [_build_info.py, PLUGIN_VERSION]}
 check: {build-info: tiny_plugin/_build_info.py}
 smoke: {args: ["--tiny-features-json={features}"]}
 """

@@ -240,3 +240,19 @@ def test_the_source_may_be_the_project_itself_and_its_copy_leaves_out_the_worksp
     assert not [c for c in copied if c.startswith(("wheels/", "build/", ".venv/"))]
     with pytest.raises(MatrixError, match=r"driver.source: '\.' is the project itself"):
         load_matrix(write_matrix(VALID.replace("  source: driver", "  source: .")))
+
+
+def test_generated_files_are_no_cell_input(tmp_path: Path) -> None:
+    from buildmatrix.builder.sourcetree import copy_pristine
+    from buildmatrix.util.fingerprint import tree_hash
+
+    tree = tmp_path / "src"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "setup.py").write_text("setup()\n")
+    generated = frozenset({"_build_info.py", "VERSION"})
+    before = tree_hash(tree, generated=generated)
+    (tree / "pkg" / "_build_info.py").write_text("TORCH_VERSION = '2.13.0'\n")  # what a local build leaves
+    (tree / "VERSION").write_text("0.1.0+x\n")
+    assert tree_hash(tree, generated=generated) == before != tree_hash(tree)
+    copy = copy_pristine(tree, tmp_path / "copy", generated)
+    assert sorted(p.name for p in copy.rglob("*") if p.is_file()) == ["setup.py"]

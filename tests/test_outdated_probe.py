@@ -19,7 +19,7 @@ MATRIX = """\
 schema-version: 1
 plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}  # the tiny plugin
 driver: {distribution: tiny-driver, source: driver, versions: ["1.4", "2.1"]}
-build: {version-file: PLUGIN_VERSION}
+build: {version-file: PLUGIN_VERSION, generated: [_build_info.py, PLUGIN_VERSION]}
 check: {build-info: tiny_plugin/_build_info.py}
 smoke: {args: ["--tiny-features-json={features}"]}
 python: ["3.11"]

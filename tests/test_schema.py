@@ -84,6 +84,7 @@ build:
   requires: [ninja]
   project-requires: true
   env: {FORCE_CUDA: "0"}
+  generated: [VERSION]
 check: {torch-pin: none, build-info: pkg/_build_info.py, build-info-torch: TORCH}
 smoke: {requires: [pytest], args: ["--features={features}"], requires-for: [{torch: "<2.6", requires: [tqdm]}]}
 """,

@@ -50,6 +50,7 @@ class DriverWheels:
         build: DriverBuild | None = None,
         *,
         timeout: float = 1800,
+        generated: frozenset[str] = frozenset(),
     ) -> None:
         if (uv is None) == (build is None):
             raise ValueError("DriverWheels needs exactly one of uv and build")
@@ -59,13 +60,14 @@ class DriverWheels:
         self.uv = uv
         self.build = build
         self.timeout = timeout
+        self.generated = generated  # matrix.yaml's build.generated: left out of the cache key and the copy
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._forced: set[str] = set()  # keys rebuilt by --force in this run: once each, not once per cell
 
     def wheel(self, driver: DriverVersion, log_file: Path, force: bool = False) -> Path:
         """The driver wheel for `driver`: the cached one when it verifies, else built (once, under a lock)."""
-        key = f"{driver.api}-{tree_hash(self.source)[:16]}"
+        key = f"{driver.api}-{tree_hash(self.source, generated=self.generated)[:16]}"
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
         # The thread lock orders this run's cells; the file lock other processes sharing the cache (probe, CI jobs).
@@ -89,7 +91,7 @@ class DriverWheels:
         if scratch.exists():
             shutil.rmtree(scratch)  # left by an interrupted run
         # Build from a copy: builds write build/ and *.egg-info into the tree they build.
-        tree = copy_pristine(self.source, scratch / "src")
+        tree = copy_pristine(self.source, scratch / "src", self.generated)
         env = {"EMU_DRIVER_API_VERSION": str(driver.api), **reproducible_env()}
         if self.build is not None:
             self.build(tree, scratch, env, log_file)

@@ -103,8 +103,8 @@ class Engine:
         runner = runner or self.runner
         if runner.name not in self._shared_hashes:
             self._shared_hashes[runner.name] = {
-                "plugin_tree": tree_hash(self.matrix.plugin.source),
-                "driver_tree": tree_hash(self.matrix.driver_source),
+                "plugin_tree": tree_hash(self.matrix.plugin.source, generated=self.matrix.contract.build.generated),
+                "driver_tree": tree_hash(self.matrix.driver_source, generated=self.matrix.contract.build.generated),
                 "build_code": tree_hash(PACKAGE_DIR, include=build_code((*ENGINE_MODULES, *runner.build_modules))),
             }
         return self._shared_hashes[runner.name]
@@ -300,7 +300,7 @@ class Engine:
             workdir.mkdir(parents=True)
             with steps.step("source"):
                 tree_root = workdir / "tree"
-                plugin_tree = copy_pristine(self.matrix.plugin.source, tree_root)
+                plugin_tree = copy_pristine(self.matrix.plugin.source, tree_root, self.matrix.contract.build.generated)
                 applied = apply_series(self.series(cell), tree_root, self.matrix.plugin.source.name)
                 result.inputs["applied_patches"] = applied
                 version = Version(f"{self.matrix.plugin.version}+{cell.local_version_label}")

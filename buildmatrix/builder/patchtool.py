@@ -42,7 +42,7 @@ def check(matrix: Matrix) -> CheckReport:
     for release in matrix.torch:
         label = f"torch {release.minor} ({release.variant})"
         with tempfile.TemporaryDirectory(prefix="patch-check-") as tmp:
-            copy_pristine(plugin, Path(tmp))
+            copy_pristine(plugin, Path(tmp), matrix.contract.build.generated)
             try:
                 report.applied[label] = apply_series(release_series(matrix, release), Path(tmp), plugin.name)
             except PatchError as exc:
@@ -99,7 +99,7 @@ def edit_tree(matrix: Matrix, minor: str, workdir: Path) -> Path:
     if tree.exists():
         shutil.rmtree(tree)
     tree.mkdir(parents=True)
-    copy_pristine(matrix.plugin.source, tree)
+    copy_pristine(matrix.plugin.source, tree, matrix.contract.build.generated)
     _git(["init", "-q"], tree)
     identity = ["-c", "user.name=patches", "-c", "user.email=patches@localhost"]
     _git([*identity, "add", "-A"], tree)

@@ -51,12 +51,12 @@ def write_plugin_version(tree: Path, version_file: str, version: Version) -> Pat
     return path
 
 
-def copy_pristine(source: Path, dest: Path) -> Path:
-    """Copy the source tree's files (no build outputs) to dest/<source name>; returns the copy."""
+def copy_pristine(source: Path, dest: Path, generated: frozenset[str] = frozenset()) -> Path:
+    """Copy the source tree's files (no build outputs, none of `generated`) to dest/<source name>; returns the copy."""
     target = dest / source.name
     if target.exists():
         shutil.rmtree(target)
-    for path in source_files(source):
+    for path in source_files(source, generated):
         out = target / path.relative_to(source)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, out)

@@ -1,8 +1,8 @@
 """The plugin contract: what buildmatrix asks of a project's build, wheel and tests, as declared in matrix.yaml.
 
 Nothing here is a fact about any one project: each field comes from an option of the table (model/options.py,
-CONTRACT_OPTIONS), with a neutral default, and a project states its own conventions (torch_emu's are in its
-matrix.yaml).
+CONTRACT_OPTIONS), with a neutral default, and a project states its own conventions in its matrix.yaml (this
+repository's own plugin does in the repository's).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class BuildContract:
     requires: tuple[str, ...] = ()
     project_requires: bool = True  # install the project's own [build-system].requires too
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    generated: frozenset[str] = frozenset()  # file names the build writes into its own tree
 
     def environment(self, version: Version, sdk_version: str | None) -> dict[str, str]:
         """The variables a cell's build gets: the declared ones, its version and SDK version where asked for."""
@@ -118,7 +119,7 @@ def _section(reader: OptionReader, node: Node) -> bool:
 
 def _build(reader: OptionReader, node: Node) -> BuildContract:
     _section(reader, node)
-    names = ("version-file", "version-env", "sdk-version-env", "relabel", "requires", "project-requires")
+    names = ("version-file", "version-env", "sdk-version-env", "relabel", "requires", "project-requires", "generated")
     values = {name: reader.parse(reader.child(node, name)) for name in names}
     env = {}
     for name, entry in reader.entries(reader.child(node, "env"), "variable name"):
@@ -136,6 +137,7 @@ def _build(reader: OptionReader, node: Node) -> BuildContract:
         requires=tuple(requires),
         project_requires=values["project-requires"] is not False,
         env=MappingProxyType(env),
+        generated=frozenset(values["generated"] or ()),
     )
 
 

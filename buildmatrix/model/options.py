@@ -422,6 +422,14 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         example='env:\n  FORCE_ONLY_CPU: "1"',
     ),
     Option("build.env.<name>", Kind.TEXT, "The variable's value."),
+    Option(
+        "build.generated",
+        Kind.TEXTS,
+        "Names of files the project's build writes into its own source trees (a build-info module, a version "
+        "header): left out of each cell's copy and of the source hashes, so a local build changes no cell's inputs.",
+        default=(),
+        example='generated: ["_build_info.py", "VERSION"]',
+    ),
     Option("check", Kind.MAPPING, "What the check step requires of each built wheel.", default={}),
     Option(
         "check.torch-pin",

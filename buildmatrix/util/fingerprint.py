@@ -24,26 +24,31 @@ IGNORED_DIRS = {
     ".git",
 }
 IGNORED_SUFFIXES = (".pyc", ".so", ".o", ".egg-info")
-GENERATED_FILES = {"_build_info.py", "emu_driver_version.h", "PLUGIN_VERSION"}
 
 
-def source_files(root: Path) -> list[Path]:
-    """Files of a source tree in a stable order, without build outputs."""
+def source_files(root: Path, generated: frozenset[str] = frozenset()) -> list[Path]:
+    """Files of a source tree in a stable order, without build outputs: caches, compiled files, and the files named in
+    `generated` (matrix.yaml's build.generated: what the project's build writes into its own tree)."""
     out = []
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
         if any(part in IGNORED_DIRS or part.endswith(".egg-info") for part in rel.parts):
             continue
-        if path.is_file() and not path.name.endswith(IGNORED_SUFFIXES) and path.name not in GENERATED_FILES:
+        if path.is_file() and not path.name.endswith(IGNORED_SUFFIXES) and path.name not in generated:
             out.append(path)
     return out
 
 
-def tree_hash(root: Path, exclude: frozenset[str] = frozenset(), include: frozenset[str] | None = None) -> str:
+def tree_hash(
+    root: Path,
+    exclude: frozenset[str] = frozenset(),
+    include: frozenset[str] | None = None,
+    generated: frozenset[str] = frozenset(),
+) -> str:
     """Hash of a tree's source files; `exclude` names paths relative to root (POSIX form) left out, `include`
-    (when given) the only ones counted."""
+    (when given) the only ones counted, `generated` file names the build writes (see source_files)."""
     digest = hashlib.sha256()
-    for path in source_files(root):
+    for path in source_files(root, generated):
         rel = path.relative_to(root).as_posix()
         if rel in exclude or (include is not None and rel not in include):
             continue

@@ -283,6 +283,7 @@ class DockerRunner:
                 job.matrix.driver_distribution,
                 driver_cache_dir(job.workspace.cache_dir, image_tag),
                 build=build,
+                generated=job.matrix.contract.build.generated,
             )
             self._driver_wheels[image_tag] = wheels
             return wheels

@@ -62,6 +62,7 @@ class LocalRunner:
                     job.workspace.cache_dir / "driver-wheels",
                     uv,
                     timeout=job.matrix.timeouts["driver"],
+                    generated=job.matrix.contract.build.generated,
                 )
             return self._driver_wheels
 
