@@ -256,3 +256,11 @@ def test_generated_files_are_no_cell_input(tmp_path: Path) -> None:
     assert tree_hash(tree, generated=generated) == before != tree_hash(tree)
     copy = copy_pristine(tree, tmp_path / "copy", generated)
     assert sorted(p.name for p in copy.rglob("*") if p.is_file()) == ["setup.py"]
+
+
+def test_probe_interfaces_need_both_keys(write_matrix: WriteMatrix) -> None:
+    with pytest.raises(MatrixError) as info:
+        load_matrix(write_matrix(VALID + "probe:\n  interfaces:\n    - {prefix: csrc/}\n"))
+    assert [(p.key, p.message) for p in info.value.problems] == [
+        ("probe.interfaces[0]", "missing required key 'interface'")
+    ]

@@ -13,7 +13,7 @@ from buildmatrix.errors import UserError
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.vocab import Status
 
-from conftest import WriteMatrix
+from conftest import REPO, WriteMatrix
 
 # Real lines from building the plugin against torch 2.4.1 and 2.1.2 without their shims.
 LOG = """\
@@ -34,7 +34,8 @@ ninja: build stopped: subcommand failed.
 def test_errors_are_deduplicated_and_grouped_by_interface() -> None:
     errors = parse_compile_errors(LOG)
     assert len(errors) == 7
-    report = ProbeReport("2.4.1", "torch2.4-cuda-cp312-drv2", Status.FAILED, "build", errors)
+    interfaces = load_matrix(REPO / "matrix.yaml").contract.probe_interfaces  # this repository's own map
+    report = ProbeReport("2.4.1", "torch2.4-cuda-cp312-drv2", Status.FAILED, "build", errors, interfaces=interfaces)
     groups = report.by_interface()
     assert [e.line for e in groups["DeviceGuardImplInterface (c10/core/impl)"]] == [43, 74]
     assert [e.kind for e in groups["DeviceGuardImplInterface (c10/core/impl)"]] == [
@@ -84,10 +85,16 @@ def test_release_resolution(tmp_path: Path, write_matrix: WriteMatrix) -> None:
         resolve_release("2.14", matrix, registry, ("pre-2.9",))  # type: ignore[arg-type]
 
 
+def test_without_a_declared_map_errors_group_by_file() -> None:
+    report = ProbeReport("2.4.1", "c", Status.FAILED, "build", parse_compile_errors(LOG))
+    assert all(k.startswith(("other (csrc/", "torch headers (")) for k in report.by_interface())
+
+
 def test_verdict_for_outdated_says_which_interfaces_need_shims() -> None:
     errors = parse_compile_errors(LOG)
     assert ProbeReport("2.14.1", "c", Status.PASSED, None).verdict() == "builds and passes as is"
-    shims = ProbeReport("2.4.1", "c", Status.FAILED, "build", errors).verdict()
+    interfaces = load_matrix(REPO / "matrix.yaml").contract.probe_interfaces
+    shims = ProbeReport("2.4.1", "c", Status.FAILED, "build", errors, interfaces=interfaces).verdict()
     assert shims.startswith("needs shims: ATen kernels and dispatcher registration; Allocator (c10/core/Allocator.h); ")
     smoke = ProbeReport("2.4.1", "c", Status.FAILED, "smoke", [], ["a.py::b"]).verdict()
     assert smoke == "needs shims: smoke suite (1 failed)"

@@ -87,6 +87,7 @@ build:
   generated: [VERSION]
 check: {torch-pin: none, build-info: pkg/_build_info.py, build-info-torch: TORCH}
 smoke: {requires: [pytest], args: ["--features={features}"], requires-for: [{torch: "<2.6", requires: [tqdm]}]}
+probe: {interfaces: [{prefix: csrc/aten/, interface: ATen kernels}]}
 """,
     VALID.replace("    wheels: pip-find-links", "    wheels: {index: https://example.org/whl/cpu, local-find-links: /}")
     .replace("  source: driver\n", "  source: driver\n  distribution: other-driver\n")

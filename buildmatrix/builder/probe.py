@@ -26,23 +26,6 @@ from buildmatrix.model.registry import Registry
 from buildmatrix.model.vocab import RunnerName, Status, Variant, WheelSourceKind
 from buildmatrix.util.atomic import write_text_atomic
 
-# Which torch interface each plugin source file implements: the report groups errors by these.
-INTERFACES: tuple[tuple[str, str], ...] = (
-    ("csrc/runtime/EmuGuard.cpp", "DeviceGuardImplInterface (c10/core/impl)"),
-    ("csrc/runtime/EmuHooks.cpp", "PrivateUse1HooksInterface and the generator (ATen/detail)"),
-    ("csrc/runtime/EmuGenerator.h", "PrivateUse1HooksInterface and the generator (ATen/detail)"),
-    ("csrc/runtime/EmuAllocator.cpp", "Allocator (c10/core/Allocator.h)"),
-    ("csrc/runtime/EmuEvent.cpp", "events (driver and c10::Event)"),
-    ("csrc/runtime/EmuStream.cpp", "streams (c10::Stream)"),
-    ("csrc/runtime/EmuLaunch.", "streams (c10::Stream)"),
-    ("csrc/runtime/EmuStorage.cpp", "Allocator (c10/core/Allocator.h)"),
-    ("csrc/amp/", "autocast (ATen/autocast_mode.h)"),
-    ("csrc/aten/EmuFallbackOps.cpp", "Python-facing ops (torch/library.h)"),
-    ("csrc/aten/", "ATen kernels and dispatcher registration"),
-    ("csrc/runtime/EmuRuntimeOps.cpp", "Python-facing ops (torch/library.h)"),
-    ("csrc/TorchCompat.h", "the plugin's torch-version shim header"),
-)
-
 # What kind of break a compiler message means, in the words a shim author needs.
 BREAKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
@@ -68,15 +51,19 @@ ERROR_LINE = re.compile(
 FAILED_TEST = re.compile(r"^FAILED (?P<test>\S+?)(?: - (?P<reason>.*))?$")
 
 
+Interfaces = tuple[tuple[str, str], ...]  # (source path prefix, the torch interface its files implement)
+
+
 @dataclass(frozen=True)
 class CompileError:
     file: str  # path inside plugin/ (csrc/...), or a torch header
     line: int
     message: str
 
-    @property
-    def interface(self) -> str:
-        for prefix, name in INTERFACES:
+    def interface(self, interfaces: Interfaces = ()) -> str:
+        """The torch interface the error's file implements, by matrix.yaml's probe.interfaces (first prefix that
+        matches); a torch header names itself."""
+        for prefix, name in interfaces:
             if self.file.startswith(prefix):
                 return name
         return f"torch headers ({self.file})" if "/include/" in self.file else f"other ({self.file})"
@@ -98,11 +85,12 @@ class ProbeReport:
     errors: list[CompileError] = field(default_factory=list)
     failed_tests: list[str] = field(default_factory=list)
     log: Path | None = None
+    interfaces: Interfaces = ()  # matrix.yaml's probe.interfaces: (source path prefix, torch interface)
 
     def by_interface(self) -> dict[str, list[CompileError]]:
         groups: dict[str, list[CompileError]] = defaultdict(list)
         for error in self.errors:
-            groups[error.interface].append(error)
+            groups[error.interface(self.interfaces)].append(error)
         return dict(sorted(groups.items()))
 
     def verdict(self) -> str:
@@ -274,7 +262,9 @@ def probe_cell_here(
     raise UserError(f"no Python that torch {release.version} publishes can be built here ({'; '.join(why_not)})")
 
 
-def report_from_result(release: TorchRelease, result: CellResult, log: Path) -> ProbeReport:
+def report_from_result(
+    release: TorchRelease, result: CellResult, log: Path, interfaces: Interfaces = ()
+) -> ProbeReport:
     text = log.read_text(errors="replace") if log.is_file() else ""
     return ProbeReport(
         str(release.version),
@@ -284,6 +274,7 @@ def report_from_result(release: TorchRelease, result: CellResult, log: Path) -> 
         parse_compile_errors(text),
         parse_failed_tests(text) if result.failed_step == "smoke" else [],
         log,
+        interfaces,
     )
 
 
@@ -315,7 +306,9 @@ def run_probe(
     with RunLock(workspace):
         engine = Engine(alone, workspace, runner, registry, progress=progress)
         [result] = engine.run([cell], RunOptions(jobs=1, fail_fast=False, force=True))
-    report = report_from_result(release, result, workspace.logs_dir / f"{cell.id}.log")
+    report = report_from_result(
+        release, result, workspace.logs_dir / f"{cell.id}.log", matrix.contract.probe_interfaces
+    )
     write_text_atomic(scratch / "report.md", report.markdown())
     return report
 

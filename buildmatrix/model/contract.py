@@ -102,6 +102,7 @@ class Contract:
     build: BuildContract = field(default_factory=BuildContract)
     check: CheckContract = field(default_factory=CheckContract)
     smoke: SmokeContract = field(default_factory=SmokeContract)
+    probe_interfaces: tuple[tuple[str, str], ...] = ()  # (source path prefix, torch interface)
 
 
 def read_contract(reader: OptionReader, top: Node) -> Contract:
@@ -110,7 +111,21 @@ def read_contract(reader: OptionReader, top: Node) -> Contract:
         _build(reader, reader.child(top, "build")),
         _check(reader, reader.child(top, "check")),
         _smoke(reader, reader.child(top, "smoke")),
+        _probe(reader, reader.child(top, "probe")),
     )
+
+
+def _probe(reader: OptionReader, node: Node) -> tuple[tuple[str, str], ...]:
+    _section(reader, node)
+    out = []
+    for item in reader.items(reader.child(node, "interfaces")):
+        prefix, interface = reader.child(item, "prefix"), reader.child(item, "interface")
+        if not reader.mapping(item) or not (prefix.present and interface.present):
+            continue
+        values = reader.parse(prefix), reader.parse(interface)
+        if values[0] and values[1]:
+            out.append((values[0], values[1]))
+    return tuple(out)
 
 
 def _section(reader: OptionReader, node: Node) -> bool:

@@ -453,6 +453,20 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         "The name of the torch version constant in `check.build-info`.",
         default="TORCH_VERSION",
     ),
+    Option("probe", Kind.MAPPING, "The drift probe (`buildmatrix probe`): how it reports compile errors.", default={}),
+    Option(
+        "probe.interfaces",
+        Kind.LIST,
+        "Which torch interface each part of the source implements, so the probe groups a new release's compile "
+        "errors by interface; the first prefix that matches a file wins.",
+        default=(),
+        example='interfaces:\n  - {prefix: csrc/Guard.cpp, interface: "DeviceGuardImplInterface (c10/core/impl)"}',
+    ),
+    Option("probe.interfaces[]", Kind.MAPPING, "A source path prefix and its interface."),
+    Option(
+        "probe.interfaces[].prefix", Kind.TEXT, "A path prefix inside the source tree (`csrc/aten/`).", required=True
+    ),
+    Option("probe.interfaces[].interface", Kind.TEXT, "The torch interface its files implement.", required=True),
     Option(
         "smoke", Kind.MAPPING, "The smoke test: the project's pytest suite against the installed wheel.", default={}
     ),
