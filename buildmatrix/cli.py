@@ -305,7 +305,7 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder.recordparse import RecordRules
     from buildmatrix.builder.results import ResultStore
     from buildmatrix.publish.site import (
-        README,
+        DocsLayout,
         docs_problems,
         read_docs_table,
         read_readme,
@@ -317,15 +317,18 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
     matrix = load_matrix(Path(args.matrix).resolve())
     workspace = Workspace.for_root(matrix.root)
     if args.check:
-        problems = docs_problems(read_docs_table(matrix.root), matrix)
+        problems = docs_problems(read_docs_table(matrix.root, DocsLayout.of(matrix)), matrix)
     else:
         registry = Registry(workspace.cache_dir / "registry", offline=args.offline)
         available = published_pythons(matrix, registry)
         results = ResultStore(workspace.results_dir, RecordRules.of(matrix)).all()
         table = build_table(matrix, expand(matrix, available), results, available, site_url=args.site_url)
-        rendered_docs(table, read_readme(matrix.root), matrix.root / README)  # they must render before publishing
+        layout = DocsLayout.of(matrix)
+        rendered_docs(table, read_readme(matrix.root, layout), matrix.root / layout.readme, layout)  # must render
         # The site is built and checked beside the live one; nothing (site or docs) changes unless every check passes.
-        report = write_site(table, workspace.wheels_dir, workspace.wheels_dir / "site", matrix, docs_root=matrix.root)
+        report = write_site(
+            table, workspace.wheels_dir, workspace.wheels_dir / "site", matrix, docs_root=matrix.root, layout=layout
+        )
         problems = report.problems
         if report.published:
             for path in report.docs:

@@ -264,3 +264,32 @@ def test_probe_interfaces_need_both_keys(write_matrix: WriteMatrix) -> None:
     assert [(p.key, p.message) for p in info.value.problems] == [
         ("probe.interfaces[0]", "missing required key 'interface'")
     ]
+
+
+def test_the_docs_go_where_publish_says(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    from buildmatrix.publish.site import DocsLayout, read_docs_table, rendered_docs, write_docs
+    from buildmatrix.publish.table import CompatTable
+
+    from conftest import REPO
+
+    path = write_matrix(VALID + "publish: {readme: docs/index.md, docs: site/compat}\n")
+    layout = DocsLayout.of(load_matrix(path))
+    assert (layout.readme, layout.table, layout.markdown) == (
+        Path("docs/index.md"),
+        Path("site/compat/compatibility.json"),
+        Path("site/compat/compatibility.md"),
+    )
+    root = path.parent
+    (root / "docs").mkdir()
+    (root / "docs" / "index.md").write_text("# My ext\n<!-- compat-table:start -->\nold\n<!-- compat-table:end -->\n")
+    table = CompatTable.from_json((REPO / "docs" / "compatibility.json").read_text())
+    assert set(rendered_docs(table, (root / "docs" / "index.md").read_text(), root / layout.readme, layout)) == {
+        layout.readme,
+        layout.table,
+        layout.markdown,
+    }
+    written = write_docs(table, root, layout)
+    assert sorted(p.relative_to(root) for p in written) == sorted([layout.readme, layout.table, layout.markdown])
+    assert "old" not in (root / "docs" / "index.md").read_text()
+    assert read_docs_table(root, layout).to_json() == table.to_json()
+    assert not (root / "README.md").exists() and not (root / "docs" / "compatibility.json").exists()

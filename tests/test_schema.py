@@ -88,6 +88,7 @@ build:
 check: {torch-pin: none, build-info: pkg/_build_info.py, build-info-torch: TORCH}
 smoke: {requires: [pytest], args: ["--features={features}"], requires-for: [{torch: "<2.6", requires: [tqdm]}]}
 probe: {interfaces: [{prefix: csrc/aten/, interface: ATen kernels}]}
+publish: {readme: README.md, docs: docs}
 """,
     VALID.replace("    wheels: pip-find-links", "    wheels: {index: https://example.org/whl/cpu, local-find-links: /}")
     .replace("  source: driver\n", "  source: driver\n  distribution: other-driver\n")

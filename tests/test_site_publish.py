@@ -363,7 +363,7 @@ def test_the_docs_are_written_under_the_publish_lock(
     seen: list[bool] = []
     real = site_module.write_docs
 
-    def write_docs_and_try_the_lock(table: CompatTable, root: Path) -> list[Path]:
+    def write_docs_and_try_the_lock(table: CompatTable, root: Path, layout: site_module.DocsLayout) -> list[Path]:
         with (wheels / ".site-publish.lock").open("a") as other:
             try:
                 fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -371,7 +371,7 @@ def test_the_docs_are_written_under_the_publish_lock(
                 seen.append(True)  # held by the publisher while the docs are written
             else:
                 seen.append(False)
-        return real(table, root)
+        return real(table, root, layout)
 
     monkeypatch.setattr(site_module, "write_docs", write_docs_and_try_the_lock)
     report = write_site(table, wheels, wheels / "site", matrix, docs_root=path.parent)

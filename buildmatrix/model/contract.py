@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from types import MappingProxyType
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -103,6 +104,8 @@ class Contract:
     check: CheckContract = field(default_factory=CheckContract)
     smoke: SmokeContract = field(default_factory=SmokeContract)
     probe_interfaces: tuple[tuple[str, str], ...] = ()  # (source path prefix, torch interface)
+    publish_readme: Path = Path("README.md")  # relative to the project root; holds the compat-table markers
+    publish_docs: Path = Path("docs")  # compatibility.md and .json, relative to the project root
 
 
 def read_contract(reader: OptionReader, top: Node) -> Contract:
@@ -112,7 +115,15 @@ def read_contract(reader: OptionReader, top: Node) -> Contract:
         _check(reader, reader.child(top, "check")),
         _smoke(reader, reader.child(top, "smoke")),
         _probe(reader, reader.child(top, "probe")),
+        *_publish(reader, reader.child(top, "publish")),
     )
+
+
+def _publish(reader: OptionReader, node: Node) -> tuple[Path, Path]:
+    _section(reader, node)
+    readme = reader.parse(reader.child(node, "readme"))
+    docs = reader.parse(reader.child(node, "docs"))
+    return Path(readme or "README.md"), Path(docs or "docs")
 
 
 def _probe(reader: OptionReader, node: Node) -> tuple[tuple[str, str], ...]:

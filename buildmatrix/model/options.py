@@ -453,6 +453,24 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         "The name of the torch version constant in `check.build-info`.",
         default="TORCH_VERSION",
     ),
+    Option(
+        "publish",
+        Kind.MAPPING,
+        "Where `buildmatrix compat-table` writes the committed docs, relative to matrix.yaml.",
+        default={},
+    ),
+    Option(
+        "publish.readme",
+        Kind.RELATIVE_PATH,
+        "The README whose table between `<!-- compat-table:start -->` and `<!-- compat-table:end -->` is rewritten.",
+        default="README.md",
+    ),
+    Option(
+        "publish.docs",
+        Kind.RELATIVE_PATH,
+        "The directory of compatibility.md and compatibility.json (the committed table the docs are rendered from).",
+        default="docs",
+    ),
     Option("probe", Kind.MAPPING, "The drift probe (`buildmatrix probe`): how it reports compile errors.", default={}),
     Option(
         "probe.interfaces",

@@ -47,6 +47,26 @@ README = Path("README.md")
 
 
 @dataclass(frozen=True)
+class DocsLayout:
+    """Where the committed docs live, relative to the project root (matrix.yaml's publish.readme, publish.docs)."""
+
+    readme: Path = README
+    docs: Path = DOCS_TABLE.parent
+
+    @property
+    def table(self) -> Path:  # the committed input the docs are rendered from
+        return self.docs / DOCS_TABLE.name
+
+    @property
+    def markdown(self) -> Path:
+        return self.docs / DOCS_MARKDOWN.name
+
+    @classmethod
+    def of(cls, matrix: Matrix) -> DocsLayout:
+        return cls(matrix.contract.publish_readme, matrix.contract.publish_docs)
+
+
+@dataclass(frozen=True)
 class SiteReport:
     site: Path
     wheels: int
@@ -56,19 +76,21 @@ class SiteReport:
     docs: tuple[Path, ...] = ()  # the docs rewritten with it (README, docs/compatibility.*), under the same lock
 
 
-def rendered_docs(table: CompatTable, readme: str, readme_path: Path = README) -> dict[Path, str]:
+def rendered_docs(
+    table: CompatTable, readme: str, readme_path: Path = README, layout: DocsLayout = DocsLayout()
+) -> dict[Path, str]:
     """The committed files, by path relative to the project root (pure); raises DocsError naming readme_path when
     the README has not exactly one pair of compat-table markers."""
     try:
         readme_text = replace_readme_section(readme, readme_section(table))
     except ValueError as exc:
         raise DocsError(f"{readme_path}: {exc}") from None
-    return {DOCS_TABLE: table.to_json(), DOCS_MARKDOWN: compatibility_markdown(table), README: readme_text}
+    return {layout.table: table.to_json(), layout.markdown: compatibility_markdown(table), layout.readme: readme_text}
 
 
-def read_docs_table(root: Path) -> CompatTable:
+def read_docs_table(root: Path, layout: DocsLayout = DocsLayout()) -> CompatTable:
     """The committed docs/compatibility.json; raises DocsError naming it when it cannot be read or parsed."""
-    path = root / DOCS_TABLE
+    path = root / layout.table
     try:
         return CompatTable.from_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -77,28 +99,30 @@ def read_docs_table(root: Path) -> CompatTable:
         ) from None
 
 
-def read_readme(root: Path) -> str:
+def read_readme(root: Path, layout: DocsLayout = DocsLayout()) -> str:
     try:
-        return (root / README).read_text(encoding="utf-8")
+        return (root / layout.readme).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise DocsError(f"{root / README}: unreadable ({exc})") from None
+        raise DocsError(f"{root / layout.readme}: unreadable ({exc})") from None
 
 
 def docs_problems(table: CompatTable, matrix: Matrix) -> list[str]:
     """Ways the committed docs are stale: the recorded table no longer matches matrix.yaml, or a file differs from its
     rendering."""
-    problems = [f"{DOCS_TABLE}: {p}; run `buildmatrix compat-table`" for p in stale_problems(table, matrix)]
-    for rel, text in rendered_docs(table, read_readme(matrix.root), matrix.root / README).items():
+    layout = DocsLayout.of(matrix)
+    problems = [f"{layout.table}: {p}; run `buildmatrix compat-table`" for p in stale_problems(table, matrix)]
+    readme = read_readme(matrix.root, layout)
+    for rel, text in rendered_docs(table, readme, matrix.root / layout.readme, layout).items():
         path = matrix.root / rel
         if not path.is_file() or path.read_text() != text:
-            problems.append(f"{rel} is not what {DOCS_TABLE} renders to; run `buildmatrix compat-table`")
+            problems.append(f"{rel} is not what {layout.table} renders to; run `buildmatrix compat-table`")
     return problems
 
 
-def write_docs(table: CompatTable, root: Path) -> list[Path]:
+def write_docs(table: CompatTable, root: Path, layout: DocsLayout = DocsLayout()) -> list[Path]:
     """Write the docs whose content changed; returns them."""
     changed = []
-    for rel, text in rendered_docs(table, read_readme(root), root / README).items():
+    for rel, text in rendered_docs(table, read_readme(root, layout), root / layout.readme, layout).items():
         path = root / rel
         if not path.is_file() or path.read_text() != text:
             write_text_atomic(path, text)
@@ -227,7 +251,13 @@ def _swap(site: Path, staged: Path) -> None:
 
 
 def write_site(
-    table: CompatTable, wheels_dir: Path, site: Path, matrix: Matrix | None = None, docs_root: Path | None = None
+    table: CompatTable,
+    wheels_dir: Path,
+    site: Path,
+    matrix: Matrix | None = None,
+    docs_root: Path | None = None,
+    *,
+    layout: DocsLayout = DocsLayout(),
 ) -> SiteReport:
     """Build the whole site beside the live one, check it, and only then make it live in one atomic swap; then, with
     `docs_root`, rewrite the docs there from the same table, still under the publish lock (a second publisher cannot
@@ -240,7 +270,7 @@ def write_site(
     with _publish_lock(site):
         report = _write_site(table, wheels_dir, site, matrix)
         if report.published and docs_root is not None:
-            report = dataclasses.replace(report, docs=tuple(write_docs(table, docs_root)))
+            report = dataclasses.replace(report, docs=tuple(write_docs(table, docs_root, layout)))
         return report
 
 
