@@ -181,3 +181,21 @@ def test_second_concurrent_run_is_refused(tiny: Path) -> None:
         result = build(tiny)
     assert result.returncode == RunLocked.exit_code
     assert "another build-matrix run" in result.stderr
+
+
+def test_same_cell_built_in_two_directories_gives_the_same_bytes(tmp_path: Path) -> None:
+    """No compiler cache to hand one build's object to the other: the build directory must not reach the wheel
+    (debug information, __FILE__), or machines building in different places publish different bytes."""
+    wheels = []
+    for place in ("one", "somewhere/else/two"):
+        root = tmp_path / place
+        shutil.copytree(FIXTURE, root)
+        (root / "matrix.yaml").write_text(MATRIX)
+        result = subprocess.run(
+            [sys.executable, "-m", "buildmatrix", "build", "--driver", "2"],
+            capture_output=True, text=True, timeout=900, cwd=root, env={**ENV, "CCACHE_DISABLE": "1"}, check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        [wheel] = (root / "wheels").rglob("tiny_plugin-*.whl")
+        wheels.append(wheel.read_bytes())
+    assert wheels[0] == wheels[1]

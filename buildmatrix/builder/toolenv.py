@@ -25,6 +25,11 @@ def reproducible_env() -> dict[str, str]:
 
 def compile_env(workdir: Path, jobs: int | None = None) -> dict[str, str]:
     env = {"MAX_JOBS": str(jobs or os.cpu_count() or 1), **reproducible_env()}
+    # The build directory differs between machines (a CI job's workspace, a checkout, a clone): without this map the
+    # compiler writes it into debug information and __FILE__ strings, so the same inputs gave different wheel bytes.
+    prefix_map = f"-ffile-prefix-map={workdir}=."
+    for flags in ("CFLAGS", "CXXFLAGS"):
+        env[flags] = f"{os.environ.get(flags, '')} {prefix_map}".strip()
     if CCACHE_WRAPPERS.is_dir() and shutil.which("ccache"):
         # Cells build copies in different directories: hash relative paths so copies share cache entries.
         env["PATH"] = f"{CCACHE_WRAPPERS}{os.pathsep}{os.environ.get('PATH', '')}"
