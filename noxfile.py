@@ -21,7 +21,8 @@ def build_matrix(session: nox.Session) -> None:
 def matrix(session: nox.Session) -> None:
     """Show the expanded cells (-- --json, -- --github for a GitHub Actions strategy.matrix)."""
     session.install(*ORCHESTRATION)
-    session.run("python", "-m", "buildmatrix", "matrix", *session.posargs)
+    # stdout is data with --json/--github (a workflow redirects it to a file): errors go to stderr, not into it
+    session.run("python", "-m", "buildmatrix", "matrix", *session.posargs, stderr=None)
 
 
 @nox.session(name="merge-results")

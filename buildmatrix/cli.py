@@ -75,7 +75,13 @@ def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
 
     matrix, cells, _registry = load_cells(args)
     if args.github:
-        print(json.dumps(report_matrix.github_matrix(cells)))
+        # Each cell's runner as `build` would choose it on this machine (the plan job's: the Pythons setup-python
+        # gave it); a cell no runner can build stops the plan, before any job starts.
+        report_matrix.check_github_limit(cells)
+        plan = runner_plan(matrix, cells, args)
+        plan.check()
+        runners = {c.id: r for c in cells if (r := plan.choice(c).runner) is not None}
+        print(json.dumps(report_matrix.github_matrix(cells, runners)))
     elif args.json:
         print(json.dumps([c.as_dict() for c in cells], indent=2))
     else:

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from buildmatrix.errors import MatrixTooLarge
 from buildmatrix.model.cells import Cell
+from buildmatrix.model.vocab import RunnerName
 
 
 def cells_table(cells: list[Cell], runners: Mapping[str, str] | None = None) -> Table:
@@ -37,14 +38,20 @@ def runner_plan_lines(cells: list[Cell], runners: Mapping[str, str]) -> list[str
 GITHUB_MATRIX_LIMIT = 256
 
 
-def github_matrix(cells: list[Cell]) -> dict[str, Any]:
-    """A strategy.matrix object: one include entry per cell, with the arguments that select it, its job name and
-    its artifact's name; raises MatrixTooLarge beyond what one GitHub Actions matrix runs."""
+def check_github_limit(cells: list[Cell]) -> None:
+    """Raise MatrixTooLarge beyond what one GitHub Actions matrix runs."""
     if len(cells) > GITHUB_MATRIX_LIMIT:
         raise MatrixTooLarge(
             f"{len(cells)} cells, but a GitHub Actions matrix runs at most {GITHUB_MATRIX_LIMIT} jobs; narrow the "
             "selection (--torch, --python, --driver, --variant) and run the workflow once per part"
         )
+
+
+def github_matrix(cells: list[Cell], runners: Mapping[str, RunnerName]) -> dict[str, Any]:
+    """A strategy.matrix object: one include entry per cell, with the arguments that select it, the runner that
+    builds it (cell id -> runner, as chosen for the machine planning), its job name and its artifact's name;
+    raises MatrixTooLarge beyond what one GitHub Actions matrix runs."""
+    check_github_limit(cells)
     include = []
     for cell in cells:
         row = cell.as_dict()
@@ -56,6 +63,7 @@ def github_matrix(cells: list[Cell]) -> dict[str, Any]:
                 "python": row["python"],
                 "driver": str(cell.driver.major),
                 "variant": row["variant"],
+                "runner": str(runners[cell.id]),
                 "artifact": f"cell-{row['id']}",
                 "args": (
                     f"--torch {row['torch_minor']} --python {row['python']} "

@@ -17,7 +17,7 @@ from packaging.version import Version
 from buildmatrix.errors import MatrixTooLarge
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import DriverVersion, TorchRelease, WheelSource, load_matrix
-from buildmatrix.model.vocab import Variant, WheelSourceKind
+from buildmatrix.model.vocab import RunnerName, Variant, WheelSourceKind
 from buildmatrix.publish.table import CompatTable, available_from_table
 from buildmatrix.report_matrix import GITHUB_MATRIX_LIMIT, github_matrix
 
@@ -34,8 +34,13 @@ def project_cells() -> list[Cell]:
     return expand(matrix, available_from_table(table, matrix))
 
 
+def local(cells: list[Cell]) -> dict[str, RunnerName]:
+    """Every cell on the local runner (which runner a cell gets is tested in test_github_matrix_runners)."""
+    return {cell.id: RunnerName.LOCAL for cell in cells}
+
+
 def test_project_matrix_fits_one_workflow_run_with_unique_names() -> None:
-    include = github_matrix(project_cells())["include"]
+    include = github_matrix(project_cells(), local(project_cells()))["include"]
     assert 0 < len(include) <= GITHUB_MATRIX_LIMIT
     for key in ("cell", "artifact"):
         names = [entry[key] for entry in include]
@@ -47,14 +52,14 @@ def test_project_matrix_fits_one_workflow_run_with_unique_names() -> None:
 def test_every_matrix_key_the_workflow_reads_is_in_every_entry() -> None:
     expressions = re.findall(r"\$\{\{(.*?)\}\}", WORKFLOW_PATH.read_text())
     used = {key for expression in expressions for key in re.findall(r"\bmatrix\.(\w+)", expression)}
-    assert {"cell", "args", "artifact", "python", "torch", "torch_version", "variant"} <= used
-    for entry in github_matrix(project_cells())["include"]:
+    assert {"cell", "args", "artifact", "python", "torch", "torch_version", "variant", "runner"} <= used
+    for entry in github_matrix(project_cells(), local(project_cells()))["include"]:
         assert used <= set(entry), f"{entry['cell']} lacks {used - set(entry)}"
 
 
 def test_entry_args_select_exactly_their_cell() -> None:
     cells = project_cells()
-    for cell, entry in zip(cells, github_matrix(cells)["include"], strict=True):
+    for cell, entry in zip(cells, github_matrix(cells, local(cells))["include"], strict=True):
         assert entry["args"].split() == [
             "--torch",
             cell.torch.minor,
@@ -70,11 +75,11 @@ def test_entry_args_select_exactly_their_cell() -> None:
 def test_planning_fails_beyond_the_job_limit() -> None:
     release = TorchRelease(Version("2.4.1"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), None, ())
     cells = [Cell(release, Version(f"3.{n}"), DriverVersion(Version("2.1"))) for n in range(GITHUB_MATRIX_LIMIT + 1)]
-    assert len(github_matrix(cells[:GITHUB_MATRIX_LIMIT])["include"]) == GITHUB_MATRIX_LIMIT
+    assert len(github_matrix(cells[:GITHUB_MATRIX_LIMIT], local(cells))["include"]) == GITHUB_MATRIX_LIMIT
     with pytest.raises(
         MatrixTooLarge, match=f"{GITHUB_MATRIX_LIMIT + 1} cells, but a GitHub Actions matrix runs at most"
     ):
-        github_matrix(cells)
+        github_matrix(cells, local(cells))
 
 
 @pytest.mark.parametrize("job", sorted(JOBS))
@@ -109,8 +114,9 @@ def test_merge_runs_merge_results_on_every_cell_artifact() -> None:
     steps = JOBS["merge"]["steps"]
     download = next(s for s in steps if "download-artifact" in s.get("uses", ""))
     assert download["with"]["pattern"] == "cell-*" and "merge-multiple" not in download["with"]
-    runs = [s["run"] for s in steps if "run" in s]
-    assert "nox -s merge-results -- artifacts/cell-* --into wheels" in runs
+    [merge] = [s["run"] for s in steps if "merge-results" in s.get("run", "")]
+    assert 'nox -s merge-results -- "${trees[@]}" --into wheels' in merge
+    assert "trees=(artifacts/cell-*)" in merge and "trees=(artifacts)" in merge  # several artifacts, or a lone one
 
 
 def test_matrix_github_refuses_more_than_256_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
