@@ -7,7 +7,6 @@ The tiny fixture runs by default with the integration tests; the real plugin on 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from site_compare import assert_same_site
 
 from conftest import TINY_CONTRACT, copy_project
 
@@ -115,24 +115,8 @@ def fan_out(origin: Path, work: Path) -> FanOut:
     return FanOut(plan, machines, artifacts, merger, single, seconds)
 
 
-def site_wheels(site: Path) -> dict[str, str]:
-    return {p.relative_to(site).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in site.rglob("*.whl")}
-
-
-def site_index_pages(site: Path) -> dict[str, str]:
-    """The wheel index pages (they carry every wheel's sha256), by path."""
-    return {p.relative_to(site).as_posix(): p.read_text() for p in (site / "simple").rglob("*.html")}
-
-
-def assert_same_site(fanned: Path, single: Path) -> None:
-    one, other = fanned / "wheels" / "site", single / "wheels" / "site"
-    wheels = site_wheels(one)
-    assert wheels, "the merged site publishes no wheel"
-    assert wheels == site_wheels(other)
-    assert site_index_pages(one) == site_index_pages(other)
-    assert json.loads((one / "compatibility.json").read_text()) == json.loads(
-        (other / "compatibility.json").read_text()
-    )
+def assert_same_fanout(fanned: Path, single: Path) -> None:
+    assert_same_site(fanned / "wheels" / "site", single / "wheels" / "site")
     assert (fanned / "docs" / "compatibility.md").read_text() == (single / "docs" / "compatibility.md").read_text()
 
 
@@ -172,7 +156,7 @@ def test_merged_site_equals_the_single_machine_site(tiny_fanout: tuple[FanOut, P
     fan, _ = tiny_fanout
     merged = json.loads((fan.merger / "wheels" / "results" / "summary.json").read_text())
     assert merged["counts"] == {"passed": 2, "failed": 0}
-    assert_same_site(fan.merger, fan.single)
+    assert_same_fanout(fan.merger, fan.single)
 
 
 def test_conflicting_records_from_two_machines_are_refused(tiny_fanout: tuple[FanOut, Path]) -> None:
@@ -199,5 +183,5 @@ def test_real_plugin_fanout_on_the_2_13_cells(tmp_path: Path) -> None:
     fan = fan_out(origin, tmp_path)
     assert [e["cell"] for e in fan.plan] == TINY_CELLS  # the same ids: torch2.13-cpu-cp311-drv1/2
     print("fan-out timings (s):", json.dumps({k: round(v, 1) for k, v in fan.seconds.items()}))
-    assert_same_site(fan.merger, fan.single)
+    assert_same_fanout(fan.merger, fan.single)
     assert_conflict_refused(fan, tmp_path)
