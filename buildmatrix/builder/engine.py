@@ -332,6 +332,10 @@ class Engine:
             shutil.rmtree(workdir, ignore_errors=True)
         except Exception as exc:  # a failed step, or anything outside one: only this cell fails
             _record_failure(result, exc, log_file, workdir)
+            if result.error:
+                # Published on the page: paths inside the project as the project names them, so the same failure
+                # reads the same from any checkout (a CI job's workspace, a clone).
+                result.error = result.error.replace(f"{self.workspace.root}{os.sep}", "")
         finally:
             result.smoke = output.smoke
             result.features = output.features

@@ -243,7 +243,9 @@ def run_logged(
         if why is not None:
             handle.write(f"\n# {why}\n")
     if why is not None or proc.returncode != 0:
-        raise _failure(step, why, proc.returncode, shown, tail="\n".join(tail), log_file=log_file)
+        # The message names the program, not where this machine keeps it (the log above has the full path).
+        named = redact(shlex.join([Path(argv[0]).name, *argv[1:]]), secrets)
+        raise _failure(step, why, proc.returncode, named, tail="\n".join(tail), log_file=log_file)
     return "\n".join(tail)
 
 
