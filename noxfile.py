@@ -92,6 +92,13 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def act(session: nox.Session) -> None:
+    """The GitHub workflows run under act on this machine, with the stand-ins of tests/act/ (part of `tests`)."""
+    session.install(*TEST_DEPS)
+    session.run("pytest", "-m", "act and not docker", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff (rules and format) over all our Python; mypy strict over the package, its tests and this file."""
     session.install(".[test]", "ruff", "mypy", "types-PyYAML", "nox")

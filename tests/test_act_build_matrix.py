@@ -20,13 +20,14 @@ import yaml
 from act_harness import REPO, ActRun, ActWorld, act_world, git, project_files, publish_repository, run_act
 from site_compare import assert_same_site
 
-from conftest import run_cli
+from conftest import TINY_CONTRACT, run_cli
 
 pytestmark = [pytest.mark.act, pytest.mark.integration]
 
 WORKFLOW = "build-matrix.yml"
 TINY = Path(__file__).parent / "fixtures" / "tiny"
-TINY_MATRIX = """\
+TINY_MATRIX = (
+    """\
 schema-version: 1
 plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
 driver: {distribution: tiny-driver, source: driver, versions: ["1.4", "2.1"]}
@@ -37,6 +38,8 @@ torch:
     wheels: {index: "https://download.pytorch.org/whl/cpu", local-find-links: pip-config}
 runner: auto
 """
+    + TINY_CONTRACT
+)
 TINY_CELLS = ("torch2.13-cpu-cp311-drv1", "torch2.13-cpu-cp311-drv2")
 
 
@@ -186,6 +189,7 @@ def test_a_plan_over_githubs_job_limit_fails_before_any_cell(tmp_path: Path) -> 
             'versions: ["1.4", "2.1"]', "versions: [" + ", ".join(f'"{n}.0"' for n in range(1, 8)) + "]"
         )
         + f"python: [{', '.join(repr(p) for p in pythons)}]\ntorch:\n{releases}"
+        + TINY_CONTRACT
     )
     with act_world(tmp_path / "world", name="too-large") as world:
         work = publish_repository(world, tiny_project({"matrix.yaml": matrix}))
