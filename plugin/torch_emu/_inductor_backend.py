@@ -18,8 +18,9 @@ from torch_emu._after_import import after_import
 
 _REGISTRY_MODULE = "torch._inductor.codegen.common"
 WORKING_BACKENDS = ("emu", "aot_eager", "eager")
-# Minor releases whose smoke suite compiles and trains an MLP on emu with Inductor (test_compile.py).
-VERIFIED_RELEASES = frozenset({(2, 13)})
+# Minor releases whose smoke suite compiles and trains an MLP and a GPT-2 step on emu with Inductor (test_compile.py,
+# test_models.py).
+VERIFIED_RELEASES = frozenset({(2, 13), (2, 14), (2, 15)})
 # TORCH_EMU_INDUCTOR=0 turns the route off (the refusal then applies), =1 tries it on an unverified release.
 _SWITCH = "TORCH_EMU_INDUCTOR"
 
