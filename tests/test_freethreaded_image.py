@@ -19,7 +19,6 @@ from buildmatrix.docker.images import BUILDER_REPOSITORY, HOST_CA_BUNDLE, ImageB
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.matrix import BuildImage
 
-
 needs_engine = pytest.mark.skipif(
     not oci.server_version(), reason="no Docker engine answers `docker info` (start one: nox -s docker-engine)"
 )
