@@ -20,7 +20,7 @@ from buildmatrix.errors import EXIT_CELLS_FAILED, ResourceError, UserError
 from buildmatrix.model.cells import Cell, Selection, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.registry import DEFAULT_INDEX, Registry, published_pythons
-from buildmatrix.model.vocab import RunnerName, Status, Variant
+from buildmatrix.model.vocab import RunnerName, Status
 from buildmatrix.progress import failure_kind
 from buildmatrix.util.atomic import write_text_atomic
 from buildmatrix.util.failures import is_resource_error, resource_message
@@ -39,7 +39,7 @@ def load_cells(args: argparse.Namespace) -> tuple[Matrix, list[Cell], Registry]:
     )
     cells = expand(matrix, published_pythons(matrix, registry))
     selection = Selection(
-        tuple(args.torch or ()), tuple(args.python or ()), tuple(args.driver or ()), tuple(args.variant or ())
+        tuple(args.torch or ()), tuple(args.python or ()), tuple(args.sdk or ()), tuple(args.variant or ())
     )
     return matrix, selection.apply(cells), registry
 
@@ -64,10 +64,10 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--offline", action="store_true", help="use the cached registry answers only")
     parser.add_argument("--torch", action="append", metavar="X.Y", help="only these torch minors (repeatable)")
     parser.add_argument("--python", action="append", metavar="X.Y", help="only these Pythons (repeatable)")
-    parser.add_argument("--driver", action="append", metavar="N", help="only these driver API majors (repeatable)")
     parser.add_argument(
-        "--variant", action="append", choices=[v.value for v in Variant], help="only these torch variants"
+        "--sdk", action="append", metavar="V", help='only these SDK versions ("2" selects every 2.x; repeatable)'
     )
+    parser.add_argument("--variant", action="append", metavar="NAME", help="only these torch variants (repeatable)")
 
 
 def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
@@ -86,7 +86,8 @@ def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
         print(json.dumps([c.as_dict() for c in cells], indent=2))
     else:
         plan = runner_plan(matrix, cells, args)
-        console.print(report_matrix.cells_table(cells, {c.id: plan.choice(c).reason for c in cells}))
+        sdk_name = matrix.sdk.name if matrix.sdk is not None else None
+        console.print(report_matrix.cells_table(cells, {c.id: plan.choice(c).reason for c in cells}, sdk_name))
         console.print(f"{len(cells)} cell(s)")
         for problem in plan.problems:
             console.print(Text.assemble(("cannot build: ", "red"), problem))
@@ -231,9 +232,9 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     release = probe.resolve_release(args.release, matrix, registry, tuple(args.series or ()))
     asked = RunnerName(args.runner or RunnerName.LOCAL)
     if args.python is None:  # any Python the release publishes that this machine can build
-        cell, runner, why = probe.probe_cell_here(release, matrix, registry, asked, args.driver)
+        cell, runner, why = probe.probe_cell_here(release, matrix, registry, asked, args.sdk)
     else:
-        cell = probe.probe_cell(release, matrix, registry, args.python, args.driver)
+        cell = probe.probe_cell(release, matrix, registry, args.python, args.sdk)
         runner, why = runner_for_cell(cell, probe.probe_matrix(matrix, release), asked)
     console.print(
         f"probing torch {release.version} as cell {cell.id} ({why})"
@@ -268,7 +269,7 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
     registry = Registry(
         Workspace.for_root(matrix.root).cache_dir / "registry", index_url=args.index_url, offline=args.offline
     )
-    variants = frozenset(Variant(v) for v in args.variant) if args.variant else None
+    variants = frozenset(args.variant) if args.variant else None
     comparison = compare(matrix, read_sources(matrix, registry), variants)
     probes: dict[TorchRelease, ProbeReport | str] = {}
     applied = False
@@ -415,7 +416,7 @@ def add_outdated_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     outdated.add_argument(
         "--variant",
         action="append",
-        choices=[v.value for v in Variant],
+        metavar="NAME",
         help="new minors of these variants only (default: any; the registry's build first)",
     )
     outdated.add_argument(
@@ -427,7 +428,8 @@ def add_outdated_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="buildmatrix", description="Build and test a PyTorch backend across a torch x Python x driver matrix."
+        prog="buildmatrix",
+        description="Build and test a PyTorch extension or backend across a torch x Python (x SDK) matrix.",
     )
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -478,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="X.Y",
         help="default: the newest Python the release publishes (within matrix.yaml's) that this machine can build",
     )
-    probe.add_argument("--driver", metavar="N", help="driver API major (default: the newest in matrix.yaml)")
+    probe.add_argument("--sdk", metavar="V", help="SDK version (default: the newest in matrix.yaml)")
     probe.add_argument(
         "--series", action="append", metavar="NAME", help="apply this shim series first (repeatable, in order)"
     )

@@ -12,17 +12,18 @@ from buildmatrix.model.cells import Cell
 from buildmatrix.model.vocab import RunnerName
 
 
-def cells_table(cells: list[Cell], runners: Mapping[str, str] | None = None) -> Table:
-    """The cells, one row each; with runners (cell id -> "local: /usr/bin/python3.13"), which runner builds it."""
+def cells_table(cells: list[Cell], runners: Mapping[str, str] | None = None, sdk: str | None = None) -> Table:
+    """The cells, one row each; with runners (cell id -> "local: /usr/bin/python3.13"), which runner builds it; sdk
+    names the SDK column (none without an SDK)."""
     table = Table(title="build matrix")
-    for column in ("cell", "torch", "variant", "python", "driver", "patches", *(("runner",) if runners else ())):
+    sdk_name: tuple[str, ...] = (sdk,) if sdk else ()
+    for column in ("cell", "torch", "variant", "python", *sdk_name, "patches", *(("runner",) if runners else ())):
         table.add_column(column)
     for cell in cells:
         row = cell.as_dict()
         extra = (runners.get(cell.id, "-"),) if runners else ()
-        table.add_row(
-            row["id"], row["torch"], row["variant"], row["python"], row["driver"], row["patches"] or "-", *extra
-        )
+        sdk_value = (row["sdk"],) if sdk_name else ()
+        table.add_row(row["id"], row["torch"], row["variant"], row["python"], *sdk_value, row["patches"] or "-", *extra)
     return table
 
 
@@ -43,7 +44,7 @@ def check_github_limit(cells: list[Cell]) -> None:
     if len(cells) > GITHUB_MATRIX_LIMIT:
         raise MatrixTooLarge(
             f"{len(cells)} cells, but a GitHub Actions matrix runs at most {GITHUB_MATRIX_LIMIT} jobs; narrow the "
-            "selection (--torch, --python, --driver, --variant) and run the workflow once per part"
+            "selection (--torch, --python, --sdk, --variant) and run the workflow once per part"
         )
 
 
@@ -55,20 +56,19 @@ def github_matrix(cells: list[Cell], runners: Mapping[str, RunnerName]) -> dict[
     include = []
     for cell in cells:
         row = cell.as_dict()
+        sdk = {"sdk": row["sdk"]} if cell.sdk is not None else {}
+        sdk_args = f" --sdk {row['sdk']}" if cell.sdk is not None else ""
         include.append(
             {
                 "cell": row["id"],
                 "torch": row["torch_minor"],
                 "torch_version": row["torch"],
                 "python": row["python"],
-                "driver": str(cell.driver.major),
+                **sdk,
                 "variant": row["variant"],
                 "runner": str(runners[cell.id]),
                 "artifact": f"cell-{row['id']}",
-                "args": (
-                    f"--torch {row['torch_minor']} --python {row['python']} "
-                    f"--driver {cell.driver.major} --variant {row['variant']}"
-                ),
+                "args": f"--torch {row['torch_minor']} --python {row['python']}{sdk_args} --variant {row['variant']}",
             }
         )
     return {"include": include}

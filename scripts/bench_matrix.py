@@ -150,7 +150,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-matrix-") as tmp:
         root = copy_project(Path(tmp))
         env = {**os.environ, "CCACHE_DISABLE": "1", "PYTHONPATH": str(REPO)}
-        select = ["--torch", args.torch, "--python", args.python, "--driver", args.driver]
+        select = ["--torch", args.torch, "--python", args.python, "--sdk", args.driver]
         cli = [
             sys.executable,
             "-m",
@@ -172,7 +172,8 @@ def main() -> None:
         cells = expand(matrix, {r: registry.pythons(r) for r in matrix.torch})
         [cell] = Selection((args.torch,), (args.python,), (args.driver,)).apply(cells)
         runner = LocalRunner()
-        driver_wheel = next((workspace.cache_dir / "driver-wheels").rglob(f"emu_driver-{cell.driver.api}*.whl"))
+        assert cell.sdk is not None
+        driver_wheel = next((workspace.cache_dir / "driver-wheels").rglob(f"emu_driver-{cell.sdk.version}*.whl"))
         find_links = registry.find_links_locations(cell.torch.wheels) if cell.torch.wheels.kind != "registry" else []
         work = Path(tmp) / "bare"
         work.mkdir()

@@ -22,12 +22,12 @@ BOMB = "".join(
 )
 TRAPS = {
     "torch typo 2.15.3": ('"2.15.0"', '"2.15.3"'),
-    "unquoted 2.10": ('{torch: "2.14", driver: "1"}', '{torch: 2.10, driver: "1"}'),
+    "unquoted 2.10": ('{torch: "2.14", sdk: "1"}', '{torch: 2.10, sdk: "1"}'),
     "duplicate key": ("runner: auto", "runner: auto\nrunner: local"),
     "duplicate Python": ('"3.11", "3.12"', '"3.11", "3.11.0", "3.12"'),
     "exclude matching nothing": (
-        '  - {torch: "2.14", driver: "1"}',
-        '  - {torch: "2.14", driver: "1"}\n  - {torch: "2.99"}',
+        '  - {torch: "2.14", sdk: "1"}',
+        '  - {torch: "2.14", sdk: "1"}\n  - {torch: "2.99"}',
     ),
     "billion laughs": ("runner: auto", "runner: auto\n" + BOMB),
     "5000-digit integer": ("runner: auto", "runner: auto\nx: " + "9" * 5000),

@@ -8,15 +8,24 @@ from pathlib import Path
 from typing import Protocol
 
 import pytest
+from packaging.version import Version
+
+from buildmatrix.model.matrix import Sdk, SdkVersion
+from buildmatrix.model.vocab import SdkKind
 
 VALID = """\
-schema-version: 1
+schema-version: 2
 plugin:
   distribution: torch-emu
   version: 0.1.0
   source: plugin
   smoke-tests: plugin/tests
-driver:
+  label: "torch.{torch_minor}.drv.{sdk_major}"
+sdk:
+  kind: wheel
+  name: driver
+  id: "drv{sdk_major}"
+  distribution: emu-driver
   source: driver
   versions: ["1.4", "2.1"]
 python: ["3.9", "3.10", "3.11"]
@@ -30,9 +39,22 @@ runner: auto
 """
 
 
+def wheel_sdk(
+    source: Path,
+    distribution: str = "tiny-driver",
+    versions: tuple[str, ...] = ("2.1",),
+    env: str = "TINY_DRIVER_VERSION",
+) -> Sdk:
+    """A wheel SDK as matrix.yaml declares one (name driver, ids -drv<major>), built from `source`."""
+    declared = tuple(SdkVersion(Version(v), f"drv{Version(v).major}") for v in versions)
+    package = distribution.replace("-", "_")
+    return Sdk(SdkKind.WHEEL, "driver", "driver API", declared, (f"lib{package}*.so*",), distribution, source, env)
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     (tmp_path / "plugin" / "tests").mkdir(parents=True)
+    (tmp_path / "plugin" / "tests" / "test_smoke.py").write_text("def test_imports():\n    pass\n")
     (tmp_path / "driver").mkdir()
     (tmp_path / "patches" / "pre-2.7").mkdir(parents=True)
     (tmp_path / "patches" / "pre-2.7" / "series").write_text("# empty\n")

@@ -13,8 +13,22 @@ from pathlib import Path
 from packaging.version import Version
 
 from buildmatrix.builder.results import CellResult, SmokeCounts, WheelRecord
+from buildmatrix.model.cellkey import LABEL_FIELDS, LABEL_TEXT, SDK_FIELDS, Naming, Template
 from buildmatrix.model.cells import Cell
+from buildmatrix.model.matrix import SdkVersion, TorchRelease
 from buildmatrix.model.vocab import RunnerName, Status
+
+# torch_emu's naming, as our matrix.yaml declares it (plugin.label, sdk.id)
+EMU_NAMING = Naming(
+    Template.parse("torch.{torch_minor}.drv.{sdk_major}", LABEL_FIELDS, LABEL_TEXT),
+    Template.parse("drv{sdk_major}", SDK_FIELDS),
+)
+
+
+def cell_of(release: TorchRelease, python: str, sdk: str | None = None, naming: Naming = EMU_NAMING) -> Cell:
+    """A cell named as a matrix with `naming` names it; sdk: the SDK version ("2.1"), None for no SDK."""
+    version = SdkVersion(Version(sdk), naming.sdk_tag(Version(sdk))) if sdk is not None else None
+    return Cell(release, Version(python), version, naming.key(release, Version(python), version))
 
 
 def make_wheel(
@@ -86,7 +100,8 @@ def cell_result(
     tag: str = "py3-none-any",
     torch: str | None = None,
 ) -> CellResult:
-    """A record like the engine writes; with wheels_dir, a passed cell's plugin and driver wheels exist there."""
+    """A record like the engine writes; with wheels_dir, a passed cell's plugin wheel and (with an SDK) its SDK
+    wheel exist there (the SDK is torch_emu's driver: emu-driver wheels under driver/)."""
     key = cell.key if torch is None else replace(cell.key, torch=Version(torch))
     result = CellResult(
         cell=key,
@@ -106,12 +121,14 @@ def cell_result(
         (wheels_dir / "logs").mkdir(parents=True, exist_ok=True)
         (wheels_dir / "logs" / f"{cell.id}.log").write_text(f"# {cell.id}\n")
         if status == "passed":
-            driver = make_wheel(wheels_dir / "driver", "emu-driver", f"{cell.driver.api}.0+emu")
             version = f"0.1.0+{cell.local_version_label}"
-            requires = [f"emu-driver>={cell.driver.major},<{cell.driver.major + 1}", *plugin_requires]
+            requires = list(plugin_requires)
+            if cell.sdk is not None:
+                driver = make_wheel(wheels_dir / "driver", "emu-driver", f"{cell.sdk.version}.0+emu")
+                requires.insert(0, f"emu-driver>={cell.sdk.major},<{cell.sdk.major + 1}")
+                result.sdk_wheel = record(wheels_dir, driver)
             plugin = make_wheel(
                 wheels_dir / f"torch{cell.torch.minor}", "torch-emu", version, tag=tag, requires=requires
             )
             result.wheel = record(wheels_dir, plugin)
-            result.driver_wheel = record(wheels_dir, driver)
     return result

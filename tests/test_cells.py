@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 from packaging.version import Version
 
 from buildmatrix.errors import MatrixError
-from buildmatrix.model.cells import Cell, CellKey, Selection, expand, plugin_local_label
-from buildmatrix.model.matrix import Matrix, TorchRelease, load_matrix
-from buildmatrix.model.vocab import Variant
+from buildmatrix.model.cellkey import LABEL_TEXT, TORCH_FIELDS, CellKey, Naming, Template
+from buildmatrix.model.cells import Cell, Selection, expand
+from buildmatrix.model.matrix import Matrix, TorchRelease, WheelSource, load_matrix
+from buildmatrix.model.vocab import WheelSourceKind
 
 from conftest import VALID, WriteMatrix
 
@@ -49,7 +50,7 @@ def test_declared_python_a_release_lacks_is_an_error(write_matrix: WriteMatrix) 
     with pytest.raises(MatrixError) as info:
         expand(matrix, available(matrix))
     message = str(info.value.problems[0])
-    assert "matrix.yaml:17: torch[1].python[1]" in message
+    assert "matrix.yaml:22: torch[1].python[1]" in message
     assert "publishes no wheel for Python 3.9 (published: 3.11)" in message
 
 
@@ -57,7 +58,7 @@ def test_declared_python_a_release_lacks_is_an_error(write_matrix: WriteMatrix) 
     ("rules", "expected_missing", "expected_count"),
     [
         ('exclude: [{torch: "2.4", python: "3.9"}]', ["torch2.4-cuda-cp39-drv1", "torch2.4-cuda-cp39-drv2"], 6),
-        ('exclude: [{driver: "1"}]', ["torch2.4-cuda-cp39-drv1", "torch2.13-cpu-cp311-drv1"], 4),
+        ('exclude: [{sdk: "1"}]', ["torch2.4-cuda-cp39-drv1", "torch2.13-cpu-cp311-drv1"], 4),
         ("exclude: [{variant: cpu}]", ["torch2.13-cpu-cp311-drv2"], 6),
         ('exclude: [{torch: ">=2.5"}]', ["torch2.13-cpu-cp311-drv1"], 6),
     ],
@@ -70,16 +71,16 @@ def test_exclude(write_matrix: WriteMatrix, rules: str, expected_missing: list[s
 
 
 def test_include_adds_a_python_outside_the_global_list(write_matrix: WriteMatrix) -> None:
-    matrix = load_matrix(write_matrix(VALID + 'include: [{torch: "2.4", python: "3.12", driver: "2"}]\n'))
+    matrix = load_matrix(write_matrix(VALID + 'include: [{torch: "2.4", python: "3.12", sdk: "2"}]\n'))
     assert "torch2.4-cuda-cp312-drv2" in ids(expand(matrix, available(matrix)))
 
 
 @pytest.mark.parametrize(
     ("rule", "message"),
     [
-        ('{torch: "2.4", python: "3.7", driver: "2"}', "publishes no wheel for Python 3.7"),
-        ('{torch: "2.9", python: "3.11", driver: "2"}', "matches no torch release"),
-        ('{torch: "2.4", python: "3.11", driver: "3"}', "driver 3 is not in driver.versions"),
+        ('{torch: "2.4", python: "3.7", sdk: "2"}', "publishes no wheel for Python 3.7"),
+        ('{torch: "2.9", python: "3.11", sdk: "2"}', "matches no torch release"),
+        ('{torch: "2.4", python: "3.11", sdk: "3"}', "sdk 3 is not in sdk.versions"),
     ],
 )
 def test_bad_include(write_matrix: WriteMatrix, rule: str, message: str) -> None:
@@ -92,9 +93,10 @@ def test_bad_include(write_matrix: WriteMatrix, rule: str, message: str) -> None
     ("selection", "expected"),
     [
         (Selection(torch=("2.13",)), ["torch2.13-cpu-cp311-drv1", "torch2.13-cpu-cp311-drv2"]),
-        (Selection(torch=("2.4",), python=("3.10",), driver=("2",)), ["torch2.4-cuda-cp310-drv2"]),
-        (Selection(python=("cp311",), driver=("2.1",)), ["torch2.4-cuda-cp311-drv2", "torch2.13-cpu-cp311-drv2"]),
-        (Selection(variant=("cpu",), driver=("1",)), ["torch2.13-cpu-cp311-drv1"]),
+        (Selection(torch=("2.4",), python=("3.10",), sdk=("2",)), ["torch2.4-cuda-cp310-drv2"]),
+        (Selection(python=("cp311",), sdk=("2.1",)), ["torch2.4-cuda-cp311-drv2", "torch2.13-cpu-cp311-drv2"]),
+        (Selection(variant=("cpu",), sdk=("1",)), ["torch2.13-cpu-cp311-drv1"]),
+        (Selection(variant=("cpu",), sdk=("drv1",)), ["torch2.13-cpu-cp311-drv1"]),  # the id part selects too
         (Selection(torch=("2.5",)), []),
     ],
 )
@@ -141,29 +143,42 @@ def test_cell_key_round_trips_and_is_what_records_hold(write_matrix: WriteMatrix
         key = cell.key
         assert CellKey.from_dict(cell.as_dict()) == key and key.id == cell.id
         assert key.to_dict(cell.torch.patches) == cell.as_dict()
-        assert isinstance(key.variant, Variant) and key.python == V(key.python_minor)
+        assert key.variant == cell.torch.variant and key.python == V(key.python_minor)
 
 
 def test_cell_key_differs_for_an_older_matrix(write_matrix: WriteMatrix) -> None:
-    """Same id, other torch patch release or driver API minor: not the same cell."""
+    """Same id, other torch patch release, SDK version or label scheme: not the same cell."""
     matrix = load_matrix(write_matrix())
     key = expand(matrix, available(matrix))[0].key
+    assert key.sdk is not None
     assert replace(key, torch=V("2.4.0")).id == key.id and replace(key, torch=V("2.4.0")) != key
-    assert replace(key, driver=V(f"{key.driver.major}.99")) != key
+    assert replace(key, sdk=V(f"{key.sdk.major}.99")) != key
+    assert replace(key, label="pt24").id == key.id and replace(key, label="pt24") != key
 
 
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"torch": "2.13.0", "variant": "cpu", "python": "3.11"}, "driver: expected a string, got None"),
+        ({"id": "torch2.13-cpu-cp311", "torch": "2.13.0", "variant": "cpu", "python": "3.11"}, "label: expected"),
         (
-            {"torch": "2.13.0", "variant": "rocm", "python": "3.11", "driver": "2.1"},
-            "variant: 'rocm' is not one of cpu, cuda",
+            {"id": "a", "torch": "2.13.0", "variant": "ROCm", "python": "3.11", "label": "x"},
+            "variant: 'ROCm' is not a variant name",
         ),
-        ({"torch": "2.x", "variant": "cpu", "python": "3.11", "driver": "2.1"}, "torch: '2.x' is not a version"),
         (
-            {"id": "x", "torch": "2.13.0", "variant": "cpu", "python": "3.11", "driver": "2.1"},
-            "id: 'x' is not 'torch2.13-cpu-cp311-drv2'",
+            {"id": "a", "torch": "2.x", "variant": "cpu", "python": "3.11", "sdk": "2.1", "label": "x"},
+            "torch: '2.x' is not a version",
+        ),
+        (
+            {"id": "x", "torch": "2.13.0", "variant": "cpu", "python": "3.11", "sdk": "2.1", "label": "x"},
+            "id: 'x' is not torch2.13-cpu-cp311-<sdk part>",
+        ),
+        (
+            {"id": "torch2.13-cpu-cp311-drv2", "torch": "2.13.0", "variant": "cpu", "python": "3.11", "label": "x"},
+            "id: 'torch2.13-cpu-cp311-drv2' is not 'torch2.13-cpu-cp311'",  # an SDK part, but no SDK version
+        ),
+        (
+            {"id": "torch2.13-cpu-cp311", "torch": "2.13.0", "variant": "cpu", "python": "3.11", "label": "Torch!"},
+            "label: 'Torch!' is not a PEP 440 local label",
         ),
     ],
 )
@@ -172,30 +187,41 @@ def test_cell_key_rejects_what_is_not_one(data: dict[str, str], message: str) ->
         CellKey.from_dict(data)
 
 
-def test_plugin_local_labels_sort_numerically_past_nine() -> None:
+EMU_LABEL = Template.parse("torch.{torch_minor}.drv.{sdk_major}", {**TORCH_FIELDS, "sdk_major": "2"}, LABEL_TEXT)
+
+
+def label(minor: str, sdk_major: int, template: Template = EMU_LABEL) -> str:
+    release = TorchRelease(V(f"{minor}.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
+    return Naming(template).local_label(release, V(f"{sdk_major}.0"))
+
+
+def test_our_local_labels_sort_numerically_past_nine() -> None:
     """An installer takes the highest version: with labels as text, drv10 < drv2 and torch2.10 < torch2.9."""
     ordered = [("2.4", 2), ("2.4", 9), ("2.4", 10), ("2.9", 1), ("2.10", 1), ("2.10", 2), ("2.15", 1), ("3.0", 1)]
-    versions = [Version(f"0.1.0+{plugin_local_label(minor, driver)}") for minor, driver in ordered]
+    versions = [Version(f"0.1.0+{label(minor, driver)}") for minor, driver in ordered]
     assert versions == sorted(versions) and len(set(versions)) == len(versions)
     assert Version("0.1.0+torch2.4.drv10") < Version("0.1.0+torch2.4.drv2")  # the scheme this one replaced
 
 
 @given(st.integers(0, 99), st.integers(0, 99), st.integers(0, 99), st.integers(0, 99))
 def test_label_order_is_the_numeric_order(minor_a: int, drv_a: int, minor_b: int, drv_b: int) -> None:
-    a = Version(f"0.1.0+{plugin_local_label(f'2.{minor_a}', drv_a)}")
-    b = Version(f"0.1.0+{plugin_local_label(f'2.{minor_b}', drv_b)}")
+    a = Version(f"0.1.0+{label(f'2.{minor_a}', drv_a)}")
+    b = Version(f"0.1.0+{label(f'2.{minor_b}', drv_b)}")
     assert (a < b) == ((minor_a, drv_a) < (minor_b, drv_b))
     assert (a.local or "").split(".")[1:3] == ["2", str(minor_a)]  # torch line and driver stay parseable fields
 
 
 @pytest.mark.parametrize(
-    ("minor", "driver", "label"),
+    ("minor", "driver", "expected"),
     [("2.13", 2, "torch.2.13.drv.2"), ("2.4", 1, "torch.2.4.drv.1"), ("3.0", 10, "torch.3.0.drv.10")],
 )
-def test_plugin_local_label_is_spelled_once(minor: str, driver: int, label: str) -> None:
-    assert plugin_local_label(minor, driver) == label
-    key = CellKey(V(f"{minor}.1"), Variant.CUDA, V("3.12"), V(f"{driver}.0"))
-    assert key.local_version_label == label
+def test_the_label_is_spelled_once(write_matrix: WriteMatrix, minor: str, driver: int, expected: str) -> None:
+    assert label(minor, driver) == expected
+    matrix = load_matrix(write_matrix())
+    assert matrix.sdk is not None
+    release = replace(matrix.torch[0], version=V(f"{minor}.1"))
+    sdk = replace(matrix.sdk.versions[0], version=V(f"{driver}.0"))
+    assert matrix.naming.key(release, V("3.12"), sdk).local_version_label == expected
 
 
 def test_an_include_that_gives_two_variants_one_wheel_name_is_refused(write_matrix: WriteMatrix) -> None:
@@ -204,17 +230,14 @@ def test_an_include_that_gives_two_variants_one_wheel_name_is_refused(write_matr
         "    wheels: pip-find-links\n",
         '    wheels: pip-find-links\n    python: ["3.11"]\n  - version: "2.13.0"\n    python: ["3.10"]\n',
     )
-    matrix = load_matrix(
-        write_matrix(text + 'include: [{torch: "2.13", variant: cuda, python: "3.11", driver: "2"}]\n')
-    )
+    matrix = load_matrix(write_matrix(text + 'include: [{torch: "2.13", variant: cuda, python: "3.11", sdk: "2"}]\n'))
     cpu, cuda = (r for r in matrix.torch if r.minor == "2.13")
     offered = {matrix.torch[0]: PUBLISHED["2.4.1"], cpu: {V("3.11")}, cuda: {V("3.10"), V("3.11")}}
     with pytest.raises(MatrixError) as info:
         expand(matrix, offered)
     [problem] = info.value.problems
-    assert problem.key == "include[0]" and problem.line == 21
-    assert "adds torch2.13-cuda-cp311-drv2, whose plugin wheel would have the same file name as " in str(problem)
-    assert "torch2.13-cpu-cp311-drv2's" in str(problem)
+    assert problem.key == "include[0]" and problem.line == 26
+    assert "torch2.13-cuda-cp311-drv2 and torch2.13-cpu-cp311-drv2 would publish one wheel file name" in str(problem)
     # Without the include, both variants expand, each on its own Python.
     plain = load_matrix(write_matrix(text))
     cells = ids(

@@ -19,15 +19,19 @@ FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 # A tiny project whose torch is an empty file in a local find-links directory: commands get as far as running a cell
 # without the network or a real torch.
 TINY = """\
-plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
-driver: {distribution: tiny-driver, source: driver, versions: ["2.1"]}
+plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,
+  label: "torch.{torch_minor}.drv.{sdk_major}"}
+sdk: {kind: wheel, name: driver, id: "drv{sdk_major}", distribution: tiny-driver, source: driver,
+  version-env: TINY_DRIVER_VERSION, versions: ["2.1"]}
 python: ["3.11"]
 torch:
   - {version: "2.13.0", variant: cpu, wheels: {find-links: WHEELHOUSE}}
 """
 INDEXED = """\
-plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
-driver: {distribution: tiny-driver, source: driver, versions: ["2.1"]}
+plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,
+  label: "torch.{torch_minor}.drv.{sdk_major}"}
+sdk: {kind: wheel, name: driver, id: "drv{sdk_major}", distribution: tiny-driver, source: driver,
+  version-env: TINY_DRIVER_VERSION, versions: ["2.1"]}
 python: ["3.11"]
 torch:
   - {version: "2.4.1", variant: cuda, wheels: {index: "INDEX"}}
@@ -69,7 +73,7 @@ def assert_one_error(result, code: int, message: str) -> None:  # type: ignore[n
         (["build", "--jobs", "0"], "argument --jobs/-j: expected an integer >= 1, got 0"),
         (["build", "-j", "many"], "argument --jobs/-j: expected an integer >= 1, got 'many'"),
         (["build", "--retries", "-1"], "argument --retries: expected an integer >= 0, got -1"),
-        (["build", "--variant", "rocm"], "argument --variant: invalid choice: 'rocm' (choose from 'cpu', 'cuda')"),
+        (["build", "--sdk", "9"], "the selection matches no cell of the matrix"),
         (["build", "--runner", "cloud"], "argument --runner: invalid choice: 'cloud' (choose from 'auto', 'local',"),
         (["patches", "edit"], "`patches edit` needs a torch release, e.g. `patches edit 2.4`"),
         (["build", "--torch", "9.9"], "the selection matches no cell of the matrix"),
@@ -101,7 +105,7 @@ def test_a_registry_answering_nonsense_is_a_located_error_and_is_not_cached(
     result = run_cli(root, "matrix", timeout=120)
     assert_one_error(result, MatrixError.exit_code, problem)
     assert re.search(
-        r"matrix\.yaml:5: torch\[0\]\.wheels: cannot read http://127\.0\.0\.1:\d+/simple/torch/", result.stderr
+        r"matrix\.yaml:7: torch\[0\]\.wheels: cannot read http://127\.0\.0\.1:\d+/simple/torch/", result.stderr
     )
     assert not list((root / "build" / "cache" / "registry").glob("*.json"))  # the nonsense is not kept as an answer
 

@@ -70,7 +70,7 @@ def test_a_driver_a_release_never_uses_gets_no_row(write_matrix: WriteMatrix) ->
     from conftest import VALID
 
     matrix = load_matrix(
-        write_matrix(VALID.replace("runner: auto", 'exclude:\n  - {torch: "2.13", driver: "1"}\nrunner: auto'))
+        write_matrix(VALID.replace("runner: auto", 'exclude:\n  - {torch: "2.13", sdk: "1"}\nrunner: auto'))
     )
     table = table_for(matrix, [])
     markdown = grid(table)
@@ -118,29 +118,29 @@ def test_records_of_another_plugin_version_are_not_built(write_matrix: WriteMatr
 @pytest.mark.parametrize(
     ("outcomes", "expected"),
     [
-        ({1: "passed", 2: "passed"}, FeatureSupport(FeatureState.AVAILABLE)),
+        ({"1": "passed", "2": "passed"}, FeatureSupport(FeatureState.AVAILABLE)),
         (
-            {1: "not available: needs driver API 2.x", 2: "passed"},
+            {"1": "not available: needs driver API 2.x", "2": "passed"},
             FeatureSupport(FeatureState.PARTIAL, "driver 2 only"),
         ),
         (
-            {1: "not available: needs torch >=2.6", 2: "not available: needs torch >=2.6"},
+            {"1": "not available: needs torch >=2.6", "2": "not available: needs torch >=2.6"},
             FeatureSupport(FeatureState.NOT_AVAILABLE, "needs torch >=2.6"),
         ),
-        ({1: "passed", 2: "failed"}, FeatureSupport(FeatureState.FAILED, "driver 2")),
+        ({"1": "passed", "2": "failed"}, FeatureSupport(FeatureState.FAILED, "driver 2")),
         # A passed outcome with a detail (the OpInfo conformance counts) is passed, the detail its note.
         (
-            {1: "passed: forward float32 500/500", 2: "passed: forward float32 500/500"},
+            {"1": "passed: forward float32 500/500", "2": "passed: forward float32 500/500"},
             FeatureSupport(FeatureState.AVAILABLE, "forward float32 500/500"),
         ),
         (
-            {1: "not available: needs driver API 2.x", 2: "passed: 7/7"},
+            {"1": "not available: needs driver API 2.x", "2": "passed: 7/7"},
             FeatureSupport(FeatureState.PARTIAL, "driver 2 only"),
         ),
     ],
 )
-def test_feature_support(outcomes: dict[int, str], expected: FeatureSupport) -> None:
-    assert feature_support(outcomes) == expected
+def test_feature_support(outcomes: dict[str, str], expected: FeatureSupport) -> None:
+    assert feature_support(outcomes, "driver") == expected
 
 
 def test_features_per_release_from_results(write_matrix: WriteMatrix) -> None:
@@ -169,7 +169,7 @@ def test_install_choice_exact_and_nearest(write_matrix: WriteMatrix, tmp_path: P
     ]
     table = table_for(matrix, results)
 
-    exact = install_choice(table, "torch2.13-cpu", "3.11", 2, site="https://w.example")
+    exact = install_choice(table, "torch2.13-cpu", "3.11", "drv2", site="https://w.example")
     assert exact.exact and exact.cell == "torch2.13-cpu-cp311-drv2"
     assert exact.index_command == (
         "pip install torch-emu==0.1.0+torch.2.13.drv.2 emu-driver==2.1.0+emu --only-binary=torch-emu,emu-driver "
@@ -178,9 +178,9 @@ def test_install_choice_exact_and_nearest(write_matrix: WriteMatrix, tmp_path: P
     assert exact.release_index_command == "pip install torch-emu --extra-index-url https://w.example/torch2.13/simple/"
     assert exact.find_links_command.endswith("--find-links https://w.example/torch2.13/")
     # Same driver beats same torch; within a release the closest Python wins.
-    assert install_choice(table, "torch2.4-cuda", "3.11", 2).cell == "torch2.4-cuda-cp39-drv2"
-    assert install_choice(table, "torch2.4-cuda", "3.11", 1).cell == "torch2.4-cuda-cp310-drv1"
-    outside = install_choice(table, "torch2.13-cpu", "3.9", 1)
+    assert install_choice(table, "torch2.4-cuda", "3.11", "drv2").cell == "torch2.4-cuda-cp39-drv2"
+    assert install_choice(table, "torch2.4-cuda", "3.11", "drv1").cell == "torch2.4-cuda-cp310-drv1"
+    outside = install_choice(table, "torch2.13-cpu", "3.9", "drv1")
     assert not outside.exact and outside.cell == "torch2.4-cuda-cp310-drv1"
     assert (
         "publishes no wheel for Python 3.9" in outside.note

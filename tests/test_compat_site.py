@@ -63,7 +63,7 @@ def served(write_matrix: WriteMatrix, tmp_path: Path) -> Iterator[Served]:
     wheels, root = tmp_path / "wheels", tmp_path / "www"
     results = []
     for cell in cells:
-        if cell.driver.major == 2 and f"torch{cell.torch.minor}-{cell.torch.variant}" in BUILT:
+        if cell.sdk is not None and cell.sdk.major == 2 and f"torch{cell.torch.minor}-{cell.torch.variant}" in BUILT:
             pin = f"emu-fake-torch=={cell.torch.minor}.*"
             results.append(
                 cell_result(
@@ -148,7 +148,7 @@ def installed(python: Path) -> dict[str, str]:
 def test_page_command_installs_the_cells_wheels(
     served: Served, tmp_path: Path, *, release: str, how: str, tool: str, expected_torch: str
 ) -> None:
-    choice = install_choice(served.table, release, PYTHON, 2, site=served.url)
+    choice = install_choice(served.table, release, PYTHON, "drv2", site=served.url)
     assert choice.exact
     command = choice.index_command if how == "index" else choice.find_links_command
     python = fresh_venv(tmp_path / "venv")
@@ -166,7 +166,7 @@ def test_page_command_installs_the_cells_wheels(
 
 @pytest.mark.integration
 def test_not_built_choice_offers_the_nearest_built_wheel_and_never_an_sdist(served: Served, tmp_path: Path) -> None:
-    choice = install_choice(served.table, "torch2.13-cpu", PYTHON, 1, site=served.url)  # driver 1 was never built
+    choice = install_choice(served.table, "torch2.13-cpu", PYTHON, "drv1", site=served.url)  # driver 1 was never built
     assert not choice.exact and choice.cell == "torch2.13-cpu-cp" + PYTHON.replace(".", "") + "-drv2"
     sdist = "torch_emu-0.1.0+torch.2.13.drv.1.tar.gz"
     project = served.root / "site" / "torch2.13" / "simple" / "torch-emu"  # the index the command names
@@ -213,12 +213,14 @@ def test_install_page_in_chromium(served: Served) -> None:
         command = browser.find_element("id", "command")
         note = browser.find_element("id", "note")
         # The newest built cell is preselected.
-        assert command.text == install_choice(served.table, "torch2.13-cpu", PYTHON, 2, site=served.url).index_command
+        assert (
+            command.text == install_choice(served.table, "torch2.13-cpu", PYTHON, "drv2", site=served.url).index_command
+        )
 
         def pick(torch: str, driver: str, how: str = "index") -> None:
             Select(browser.find_element("id", "torch")).select_by_value(torch)
             Select(browser.find_element("id", "python")).select_by_value(PYTHON)
-            Select(browser.find_element("id", "driver")).select_by_value(driver)
+            Select(browser.find_element("id", "sdk")).select_by_value(f"drv{driver}")
             browser.find_element("css selector", f"input[name=how][value={how}]").click()
 
         for torch, driver, how in [
@@ -229,7 +231,7 @@ def test_install_page_in_chromium(served: Served) -> None:
             ("torch2.4-cuda", "2", "plain"),
         ]:
             pick(torch, driver, how)
-            expected = install_choice(served.table, torch, PYTHON, int(driver), site=served.url)
+            expected = install_choice(served.table, torch, PYTHON, f"drv{driver}", site=served.url)
             assert (
                 command.text
                 == {

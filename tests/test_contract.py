@@ -9,8 +9,8 @@ import pytest
 from fake_wheels import make_wheel
 from packaging.version import Version
 
-from buildmatrix.builder.drivers import verify_wheel
 from buildmatrix.builder.relabel import relabel_wheel
+from buildmatrix.builder.sdkwheels import verify_wheel
 from buildmatrix.builder.smoke import pytest_args
 from buildmatrix.builder.toolenv import build_requirements, project_build_requires, torch_constraints
 from buildmatrix.builder.wheelcheck import check_plugin_wheel, read_metadata
@@ -187,7 +187,8 @@ def test_the_torch_pin_and_build_info_are_checked_only_where_declared(
     write_matrix: WriteMatrix, tmp_path: Path
 ) -> None:
     cell = _cell(write_matrix)
-    driver_pin = f"emu-driver>={cell.driver.api},<{cell.driver.major + 1}"
+    assert cell.sdk is not None
+    driver_pin = f"emu-driver>={cell.sdk.version},<{cell.sdk.major + 1}"
     wheel = make_wheel(tmp_path, "my-ext", f"0.1.0+{cell.local_version_label}", requires=[driver_pin])
     none = CheckContract(TorchPin.NONE)
     assert check_plugin_wheel(wheel, cell, "my-ext", "emu-driver", plugin_version=V010, check=none) == {}
@@ -238,7 +239,7 @@ def test_the_source_may_be_the_project_itself_and_its_copy_leaves_out_the_worksp
     copied = sorted(str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file())
     assert "setup.py" in copied and "csrc/a.cpp" in copied and "matrix.yaml" in copied
     assert not [c for c in copied if c.startswith(("wheels/", "build/", ".venv/"))]
-    with pytest.raises(MatrixError, match=r"driver.source: '\.' is the project itself"):
+    with pytest.raises(MatrixError, match=r"sdk.source: '\.' is the project itself"):
         load_matrix(write_matrix(VALID.replace("  source: driver", "  source: .")))
 
 

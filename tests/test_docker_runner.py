@@ -15,29 +15,31 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from buildmatrix.builder.drivers import DriverWheels
 from buildmatrix.builder.engine import judge_smoke
 from buildmatrix.builder.runners.base import CellJob, RunnerOutput
-from buildmatrix.builder.runners.docker import UV_CACHE, DockerRunner, cell_container, driver_cache_dir, failed_phase
+from buildmatrix.builder.runners.docker import UV_CACHE, DockerRunner, cell_container, failed_phase, sdk_cache_dir
 from buildmatrix.builder.runners.select import runner_for_cell
+from buildmatrix.builder.sdkwheels import SdkWheels
 from buildmatrix.builder.toolenv import reproducible_env
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.docker import oci
 from buildmatrix.errors import EngineUnavailable, StepFailed
-from buildmatrix.model.cells import Cell, expand
-from buildmatrix.model.matrix import DriverVersion, load_matrix
+from buildmatrix.model.cells import expand, make_cell
+from buildmatrix.model.matrix import SdkVersion, load_matrix
 from buildmatrix.model.vocab import RunnerName
 
-from conftest import TINY_CONTRACT, VALID, WriteMatrix, copy_project, run_cli
+from conftest import TINY_CONTRACT, VALID, WriteMatrix, copy_project, run_cli, wheel_sdk
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 REPO = Path(__file__).parent.parent
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 MATRIX = """\
-schema-version: 1
-plugin: {{distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}}
-driver: {{distribution: tiny-driver, source: driver, versions: ["1.4", "2.1"]}}
+schema-version: 2
+plugin: {{distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,
+  label: "torch.{{torch_minor}}.drv.{{sdk_major}}"}}
+sdk: {{kind: wheel, name: driver, id: "drv{{sdk_major}}", distribution: tiny-driver, source: driver,
+  version-env: TINY_DRIVER_VERSION, versions: ["1.4", "2.1"]}}
 python: {pythons}
 torch:
   - {{version: "2.13.0", variant: cpu, wheels: {wheels}}}
@@ -92,21 +94,21 @@ def test_driver_wheels_are_built_per_image_by_the_given_build(tmp_path: Path) ->
             whl.writestr("tiny_driver-2.1.0+tiny.dist-info/RECORD", "")
 
     bullseye, trixie = (
-        driver_cache_dir(tmp_path, "buildmatrix-builder:bullseye-aaa"),
-        driver_cache_dir(tmp_path, "buildmatrix-builder:trixie-bbb"),
+        sdk_cache_dir(tmp_path, "buildmatrix-builder:bullseye-aaa"),
+        sdk_cache_dir(tmp_path, "buildmatrix-builder:trixie-bbb"),
     )
     assert bullseye != trixie and bullseye.parent == trixie.parent
-    wheels = DriverWheels(source, "tiny-driver", bullseye, build=build)
-    first = wheels.wheel(DriverVersion(Version("2.1")), tmp_path / "log")
-    again = wheels.wheel(DriverVersion(Version("2.1")), tmp_path / "log")
+    wheels = SdkWheels(wheel_sdk(source, "tiny-driver"), bullseye, build=build)
+    first = wheels.wheel(SdkVersion(Version("2.1"), "drv2"), tmp_path / "log")
+    again = wheels.wheel(SdkVersion(Version("2.1"), "drv2"), tmp_path / "log")
     assert (
         first == again
         and first.parent.parent == bullseye
         and zipfile.ZipFile(first).namelist() == ["tiny_driver-2.1.0+tiny.dist-info/RECORD"]
     )
-    assert len(calls) == 1 and calls[0][1] == {"EMU_DRIVER_API_VERSION": "2.1", **reproducible_env()}
+    assert len(calls) == 1 and calls[0][1] == {"TINY_DRIVER_VERSION": "2.1", **reproducible_env()}
     with pytest.raises(ValueError):
-        DriverWheels(source, "tiny-driver", trixie)
+        SdkWheels(wheel_sdk(source, "tiny-driver"), trixie)
 
 
 @pytest.mark.parametrize(
@@ -199,7 +201,8 @@ def test_missing_engine_docker_refused_auto_falls_back(tmp_path: Path, monkeypat
     dead = f"unix://{tmp_path / 'dead.sock'}"
     monkeypatch.setenv("DOCKER_HOST", dead)
     matrix = load_matrix(tiny_project(tmp_path / "plan") / "matrix.yaml")
-    cell = Cell(matrix.torch[0], Version("3.11"), DriverVersion(Version("2.1")))
+    assert matrix.sdk is not None
+    cell = make_cell(matrix, matrix.torch[0], Version("3.11"), matrix.sdk.versions[-1])
     with pytest.raises(EngineUnavailable, match="no Docker engine answers `docker info`"):
         runner_for_cell(cell, matrix, RunnerName.DOCKER)
     runner, why = runner_for_cell(cell, matrix, RunnerName.AUTO)  # this machine's 3.11 builds it, no engine asked
@@ -229,7 +232,7 @@ def test_tiny_cells_in_docker_broken_cell_alone_then_noop(tmp_path: Path) -> Non
     assert "broken on purpose" in (root / "wheels" / broken["log"]).read_text()
     assert fine["status"] == "passed", fine
     assert fine["runner"] == "docker"
-    assert [s["name"] for s in fine["steps"]] == ["source", "image", "driver", "build", "check", "smoke", "publish"]
+    assert [s["name"] for s in fine["steps"]] == ["source", "image", "sdk", "build", "check", "smoke", "publish"]
     assert fine["smoke"] == {"passed": 3, "failed": 0, "skipped": 0, "errors": 0}
     assert fine["features"] == {"tiny": "passed"}
     assert fine["torch_build"]["version"] == "2.13.0+cpu" and fine["torch_build"]["image"].startswith(
@@ -249,7 +252,7 @@ def test_tiny_cells_in_docker_broken_cell_alone_then_noop(tmp_path: Path) -> Non
 def test_failing_smoke_suite_in_docker_keeps_counts(tmp_path: Path) -> None:
     root = tiny_project(tmp_path / "project")
     (root / "plugin" / "tests" / "FAIL_SMOKE").write_text("")
-    result = build(root, "--driver", "2")
+    result = build(root, "--sdk", "2")
     assert result.returncode == 1
     failed = record(root, "torch2.13-cpu-cp311-drv2")
     assert failed["failed_step"] == "smoke" and failed["smoke"]["failed"] == 1 and failed["smoke"]["passed"] == 2, (
@@ -285,7 +288,7 @@ def test_image_failures_fail_their_cells_only(tmp_path: Path) -> None:
     root = tiny_project(
         tmp_path / "project", pythons='["3.11", "3.12", "3.13"]', wheels=f"{{find-links: {links}}}", images=images
     )
-    result = build(root, "--driver", "2")
+    result = build(root, "--sdk", "2")
     assert result.returncode == 1, result.stdout + result.stderr
     assert record(root, "torch2.13-cpu-cp311-drv2")["status"] == "passed"
     no_suite = record(root, "torch2.13-cpu-cp312-drv2")
@@ -312,7 +315,7 @@ def test_real_plugin_torch213_cp311_drv2_in_bookworm(tmp_path: Path) -> None:
         "2.13",
         "--python",
         "3.11",
-        "--driver",
+        "--sdk",
         "2",
         "--runner",
         "docker",

@@ -25,8 +25,10 @@ from conftest import TINY_CONTRACT
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 MATRIX = """\
-plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
-driver: {distribution: tiny-driver, source: driver, versions: ["2.1"]}
+plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,
+  label: "torch.{torch_minor}.drv.{sdk_major}"}
+sdk: {kind: wheel, name: driver, id: "drv{sdk_major}", distribution: tiny-driver, source: driver,
+  version-env: TINY_DRIVER_VERSION, versions: ["2.1"]}
 python: ["3.11"]
 torch:
   - {version: "2.13.0", variant: cpu, wheels: {find-links: wheelhouse}}
@@ -319,7 +321,7 @@ def test_up_to_date_means_every_file_the_record_names_is_there_unchanged(tmp_pat
             Status.PASSED,
             smoke=SmokeCounts(1),
             wheel=record(wheels, plugin),
-            driver_wheel=record(wheels, driver),
+            sdk_wheel=record(wheels, driver),
             log=f"logs/{cell.id}.log",
         )
     )

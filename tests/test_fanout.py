@@ -27,9 +27,11 @@ REPO = Path(__file__).parent.parent
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 # The project's torch 2.13 source as matrix.yaml declares it: PyTorch's CPU index, mirrored by pip's find-links here.
 TINY_MATRIX = """\
-schema-version: 1
-plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
-driver: {distribution: tiny-driver, source: driver, versions: ["1.4", "2.1"]}
+schema-version: 2
+plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,
+  label: "torch.{torch_minor}.drv.{sdk_major}"}
+sdk: {kind: wheel, name: driver, id: "drv{sdk_major}", distribution: tiny-driver, source: driver,
+  version-env: TINY_DRIVER_VERSION, versions: ["1.4", "2.1"]}
 python: ["3.11"]
 torch:
   - version: "2.13.0"

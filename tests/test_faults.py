@@ -104,7 +104,7 @@ def test_hung_smoke_is_killed_by_its_timeout_then_rebuilt(tiny: Path) -> None:
     (tiny / "plugin" / "tests" / "HANG_SMOKE").write_text("")
     env, mark = marker()
     started = time.monotonic()
-    result = build(tiny, "--driver", "2", "--retries", "0", env=env)
+    result = build(tiny, "--sdk", "2", "--retries", "0", env=env)
     assert result.returncode == 1, result.stdout + result.stderr
     assert time.monotonic() - started < 300
     failed = record(tiny, DRV2)
@@ -118,7 +118,7 @@ def test_hung_smoke_is_killed_by_its_timeout_then_rebuilt(tiny: Path) -> None:
 
     (tiny / "plugin" / "tests" / "HANG_SMOKE").unlink()
     (tiny / "matrix.yaml").write_text(MATRIX)  # timeouts are no cell input: the same inputs hash as before
-    again = build(tiny, "--driver", "2")
+    again = build(tiny, "--sdk", "2")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "up-to-date" not in again.stdout  # a transient failure is tried again, not remembered
     assert record(tiny, DRV2)["status"] == "passed"
@@ -128,7 +128,7 @@ def test_hung_smoke_is_killed_by_its_timeout_then_rebuilt(tiny: Path) -> None:
 def test_signal_stops_the_run_and_kills_every_child(tiny: Path, signum: signal.Signals) -> None:
     (tiny / "plugin" / "HANG_BUILD").write_text("")
     env, mark = marker()
-    proc = start_build(tiny, env, "--driver", "2")
+    proc = start_build(tiny, env, "--sdk", "2")
     wait_for_line(proc, f"{DRV2}: build\n")
     deadline = time.monotonic() + 60
     while not any(" sleep 600" in p for p in living(mark)) and time.monotonic() < deadline:
@@ -151,7 +151,7 @@ def test_signal_stops_the_run_and_kills_every_child(tiny: Path, signum: signal.S
 
     if signum == signal.SIGTERM:  # the next run rebuilds the interrupted cell
         (tiny / "plugin" / "HANG_BUILD").unlink()
-        again = build(tiny, "--driver", "2")
+        again = build(tiny, "--sdk", "2")
         assert again.returncode == 0 and "up-to-date" not in again.stdout, again.stdout + again.stderr
         assert record(tiny, DRV2)["status"] == "passed"
 
@@ -159,7 +159,7 @@ def test_signal_stops_the_run_and_kills_every_child(tiny: Path, signum: signal.S
 def test_sigkill_leaves_orphans_that_the_next_run_ends(tiny: Path) -> None:
     (tiny / "plugin" / "HANG_BUILD").write_text("")
     env, mark = marker()
-    proc = start_build(tiny, env, "--driver", "2")
+    proc = start_build(tiny, env, "--sdk", "2")
     wait_for_line(proc, f"{DRV2}: build\n")
     deadline = time.monotonic() + 60
     while not any(" sleep 600" in p for p in living(mark)) and time.monotonic() < deadline:
@@ -170,7 +170,7 @@ def test_sigkill_leaves_orphans_that_the_next_run_ends(tiny: Path) -> None:
     assert any(" sleep 600" in p for p in orphans), orphans  # the hung build survived its parent
 
     (tiny / "plugin" / "HANG_BUILD").unlink()
-    again = build(tiny, "--driver", "2")
+    again = build(tiny, "--sdk", "2")
     assert living(mark) == [], "orphans of the killed run outlived the start of the next one"
     assert again.returncode == 0, again.stdout + again.stderr
     assert "left running by an earlier run that was killed" in again.stdout
@@ -211,18 +211,18 @@ def test_network_blip_is_transient_then_rerun_and_retry_succeed(
 ) -> None:
     url, handler = flaky
     (tiny / "plugin" / "FETCH_URL").write_text(url)
-    first = build(tiny, "--driver", "2", "--retries", "0")
+    first = build(tiny, "--sdk", "2", "--retries", "0")
     assert first.returncode == 1, first.stdout + first.stderr
     failed = record(tiny, DRV2)
     assert (failed["failed_step"], failed["failure_class"], failed["cause"]) == ("build", "transient", "network")
     assert "transient: network" in first.stdout
 
-    rerun = build(tiny, "--driver", "2")  # the server answers now
+    rerun = build(tiny, "--sdk", "2")  # the server answers now
     assert rerun.returncode == 0 and "up-to-date" not in rerun.stdout, rerun.stdout + rerun.stderr
     assert record(tiny, DRV2)["status"] == "passed" and record(tiny, DRV2)["attempts"] == 1
 
     handler.served.clear()  # one more blip: --retries (default 1) absorbs it within the run
-    retried = build(tiny, "--driver", "2", "--force")
+    retried = build(tiny, "--sdk", "2", "--force")
     assert retried.returncode == 0, retried.stdout + retried.stderr
     assert handler.served == [503, 200]
     assert record(tiny, DRV2)["status"] == "passed" and record(tiny, DRV2)["attempts"] == 2
@@ -246,7 +246,7 @@ def test_full_disk_fails_the_cell_as_transient(tiny: Path) -> None:
     build_dir = tiny / "build"
     mount_tmpfs(build_dir, "size=40m")  # cell scratch and caches: the build environment does not fit
     try:
-        result = build(tiny, "--driver", "2")
+        result = build(tiny, "--sdk", "2")
     finally:
         unmount(build_dir)
     assert "Traceback" not in result.stdout + result.stderr
@@ -266,7 +266,7 @@ def test_full_disk_while_publishing_leaves_nothing_half_written(tiny: Path) -> N
         with contextlib.suppress(OSError), (published / "filler").open("wb", buffering=0) as filler:
             while True:  # fill it: the wheel's copy runs out of space part way
                 filler.write(b"x" * 4096)
-        result = build(tiny, "--driver", "2", "--retries", "0")
+        result = build(tiny, "--sdk", "2", "--retries", "0")
         left = sorted(p.name for p in published.iterdir())
     finally:
         unmount(published)
@@ -283,7 +283,7 @@ def test_read_only_wheels_stops_the_run_with_one_line(tiny: Path) -> None:
     wheels = tiny / "wheels"
     mount_tmpfs(wheels, "size=1m,ro")
     try:
-        result = build(tiny, "--driver", "2")
+        result = build(tiny, "--sdk", "2")
         site = subprocess.run(
             [sys.executable, "-m", "buildmatrix", "compat-table", "--offline", "--matrix", str(tiny / "matrix.yaml")],
             check=False,

@@ -15,9 +15,9 @@ import yaml
 from packaging.version import Version
 
 from buildmatrix.errors import MatrixTooLarge
-from buildmatrix.model.cells import Cell, expand
-from buildmatrix.model.matrix import DriverVersion, TorchRelease, WheelSource, load_matrix
-from buildmatrix.model.vocab import RunnerName, Variant, WheelSourceKind
+from buildmatrix.model.cells import Cell, expand, make_cell
+from buildmatrix.model.matrix import SdkVersion, TorchRelease, WheelSource, load_matrix
+from buildmatrix.model.vocab import RunnerName, WheelSourceKind
 from buildmatrix.publish.table import CompatTable, available_from_table
 from buildmatrix.report_matrix import GITHUB_MATRIX_LIMIT, github_matrix
 
@@ -65,16 +65,18 @@ def test_entry_args_select_exactly_their_cell() -> None:
             cell.torch.minor,
             "--python",
             f"{cell.python.major}.{cell.python.minor}",
-            "--driver",
-            str(cell.driver.major),
+            "--sdk",
+            str(cell.sdk.version if cell.sdk else ""),
             "--variant",
             cell.torch.variant,
         ]
 
 
 def test_planning_fails_beyond_the_job_limit() -> None:
-    release = TorchRelease(Version("2.4.1"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), None, ())
-    cells = [Cell(release, Version(f"3.{n}"), DriverVersion(Version("2.1"))) for n in range(GITHUB_MATRIX_LIMIT + 1)]
+    matrix = load_matrix(ROOT / "matrix.yaml")
+    release = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
+    sdk = SdkVersion(Version("2.1"), "drv2")
+    cells = [make_cell(matrix, release, Version(f"3.{n}"), sdk) for n in range(GITHUB_MATRIX_LIMIT + 1)]
     assert len(github_matrix(cells[:GITHUB_MATRIX_LIMIT], local(cells))["include"]) == GITHUB_MATRIX_LIMIT
     with pytest.raises(
         MatrixTooLarge, match=f"{GITHUB_MATRIX_LIMIT + 1} cells, but a GitHub Actions matrix runs at most"
@@ -120,7 +122,7 @@ def test_merge_runs_merge_results_on_every_cell_artifact() -> None:
 
 
 def test_matrix_github_refuses_more_than_256_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`nox -s matrix -- --github` on a matrix of 2 releases x 20 Pythons x 7 drivers: an error, no JSON."""
+    """`nox -s matrix -- --github` on a matrix of 2 releases x 20 Pythons x 7 SDK versions: an error, no JSON."""
     from buildmatrix.cli import main
 
     wheels = tmp_path / "torch-wheels"
@@ -132,13 +134,15 @@ def test_matrix_github_refuses_more_than_256_cells(tmp_path: Path, capsys: pytes
             (wheels / f"torch-{version}+cpu-{tag}-{tag}-manylinux_2_28_x86_64.whl").write_bytes(b"")
     for part in ("plugin/tests", "driver"):
         (tmp_path / part).mkdir(parents=True)
+    (tmp_path / "plugin/tests/test_smoke.py").write_text("")
     releases = "".join(
         f'  - {{version: "{v}", variant: cpu, wheels: {{find-links: "{wheels}"}}}}\n' for v in ("2.12.0", "2.13.0")
     )
     drivers = ", ".join(f'"{n}.0"' for n in range(1, 8))
     (tmp_path / "matrix.yaml").write_text(
-        "plugin: {distribution: p, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}\n"
-        f"driver: {{source: driver, versions: [{drivers}]}}\n"
+        "plugin: {distribution: p, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,\n"
+        '  label: "torch.{torch_minor}.sdk.{sdk_major}"}\n'
+        f"sdk: {{kind: wheel, distribution: d, source: driver, versions: [{drivers}]}}\n"
         f"python: [{', '.join(repr(p) for p in pythons)}]\n"
         f"torch:\n{releases}"
     )

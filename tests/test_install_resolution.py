@@ -89,6 +89,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     for part in ("plugin/tests", "driver", "patches/pre-2.7"):
         (root / "matrix" / part).mkdir(parents=True)
     (root / "matrix" / "patches/pre-2.7/series").write_text("# empty\n")
+    (root / "matrix" / "plugin/tests/test_smoke.py").write_text("")
     (root / "matrix" / "matrix.yaml").write_text(MATRIX)
     matrix = load_matrix(root / "matrix" / "matrix.yaml")
     available = {r: {Version(PYTHON)} for r in matrix.torch}
@@ -194,7 +195,7 @@ def versions(env: Path) -> dict[str, str]:
 def expected_cell(world: World, release: str):  # type: ignore[no-untyped-def]
     """What a plain install must pick: the release's wheel for this Python with the newest driver."""
     cells = [c for c in world.table.cells if c.release == release and c.python == PYTHON and c.installable]
-    return max(cells, key=lambda c: c.driver)
+    return max(cells, key=lambda c: c.key.sdk or Version("0"))
 
 
 def commands(world: World, release: str) -> dict[str, str]:
@@ -211,15 +212,15 @@ def commands(world: World, release: str) -> dict[str, str]:
 def assert_ours(world: World, env: Path, release: str, before: str, result: subprocess.CompletedProcess[str]) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     cell = expected_cell(world, release)
-    assert cell.wheel is not None and cell.driver_wheel is not None
+    assert cell.wheel is not None and cell.sdk_wheel is not None
     assert torch_version(python_of(env)) == before  # torch untouched
     found = versions(env)
     assert (
         found["torch-emu"] == cell.wheel.filename.split("-")[1]
-        and found["emu-driver"] == cell.driver_wheel.filename.split("-")[1]
+        and found["emu-driver"] == cell.sdk_wheel.filename.split("-")[1]
     ), found
     assert installed_is_ours(site_packages(env), world.wheels / cell.wheel.path, cell.wheel.sha256)
-    assert installed_is_ours(site_packages(env), world.wheels / cell.driver_wheel.path, cell.driver_wheel.sha256)
+    assert installed_is_ours(site_packages(env), world.wheels / cell.sdk_wheel.path, cell.sdk_wheel.sha256)
 
 
 @needs_local_311
@@ -271,7 +272,7 @@ def test_the_docs_warn_where_pip_can_pick_a_look_alike() -> None:
 # ---- one real cp314 cell, installed inside the image that built it -------------------------------------------------
 
 CP314_CELL = "torch2.15-cuda-cp314-drv2"
-BUILD_CP314 = "python3 -m buildmatrix build --runner docker --torch 2.15 --python 3.14 --driver 2"
+BUILD_CP314 = "python3 -m buildmatrix build --runner docker --torch 2.15 --python 3.14 --sdk 2"
 
 
 def real_cell_record(wheels: Path, cell_id: str) -> CellResult:
@@ -280,9 +281,9 @@ def real_cell_record(wheels: Path, cell_id: str) -> CellResult:
     how = f"build it first (a ~3 GB CUDA download, shared through uv's cache): `{BUILD_CP314}`"
     if result is None:
         pytest.skip(f"no record of the real cell {cell_id} in {wheels}/results; {how}")
-    if result.status != Status.PASSED or result.wheel is None or result.driver_wheel is None:
+    if result.status != Status.PASSED or result.wheel is None or result.sdk_wheel is None:
         pytest.skip(f"the real cell {cell_id} did not pass ({result.status}: {result.error}); {how}")
-    for wheel in (result.wheel, result.driver_wheel):
+    for wheel in (result.wheel, result.sdk_wheel):
         if not (wheels / wheel.path).is_file():
             pytest.skip(f"{wheels / wheel.path} (of {cell_id}'s record) is not on disk; {how}")
     return result
@@ -350,7 +351,7 @@ def real_cp314_table(wheels: Path) -> tuple[CompatTable, CompatCell, str]:
         pytest.skip(f"matrix.yaml no longer has the cell {CP314_CELL}")
     table = build_table(matrix, [cell], [result], {cell.torch: {cell.key.python}})
     compat = next(c for c in table.cells if c.key == cell.key)
-    assert compat.wheel is not None and compat.driver_wheel is not None
+    assert compat.wheel is not None and compat.sdk_wheel is not None
     return table, compat, image
 
 
@@ -361,7 +362,7 @@ def test_the_plain_commands_install_a_real_cp314_cell_in_its_image(tmp_path: Pat
     record: the cell's own wheels are installed, byte for byte, and torch stays."""
     wheels = REPO / "wheels"
     table, compat, image = real_cp314_table(wheels)
-    assert compat.wheel is not None and compat.driver_wheel is not None
+    assert compat.wheel is not None and compat.sdk_wheel is not None
     python = compat.key.python_minor
     public_index(tmp_path / "www" / "clean", squatted=False)
     report = write_site(table, wheels, tmp_path / "www" / "site")
@@ -398,6 +399,6 @@ def test_the_plain_commands_install_a_real_cp314_cell_in_its_image(tmp_path: Pat
                 assert found["torch"] == before, (kind, tool, found)
                 assert found["torch-emu"] == compat.wheel.filename.split("-")[1], (kind, tool, found)
                 assert installed_is_ours(site, wheels / compat.wheel.path, compat.wheel.sha256), (kind, tool)
-                assert installed_is_ours(site, wheels / compat.driver_wheel.path, compat.driver_wheel.sha256)
+                assert installed_is_ours(site, wheels / compat.sdk_wheel.path, compat.sdk_wheel.sha256)
                 assert inside("python -m pip uninstall -y torch-emu emu-driver", clean).returncode == 0
                 assert {"torch-emu", "emu-driver"}.isdisjoint(installed_versions(site)), (kind, tool)

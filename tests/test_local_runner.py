@@ -23,9 +23,11 @@ REPO = Path(__file__).parent.parent
 # The CLI runs as a subprocess from the project directory, like a user would; find this checkout's package.
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 MATRIX = """\
-schema-version: 1
-plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
-driver: {distribution: tiny-driver, source: driver, versions: ["1.4", "2.1"]}
+schema-version: 2
+plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,
+  label: "torch.{torch_minor}.drv.{sdk_major}"}
+sdk: {kind: wheel, name: driver, id: "drv{sdk_major}", distribution: tiny-driver, source: driver,
+  version-env: TINY_DRIVER_VERSION, versions: ["1.4", "2.1"]}
 python: ["3.11"]
 torch:
   - {version: "2.13.0", variant: cpu, wheels: pip-find-links}
@@ -76,7 +78,7 @@ def test_green_build_then_noop_rerun(tiny: Path) -> None:
         assert [s["name"] for s in result["steps"]] == [
             "source",
             "interpreter",
-            "driver",
+            "sdk",
             "build-env",
             "build",
             "check",
@@ -106,7 +108,7 @@ def test_green_build_then_noop_rerun(tiny: Path) -> None:
 
     # A change to the plugin's sources makes both cells stale again.
     (tiny / "plugin" / "tiny_plugin" / "extra.py").write_text("X = 1\n")
-    third = build(tiny, "--driver", "2")
+    third = build(tiny, "--sdk", "2")
     assert third.returncode == 0 and "up-to-date" not in third.stdout
 
 
@@ -129,7 +131,7 @@ def test_broken_cell_fails_alone(tiny: Path) -> None:
 
 def test_failing_smoke_suite_keeps_counts(tiny: Path) -> None:
     (tiny / "plugin" / "tests" / "FAIL_SMOKE").write_text("")
-    result = build(tiny, "--driver", "2")
+    result = build(tiny, "--sdk", "2")
     assert result.returncode == 1
     failed = record(tiny, CELLS[1])
     assert failed["failed_step"] == "smoke" and failed["smoke"]["failed"] == 1 and failed["smoke"]["passed"] == 2

@@ -24,7 +24,8 @@ def test_valid_matrix_parses(write_matrix: WriteMatrix) -> None:
     assert [str(r.version) for r in matrix.torch] == ["2.4.1", "2.13.0"]
     assert matrix.torch[0].variant == "cuda" and matrix.torch[0].wheels.kind == "registry"
     assert matrix.torch[1].variant == "cpu" and matrix.torch[1].requirement_version == "2.13.0+cpu"
-    assert [d.major for d in matrix.drivers] == [1, 2]
+    assert matrix.sdk is not None and [v.major for v in matrix.sdk.versions] == [1, 2]
+    assert [v.tag for v in matrix.sdk.versions] == ["drv1", "drv2"]
     assert matrix.python == (Version("3.9"), Version("3.10"), Version("3.11"))
 
 
@@ -34,20 +35,20 @@ def test_valid_matrix_parses(write_matrix: WriteMatrix) -> None:
         (
             "runner: auto",
             "runner: autp",
-            ["matrix.yaml:17: runner: 'autp' is not allowed (allowed: auto, local, docker); did you mean 'auto'?"],
+            ["matrix.yaml:22: runner: 'autp' is not allowed (allowed: auto, local, docker); did you mean 'auto'?"],
         ),
         (
             'python: ["3.9", "3.10", "3.11"]',
             "python: [3.9, 3.10]",
             [
-                "matrix.yaml:10: python[0]: 3.9 is a number; quote versions",
-                "matrix.yaml:10: python[1]: 3.10 is a number (YAML reads it as 3.1)",
+                "matrix.yaml:15: python[0]: 3.9 is a number; quote versions",
+                "matrix.yaml:15: python[1]: 3.10 is a number (YAML reads it as 3.1)",
             ],
         ),
         (
             "    variant: cpu",
-            "    variant: rocm",
-            ["matrix.yaml:15: torch[1].variant: 'rocm' is not allowed (allowed: cpu, cuda)"],
+            "    variant: ROCm",
+            ["matrix.yaml:20: torch[1].variant: 'ROCm' is not a variant name (allowed: lowercase letters, digits"],
         ),
         (
             "    patches: [pre-2.7]",
@@ -57,12 +58,12 @@ def test_valid_matrix_parses(write_matrix: WriteMatrix) -> None:
         (
             '  - version: "2.4.1"',
             '  - version: "two"',
-            ["matrix.yaml:12: torch[0].version: 'two' is not a valid version"],
+            ["matrix.yaml:17: torch[0].version: 'two' is not a valid version"],
         ),
         (
             "runner: auto",
             "runner: auto\nrunners: local",
-            ["matrix.yaml:18: runners: unknown key 'runners'", "did you mean 'runner'?"],
+            ["matrix.yaml:23: runners: unknown key 'runners'", "did you mean 'runner'?"],
         ),
         ("  version: 0.1.0\n", "", ["plugin: missing required key 'version'"]),
         ("    wheels: pip-find-links", "    wheels: ftp", ["torch[1].wheels: str 'ftp' is not allowed"]),
@@ -75,7 +76,7 @@ def test_valid_matrix_parses(write_matrix: WriteMatrix) -> None:
         (
             "runner: auto",
             'runner: auto\ninclude: [{torch: "2.4"}]',
-            ["include[0]: an include rule names torch, python and driver"],
+            ["include[0]: an include rule names torch, python and sdk"],
         ),
         ('versions: ["1.4", "2.1"]', 'versions: ["2.0", "2.1"]', ["two versions share an API major"]),
     ],
@@ -90,14 +91,14 @@ def test_bad_matrix_names_line_key_and_allowed(
 
 
 def test_all_problems_reported_at_once(write_matrix: WriteMatrix) -> None:
-    text = VALID.replace("runner: auto", "runner: nope").replace("variant: cpu", "variant: tpu")
+    text = VALID.replace("runner: auto", "runner: nope").replace("variant: cpu", "variant: T.P.U")
     assert len(problems(write_matrix(text))) == 2
 
 
 def test_yaml_syntax_error_names_line(write_matrix: WriteMatrix) -> None:
     found = problems(write_matrix(VALID + "torch: [\n"))
     # The unclosed bracket opens on line 18; the parser notices at the end of the file.
-    assert found and "(syntax)" in found[0] and "matrix.yaml:19:" in found[0]
+    assert found and "(syntax)" in found[0] and "matrix.yaml:24:" in found[0]
 
 
 def test_missing_file_is_a_matrix_error(tmp_path: Path) -> None:
@@ -166,14 +167,14 @@ def test_a_minor_may_have_two_variants_on_pythons_of_their_own(write_matrix: Wri
         (
             '["3.11"]',
             '["3.10", "3.11"]',
-            "matrix.yaml:19: torch[2].python[1]: Python 3.11 is already built from torch 2.13 at torch[1] (cpu); "
+            "matrix.yaml:24: torch[2].python[1]: Python 3.11 is already built from torch 2.13 at torch[1] (cpu); "
             "each variant of one torch minor needs Pythons of its own",
         ),
         # the second entry would take the matrix-wide list, which may overlap
         (
             '["3.11"]',
             None,
-            "matrix.yaml:18: torch[2].version: torch 2.13 is already declared at torch[1]; one entry per torch minor, "
+            "matrix.yaml:23: torch[2].version: torch 2.13 is already declared at torch[1]; one entry per torch minor, "
             "or one per variant (that one is cpu) when both list their own Pythons and share none",
         ),
         (None, '["3.10"]', "torch[2].version: torch 2.13 is already declared at torch[1]; one entry per torch minor"),

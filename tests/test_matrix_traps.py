@@ -46,19 +46,19 @@ def problems(path: Path) -> str:
         (
             "runner: auto",
             "runner: auto\nexclude: [{torch: 2.10}]",
-            'matrix.yaml:18: exclude[0].torch: 2.10 is a number (YAML reads it as 2.1); quote versions, e.g. "2.10"',
+            'matrix.yaml:23: exclude[0].torch: 2.10 is a number (YAML reads it as 2.1); quote versions, e.g. "2.10"',
         ),
         (
             "runner: auto",
-            "runner: auto\nexclude: [{driver: 1}]",
-            'matrix.yaml:18: exclude[0].driver: 1 is a number; quote versions, e.g. "1"',
+            "runner: auto\nexclude: [{sdk: 1}]",
+            'matrix.yaml:23: exclude[0].sdk: 1 is a number; quote versions, e.g. "1"',
         ),
         ("  version: 0.1.0", "  version: 1", "matrix.yaml:4: plugin.version: 1 is a number; quote versions"),
-        ('  - version: "2.4.1"', "  - version: 2.4", "matrix.yaml:12: torch[0].version: 2.4 is a number"),
+        ('  - version: "2.4.1"', "  - version: 2.4", "matrix.yaml:17: torch[0].version: 2.4 is a number"),
         (
             "runner: auto",
             "runner: auto\nrunner: local",
-            "matrix.yaml:18: runner: duplicate key 'runner' (first at line 17)",
+            "matrix.yaml:23: runner: duplicate key 'runner' (first at line 22)",
         ),
         (
             "  source: plugin\n",
@@ -68,45 +68,45 @@ def problems(path: Path) -> str:
         (
             'python: ["3.9", "3.10", "3.11"]',
             'python: ["3.9", "3.11", "3.11.0"]',
-            "matrix.yaml:10: python[2]: '3.11.0' is not a Python minor",
+            "matrix.yaml:15: python[2]: '3.11.0' is not a Python minor",
         ),
         (
             'python: ["3.9", "3.10", "3.11"]',
             'python: ["3.9", "3.11", "3.11"]',
-            "matrix.yaml:10: python[2]: '3.11' repeats python[1]",
+            "matrix.yaml:15: python[2]: '3.11' repeats python[1]",
         ),
-        ('python: ["3.9", "3.10", "3.11"]', "python: null", "matrix.yaml:10: python: expected a list, got nothing"),
-        ('python: ["3.9", "3.10", "3.11"]', "python: []", "matrix.yaml:10: python: needs at least one version"),
+        ('python: ["3.9", "3.10", "3.11"]', "python: null", "matrix.yaml:15: python: expected a list, got nothing"),
+        ('python: ["3.9", "3.10", "3.11"]', "python: []", "matrix.yaml:15: python: needs at least one version"),
         (
             'python: ["3.9", "3.10", "3.11"]',
             f"python: [{'7' * 5000}]",
-            "matrix.yaml:10: python[0]: a value of 5000 characters (at most 1000)",
+            "matrix.yaml:15: python[0]: a value of 5000 characters (at most 1000)",
         ),
         (
             "runner: auto",
             "runner: auto\nx: " + "[" * 5000 + "]" * 5000,
-            "matrix.yaml:18: (nesting): lists and mappings nested more than 32 deep",
+            "matrix.yaml:23: (nesting): lists and mappings nested more than 32 deep",
         ),
         (
             "runner: auto",
             "runner: auto\n" + BOMB,
-            "matrix.yaml:22: e: expands to more than 20000 values with its YAML aliases",
+            "matrix.yaml:27: e: expands to more than 20000 values with its YAML aliases",
         ),
         (
             VALID[VALID.index("torch:") : VALID.index("runner:")],
             "torch: null\n",
-            "matrix.yaml:11: torch: expected a list, got nothing",
+            "matrix.yaml:16: torch: expected a list, got nothing",
         ),
         # one entry per torch minor: a cpu and a cuda 2.4 would publish the same wheel file name
         (
             '  - version: "2.13.0"',
             '  - version: "2.4.0"',
-            "matrix.yaml:14: torch[1].version: torch 2.4 is already declared at torch[0]; one entry per torch minor",
+            "matrix.yaml:19: torch[1].version: torch 2.4 is already declared at torch[0]; one entry per torch minor",
         ),
         (
             "    wheels: pip-find-links",
             "    wheels: {find-links: wheelhouse}",
-            "matrix.yaml:16: torch[1].wheels.find-links: 'wheelhouse' is not absolute",
+            "matrix.yaml:21: torch[1].wheels.find-links: 'wheelhouse' is not absolute",
         ),
         (
             "    wheels: pip-find-links",
@@ -116,7 +116,7 @@ def problems(path: Path) -> str:
         # paths in matrix.yaml stay inside the project; names that become paths are plain names
         ("  source: plugin\n", "  source: /etc\n", "matrix.yaml:5: plugin.source: '/etc' is outside the project"),
         ("  source: plugin\n", "  source: ../..\n", "matrix.yaml:5: plugin.source: '../..' is outside the project"),
-        ("  source: driver", "  source: /usr", "matrix.yaml:8: driver.source: '/usr' is outside the project"),
+        ("  source: driver", "  source: /usr", "matrix.yaml:13: sdk.source: '/usr' is outside the project"),
         (
             "  smoke-tests: plugin/tests",
             "  smoke-tests: driver",
@@ -125,12 +125,12 @@ def problems(path: Path) -> str:
         (
             "    patches: [pre-2.7]",
             "    patches: [../../etc]",
-            "matrix.yaml:13: torch[0].patches[0]: expected a series name",
+            "matrix.yaml:18: torch[0].patches[0]: expected a series name",
         ),
         (
             "runner: auto",
             'runner: auto\nimages: {deb: {base: "debootstrap:../../X", python: ["3.11"]}}',
-            "matrix.yaml:18: images.deb.base: 'debootstrap:../../X' is neither debootstrap:<suite>",
+            "matrix.yaml:23: images.deb.base: 'debootstrap:../../X' is neither debootstrap:<suite>",
         ),
         (
             "runner: auto",
@@ -153,7 +153,7 @@ def test_trap_is_a_located_error(write_matrix: WriteMatrix, old: str, new: str, 
 def test_non_utf8_byte_names_line_and_column(write_matrix: WriteMatrix) -> None:
     path = write_matrix()
     path.write_bytes(path.read_bytes().replace(b"runner: auto", b"runner: aut\xe9"))
-    assert "matrix.yaml:17: (encoding): byte 0xe9 at column 12 is not UTF-8" in problems(path)
+    assert "matrix.yaml:22: (encoding): byte 0xe9 at column 12 is not UTF-8" in problems(path)
 
 
 def test_valid_image_references_are_accepted(write_matrix: WriteMatrix) -> None:
@@ -181,13 +181,13 @@ def test_debootstrap_suite_cannot_delete_outside_the_cache(tmp_path: Path) -> No
 
 def test_exclude_that_matches_nothing(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix(VALID + 'exclude: [{torch: "2.99"}]\n'))
-    with pytest.raises(MatrixError, match=r"matrix.yaml:18: exclude\[0\]: matches no cell of the matrix"):
+    with pytest.raises(MatrixError, match=r"matrix.yaml:23: exclude\[0\]: matches no cell of the matrix"):
         expand(matrix, {r: {Version("3.11")} for r in matrix.torch})
 
 
 def test_matrix_that_expands_to_no_cell(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix(VALID + 'exclude: [{python: "3.11"}]\n'))
-    with pytest.raises(MatrixError, match=r"matrix.yaml:18: exclude: the matrix expands to no cell at all"):
+    with pytest.raises(MatrixError, match=r"matrix.yaml:23: exclude: the matrix expands to no cell at all"):
         expand(matrix, {r: {Version("3.11")} for r in matrix.torch})
 
 
@@ -226,7 +226,7 @@ CUDA_241 = "torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl"
             ["torch-2.4.0-cp311-cp311-manylinux1_x86_64.whl", "torch-2.5.0-cp311-cp311-manylinux1_x86_64.whl"],
             [CPU_213],
             "cpu",
-            "matrix.yaml:12: torch[0].version: torch 2.4.1 (cuda) is not on https://pypi.org/simple/torch/ "
+            "matrix.yaml:17: torch[0].version: torch 2.4.1 (cuda) is not on https://pypi.org/simple/torch/ "
             "(it has: 2.4.0)",
         ),
         (
@@ -243,7 +243,12 @@ CUDA_241 = "torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl"
             "torch 2.4.1 on https://pypi.org/simple/torch/ has no CPython Linux x86_64 wheel",
         ),
         # variant: cuda from find-links that hold only the +cpu build
-        ([CUDA_241], [CPU_213], "cuda", "matrix.yaml:14: torch[1].version: torch 2.13.0 (cuda) is not on find-links"),
+        (
+            [CUDA_241],
+            [CPU_213],
+            "cuda",
+            "matrix.yaml:19: torch[1].version: torch 2.13.0+cuda (cuda) is not on find-links",
+        ),
     ],
 )
 def test_release_without_wheels_is_a_located_error(
@@ -272,7 +277,7 @@ def test_pip_configured_relative_find_links_is_a_located_error(
     monkeypatch.setenv("PIP_FIND_LINKS", "wheelhouse")
     matrix = load_matrix(write_matrix())
     with pytest.raises(
-        MatrixError, match=r"matrix.yaml:16: torch\[1\].wheels: find-links location 'wheelhouse' is not an absolute"
+        MatrixError, match=r"matrix.yaml:21: torch\[1\].wheels: find-links location 'wheelhouse' is not an absolute"
     ):
         published_pythons(matrix, registry_with(tmp_path, [CUDA_241]))
 
@@ -338,14 +343,14 @@ def snapshot(root: Path) -> dict[str, bytes]:
             "torch[15].version: torch 2.15.3 (cuda) is not on https://pypi.org/simple/torch/ (it has: 2.15.0)",
         ),
         (
-            '{torch: "2.14", driver: "1"}',
-            '{torch: 2.10, driver: "1"}',
+            '{torch: "2.14", sdk: "1"}',
+            '{torch: 2.10, sdk: "1"}',
             "exclude[2].torch: 2.10 is a number (YAML reads it as 2.1)",
         ),
         ("runner: auto", "runner: auto\n" + BOMB, "e: expands to more than 20000 values"),
         (
-            '{torch: "2.2", driver: "1"}',
-            '{torch: "2.2", driver: "1"}\n  - {driver: "2"}\n  - {driver: "1"}',
+            '{torch: "2.2", sdk: "1"}',
+            '{torch: "2.2", sdk: "1"}\n  - {sdk: "2"}\n  - {sdk: "1"}',
             "the matrix expands to no cell at all",
         ),
     ],
@@ -370,7 +375,7 @@ def test_compat_table_refuses_a_bad_matrix_and_changes_nothing(
 
 def test_the_project_root_is_not_a_source(write_matrix: WriteMatrix) -> None:
     found = problems(write_matrix(VALID.replace("  source: driver", "  source: .", 1)))
-    assert "matrix.yaml:8: driver.source: '.' is the project itself (allowed: a directory inside" in found, found
+    assert "matrix.yaml:13: sdk.source: '.' is the project itself (allowed: a directory inside" in found, found
 
 
 @pytest.mark.parametrize(
@@ -382,9 +387,9 @@ def test_the_project_root_is_not_a_source(write_matrix: WriteMatrix) -> None:
             "matrix.yaml:3: plugin.distribution: '../../x' is not",
         ),
         (
-            "  source: driver",
-            "  source: driver\n  distribution: a/b",
-            "matrix.yaml:9: driver.distribution: 'a/b' is not",
+            "  distribution: emu-driver",
+            "  distribution: a/b",
+            "matrix.yaml:12: sdk.distribution: 'a/b' is not",
         ),
     ],
 )
@@ -415,9 +420,13 @@ _PATHS = [
     ("plugin", "source"),
     ("plugin", "smoke-tests"),
     ("plugin", "distribution"),
-    ("driver",),
-    ("driver", "versions"),
-    ("driver", "source"),
+    ("plugin", "label"),
+    ("sdk",),
+    ("sdk", "kind"),
+    ("sdk", "id"),
+    ("sdk", "versions"),
+    ("sdk", "source"),
+    ("variants",),
     ("python",),
     ("torch",),
     ("torch", 0),
@@ -467,4 +476,4 @@ def test_any_bytes_anywhere_is_a_matrix_or_a_located_error(write_matrix: WriteMa
 def test_nul_byte_names_its_line(write_matrix: WriteMatrix) -> None:
     path = write_matrix()
     path.write_bytes(path.read_bytes().replace(b"runner: auto", b"runner: a\x00uto"))
-    assert "matrix.yaml:17: (encoding): character U+0000 is not allowed in YAML" in problems(path)
+    assert "matrix.yaml:22: (encoding): character U+0000 is not allowed in YAML" in problems(path)

@@ -9,19 +9,18 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fake_wheels import cell_result
+from fake_wheels import cell_of, cell_result
 from packaging.version import Version
 
 from buildmatrix.builder.merge import merge_wheel_trees
 from buildmatrix.builder.results import CellResult, ResultStore
 from buildmatrix.cli import main
 from buildmatrix.errors import MergeError
-from buildmatrix.model.cells import Cell
-from buildmatrix.model.matrix import DriverVersion, TorchRelease, WheelSource
-from buildmatrix.model.vocab import Variant, WheelSourceKind
+from buildmatrix.model.matrix import TorchRelease, WheelSource
+from buildmatrix.model.vocab import WheelSourceKind
 
-RELEASE = TorchRelease(Version("2.13.0"), Variant.CPU, WheelSource(WheelSourceKind.FIND_LINKS, "/wheels"), None, ())
-CELLS = [Cell(RELEASE, Version(p), DriverVersion(Version(d))) for p in ("3.11", "3.12") for d in ("1.4", "2.1")]
+RELEASE = TorchRelease(Version("2.13.0"), "cpu", WheelSource(WheelSourceKind.FIND_LINKS, "/wheels"), None, ())
+CELLS = [cell_of(RELEASE, p, d) for p in ("3.11", "3.12") for d in ("1.4", "2.1")]
 STATUS = ("passed", "passed", "failed", "passed")
 
 
@@ -49,7 +48,7 @@ def split(whole: Path, dest: Path, cell_ids: list[str]) -> Path:
     for cell_id in cell_ids:
         result = ResultStore(whole / "results").load(cell_id)
         assert result is not None
-        for rel in [result.log] + [w.path for w in (result.wheel, result.driver_wheel) if w]:
+        for rel in [result.log] + [w.path for w in (result.wheel, result.sdk_wheel) if w]:
             assert rel is not None
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(whole / rel, dest / rel)
@@ -143,12 +142,12 @@ def test_conflicting_records_for_one_cell_name_both_machines(whole: Path, machin
 
 def test_same_wheel_path_with_different_bytes_is_a_conflict(machines: list[Path], tmp_path: Path) -> None:
     # Two machines built the driver 2 wheel, not reproducibly: same name, other bytes (records agree with each file).
-    driver_rel = ResultStore(machines[3] / "results").load(CELLS[3].id).driver_wheel.path  # type: ignore[union-attr]
+    driver_rel = ResultStore(machines[3] / "results").load(CELLS[3].id).sdk_wheel.path  # type: ignore[union-attr]
     changed = machines[3] / driver_rel
     changed.write_bytes(changed.read_bytes() + b"other build")
     record_path = machines[3] / "results" / "cells" / f"{CELLS[3].id}.json"
     record = json.loads(record_path.read_text())
-    record["driver_wheel"]["sha256"] = hashlib.sha256(changed.read_bytes()).hexdigest()
+    record["sdk_wheel"]["sha256"] = hashlib.sha256(changed.read_bytes()).hexdigest()
     record_path.write_text(json.dumps(record))
     with pytest.raises(MergeError, match=rf"{re.escape(driver_rel)} \(cell {CELLS[3].id}\): .* hold different files"):
         merge_wheel_trees(machines, tmp_path / "merged")
@@ -175,8 +174,8 @@ def test_what_the_destination_holds_must_agree_too(whole: Path, machines: list[P
             lambda r: r["wheel"].__setitem__("path", "../outside.whl"),
             "wheel.path: '../outside.whl' is not a plain relative path",
         ),
-        (lambda r: r.__setitem__("wheel", None), "passed but its record names no plugin or driver wheel"),
-        (lambda r: r.__setitem__("schema_version", 0), "schema_version: 0 is not 1"),
+        (lambda r: r.__setitem__("wheel", None), "passed but its record names no plugin wheel"),
+        (lambda r: r.__setitem__("schema_version", 0), "schema_version: 0 is not 2"),
     ],
 )
 def test_bad_records_are_named(machines: list[Path], tmp_path: Path, damage, expected: str) -> None:  # type: ignore[no-untyped-def]

@@ -14,14 +14,16 @@ from buildmatrix.model.matrix import WheelSource, load_matrix
 from buildmatrix.model.matrixedit import apply_edits
 from buildmatrix.model.outdated import AddRelease, Comparison, SetVersion, compare, read_sources
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import FindingKind, Variant, WheelSourceKind
+from buildmatrix.model.vocab import FindingKind, WheelSourceKind
 
 from conftest import WriteMatrix, copy_project, run_cli
 
 OLD_MATRIX = """\
-schema-version: 1
-plugin: {distribution: torch-emu, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
-driver: {source: driver, versions: ["1.4", "2.1"]}
+schema-version: 2
+plugin: {distribution: torch-emu, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,
+  label: "torch.{torch_minor}.drv.{sdk_major}"}
+sdk: {kind: wheel, name: driver, id: "drv{sdk_major}", distribution: emu-driver, source: driver,
+  version-env: EMU_DRIVER_API_VERSION, versions: ["1.4", "2.1"]}
 python: ["3.11", "3.12", "3.13"]
 torch:
   - version: "2.12.0"
@@ -29,7 +31,7 @@ torch:
     patches: [pre-2.7]
   - version: "2.14.0"     # the newest we knew
 exclude:
-  - {torch: "2.12", driver: "1"}
+  - {torch: "2.12", sdk: "1"}
 """
 
 
@@ -76,25 +78,25 @@ def test_recorded_answer_new_minors_patches_and_pythons(
     ]
     assert found[FindingKind.YANKED] == []
     assert result.edits == [
-        SetVersion(Version("2.12.0"), Variant.CUDA, Version("2.12.1")),
-        SetVersion(Version("2.14.0"), Variant.CUDA, Version("2.14.1")),
+        SetVersion(Version("2.12.0"), "cuda", Version("2.12.1")),
+        SetVersion(Version("2.14.0"), "cuda", Version("2.14.1")),
         AddRelease(
             Version("2.13.0"),
-            Variant.CUDA,
+            "cuda",
             WheelSource(WheelSourceKind.REGISTRY),
             Version("3.13"),
             (),
             Version("2.14.0"),
-            (1,),
+            ("1",),
         ),
         AddRelease(
             Version("2.15.0"),
-            Variant.CUDA,
+            "cuda",
             WheelSource(WheelSourceKind.REGISTRY),
             Version("3.13"),
             (),
             Version("2.14.0"),
-            (1,),
+            ("1",),
         ),
     ]
     assert answers.requests == 1  # one index request; the answer is cached for the rest
@@ -109,7 +111,7 @@ def test_yanked_listed_release_moves_to_the_newest_not_yanked(
     result = outdated(path, answers, tmp_path)
     [yanked] = result.of_kind(FindingKind.YANKED)
     assert yanked.subject == "torch 2.14.1 (cuda) is yanked (wheels miss a header (test fixture))"
-    assert yanked.edit == SetVersion(Version("2.14.1"), Variant.CUDA, Version("2.14.0"))
+    assert yanked.edit == SetVersion(Version("2.14.1"), "cuda", Version("2.14.0"))
     # Nor is a yanked release ever proposed as a new patch release.
     older = outdated(write_matrix(OLD_MATRIX), answers, tmp_path / "again")
     assert [f.subject for f in older.of_kind(FindingKind.NEW_PATCH)] == ["torch 2.12.1 (cuda, registry)"]
@@ -136,17 +138,17 @@ def test_find_links_source_new_minor_only_when_its_variant_is_asked_for(
     [minor_13, minor_15] = default.of_kind(FindingKind.NEW_MINOR)
     assert minor_13.subject == f"torch 2.13.0 (cuda, registry); also offered: cpu build from find-links {wheels}"
     assert minor_15.subject == "torch 2.15.0 (cuda, registry)"
-    cpu = outdated(path, answers, tmp_path / "cpu", variants=frozenset({Variant.CPU}))
+    cpu = outdated(path, answers, tmp_path / "cpu", variants=frozenset({"cpu"}))
     [only] = cpu.of_kind(FindingKind.NEW_MINOR)
     # 2.12.0 and 2.14.0 are as near as each other: the newer one's series (shims only ever drop out going up).
     assert only.edit == AddRelease(
         Version("2.13.0"),
-        Variant.CPU,
+        "cpu",
         WheelSource(WheelSourceKind.FIND_LINKS, str(wheels)),
         Version("3.11"),
         (),
         Version("2.14.0"),
-        (1,),
+        ("1",),
     )
 
 
@@ -244,9 +246,7 @@ def test_edits_that_would_break_the_matrix_leave_it_unchanged(write_matrix: Writ
     registry.cache_path("torch").write_bytes((ANSWERS / "torch-recorded.json").read_bytes())
     registry.machine = "x86_64"
     # Python 3.9: torch 2.15.0 publishes no wheel for it, so the edited matrix would not expand.
-    bad = AddRelease(
-        Version("2.15.0"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), Version("3.9"), (), None, ()
-    )
+    bad = AddRelease(Version("2.15.0"), "cuda", WheelSource(WheelSourceKind.REGISTRY), Version("3.9"), (), None, ())
     with pytest.raises(
         UpdateError,
         match=r"(?s)unchanged:\n.*matrix.yaml \(as edited\):11: torch\[2\].python\[0\]: "
@@ -259,4 +259,4 @@ def test_edits_that_would_break_the_matrix_leave_it_unchanged(write_matrix: Writ
 
 def test_set_version_of_an_entry_that_is_not_there_names_it(tmp_path: Path) -> None:
     with pytest.raises(Exception, match=r"no entry for torch 2\.3\.0 \(cuda\) to move to 2\.3\.1"):
-        apply_edits(tmp_path / "m.yaml", OLD_MATRIX, [SetVersion(Version("2.3.0"), Variant.CUDA, Version("2.3.1"))])
+        apply_edits(tmp_path / "m.yaml", OLD_MATRIX, [SetVersion(Version("2.3.0"), "cuda", Version("2.3.1"))])

@@ -23,6 +23,7 @@ PATCH = """\
 def project(tmp_path: Path, releases: str, series: dict[str, dict[str, str]]) -> Path:
     (tmp_path / "plugin" / "csrc").mkdir(parents=True)
     (tmp_path / "plugin" / "tests").mkdir()
+    (tmp_path / "plugin" / "tests" / "test_smoke.py").write_text("")
     (tmp_path / "plugin" / "csrc" / "hooks.cpp").write_text(HOOKS)
     (tmp_path / "driver").mkdir()
     for name, files in series.items():
@@ -34,7 +35,6 @@ def project(tmp_path: Path, releases: str, series: dict[str, dict[str, str]]) ->
     (tmp_path / "matrix.yaml").write_text(
         textwrap.dedent("""\
         plugin: {distribution: torch-emu, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
-        driver: {source: driver, versions: ["2.1"]}
         python: ["3.11"]
         torch:
         """)

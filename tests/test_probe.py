@@ -117,7 +117,7 @@ def test_the_probe_picks_a_python_this_machine_has_among_those_the_release_publi
     from buildmatrix.builder.probe import probe_cell_here
     from buildmatrix.model.matrix import TorchRelease, WheelSource
     from buildmatrix.model.registry import Registry
-    from buildmatrix.model.vocab import RunnerName, Variant, WheelSourceKind
+    from buildmatrix.model.vocab import RunnerName, WheelSourceKind
 
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     links = tmp_path / "links"
@@ -132,9 +132,10 @@ def test_the_probe_picks_a_python_this_machine_has_among_those_the_release_publi
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin:/bin")
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "no-pyenv"))
     text = (
-        "schema-version: 1\n"
-        "plugin: {distribution: torch-emu, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}\n"
-        'driver: {source: driver, versions: ["1.4", "2.1"]}\n'
+        "schema-version: 2\n"
+        "plugin: {distribution: torch-emu, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,\n"
+        '  label: "torch.{torch_minor}.drv.{sdk_major}"}\n'
+        'sdk: {kind: wheel, id: "drv{sdk_major}", distribution: emu-driver, source: driver, versions: ["1.4", "2.1"]}\n'
         f'python: ["3.10", "{here}", "3.99"]\n'
         f'torch:\n  - {{version: "2.14.1", variant: cpu, wheels: {{find-links: {links}}}, python: ["3.99"]}}\n'
         'images:\n  future: {base: "debootstrap:forky", python: ["3.99"]}\n'
@@ -144,10 +145,14 @@ def test_the_probe_picks_a_python_this_machine_has_among_those_the_release_publi
     registry = Registry(tmp_path / "cache")
     registry.machine = "x86_64"
     cell, _runner, why = probe_cell_here(release, matrix, registry, RunnerName.LOCAL)
-    assert (str(cell.python), cell.driver.major) == (here, 2) and why == f"local: {bin_dir / f'python{here}'}"
+    assert (
+        cell.sdk is not None
+        and (str(cell.python), cell.sdk.major) == (here, 2)
+        and why == f"local: {bin_dir / f'python{here}'}"
+    )
     # When no Python it publishes can be built here, it says so for each.
     none_here = TorchRelease(
-        Version("2.14.1"), Variant.CPU, WheelSource(WheelSourceKind.FIND_LINKS, str(links)), (Version("3.99"),), ()
+        Version("2.14.1"), "cpu", WheelSource(WheelSourceKind.FIND_LINKS, str(links)), (Version("3.99"),), ()
     )
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(

@@ -33,8 +33,8 @@ torch:
     python: ["3.14"]
   - version: "2.15.0"
 exclude:
-  - {python: "3.14", driver: "1"}
-  - {python: "3.15", driver: "1"}
+  - {python: "3.14", sdk: "1"}
+  - {python: "3.15", sdk: "1"}
 images:
   forky: {base: "debootstrap:forky", python: ["3.14", "3.15"]}
 """
@@ -88,7 +88,7 @@ def test_the_page_and_the_index_serve_the_cp314_and_cp315_wheels(write_matrix: W
     page = site_page(table)
     for python in ("3.11", "3.13", "3.14", "3.15"):
         assert f">Python {python}<" in page, python
-    exact = install_choice(table, "torch2.13-cuda", "3.14", 2, site="https://w.example")
+    exact = install_choice(table, "torch2.13-cuda", "3.14", "drv2", site="https://w.example")
     assert exact.exact and exact.cell == "torch2.13-cuda-cp314-drv2"
     assert "torch-emu==0.1.0+torch.2.13.drv.2" in exact.index_command
     assert "https://w.example/torch2.13/simple/" in exact.release_index_command

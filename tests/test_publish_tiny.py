@@ -19,9 +19,11 @@ pytestmark = pytest.mark.integration
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 REPO = Path(__file__).parent.parent
 MATRIX = """\
-schema-version: 1
-plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
-driver: {distribution: tiny-driver, source: driver, versions: ["2.1"]}
+schema-version: 2
+plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,
+  label: "torch.{torch_minor}.drv.{sdk_major}"}
+sdk: {kind: wheel, name: driver, id: "drv{sdk_major}", distribution: tiny-driver, source: driver,
+  version-env: TINY_DRIVER_VERSION, versions: ["2.1"]}
 python: ["3.11"]
 torch:
   - {version: "2.13.0", variant: cpu, wheels: pip-find-links}

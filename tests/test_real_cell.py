@@ -31,7 +31,8 @@ def test_cell_is_green(real_cells: Path, driver: str) -> None:
     # No CPython API in the compiled part: one py3-none wheel serves every Python of the release.
     assert record["wheel"]["filename"].startswith(f"torch_emu-{version}+torch.2.13.drv.{driver}-py3-none-")
     assert (real_cells / "wheels" / record["wheel"]["path"]).is_file()
-    assert record["driver_wheel"]["filename"].startswith("emu_driver-")
+    assert record["sdk_wheel"]["filename"].startswith("emu_driver-")
+    assert record["sdk_wheel"]["path"].startswith("driver/")  # the same site URL as before the SDK was general
 
 
 def test_noop_rerun_rebuilds_nothing(real_cells: Path) -> None:
@@ -76,7 +77,7 @@ def test_page_command_installs_the_real_wheel_beside_torch_2_13(real_cells: Path
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         table = CompatTable.from_json((site / "compatibility.json").read_text())
-        choice = install_choice(table, "torch2.13-cpu", "3.11", 2, site=url)
+        choice = install_choice(table, "torch2.13-cpu", "3.11", "drv2", site=url)
         assert choice.exact, choice.note
         venv = tmp_path / "user"
         subprocess.run(["uv", "venv", "-q", "--seed", "--python", "3.11", str(venv)], check=True, timeout=120)

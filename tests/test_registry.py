@@ -16,7 +16,7 @@ from packaging.version import Version
 from buildmatrix.errors import RegistryError
 from buildmatrix.model.matrix import TorchRelease, WheelSource
 from buildmatrix.model.registry import PEP691, Registry, pip_configured_find_links, pythons_from_filenames
-from buildmatrix.model.vocab import Variant, WheelSourceKind
+from buildmatrix.model.vocab import WheelSourceKind
 
 FILES = [
     ("torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl", "u1"),
@@ -42,9 +42,7 @@ def test_free_threaded_wheels_are_not_counted() -> None:
 def test_find_links_directory(tmp_path: Path) -> None:
     (tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
     (tmp_path / "torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"")
-    release = TorchRelease(
-        Version("2.13.0"), Variant.CPU, WheelSource(WheelSourceKind.FIND_LINKS, str(tmp_path)), None, ()
-    )
+    release = TorchRelease(Version("2.13.0"), "cpu", WheelSource(WheelSourceKind.FIND_LINKS, str(tmp_path)), None, ())
     registry = Registry(tmp_path / "cache")
     registry.machine = "x86_64"
     assert registry.pythons(release) == {Version("3.11")}
@@ -65,13 +63,13 @@ def test_pip_find_links_from_config_file(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 
 def test_offline_without_cache_says_so(tmp_path: Path) -> None:
-    release = TorchRelease(Version("2.4.1"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), None, ())
+    release = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
     with pytest.raises(RegistryError, match="offline and no cached copy"):
         Registry(tmp_path, offline=True).pythons(release)
 
 
 def test_unreachable_registry_without_cache_says_so(tmp_path: Path) -> None:
-    release = TorchRelease(Version("2.4.1"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), None, ())
+    release = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
     with pytest.raises(RegistryError, match=re.escape("cannot read http://127.0.0.1:9/simple/torch/")):
         Registry(tmp_path, index_url="http://127.0.0.1:9/simple/").pythons(release)
 
@@ -83,7 +81,7 @@ def default_cache(cache_dir: Path) -> Path:
 
 def test_cached_answer_is_used_offline(tmp_path: Path) -> None:
     default_cache(tmp_path).write_text(json.dumps({"files": [{"filename": FILES[0][0], "url": "x"}]}))
-    release = TorchRelease(Version("2.4.1"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), None, ())
+    release = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
     registry = Registry(tmp_path, offline=True)
     registry.machine = "x86_64"
     assert registry.pythons(release) == {Version("3.11")}
@@ -143,7 +141,7 @@ def test_damaged_cache_is_fetched_again(tmp_path: Path, damage: bytes) -> None:
         cache = registry.cache_path("torch")
         cache.write_bytes(damage)  # fresh by its mtime, but truncated or not an index answer
         registry.machine = "x86_64"
-        release = TorchRelease(Version("2.4.1"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), None, ())
+        release = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
         assert registry.pythons(release) == {Version("3.11")}
     finally:
         server.shutdown()
@@ -153,7 +151,7 @@ def test_damaged_cache_is_fetched_again(tmp_path: Path, damage: bytes) -> None:
 
 def test_damaged_cache_offline_is_an_error_naming_it(tmp_path: Path) -> None:
     default_cache(tmp_path).write_text('{"files": [')
-    release = TorchRelease(Version("2.4.1"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), None, ())
+    release = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
     with pytest.raises(RegistryError, match=r"offline and the cached registry answer .*torch-\w+.json is damaged"):
         Registry(tmp_path, offline=True).pythons(release)
 
@@ -167,7 +165,7 @@ def test_refresh_asks_again_although_the_cache_is_fresh(tmp_path: Path) -> None:
         cached = Registry(tmp_path, index_url=url)
         cached.machine = "x86_64"
         cached.cache_path("torch").write_text(json.dumps({"files": [{"filename": FILES[1][0], "url": "u2"}]}))
-        release = TorchRelease(Version("2.4.1"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), None, ())
+        release = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
         assert cached.pythons(release) == {Version("3.12")}  # fresh cache, no request
         fresh = Registry(tmp_path, index_url=url, refresh=True)
         fresh.machine = "x86_64"
@@ -179,7 +177,7 @@ def test_refresh_asks_again_although_the_cache_is_fresh(tmp_path: Path) -> None:
 
 # ---- registry reads are bounded and checked ----------------------------------------------------------------------
 
-RELEASE = TorchRelease(Version("2.4.1"), Variant.CUDA, WheelSource(WheelSourceKind.REGISTRY), None, ())
+RELEASE = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
 
 
 def pep691(*filenames: str) -> bytes:
@@ -277,7 +275,7 @@ def test_a_find_links_directory_is_listed_once_per_command(tmp_path: Path) -> No
     links.mkdir()
     (links / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
     source = WheelSource(WheelSourceKind.FIND_LINKS, str(links))
-    release = TorchRelease(Version("2.13.0"), Variant.CPU, source, None, ())
+    release = TorchRelease(Version("2.13.0"), "cpu", source, None, ())
     registry = Registry(tmp_path / "cache")
     registry.machine = "x86_64"
     assert registry.pythons(release) == {Version("3.11")}

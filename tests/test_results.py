@@ -11,15 +11,15 @@ from packaging.version import Version
 
 from buildmatrix.builder.results import CellResult, ResultStore, SmokeCounts, StepResult, WheelRecord
 from buildmatrix.errors import RecordError
-from buildmatrix.model.cells import CellKey
-from buildmatrix.model.vocab import RunnerName, Status, Variant
+from buildmatrix.model.cellkey import CellKey
+from buildmatrix.model.vocab import RunnerName, Status
 
 from conftest import run_cli
 
 SHA = "ab" * 32
 
 
-A = CellKey(Version("2.13.0"), Variant.CPU, Version("3.11"), Version("2.1"))  # torch2.13-cpu-cp311-drv2
+A = CellKey(Version("2.13.0"), "cpu", Version("3.11"), Version("2.1"), "drv2", "torch.2.13.drv.2")
 B = replace(A, python=Version("3.12"))
 
 
@@ -34,7 +34,7 @@ def result(key: CellKey, finished: float, status: Status = Status.PASSED) -> Cel
         steps=[StepResult("build", Status.PASSED, 1.5)],
         smoke=SmokeCounts(10, 0, 2, 0),
         wheel=WheelRecord(wheel, SHA, f"torch2.13/{wheel}"),
-        driver_wheel=WheelRecord("emu_driver-2.1.0-py3-none-any.whl", SHA, "driver/emu_driver-2.1.0-py3-none-any.whl"),
+        sdk_wheel=WheelRecord("emu_driver-2.1.0-py3-none-any.whl", SHA, "driver/emu_driver-2.1.0-py3-none-any.whl"),
         log=f"logs/{key.id}.log",
         finished=finished,
         patches=("pre-2.7", "extra"),
@@ -53,7 +53,7 @@ def test_round_trip(tmp_path: Path) -> None:
 
 
 def test_record_keeps_its_format(tmp_path: Path) -> None:
-    """The typed cell key is written in the record form records always had (and read back from it)."""
+    """The typed cell key is written in the record form (and read back from it)."""
     store = ResultStore(tmp_path)
     store.save(result(A, 1.0))
     record = json.loads(store.path(A.id).read_text())
@@ -63,10 +63,38 @@ def test_record_keeps_its_format(tmp_path: Path) -> None:
         "torch_minor": "2.13",
         "variant": "cpu",
         "python": "3.11",
-        "driver": "2.1",
+        "sdk": "2.1",
+        "label": "torch.2.13.drv.2",
         "patches": "pre-2.7,extra",
     }
+    assert record["schema_version"] == 2 and record["sdk_wheel"]["path"] == "driver/emu_driver-2.1.0-py3-none-any.whl"
     assert record["status"] == "passed" and record["runner"] == "local" and "patches" not in record
+
+
+def test_a_record_of_schema_1_is_read_as_2(tmp_path: Path) -> None:
+    """plugin 0.2.0's records (a driver, the fixed label scheme) stay readable: same cell, wheel and driver wheel."""
+    store = ResultStore(tmp_path)
+    original = result(A, 1.0)
+    store.save(original)
+    data = json.loads(store.path(A.id).read_text())
+    data["schema_version"] = 1
+    del data["cell"]["sdk"], data["cell"]["label"]
+    data["cell"]["driver"] = "2.1"
+    data["driver_wheel"] = data.pop("sdk_wheel")
+    store.path(A.id).write_text(json.dumps(data))
+    assert store.load(A.id) == original
+
+
+def test_a_record_without_sdk(tmp_path: Path) -> None:
+    """A project with no SDK: the cell has no sdk part, the record no sdk wheel."""
+    key = CellKey(Version("2.13.0"), "cpu", Version("3.11"), None, "", "torch.2.13")
+    wheel = "my_ops-0.1.0+torch.2.13-cp311-cp311-linux_x86_64.whl"
+    made = replace(result(A, 1.0), cell=key, wheel=WheelRecord(wheel, SHA, f"torch2.13/{wheel}"), sdk_wheel=None)
+    made.log = f"logs/{key.id}.log"
+    store = ResultStore(tmp_path)
+    store.save(made)
+    assert key.id == "torch2.13-cpu-cp311" and store.load(key.id) == made
+    assert "sdk" not in json.loads(store.path(key.id).read_text())["cell"]
 
 
 def test_no_temporary_files_left(tmp_path: Path) -> None:
@@ -88,11 +116,12 @@ DAMAGE = {  # how -> (key path, new value)
     "other-cells-log": (("log",), f"logs/{B.id}.log"),
     "other-cells-wheel": (("wheel",), {"filename": OTHER_WHEEL, "sha256": SHA, "path": f"torch2.4/{OTHER_WHEEL}"}),
     "wheel-elsewhere": (("wheel", "path"), "torch2.4/torch_emu-0.1.0+torch.2.13.drv.2-cp311-cp311-linux_x86_64.whl"),
-    "driver-of-other-api": (("driver_wheel",), {"filename": OLD_DRIVER, "sha256": SHA, "path": f"driver/{OLD_DRIVER}"}),
+    "driver-of-other-api": (("sdk_wheel",), {"filename": OLD_DRIVER, "sha256": SHA, "path": f"driver/{OLD_DRIVER}"}),
+    "sdk-wheel-elsewhere": (("sdk_wheel", "path"), "../emu_driver-2.1.0-py3-none-any.whl"),
     "id-mismatch": (("cell",), B.to_dict()),
     "id-inconsistent": (("cell", "id"), B.id),
-    "cell-variant": (("cell", "variant"), "rocm"),
-    "cell-driver": (("cell", "driver"), "two"),
+    "cell-variant": (("cell", "variant"), "ROCm"),
+    "cell-sdk": (("cell", "sdk"), "two"),
     "runner": (("runner",), "cloud"),
     "step-status": (("steps",), [{"name": "build", "status": "maybe", "seconds": 1.0}]),
     "unknown-key": (("colour",), "red"),
@@ -116,7 +145,7 @@ def damage(data: dict, how: str) -> str:  # type: ignore[type-arg]
         ("truncated", "not valid JSON"),
         ("smoke-type", "smoke.passed: expected a count"),
         ("steps-type", "steps: expected a list, got str"),
-        ("old-schema", "schema_version: 0 is not 1"),
+        ("old-schema", "schema_version: 0 is not 2 (or 1, read as it)"),
         ("status", "status: 'green' is not one of passed, failed"),
         ("runner", "runner: 'cloud' is not one of local, docker"),
         ("step-status", "steps[0].status: 'maybe' is not one of passed"),
@@ -125,11 +154,12 @@ def damage(data: dict, how: str) -> str:  # type: ignore[type-arg]
         ("other-cells-log", f"log: 'logs/{B.id}.log' is not this cell's log (logs/{A.id}.log)"),
         ("other-cells-wheel", f"is not a wheel of cell {A.id} (its local label is not +torch.2.13.drv.2)"),
         ("wheel-elsewhere", "wheel.path: 'torch2.4/torch_emu"),
-        ("driver-of-other-api", "driver_wheel.filename: emu_driver-1.4.0-py3-none-any.whl is not a driver 2.1 wheel"),
+        ("driver-of-other-api", "sdk_wheel.filename: emu_driver-1.4.0-py3-none-any.whl is not a wheel of SDK 2.1"),
+        ("sdk-wheel-elsewhere", "sdk_wheel.path: '../emu_driver-2.1.0-py3-none-any.whl' is not a plain relative path"),
         ("id-mismatch", f"cell.id: {B.id!r} is not {A.id!r}, the cell this file is named after"),
-        ("id-inconsistent", f"cell.id: {B.id!r} is not {A.id!r}, the id its torch, variant, python and driver make"),
-        ("cell-variant", "cell.variant: 'rocm' is not one of cpu, cuda"),
-        ("cell-driver", "cell.driver: 'two' is not a version"),
+        ("id-inconsistent", f"cell.id: {B.id!r} is not torch2.13-cpu-cp311-<sdk part>, the id its torch, variant"),
+        ("cell-variant", "cell.variant: 'ROCm' is not a variant name"),
+        ("cell-sdk", "cell.sdk: 'two' is not a version"),
         ("unknown-key", "record: unknown key(s) colour"),
     ],
 )

@@ -47,7 +47,7 @@ def project_cells(write_matrix: WriteMatrix, images: str = IMAGES) -> tuple[Matr
     text = VALID.replace('python: ["3.9", "3.10", "3.11"]', 'python: ["3.10", "3.11", "3.14"]') + images
     matrix = load_matrix(write_matrix(text))
     offered = {matrix.torch[0]: {V("3.10"), V("3.11")}, matrix.torch[1]: {V("3.11"), V("3.14")}}
-    return matrix, [c for c in expand(matrix, offered) if c.driver.major == 2]
+    return matrix, [c for c in expand(matrix, offered) if c.sdk is not None and c.sdk.major == 2]
 
 
 def reasons(plan_cells: list[Cell], plan: object) -> dict[str, str]:
@@ -131,9 +131,11 @@ def test_auto_with_no_engine_for_the_image_cells_is_refused(
 # ---- the CLI on the tiny fixture: the plan is printed, refusals write nothing ------------------------------------
 
 TINY = """\
-schema-version: 1
-plugin: {{distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}}
-driver: {{distribution: tiny-driver, source: driver, versions: ["2.1"]}}
+schema-version: 2
+plugin: {{distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,
+  label: "torch.{{torch_minor}}.drv.{{sdk_major}}"}}
+sdk: {{kind: wheel, name: driver, id: "drv{{sdk_major}}", distribution: tiny-driver, source: driver,
+  version-env: TINY_DRIVER_VERSION, versions: ["2.1"]}}
 python: {pythons}
 torch:
   - {{version: "2.13.0", variant: cpu, wheels: {{find-links: {links}}}}}

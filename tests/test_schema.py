@@ -56,15 +56,27 @@ def test_schema_check_command(tmp_path: Path) -> None:
     assert json.loads(printed.stdout) == json.loads(schema_json())
 
 
-# Matrices that, together, set every declared option (each loads).
+# Matrices that, together, set every declared option (each loads): a wheel SDK, a system SDK, no SDK.
+SYSTEM_SDK = """\
+sdk:
+  kind: system
+  name: toolkit
+  versions:
+    - {version: "3.1", provided-by: bookworm}
+    - {version: "3.0", provided-by: host}
+  library-dirs: [/opt/toolkit/lib]
+  libraries: ["libtk*.so*"]
+"""
 EVERY_OPTION = [
     VALID,
-    VALID
+    VALID.replace("  distribution: emu-driver\n", "  distribution: emu-driver\n  title: driver API\n").replace(
+        "  source: driver\n", "  source: driver\n  version-env: EMU_DRIVER_API_VERSION\n  libraries: [libemu*.so*]\n"
+    )
     + """\
 exclude:
-  - {torch: "2.4", python: "3.9", driver: "1", variant: cuda}
+  - {torch: "2.4", python: "3.9", sdk: "1", variant: cuda}
 include:
-  - {torch: "2.4", python: "3.9", driver: "1", variant: cuda}
+  - {torch: "2.4", python: "3.9", sdk: "1", variant: cuda}
 images:
   bookworm: {base: "debootstrap:bookworm", python: ["3.11"]}
   layered:
@@ -74,7 +86,9 @@ images:
     dockerfile: plugin/Dockerfile
     context: .
     build-args: {SDK_VERSION: "2.0"}
-timeouts: {driver: 1, build-env: 2, build: 3, check: 4, smoke-env: 5, smoke: 6, image: 7}
+timeouts: {sdk: 1, build-env: 2, build: 3, check: 4, smoke-env: 5, smoke: 6, image: 7}
+variants:
+  cu121: {wheels: {index: https://example.org/whl/cu121}}
 patches: patches
 build:
   version-file: VERSION
@@ -90,12 +104,15 @@ smoke: {requires: [pytest], args: ["--features={features}"], requires-for: [{tor
 probe: {interfaces: [{prefix: csrc/aten/, interface: ATen kernels}]}
 publish: {readme: README.md, docs: docs}
 """,
-    VALID.replace("    wheels: pip-find-links", "    wheels: {index: https://example.org/whl/cpu, local-find-links: /}")
-    .replace("  source: driver\n", "  source: driver\n  distribution: other-driver\n")
-    .replace(
+    VALID.replace(
+        "    wheels: pip-find-links", "    wheels: {index: https://example.org/whl/cpu, local-find-links: /}"
+    ).replace(
         "    patches: [pre-2.7]",
         '    patches: [pre-2.7]\n    python: ["3.11"]\n    variant: cpu\n    wheels: {find-links: /}',
     ),
+    VALID[: VALID.index("sdk:")].replace("drv.{sdk_major}", "{variant}")
+    + VALID[VALID.index("python:") :]
+    + SYSTEM_SDK.replace("sdk:", "images:\n  bookworm: {base: debian:12, python: ['3.11']}\nsdk:", 1),
 ]
 
 
@@ -123,7 +140,9 @@ def test_schema_accepts_what_the_loader_accepts(text: str) -> None:
         (("python",), ["3.11", "3.11"]),
         (("plugin", "source"), "/etc"),
         (("plugin", "source"), "../outside"),
-        (("driver", "source"), "."),
+        (("sdk", "source"), "."),
+        (("sdk", "kind"), "none"),
+        (("plugin", "label"), ""),
         (("images",), {"deb": {"base": "debootstrap:../../X", "python": ["3.11"]}}),
         (("images",), {"deb": {"base": "/srv/rootfs", "python": ["3.11"]}}),
         (("images",), {"../x": {"base": "debian:12", "python": ["3.11"]}}),
@@ -133,7 +152,7 @@ def test_schema_accepts_what_the_loader_accepts(text: str) -> None:
         (("exclude",), [{}]),
         (("torch", 0, "wheels"), {"find-links": "/x", "index": "https://x"}),
         (("torch", 0, "wheels"), "ftp"),
-        (("schema-version",), 2),
+        (("schema-version",), 1),
         (("build",), {"version-file": "/abs"}),
         (("build",), {"version-file": "a/../b"}),
         (("build",), {"version-env": "1X"}),

@@ -128,9 +128,8 @@ def test_cibuildwheel_container_arguments_hold_no_secret(tmp_path: Path, monkeyp
     root = tmp_path / "project"
     shutil.copytree(FIXTURE, root)
     (root / "matrix.yaml").write_text(
-        "schema-version: 1\n"
+        "schema-version: 2\n"
         "plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}\n"
-        'driver: {distribution: tiny-driver, source: driver, versions: ["2.1"]}\n'
         'python: ["3.11"]\n'
         'torch:\n  - {version: "2.13.0", variant: cpu, wheels: pip-find-links}\n'
         'images:\n  bookworm: {base: "debootstrap:bookworm", python: ["3.11"]}\n'
@@ -142,11 +141,10 @@ def test_cibuildwheel_container_arguments_hold_no_secret(tmp_path: Path, monkeyp
     job = CellJob(
         cell, matrix, workspace, tmp_path / "work", root / "plugin", root / "plugin" / "tests", tmp_path / "log", ()
     )
-    driver = tmp_path / "driver" / "tiny_driver-2.1.0-py3-none-any.whl"
-    container = cell_container(
+    container = cell_container(  # the no-SDK shape of the tiny project: no SDK wheel to mount
         job,
         "buildmatrix-builder:x",
-        driver,
+        None,
         tmp_path / "cache",
         tmp_path / "helper" / "cell.py",
         uv_cache=tmp_path / "uv",

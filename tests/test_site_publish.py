@@ -8,7 +8,6 @@ import json
 import os
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import cast
 
 import pytest
 from fake_wheels import cell_result, make_wheel, sha256_file
@@ -17,10 +16,10 @@ from packaging.version import Version
 from buildmatrix.builder.results import WheelRecord
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import Matrix, load_matrix
-from buildmatrix.model.vocab import Status, Variant
+from buildmatrix.model.vocab import Status
 from buildmatrix.publish import site as site_module
 from buildmatrix.publish.index import page_anchors
-from buildmatrix.publish.page import site_page
+from buildmatrix.publish.page import choice_key, site_page
 from buildmatrix.publish.site import recover_site, write_site
 from buildmatrix.publish.table import CompatTable, all_choices, build_table
 from buildmatrix.publish.verify import RELEASED
@@ -248,7 +247,7 @@ def test_every_field_is_escaped_and_the_selector_data_survives_comment_and_scrip
     table = table_of(matrix, Path("/nonexistent"), built=())
     evil = '2.13.0<!--<script>alert(1)</script>"\u2028'
     releases = tuple(
-        dataclasses.replace(r, version=evil, variant=cast(Variant, 'cpu" onmouseover="x')) if r.minor == "2.13" else r
+        dataclasses.replace(r, version=evil, variant='cpu" onmouseover="x') if r.minor == "2.13" else r
         for r in table.releases
     )
     cells = tuple(
@@ -261,7 +260,7 @@ def test_every_field_is_escaped_and_the_selector_data_survives_comment_and_scrip
     assert "<" not in script and ">" not in script and "\u2028" not in script
     data = json.loads(script)
     assert data["choices"] == {
-        f"{c.release}|{c.python}|{c.driver}": {
+        choice_key(c.release, c.python, c.sdk): {
             "cell": c.cell,
             "exact": c.exact,
             "note": c.note,

@@ -12,22 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_wheels import cell_result
+from fake_wheels import cell_of, cell_result
 from packaging.version import Version
 
 from buildmatrix.builder.merge import merge_wheel_trees
 from buildmatrix.builder.recordparse import RecordRules
 from buildmatrix.builder.results import ResultStore
 from buildmatrix.errors import MergeError, RecordError
-from buildmatrix.model.cells import Cell
-from buildmatrix.model.matrix import DriverVersion, TorchRelease, WheelSource
-from buildmatrix.model.vocab import Variant, WheelSourceKind
+from buildmatrix.model.matrix import TorchRelease, WheelSource
+from buildmatrix.model.vocab import WheelSourceKind
 
 from conftest import run_cli
 
-RELEASE = TorchRelease(Version("2.13.0"), Variant.CPU, WheelSource(WheelSourceKind.FIND_LINKS, "/wheels"), None, ())
-CELL = Cell(RELEASE, Version("3.11"), DriverVersion(Version("2.1")))
-RULES = RecordRules("torch-emu", "emu-driver")
+RELEASE = TorchRelease(Version("2.13.0"), "cpu", WheelSource(WheelSourceKind.FIND_LINKS, "/wheels"), None, ())
+CELL = cell_of(RELEASE, "3.11", "2.1")
+RULES = RecordRules("torch-emu", "emu-driver", "driver")
 TAG = "cp311-cp311-linux_x86_64"
 
 
@@ -162,22 +161,23 @@ def test_compat_table_renders_hostile_strings_as_text_and_its_readme_stays_whole
     section with exactly one pair of markers, so every later compat-table still finds them."""
     import dataclasses
 
-    from buildmatrix.model.vocab import FeatureState, Status
+    from buildmatrix.model.vocab import FeatureState, SdkKind, Status
     from buildmatrix.publish.markdown import README_END, grid, readme_section, replace_readme_section
-    from buildmatrix.publish.table import CompatCell, CompatTable, DriverColumn, FeatureSupport, Release
+    from buildmatrix.publish.table import CompatCell, CompatTable, FeatureSupport, Release, SdkColumn, SdkInfo
 
     release = Release(
         "torch2.13-cpu",
         "2.13",
         "2.13.0",
-        Variant.CPU,
+        "cpu",
         "2.13.0+cpu",
         "registry",
         ("3.11",),
         {"ops": FeatureSupport(FeatureState.PARTIAL, f"driver 2 only {README_END} | x")},
     )
     cell = CompatCell(CELL.key, Status.FAILED, "torch-emu==0.1.0+torch.2.13.drv.2", failed_step=f"smoke|{README_END}")
-    table = CompatTable("torch-emu", "0.1.0", "emu-driver", ("3.11",), (DriverColumn(2, "2.1"),), (release,), (cell,))
+    sdk = SdkInfo(SdkKind.WHEEL, "driver", "driver API", "emu-driver")
+    table = CompatTable("torch-emu", "0.1.0", sdk, ("3.11",), (SdkColumn("drv2", "2.1"),), (release,), (cell,))
     rows = grid(table).splitlines()
     assert len(rows) == 3 and all(row.replace("\\|", "").count("|") == 4 for row in rows), rows
     readme = replace_readme_section(
@@ -253,6 +253,7 @@ def test_merge_results_cli_checks_records_against_the_projects_matrix(tmp_path: 
 
     (tmp_path / "matrix.yaml").write_text(VALID.replace("distribution: torch-emu", "distribution: other-plugin"))
     (tmp_path / "plugin" / "tests").mkdir(parents=True)
+    (tmp_path / "plugin" / "tests" / "test_smoke.py").write_text("")
     (tmp_path / "driver").mkdir()
     (tmp_path / "patches" / "pre-2.7").mkdir(parents=True)
     (tmp_path / "patches" / "pre-2.7" / "series").write_text("")
@@ -264,9 +265,10 @@ def test_merge_results_cli_checks_records_against_the_projects_matrix(tmp_path: 
 
 
 FIND_LINKS_MATRIX = """\
-schema-version: 1
-plugin: {distribution: torch-emu, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
-driver: {source: driver, versions: ["2.1"]}
+schema-version: 2
+plugin: {distribution: torch-emu, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,
+  label: "torch.{torch_minor}.drv.{sdk_major}"}
+sdk: {kind: wheel, name: driver, id: "drv{sdk_major}", distribution: emu-driver, source: driver, versions: ["2.1"]}
 python: ["3.11"]
 torch:
   - {version: "2.13.0", variant: cpu, wheels: {find-links: LINKS}}
@@ -279,6 +281,7 @@ def find_links_project(root: Path) -> Path:
     (root / "links" / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
     (root / "matrix.yaml").write_text(FIND_LINKS_MATRIX.replace("LINKS", str(root / "links")))
     (root / "plugin" / "tests").mkdir(parents=True)
+    (root / "plugin" / "tests" / "test_smoke.py").write_text("")
     (root / "driver").mkdir()
     (root / "README.md").write_text("# x\n<!-- compat-table:start -->\n<!-- compat-table:end -->\n")
     return root

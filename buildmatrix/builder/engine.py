@@ -102,9 +102,14 @@ class Engine:
         """The inputs every cell of a runner shares: the sources, and the engine's and that runner's build code."""
         runner = runner or self.runner
         if runner.name not in self._shared_hashes:
+            sdk = self.matrix.sdk
             self._shared_hashes[runner.name] = {
                 "plugin_tree": tree_hash(self.matrix.plugin.source, generated=self.matrix.contract.build.generated),
-                "driver_tree": tree_hash(self.matrix.driver_source, generated=self.matrix.contract.build.generated),
+                **(
+                    {"sdk_tree": tree_hash(sdk.source, generated=self.matrix.contract.build.generated)}
+                    if sdk is not None and sdk.source is not None
+                    else {}
+                ),
                 "build_code": tree_hash(PACKAGE_DIR, include=build_code((*ENGINE_MODULES, *runner.build_modules))),
             }
         return self._shared_hashes[runner.name]
@@ -149,16 +154,17 @@ class Engine:
             return False
         if stored.status == Status.PASSED:
             # A passed cell is only up to date if every file its record names is still there: its wheels unchanged
-            # (the plugin's and the driver's, each against its sha256), its log a regular file.
+            # (the plugin's and a wheel SDK's, each against its sha256), its log a regular file.
             return self._files_intact(stored)
         # The same inputs fail the same way (--force retries); a network blip, a timeout or a stop says nothing
         # about the inputs, so those cells are tried again.
         return stored.status != Status.INTERRUPTED and stored.failure_class != FailureClass.TRANSIENT
 
     def _files_intact(self, stored: CellResult) -> bool:
-        if stored.wheel is None or stored.driver_wheel is None:
+        needs_sdk_wheel = self.matrix.sdk is not None and self.matrix.sdk.builds_wheel
+        if stored.wheel is None or (needs_sdk_wheel and stored.sdk_wheel is None):
             return False
-        for wheel in (stored.wheel, stored.driver_wheel):
+        for wheel in (w for w in (stored.wheel, stored.sdk_wheel) if w is not None):
             try:
                 path = regular_file(self.workspace.wheels_dir, wheel.path)
             except ValueError:
@@ -319,13 +325,11 @@ class Engine:
                 source.find_links,
                 source.index_urls,
                 force=force,
-                build_env=self.matrix.contract.build.environment(version, str(cell.driver.api)),
+                build_env=self.matrix.contract.build.environment(version, str(cell.sdk.version) if cell.sdk else None),
             )
             build_and_smoke(runner, job, steps, output)
             with steps.step("publish"):
-                assert output.plugin_wheel is not None and output.driver_wheel is not None
-                result.wheel = self._publish(output.plugin_wheel, self.workspace.plugin_wheel_dir(cell.torch.minor))
-                result.driver_wheel = self._publish(output.driver_wheel, self.workspace.driver_wheel_dir)
+                self._publish_wheels(cell, output, result)
             result.status = Status.PASSED
             # The wheel, log and record are published; the environments (GBs of hard links into the uv cache,
             # which keep pruned cache entries alive) are scratch. A failed cell keeps its directory for inspection.
@@ -348,6 +352,15 @@ class Engine:
                 raise ResourceError(resource_message(exc, self.store.directory)) from None
             self.progress(cell.id, result.status)
         return result
+
+    def _publish_wheels(self, cell: Cell, output: RunnerOutput, result: CellResult) -> None:
+        """The plugin wheel into wheels/torch<minor>/, a wheel SDK's into wheels/<sdk name>/."""
+        assert output.plugin_wheel is not None
+        result.wheel = self._publish(output.plugin_wheel, self.workspace.plugin_wheel_dir(cell.torch.minor))
+        sdk = self.matrix.sdk
+        if sdk is not None and sdk.builds_wheel:
+            assert output.sdk_wheel is not None
+            result.sdk_wheel = self._publish(output.sdk_wheel, self.workspace.sdk_wheel_dir(sdk.name))
 
     def _publish(self, built: Path, directory: Path) -> WheelRecord:
         dest = directory / built.name
@@ -399,7 +412,7 @@ def build_and_smoke(runner: Runner, job: CellJob, steps: StepRecorder, output: R
 
 def check_built_wheel(job: CellJob, output: RunnerOutput, runner: Runner) -> None:
     """The plugin wheel is the cell's (name, version and label, pins, the torch it was built against) and every
-    symbol it leaves undefined is provided by the cell's torch or driver; raises StepFailed("check", ...)."""
+    symbol it leaves undefined is provided by the cell's torch or SDK; raises StepFailed("check", ...)."""
     assert output.plugin_wheel is not None
     matrix = job.matrix
     if matrix.contract.build.relabel:  # the project's build fixed its own version: give the wheel the cell's
@@ -409,7 +422,7 @@ def check_built_wheel(job: CellJob, output: RunnerOutput, runner: Runner) -> Non
         output.plugin_wheel,
         job.cell,
         matrix.plugin.distribution,
-        matrix.driver_distribution,
+        matrix.sdk.distribution if matrix.sdk is not None and matrix.sdk.builds_wheel else None,
         plugin_version=matrix.plugin.version,
         check=matrix.contract.check,
     )

@@ -123,13 +123,11 @@ class _Planner:
         """The wheels and log a record names, each checked against the tree; None (and problems) if any is wrong."""
         found: list[TreeFile] = []
         ok = True
-        if result.status == Status.PASSED and (result.wheel is None or result.driver_wheel is None):
-            self.problems.append(f"{path}: cell {result.id} passed but its record names no plugin or driver wheel")
+        if result.status == Status.PASSED and result.wheel is None:
+            self.problems.append(f"{path}: cell {result.id} passed but its record names no plugin wheel")
             ok = False
         wheels: list[tuple[str, WheelRecord]] = [
-            (kind, record)
-            for kind, record in (("wheel", result.wheel), ("driver wheel", result.driver_wheel))
-            if record
+            (kind, record) for kind, record in (("wheel", result.wheel), ("SDK wheel", result.sdk_wheel)) if record
         ]
         for kind, record in wheels:
             rel = _safe_rel(record.path)
@@ -227,5 +225,5 @@ def merge_wheel_trees(sources: list[Path], into: Path, rules: RecordRules | None
             write_text_atomic(store.path(record.result.id), record.text)  # the exact bytes: a re-merge compares them
     merged = [plan.records[cell_id].result for cell_id in sorted(plan.records)]
     store.write_summary(merged)
-    wheels = {r.path for c in merged for r in (c.wheel, c.driver_wheel) if r is not None}
+    wheels = {r.path for c in merged for r in (c.wheel, c.sdk_wheel) if r is not None}
     return MergeReport(merged, len(wheels), copied)

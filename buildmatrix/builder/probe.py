@@ -20,10 +20,10 @@ from buildmatrix.builder.results import CellResult
 from buildmatrix.builder.runners.base import Runner
 from buildmatrix.builder.workspace import RunLock, Workspace
 from buildmatrix.errors import UserError
-from buildmatrix.model.cells import Cell
-from buildmatrix.model.matrix import DriverVersion, Matrix, TorchRelease, WheelSource
+from buildmatrix.model.cells import Cell, make_cell
+from buildmatrix.model.matrix import Matrix, SdkVersion, TorchRelease, WheelSource
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import RunnerName, Status, Variant, WheelSourceKind
+from buildmatrix.model.vocab import REGISTRY_VARIANT, RunnerName, Status, WheelSourceKind
 from buildmatrix.util.atomic import write_text_atomic
 
 # What kind of break a compiler message means, in the words a shim author needs.
@@ -197,16 +197,14 @@ def resolve_release(spec: str, matrix: Matrix, registry: Registry, series: tuple
             )
     return TorchRelease(
         version=candidates[-1],
-        variant=Variant.CUDA,
+        variant=REGISTRY_VARIANT,
         wheels=WheelSource(WheelSourceKind.REGISTRY),
         python=None,
         patches=series,
     )
 
 
-def probe_cell(
-    release: TorchRelease, matrix: Matrix, registry: Registry, python: str | None, driver: str | None
-) -> Cell:
+def probe_cell(release: TorchRelease, matrix: Matrix, registry: Registry, python: str | None, sdk: str | None) -> Cell:
     published = registry.pythons(release)
     wanted = [p for p in (release.python or matrix.python) if p in published]
     if python is not None:
@@ -221,21 +219,24 @@ def probe_cell(
             f"probe: torch {release.version} publishes no wheel for any Python of matrix.yaml "
             f"({', '.join(str(p) for p in matrix.python)})"
         )
-    return Cell(release, max(wanted), probe_driver(matrix, driver))
+    return make_cell(matrix, release, max(wanted), probe_sdk(matrix, sdk))
 
 
-def probe_driver(matrix: Matrix, driver: str | None) -> DriverVersion:
-    """The driver asked for (by major or API version), else the newest of matrix.yaml."""
-    drivers = [d for d in matrix.drivers if driver is None or str(d.major) == driver or str(d.api) == driver]
-    if not drivers:
-        raise UserError(
-            f"probe: no driver {driver} in matrix.yaml (known: {', '.join(str(d.api) for d in matrix.drivers)})"
-        )
-    return max(drivers, key=lambda d: d.api)
+def probe_sdk(matrix: Matrix, sdk: str | None) -> SdkVersion | None:
+    """The SDK version asked for (a version or its prefix: "2"), else the newest of matrix.yaml; None without an SDK."""
+    if matrix.sdk is None:
+        if sdk is not None:
+            raise UserError("probe: --sdk, but matrix.yaml declares no sdk")
+        return None
+    chosen = max(matrix.sdk.versions, key=lambda v: v.version) if sdk is None else matrix.sdk.version(sdk)
+    if chosen is None:
+        known = ", ".join(str(v.version) for v in matrix.sdk.versions)
+        raise UserError(f"probe: no {matrix.sdk.name} {sdk} in matrix.yaml (known: {known})")
+    return chosen
 
 
 def probe_cell_here(
-    release: TorchRelease, matrix: Matrix, registry: Registry, asked: RunnerName, driver: str | None = None
+    release: TorchRelease, matrix: Matrix, registry: Registry, asked: RunnerName, sdk: str | None = None
 ) -> tuple[Cell, Runner, str]:
     """The probe's cell with a Python this machine can build, its runner, and why.
 
@@ -249,10 +250,10 @@ def probe_cell_here(
     own = [p for p in sorted(release.python or (), reverse=True) if p in published]
     others = sorted((p for p in published if p in matrix.python and p not in own), reverse=True)
     if not own and not others:
-        probe_cell(release, matrix, registry, None, driver)  # raises, saying which Pythons it publishes
+        probe_cell(release, matrix, registry, None, sdk)  # raises, saying which Pythons it publishes
     why_not = []
     for python in own + others:
-        cell = Cell(release, python, probe_driver(matrix, driver))
+        cell = make_cell(matrix, release, python, probe_sdk(matrix, sdk))
         try:
             runner, why = runner_for_cell(cell, probe_matrix(matrix, release), asked)
         except UserError as exc:
@@ -315,7 +316,6 @@ def run_probe(
 
 __all__ = [
     "CompileError",
-    "DriverVersion",
     "ProbeReport",
     "parse_compile_errors",
     "parse_failed_tests",

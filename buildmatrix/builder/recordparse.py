@@ -2,8 +2,8 @@
 
 Records come from other machines (CI artifacts, merged trees): nothing in one is trusted. Numbers and strings are
 bounded, words come from their vocabularies (steps, statuses, feature names and outcomes), and with RecordRules the
-wheel names are checked against the cell (the plugin's and the driver's distribution, tags that install on the
-cell's Python). Any problem is a RecordError naming the file and the key, never a traceback.
+wheel names are checked against the cell (the plugin's and a wheel SDK's distribution and directory, tags that
+install on the cell's Python). Any problem is a RecordError naming the file and the key, never a traceback.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from buildmatrix.errors import RecordError
-from buildmatrix.model.cells import CellKey
+from buildmatrix.model.cellkey import CellKey
 from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status, Step
 from buildmatrix.util.paths import name_problem, relative_path_problem
 
@@ -43,14 +44,19 @@ FEATURE_STATES = ("passed", "failed", "not available")
 
 @dataclass(frozen=True)
 class RecordRules:
-    """What the matrix says every record's wheels must be: the plugin's and the driver's distribution names."""
+    """What the matrix says every record's wheels must be: the plugin's distribution name and, with a wheel SDK, its
+    wheels' distribution name and directory (wheels/<sdk name>/); with no wheel SDK a record names no SDK wheel."""
 
     plugin_distribution: str
-    driver_distribution: str
+    sdk_distribution: str | None = None
+    sdk_directory: str | None = None
 
     @classmethod
     def of(cls, matrix: Matrix) -> RecordRules:
-        return cls(matrix.plugin.distribution, matrix.driver_distribution)
+        sdk = matrix.sdk
+        if sdk is None or not sdk.builds_wheel:
+            return cls(matrix.plugin.distribution)
+        return cls(matrix.plugin.distribution, sdk.distribution, sdk.name)
 
 
 class _Bad(Exception):
@@ -306,7 +312,7 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "features": _features,
     "torch_build": _bounded_json,
     "wheel": _wheel,
-    "driver_wheel": _wheel,
+    "sdk_wheel": _wheel,
     "variants_claimed": _str_list,
     "log": lambda v, k: None if v is None else _relative(v, k),
     "started": _number,
@@ -319,7 +325,7 @@ def _own_cell(result: CellResult, rules: RecordRules | None) -> None:
     cell_id = result.id
     if result.log is not None and result.log != f"logs/{cell_id}.log":
         raise _Bad(f"log: {result.log!r:.80} is not this cell's log (logs/{cell_id}.log)")
-    minor, driver = result.cell.torch_minor, result.cell.driver
+    minor, sdk = result.cell.torch_minor, result.cell.sdk
     if result.wheel is not None:
         version = parse_wheel_filename(result.wheel.filename)[1]
         label = result.cell.local_version_label
@@ -332,17 +338,60 @@ def _own_cell(result: CellResult, rules: RecordRules | None) -> None:
             raise _Bad(f"wheel.path: {result.wheel.path!r} is not torch{minor}/{result.wheel.filename}")
         if rules is not None:
             _check_plugin_wheel(result, rules)
-    if result.driver_wheel is not None:
-        version = parse_wheel_filename(result.driver_wheel.filename)[1]
-        if version.major != driver.major:
-            raise _Bad(f"driver_wheel.filename: {result.driver_wheel.filename} is not a driver {driver} wheel")
-        if result.driver_wheel.path != f"driver/{result.driver_wheel.filename}":
-            raise _Bad(f"driver_wheel.path: {result.driver_wheel.path!r} is not driver/{result.driver_wheel.filename}")
-        name = parse_wheel_filename(result.driver_wheel.filename)[0]
-        if rules is not None and name != canonicalize_name(rules.driver_distribution):
-            raise _Bad(
-                f"driver_wheel.filename: {result.driver_wheel.filename} is not a wheel of {rules.driver_distribution}"
-            )
+    if result.sdk_wheel is not None:
+        _check_sdk_wheel(result, sdk, rules)
+
+
+def _check_sdk_wheel(result: CellResult, sdk: Version | None, rules: RecordRules | None) -> None:
+    """A wheel SDK's wheel: of the cell's SDK major, in the SDK's directory (wheels/<sdk name>/), of its
+    distribution."""
+    assert result.sdk_wheel is not None
+    filename = result.sdk_wheel.filename
+    name, version = parse_wheel_filename(filename)[:2]
+    if sdk is None or version.major != sdk.major:
+        raise _Bad(f"sdk_wheel.filename: {filename} is not a wheel of SDK {sdk}")
+    directory, _, file = result.sdk_wheel.path.rpartition("/")
+    if rules is not None and rules.sdk_directory is None:
+        raise _Bad(f"sdk_wheel: {filename}, but the matrix has no wheel SDK")
+    wanted = rules.sdk_directory if rules is not None else None
+    if (
+        file != filename
+        or name_problem(directory)
+        or directory.startswith("torch")
+        or directory != (wanted or directory)
+    ):
+        raise _Bad(f"sdk_wheel.path: {result.sdk_wheel.path!r} is not {wanted or '<sdk name>'}/{filename}")
+    if rules is not None and rules.sdk_distribution and name != canonicalize_name(rules.sdk_distribution):
+        raise _Bad(f"sdk_wheel.filename: {filename} is not a wheel of {rules.sdk_distribution}")
+
+
+# Records of schema 1 were written when every project had a driver: cells named `driver` (its API version) with ids
+# ending -drv<major>, wheels labelled torch.<minor>.drv.<major>, driver wheels under driver/.
+V1_LABEL = "torch.{minor}.drv.{major}"
+
+
+def migrate_v1(record: dict[str, Any]) -> dict[str, Any]:
+    """A schema 1 record in schema 2's form (raises _Bad where it is not a record of schema 1's shape)."""
+    cell = dict(_object(record.get("cell"), "cell"))
+    driver = cell.pop("driver", None)
+    if not isinstance(driver, str):
+        raise _Bad(f"cell.driver: expected a string, got {driver!r:.60}")
+    try:
+        major, torch = Version(driver).major, Version(str(cell.get("torch")))
+    except InvalidVersion:
+        raise _Bad(f"cell: driver {driver!r:.60} or torch {cell.get('torch')!r:.60} is not a version") from None
+    label = V1_LABEL.format(minor=f"{torch.major}.{torch.minor}", major=major)
+    migrated = {**record, "schema_version": 2, "cell": {**cell, "sdk": driver, "label": label}}
+    if "driver_wheel" in migrated:
+        migrated["sdk_wheel"] = migrated.pop("driver_wheel")
+    if migrated.get("failed_step") == "driver":
+        migrated["failed_step"] = "sdk"
+    if isinstance(migrated.get("steps"), list):
+        migrated["steps"] = [
+            {**step, "name": "sdk"} if isinstance(step, dict) and step.get("name") == "driver" else step
+            for step in migrated["steps"]
+        ]
+    return migrated
 
 
 def _check_plugin_wheel(result: CellResult, rules: RecordRules) -> None:
@@ -391,8 +440,13 @@ def parse_record(
         raise RecordError(source, f"not valid JSON ({exc}); truncated or damaged") from None
     try:
         record = _object(data, "record")
+        if record.get("schema_version") == 1:
+            record = migrate_v1(record)
         if record.get("schema_version") != RESULT_SCHEMA_VERSION:
-            raise _Bad(f"schema_version: {record.get('schema_version')!r:.20} is not {RESULT_SCHEMA_VERSION}")
+            raise _Bad(
+                f"schema_version: {record.get('schema_version')!r:.20} is not {RESULT_SCHEMA_VERSION} (or 1, read "
+                "as it)"
+            )
         known = {f.name for f in fields(CellResult)} - {"patches"}  # patches are part of the cell's record form
         required = {f.name for f in fields(CellResult) if f.name in ("cell", "inputs_hash", "inputs", "runner")}
         _exact_keys(record, known, required, "record")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from buildmatrix.errors import RecordError
-from buildmatrix.model.cells import CellKey
+from buildmatrix.model.cellkey import CellKey
 from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status
 from buildmatrix.util.atomic import write_text_atomic
 from buildmatrix.util.paths import name_problem, read_regular
@@ -17,7 +17,9 @@ from buildmatrix.util.paths import name_problem, read_regular
 if TYPE_CHECKING:
     from buildmatrix.builder.recordparse import RecordRules
 
-RESULT_SCHEMA_VERSION = 1
+# 2: the SDK axis is general (cell `sdk` and `label`, `sdk_wheel`); records of 1 (`driver`, `driver_wheel`, the fixed
+# label scheme) are still read: recordparse migrates them.
+RESULT_SCHEMA_VERSION = 2
 
 
 @dataclass
@@ -70,7 +72,7 @@ class CellResult:
     features: dict[str, str] = field(default_factory=dict)
     torch_build: dict[str, Any] = field(default_factory=dict)  # version, cuda, cxx11_abi of the cell's torch
     wheel: WheelRecord | None = None
-    driver_wheel: WheelRecord | None = None
+    sdk_wheel: WheelRecord | None = None  # the wheel SDK's wheel the cell was tested with
     variants_claimed: list[str] = field(default_factory=list)
     log: str | None = None
     started: float = field(default_factory=time.time)

@@ -45,7 +45,7 @@ def release_series(matrix: Matrix, release: TorchRelease) -> list[PatchSeries]:
 
 def write_plugin_version(tree: Path, version_file: str, version: Version) -> Path:
     """The wheel's version into the patched copy (matrix.yaml's build.version-file), where the project's build reads
-    it: made of plugin.version and the cell's local label (model.cells.plugin_local_label)."""
+    it: made of plugin.version and the cell's local label (model.cellkey: plugin.label rendered for the cell)."""
     path = tree / version_file
     write_text_atomic(path, f"{version}\n")
     return path

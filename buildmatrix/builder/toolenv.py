@@ -77,7 +77,10 @@ def build_requirements(matrix: Matrix) -> tuple[str, ...]:
     unless build.project-requires is false, the project's [build-system].requires without torch and the SDK (the
     cell provides those: the build runs without isolation, in that environment)."""
     contract = matrix.contract.build
-    provided = {canonicalize_name("torch"), canonicalize_name(matrix.driver_distribution)}
+    sdk = matrix.sdk
+    provided = {canonicalize_name("torch")}
+    if sdk is not None and sdk.builds_wheel:
+        provided.add(canonicalize_name(sdk.distribution))
     own = project_build_requires(matrix.plugin.source) if contract.project_requires else ()
     out: list[str] = list(contract.requires)
     for text in own:

@@ -61,12 +61,15 @@ def check_plugin_wheel(
     wheel: Path,
     cell: Cell,
     distribution: str,
-    driver_distribution: str,
+    sdk_distribution: str | None,
     *,
     plugin_version: Version,
     check: CheckContract,
 ) -> dict[str, Any]:
-    """Raises StepFailed naming what is wrong; returns the wheel's build facts ({} without check.build-info)."""
+    """Raises StepFailed naming what is wrong; returns the wheel's build facts ({} without check.build-info).
+
+    sdk_distribution: a wheel SDK's distribution, which the wheel must pin to the cell's SDK major (None: no SDK
+    wheel to pin)."""
     name, version, _build, tags = parse_wheel_filename(wheel.name)
     problems = []
     if not installs_on(tags, cell.python, cell.python_tag):
@@ -89,16 +92,17 @@ def check_plugin_wheel(
         torch_req is None or torch_req.specifier != line_pin or torch_req.marker is not None
     ):
         problems.append(f"Requires-Dist for torch is '{torch_req}', expected 'torch{line_pin}' (check.torch-pin)")
-    driver_req = by_name.get(canonicalize_name(driver_distribution))
-    next_major = Version(f"{cell.driver.major + 1}")
-    if (
-        driver_req is None
-        or not driver_req.specifier.contains(cell.driver.api)
-        or driver_req.specifier.contains(next_major)
-    ):
-        problems.append(
-            f"Requires-Dist for {driver_distribution} is '{driver_req}', expected a pin to {cell.driver.major}.x"
-        )
+    if sdk_distribution is not None and cell.sdk is not None:
+        sdk_req = by_name.get(canonicalize_name(sdk_distribution))
+        next_major = Version(f"{cell.sdk.major + 1}")
+        if (
+            sdk_req is None
+            or not sdk_req.specifier.contains(cell.sdk.version)
+            or sdk_req.specifier.contains(next_major)
+        ):
+            problems.append(
+                f"Requires-Dist for {sdk_distribution} is '{sdk_req}', expected a pin to {cell.sdk.major}.x"
+            )
     facts = read_build_info(wheel, check.build_info) if check.build_info else {}
     if check.build_info:
         recorded = facts.get(check.build_info_torch)
@@ -144,7 +148,7 @@ def unresolved_against(wheel: Path, provided: set[str]) -> list[str]:
     """Undefined, unversioned symbols of the wheel's extension modules that `provided` does not name.
 
     Versioned symbols (name@GLIBC_2.2.5, @GLIBCXX_3.4) come from the system and Python symbols from the
-    interpreter; what is left must come from torch's libraries (or the driver), or loading fails with
+    interpreter; what is left must come from torch's libraries (or the SDK's), or loading fails with
     'undefined symbol'.
     """
     missing: set[str] = set()

@@ -14,9 +14,9 @@ from buildmatrix.errors import RunLocked
 @dataclass(frozen=True)
 class Workspace:
     root: Path  # the project (holds matrix.yaml)
-    build_dir: Path  # scratch: per-cell work trees, cached driver wheels
+    build_dir: Path  # scratch: per-cell work trees
     wheels_dir: Path  # published artefacts: wheels, logs, results
-    cache_dir: Path  # kept across runs and shared by cells: driver wheels, registry answers
+    cache_dir: Path  # kept across runs and shared by cells: SDK wheels, registry answers
 
     @classmethod
     def for_root(
@@ -43,9 +43,9 @@ class Workspace:
     def plugin_wheel_dir(self, torch_minor: str) -> Path:
         return self.wheels_dir / f"torch{torch_minor}"
 
-    @property
-    def driver_wheel_dir(self) -> Path:
-        return self.wheels_dir / "driver"
+    def sdk_wheel_dir(self, sdk_name: str) -> Path:
+        """Where a wheel SDK's wheels are published: wheels/<sdk.name>/ (the same path on the site)."""
+        return self.wheels_dir / sdk_name
 
 
 class RunLock:

@@ -16,7 +16,7 @@ from ruamel.yaml.tokens import CommentToken
 from buildmatrix.errors import MatrixError, Problem
 from buildmatrix.model.matrix import PIP_CONFIG, WheelSource
 from buildmatrix.model.outdated import AddRelease, Edit, SetVersion
-from buildmatrix.model.vocab import Variant, WheelSourceKind
+from buildmatrix.model.vocab import REGISTRY_VARIANT, WheelSourceKind
 
 
 def _yaml() -> YAML:
@@ -99,7 +99,7 @@ def _wheels(source: WheelSource) -> str | CommentedMap:
 def _add_release(doc: CommentedMap, torch: CommentedSeq, edit: AddRelease) -> None:
     entry = CommentedMap()
     entry["version"] = DoubleQuotedScalarString(str(edit.version))
-    if edit.wheels.kind != WheelSourceKind.REGISTRY or edit.variant != Variant.CUDA:
+    if edit.wheels.kind != WheelSourceKind.REGISTRY or edit.variant != REGISTRY_VARIANT:
         entry["variant"] = str(edit.variant)
     if edit.wheels.kind != WheelSourceKind.REGISTRY:
         entry["wheels"] = _wheels(edit.wheels)
@@ -113,17 +113,17 @@ def _add_release(doc: CommentedMap, torch: CommentedSeq, edit: AddRelease) -> No
         len(torch),
     )
     _insert(torch, position, entry)
-    if edit.exclude_drivers:
+    if edit.exclude_sdks:
         exclude = doc.get("exclude")
         if not isinstance(exclude, CommentedSeq):
             exclude = CommentedSeq()
             doc.pop("exclude", None)
             doc.insert(list(doc).index("torch") + 1, "exclude", exclude)
-        for major in edit.exclude_drivers:
+        for sdk in edit.exclude_sdks:
             rule = CommentedMap(
                 [
                     ("torch", DoubleQuotedScalarString(f"{edit.version.major}.{edit.version.minor}")),
-                    ("driver", DoubleQuotedScalarString(str(major))),
+                    ("sdk", DoubleQuotedScalarString(sdk)),
                 ]
             )
             rule.fa.set_flow_style()

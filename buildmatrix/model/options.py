@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from buildmatrix.model.vocab import RunnerName
+from buildmatrix.model.vocab import RunnerName, SdkKind
 
 
 class Kind(StrEnum):
@@ -53,6 +53,11 @@ class Kind(StrEnum):
     RELATIVE_PATH = "relative path"  # a path inside a tree (the source copy, a wheel): relative, never through ..
     PROJECT_FILE = "project file"  # a file relative to matrix.yaml, inside the project
     ENV_NAME = "variable name"  # an environment variable's name
+    NAME = "name"  # a plain name: letters, digits, . _ - (it becomes a path component somewhere)
+    VARIANT = "variant name"  # cpu, cuda, cu121, rocm6.2, xpu: also a PEP 440 local label segment
+    TEMPLATE = "template"  # text with {field}s, checked by the loader against the fields allowed there
+    ABSOLUTE_PATHS = "absolute paths"  # a list of absolute directories on the building machine (or in its image)
+    GLOBS = "file name patterns"  # a list of shell patterns of file names, e.g. libfoo*.so*
 
 
 # Names that become path components (patch series, images): never a path, never hidden.
@@ -64,7 +69,17 @@ IMAGE_REFERENCE = re.compile(
     rf"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
 )
+VARIANT_NAME = re.compile(r"[a-z][a-z0-9]*(?:\.[a-z0-9]+)*")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+FILE_GLOB = re.compile(r"[A-Za-z0-9_.*?+\[\]-]+")
+# Keys of schema 1 and where schema 2 has them: the hint of their "unknown key" error.
+MOVED_KEYS = {
+    "driver": "sdk (with kind: wheel)",
+    "timeouts.driver": "sdk",
+    "exclude[].driver": "sdk",
+    "include[].driver": "sdk",
+}
+HOST = "host"  # sdk.versions[].provided-by: the machine that runs the build provides the SDK
 PIP_CONFIG = "pip-config"  # a find-links location meaning pip's configured find-links (PIP_FIND_LINKS, pip.conf)
 MAX_SECONDS = 7 * 24 * 3600
 
@@ -88,6 +103,8 @@ class Option:
     shorthand: Kind | None = None
     shorthand_allowed: tuple[str, ...] = ()
     example: str = ""  # YAML, shown on the reference page
+    # The SDK kinds the key applies to (() : always). Written for another kind, or with no SDK, it is an error.
+    sdk_kinds: tuple[SdkKind, ...] = ()
     schema_extra: Mapping[str, Any] = field(default_factory=dict)  # constraints the kinds do not say (oneOf...)
 
     @property
@@ -112,6 +129,10 @@ def split_path(path: str) -> tuple[str, str]:
     return parent, key
 
 
+ANY_SDK = (SdkKind.WHEEL, SdkKind.SYSTEM)
+WHEEL_SDK = (SdkKind.WHEEL,)
+SYSTEM_SDK = (SdkKind.SYSTEM,)
+
 SHAPES: dict[str, tuple[Option, ...]] = {
     "rule": (
         Option(
@@ -121,8 +142,13 @@ SHAPES: dict[str, tuple[Option, ...]] = {
             '">=2.4,<2.6".',
         ),
         Option("python", Kind.VERSION, 'The Python the rule matches, e.g. "3.11".'),
-        Option("driver", Kind.VERSION, 'The driver API major the rule matches, e.g. "1".'),
-        Option("variant", Kind.CHOICE, "The torch variant the rule matches.", allowed=("cpu", "cuda")),
+        Option(
+            "sdk",
+            Kind.VERSION,
+            'The SDK versions the rule matches: "2" matches every 2.x, "2.2" matches 2.2 (and 2.2.x).',
+            sdk_kinds=ANY_SDK,
+        ),
+        Option("variant", Kind.VARIANT, "The torch variant the rule matches (cpu, cuda, cu121, ...)."),
     ),
     "wheel-source": (
         Option(
@@ -160,7 +186,7 @@ SHAPE_SCHEMA: dict[str, dict[str, Any]] = {
 }
 
 TIMEOUT_DEFAULTS = {
-    "driver": 1800,
+    "sdk": 1800,
     "build-env": 3600,
     "build": 3600,
     "check": 600,
@@ -169,7 +195,7 @@ TIMEOUT_DEFAULTS = {
     "image": 3600,
 }
 TIMEOUT_DOCS = {
-    "driver": "Building the driver wheel.",
+    "sdk": "Building the SDK's wheel (a wheel SDK).",
     "build-env": "Making the build environment (installing torch and the build tools).",
     "build": "Building the plugin wheel.",
     "check": "Checking the built wheel.",
@@ -182,9 +208,9 @@ _OPTIONS: tuple[Option, ...] = (
     Option(
         "schema-version",
         Kind.INTEGER,
-        "The version of this file's format.",
-        default=1,
-        allowed=("1",),
+        "The version of this file's format (2: the SDK axis is general, `sdk:` replaces `driver:`).",
+        default=2,
+        allowed=("2",),
     ),
     # ---- the plugin --------------------------------------------------------------------------------------------
     Option(
@@ -219,16 +245,112 @@ _OPTIONS: tuple[Option, ...] = (
         "The pytest suite run against each installed wheel; a directory inside `plugin.source`.",
         required=True,
     ),
-    # ---- the driver --------------------------------------------------------------------------------------------
-    Option("driver", Kind.MAPPING, "The driver the plugin is built against, one cell per API version.", required=True),
-    Option("driver.distribution", Kind.DISTRIBUTION, "The driver wheel's distribution name.", default="emu-driver"),
-    Option("driver.source", Kind.DIRECTORY, "The driver's source tree, built into a wheel.", required=True),
     Option(
-        "driver.versions",
-        Kind.VERSIONS,
-        "The driver API versions built, one per major.",
+        "plugin.label",
+        Kind.TEMPLATE,
+        "The PEP 440 local label of each cell's wheel (its version is `plugin.version+label`), a template over the "
+        "cell's fields: {torch_minor} (2.13), {torch_major} (2), {torch_nodot} (213), {torch_version} (2.13.0), "
+        "{variant} (cu121) and, with an SDK, {sdk_major} (2), {sdk_version} (2.2), {sdk_nodot} (22); the text around "
+        "them is lowercase letters, digits and dots. Cells that would publish one file name are an error: where two "
+        "variants of a torch minor share a Python, the label carries {variant} (PyG's `pt{torch_nodot}{variant}`).",
+        default="torch.{torch_minor}",
+        example='label: "torch.{torch_minor}.drv.{sdk_major}"',
+    ),
+    # ---- the SDK ------------------------------------------------------------------------------------------------
+    Option(
+        "sdk",
+        Kind.MAPPING,
+        "The SDK the plugin is built against (a vendor's toolkit or driver), one cell per version. Leave it out for "
+        "a plain extension: cells are then torch x Python, and ids, labels, tables and pages carry no SDK part.",
+        default_doc="no SDK",
+        example="sdk:\n  kind: wheel\n  name: driver\n  distribution: my-driver\n  source: driver\n"
+        '  versions: ["1.4", "2.2"]',
+    ),
+    Option(
+        "sdk.kind",
+        Kind.CHOICE,
+        "`wheel`: a wheel built from a source tree of the project, installed with the plugin and published beside "
+        "it. `system`: a toolkit that a builder image or the building machine provides; nothing is built or "
+        "published for it.",
         required=True,
-        example='versions: ["1.4", "2.2"]',
+        allowed=tuple(SdkKind),
+    ),
+    Option(
+        "sdk.name",
+        Kind.NAME,
+        "What the SDK is called in tables and messages, and the directory of its wheels (`wheels/<name>/`, the same "
+        "path on the site).",
+        default="sdk",
+    ),
+    Option("sdk.title", Kind.TEXT, "What the install page calls it (e.g. `driver API`).", default_doc="`name`"),
+    Option(
+        "sdk.id",
+        Kind.TEMPLATE,
+        "The SDK version's part of a cell id (`torch2.13-cpu-cp311-<id>`), a template over {sdk_major}, "
+        "{sdk_version} and {sdk_nodot}; each version must give its own.",
+        default_doc="`<name>{sdk_version}`",
+        example='id: "drv{sdk_major}"',
+    ),
+    Option(
+        "sdk.distribution",
+        Kind.DISTRIBUTION,
+        "The SDK wheel's distribution name; the plugin wheel must pin it to the cell's SDK major.",
+        sdk_kinds=WHEEL_SDK,
+        default_doc="required for a wheel SDK",
+    ),
+    Option(
+        "sdk.source",
+        Kind.DIRECTORY,
+        "The SDK's source tree, built into a wheel once per version (and builder image).",
+        sdk_kinds=WHEEL_SDK,
+        default_doc="required for a wheel SDK",
+    ),
+    Option(
+        "sdk.version-env",
+        Kind.ENV_NAME,
+        "The environment variable that tells the SDK's build which version to build; its wheel's version must "
+        "start with that version.",
+        sdk_kinds=WHEEL_SDK,
+        default_doc="none: the source fixes its own version",
+    ),
+    Option(
+        "sdk.versions",
+        Kind.LIST,
+        "The SDK versions built against, each a cell axis value: a quoted version, or a mapping that also says what "
+        "provides it (a system SDK).",
+        required=True,
+        example='versions:\n  - {version: "3.1", provided-by: toolkit3}   # an image of images:\n'
+        '  - {version: "3.0", provided-by: host}',
+    ),
+    Option(
+        "sdk.versions[]",
+        Kind.MAPPING,
+        "An SDK version.",
+        shorthand=Kind.VERSION,
+    ),
+    Option("sdk.versions[].version", Kind.VERSION, 'The version, e.g. "2.2".', required=True),
+    Option(
+        "sdk.versions[].provided-by",
+        Kind.NAME,
+        f"What provides this version of a system SDK: the name of an image of `images:` (the Docker runner builds its "
+        f"cells there), or `{HOST}` (the machine that runs the build has it installed).",
+        sdk_kinds=SYSTEM_SDK,
+        default_doc="required for a system SDK",
+    ),
+    Option(
+        "sdk.library-dirs",
+        Kind.ABSOLUTE_PATHS,
+        "Where a system SDK's shared libraries are (in its image, or on the host): the wheel check takes the "
+        "symbols they define as provided.",
+        sdk_kinds=SYSTEM_SDK,
+        default=(),
+    ),
+    Option(
+        "sdk.libraries",
+        Kind.GLOBS,
+        "File name patterns of the SDK's shared libraries: never bundled into the plugin wheel when it is repaired.",
+        sdk_kinds=ANY_SDK,
+        default_doc="`lib<package>*.so*` of a wheel SDK's distribution; none for a system SDK",
     ),
     # ---- Pythons and torch releases ----------------------------------------------------------------------------
     Option(
@@ -244,10 +366,10 @@ _OPTIONS: tuple[Option, ...] = (
     Option("torch[].version", Kind.VERSION, 'The release, e.g. "2.4.1" (the public version).', required=True),
     Option(
         "torch[].variant",
-        Kind.CHOICE,
-        "Which build of the release: the registry's Linux wheels are CUDA builds.",
-        allowed=("cpu", "cuda"),
-        default_doc="`cuda` for the registry; required for other wheel sources",
+        Kind.VARIANT,
+        "Which build of the release: `cpu`, `cuda`, `cu121`, `rocm6.2`, `xpu`... Outside the registry it is also the "
+        "local label of the torch wheels (PyTorch's indexes label them `2.4.1+cu121`).",
+        default_doc="`cuda` for the registry (its Linux wheels are CUDA builds); required for other wheel sources",
     ),
     Option(
         "torch[].wheels",
@@ -255,6 +377,7 @@ _OPTIONS: tuple[Option, ...] = (
         "Where the release's wheels come from: `registry` (the index pip is configured with), `pip-find-links` "
         "(pip's configured find-links), `{find-links: DIR}` or `{index: URL, local-find-links: DIR}`.",
         default="registry",
+        default_doc="its variant's `wheels` (variants:), else `registry`",
         shape="wheel-source",
         shorthand=Kind.CHOICE,
         shorthand_allowed=("registry", "pip-find-links"),
@@ -273,19 +396,38 @@ _OPTIONS: tuple[Option, ...] = (
         "`series` file.",
         default=(),
     ),
+    Option(
+        "variants",
+        Kind.NAMED,
+        "Torch variants by name, each with its own wheel source: a torch entry of that variant takes its wheels "
+        "from there unless it names its own.",
+        default={},
+        example="variants:\n  cpu: {wheels: {index: https://download.pytorch.org/whl/cpu}}\n"
+        "  cu121: {wheels: {index: https://download.pytorch.org/whl/cu121}}",
+    ),
+    Option("variants.<name>", Kind.MAPPING, "A variant; its name is a variant name (cpu, cu121, rocm6.2, ...)."),
+    Option(
+        "variants.<name>.wheels",
+        Kind.MAPPING,
+        "Where this variant's torch wheels come from (the same forms as `torch[].wheels`).",
+        required=True,
+        shape="wheel-source",
+        shorthand=Kind.CHOICE,
+        shorthand_allowed=("registry", "pip-find-links"),
+    ),
     # ---- rules ------------------------------------------------------------------------------------------------
     Option(
         "exclude",
         Kind.LIST,
         "Rules in the spirit of GitHub Actions: each drops the cells it matches (it must match one).",
         default=(),
-        example='exclude:\n  - {torch: ">=2.5,<2.13", driver: "1"}',
+        example='exclude:\n  - {torch: ">=2.5,<2.13", sdk: "1"}',
     ),
     Option("exclude[]", Kind.MAPPING, "A rule; keys left out match anything.", shape="rule"),
     Option(
         "include",
         Kind.LIST,
-        "Rules that add cells: each names a torch release, a Python and a driver.",
+        "Rules that add cells: each names a torch release, a Python and (with an SDK) an SDK version.",
         default=(),
     ),
     Option("include[]", Kind.MAPPING, "A cell to add.", shape="rule"),
@@ -293,7 +435,8 @@ _OPTIONS: tuple[Option, ...] = (
     Option(
         "images",
         Kind.NAMED,
-        "Builder images for the Docker runner, by name; a cell is built in the first image that serves its Python.",
+        "Builder images for the Docker runner, by name; a cell is built in the first image that serves its Python "
+        "(with a system SDK, in the image that provides the cell's SDK version).",
         default={},
         example='images:\n  bookworm: {base: "debootstrap:bookworm", python: ["3.11"]}',
     ),
@@ -351,7 +494,13 @@ _OPTIONS: tuple[Option, ...] = (
         example="timeouts:\n  build: 7200",
     ),
     *(
-        Option(f"timeouts.{step}", Kind.SECONDS, TIMEOUT_DOCS[step], default=seconds)
+        Option(
+            f"timeouts.{step}",
+            Kind.SECONDS,
+            TIMEOUT_DOCS[step],
+            default=seconds,
+            sdk_kinds=WHEEL_SDK if step == "sdk" else (),
+        )
         for step, seconds in TIMEOUT_DEFAULTS.items()
     ),
 )
@@ -392,6 +541,7 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         "An environment variable the plugin's build gets, holding the cell's SDK version (e.g. for a setup.py that "
         "checks the toolkit it finds).",
         default_doc="none",
+        sdk_kinds=ANY_SDK,
     ),
     Option(
         "build.relabel",

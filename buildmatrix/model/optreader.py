@@ -22,16 +22,20 @@ from buildmatrix.model.options import (
     DEBOOTSTRAP_BASE,
     DISTRIBUTION_NAME,
     ENV_NAME,
+    FILE_GLOB,
     IMAGE_REFERENCE,
     MAX_SECONDS,
+    MOVED_KEYS,
     OPTIONS,
     PIP_CONFIG,
     PLAIN_NAME,
+    VARIANT_NAME,
     Kind,
     Option,
     children,
     item,
 )
+from buildmatrix.model.vocab import SdkKind
 from buildmatrix.model.yamlsource import LineMap
 
 ABSENT: Any = object()  # a key not written at all, as opposed to written as null
@@ -74,6 +78,10 @@ def _join(parent: str, child: str) -> str:
     return f"{parent}.{child}" if parent else child
 
 
+def _sdk_only(option: Option, kind: SdkKind | None) -> bool:
+    return bool(option.sdk_kinds) and kind not in option.sdk_kinds
+
+
 def _hint(value: str, allowed: tuple[str, ...] | list[str]) -> str:
     close = difflib.get_close_matches(value, list(allowed), n=1)
     return f"; did you mean '{close[0]}'?" if close else ""
@@ -88,6 +96,7 @@ class OptionReader:
         self.lines = lines
         self.problems: list[Problem] = []
         self.read: set[str] = set()  # paths of the declared options the loader looked at
+        self.sdk_kind: SdkKind | None = None  # the matrix's SDK kind, once read: settings of other kinds are errors
 
     # ---- problems -----------------------------------------------------------------------------------------------
     def problem(self, key: str, message: str) -> None:
@@ -118,14 +127,24 @@ class OptionReader:
             return False
         for name in node.value:
             if name not in allowed:
-                self.problem(
-                    _join(node.key, str(name)),
-                    f"unknown key '{name}' (allowed: {', '.join(allowed)}){_hint(str(name), allowed)}",
-                )
+                moved = MOVED_KEYS.get(_join(node.option.path, str(name)))
+                hint = f"; schema 2 calls it {moved}" if moved else _hint(str(name), allowed)
+                self.problem(_join(node.key, str(name)), f"unknown key '{name}' (allowed: {', '.join(allowed)}){hint}")
         for option in declared:
             if option.required and option.key not in node.value:
                 self.problem(node.key, f"missing required key '{option.key}'")
+            elif option.key in node.value and option.sdk_kinds and self.sdk_kind not in option.sdk_kinds:
+                self.problem(_join(node.key, option.key), self._not_for_this_sdk(option, allowed))
         return True
+
+    def _not_for_this_sdk(self, option: Option, allowed: tuple[str, ...]) -> str:
+        """Why a key written for one kind of SDK is an error here, and what is allowed instead."""
+        usable = [k for k in allowed if not _sdk_only(OPTIONS[_join(option.parent, k)], self.sdk_kind)]
+        instead = f" (allowed here: {', '.join(usable)})" if usable else ""
+        kinds = " or ".join(option.sdk_kinds)
+        if self.sdk_kind is None:
+            return f"a setting for projects with an SDK ({kinds}), but matrix.yaml declares no sdk{instead}"
+        return f"a setting of {kinds} SDKs only; this sdk is kind {self.sdk_kind}{instead}"
 
     def items(self, node: Node) -> list[Node]:
         """The items of a list node; an absent or null optional list is empty, anything else not a list a problem."""
@@ -236,7 +255,52 @@ class OptionReader:
         if not isinstance(node.value, str) or not node.value:
             self.problem(node.key, f"expected a non-empty string, got {describe(node.value)}")
             return None
+        if "\x00" in node.value:  # no path, name or command may hold one (os calls refuse it)
+            self.problem(node.key, f"{node.value!r:.60} holds a NUL character (allowed: printable text)")
+            return None
         return node.value
+
+    def name(self, node: Node) -> str | None:
+        text = self.text(node)
+        if text is not None and not PLAIN_NAME.fullmatch(text):
+            self.problem(node.key, f"'{text}' is not a plain name (allowed: letters, digits, . _ -)")
+            return None
+        return text
+
+    def variant(self, node: Node) -> str | None:
+        text = self.text(node)
+        if text is not None and not VARIANT_NAME.fullmatch(text):
+            self.problem(
+                node.key,
+                f"'{text}' is not a variant name (allowed: lowercase letters, digits and dots, starting with a "
+                "letter, e.g. cpu, cuda, cu121, rocm6.2, xpu)",
+            )
+            return None
+        return text
+
+    def absolute_paths(self, node: Node) -> tuple[str, ...]:
+        out = []
+        for index, value in enumerate(self.sequence(node)):
+            item = Node(node.option, f"{node.key}[{index}]", value)
+            text = self.text(item)
+            if text is not None and not Path(text).is_absolute():
+                self.problem(item.key, f"'{text}' is not an absolute path (allowed: /a/directory)")
+            elif text is not None:
+                out.append(text)
+        return tuple(out)
+
+    def globs(self, node: Node) -> tuple[str, ...]:
+        out = []
+        for index, value in enumerate(self.sequence(node)):
+            item = Node(node.option, f"{node.key}[{index}]", value)
+            text = self.text(item)
+            if text is not None and not FILE_GLOB.fullmatch(text):
+                self.problem(
+                    item.key, f"'{text}' is not a file name pattern (allowed: letters, digits, . _ - + * ? [ ])"
+                )
+            elif text is not None:
+                out.append(text)
+        return tuple(out)
 
     def distribution(self, node: Node) -> str | None:
         """A distribution name (PEP 508); it names wheel files, so it is never a path."""
@@ -422,4 +486,9 @@ PARSERS: dict[Kind, Callable[[OptionReader, Node], Any]] = {
     Kind.ABSOLUTE_DIRECTORY: OptionReader.absolute_directory,
     Kind.URL: OptionReader.url,
     Kind.LOCAL_FIND_LINKS: OptionReader.local_find_links,
+    Kind.NAME: OptionReader.name,
+    Kind.VARIANT: OptionReader.variant,
+    Kind.TEMPLATE: OptionReader.text,
+    Kind.ABSOLUTE_PATHS: OptionReader.absolute_paths,
+    Kind.GLOBS: OptionReader.globs,
 }

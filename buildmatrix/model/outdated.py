@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from packaging.version import Version
 
 from buildmatrix.errors import UserError
-from buildmatrix.model.cells import Cell, rule_matches
+from buildmatrix.model.cells import make_cell, rule_matches
 from buildmatrix.model.matrix import PIP_CONFIG, Matrix, TorchRelease, WheelSource
+from buildmatrix.model.options import VARIANT_NAME
 from buildmatrix.model.registry import PublishedWheel, Registry
-from buildmatrix.model.vocab import FindingKind, Variant, WheelSourceKind
+from buildmatrix.model.vocab import REGISTRY_VARIANT, FindingKind, WheelSourceKind
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class Offer:
     """One torch release (public version and variant) that a source publishes for this machine."""
 
     version: Version
-    variant: Variant
+    variant: str
     source: WheelSource
     pythons: frozenset[Version]  # Pythons of its wheels that are not yanked
     yanked: str | None = None  # every wheel yanked: the reason ("" when none was given)
@@ -37,19 +38,18 @@ class Offer:
         return f"torch {self.version} ({self.variant}, {self.source.describe()})"
 
 
-def variant_of(version: Version) -> Variant | None:
-    """The build a wheel's local label names: none (PyPI's Linux wheels) and +cuXXX are CUDA, +cpu is CPU."""
+def variant_of(version: Version) -> str | None:
+    """The build a wheel's local label names: none is the registry's (CUDA) build, +cpu, +cu121, +rocm6.2, +xpu name
+    their variant; a label that is no variant name is left out."""
     label = version.local
-    if label is None or label.startswith("cu"):
-        return Variant.CUDA
-    if label.startswith("cpu"):
-        return Variant.CPU
-    return None  # rocm, xpu, ...: builds the matrix has no variant for
+    if label is None:
+        return REGISTRY_VARIANT
+    return label if VARIANT_NAME.fullmatch(label) else None
 
 
 def offers_from_wheels(source: WheelSource, wheels: Iterable[PublishedWheel]) -> list[Offer]:
     """Group a source's wheels into releases; pre-releases and builds of unknown variants are left out."""
-    groups: dict[tuple[Version, Variant], list[PublishedWheel]] = defaultdict(list)
+    groups: dict[tuple[Version, str], list[PublishedWheel]] = defaultdict(list)
     for wheel in wheels:
         variant = variant_of(wheel.version)
         public = Version(wheel.version.public)
@@ -69,21 +69,22 @@ class SetVersion:
     """Edit: the torch entry listing `old` (of this variant) lists `new` instead; patches and Pythons stay."""
 
     old: Version
-    variant: Variant
+    variant: str
     new: Version
 
 
 @dataclass(frozen=True)
 class AddRelease:
-    """Edit: a new torch entry as a coverage cell (one Python, the newest driver), with its nearest release's series."""
+    """Edit: a new torch entry as a coverage cell (one Python, the newest SDK version), with its nearest release's
+    series."""
 
     version: Version
-    variant: Variant
+    variant: str
     wheels: WheelSource
     python: Version
     patches: tuple[str, ...]
     nearest: Version | None
-    exclude_drivers: tuple[int, ...]  # driver majors that need an exclude rule so only the newest driver builds
+    exclude_sdks: tuple[str, ...]  # SDK versions that need an exclude rule so only the newest builds
 
 
 Edit = SetVersion | AddRelease
@@ -133,7 +134,7 @@ def read_sources(matrix: Matrix, registry: Registry) -> Sources:
     return sources
 
 
-def compare(matrix: Matrix, sources: Sources, variants: frozenset[Variant] | None = None) -> Comparison:
+def compare(matrix: Matrix, sources: Sources, variants: frozenset[str] | None = None) -> Comparison:
     """Everything matrix.yaml lacks compared with the sources; `variants` narrows the new minors considered."""
     findings: list[Finding] = []
     notes: list[str] = []
@@ -183,7 +184,7 @@ def _patch_and_yank(release: TorchRelease, same: list[Offer], notes: list[str]) 
                     FindingKind.NEW_PATCH,
                     best.describe(),
                     f'the torch entry "{release.version}" becomes "{best.version}" (same patches and Pythons)',
-                    SetVersion(release.version, Variant(release.variant), best.version),
+                    SetVersion(release.version, release.variant, best.version),
                 )
             )
     if listed is None:
@@ -197,7 +198,7 @@ def _patch_and_yank(release: TorchRelease, same: list[Offer], notes: list[str]) 
         elif older:
             target = max(older, key=lambda o: o.version)
             need = f'the torch entry "{release.version}" becomes "{target.version}" (newest of the minor not yanked)'
-            edit = SetVersion(release.version, Variant(release.variant), target.version)
+            edit = SetVersion(release.version, release.variant, target.version)
         else:
             need = f"no release of {release.minor} is left unyanked: drop the entry, or keep it knowingly"
             edit = None
@@ -225,11 +226,11 @@ def _new_pythons(matrix: Matrix, sources: Sources) -> list[Finding]:
     out = []
     for python, releases in sorted(publishers.items()):
         gains = [
-            Cell(r, python, d).id
+            cell.id
             for r in releases
             if r.python is None
-            for d in matrix.drivers
-            if not any(rule_matches(rule, Cell(r, python, d)) for rule in matrix.exclude)
+            for cell in (make_cell(matrix, r, python, sdk) for sdk in matrix.sdk_versions)
+            if not any(rule_matches(rule, cell) for rule in matrix.exclude)
         ]
         names = ", ".join(f"{r.version} ({r.variant})" for r in releases)
         need = f'python: add "{python}" (a CPython {python} interpreter on every builder, and in an image for Docker)'
@@ -238,7 +239,7 @@ def _new_pythons(matrix: Matrix, sources: Sources) -> list[Finding]:
     return out
 
 
-def _new_minors(matrix: Matrix, sources: Sources, variants: frozenset[Variant] | None) -> list[Finding]:
+def _new_minors(matrix: Matrix, sources: Sources, variants: frozenset[str] | None) -> list[Finding]:
     listed = {_minor(r.version) for r in matrix.torch}
     oldest = min(listed)
     by_minor: dict[tuple[int, int], list[Offer]] = defaultdict(list)
@@ -270,22 +271,26 @@ def _coverage_finding(matrix: Matrix, offer: Offer, also: Sequence[str]) -> Find
             "add one of them first",
         )
     python = shipped[-1]
-    driver = max(matrix.drivers, key=lambda d: d.api)
+    newest = max(matrix.sdk.versions, key=lambda v: v.version) if matrix.sdk is not None else None
     nearest = min(
         matrix.torch,
         key=lambda r: (abs(_rank(_minor(r.version)) - _rank(offer.minor)), -_rank(_minor(r.version))),
     )
     probe = TorchRelease(offer.version, offer.variant, offer.source, (python,), nearest.patches)
+    sdk = matrix.sdk
     excluded = tuple(
-        d.major
-        for d in matrix.drivers
-        if d.major != driver.major and not any(rule_matches(rule, Cell(probe, python, d)) for rule in matrix.exclude)
+        sdk.short(v)
+        for v in (sdk.versions if sdk is not None else ())
+        if sdk is not None
+        and v != newest
+        and not any(rule_matches(rule, make_cell(matrix, probe, python, v)) for rule in matrix.exclude)
     )
     edit = AddRelease(offer.version, offer.variant, offer.source, python, nearest.patches, nearest.version, excluded)
     series = ", ".join(nearest.patches) or "none"
+    with_sdk = f", {sdk.name} {sdk.short(newest)}" if sdk is not None and newest is not None else ""
     need = (
-        f'a torch entry "{offer.version}" as a coverage cell (Python {python}, driver {driver.major}'
-        + (f"; exclude driver {', '.join(map(str, excluded))}" if excluded else "")
+        f'a torch entry "{offer.version}" as a coverage cell (Python {python}{with_sdk}'
+        + (f"; exclude {sdk.name} {', '.join(excluded)}" if sdk is not None and excluded else "")
         + f") with the shim series of the nearest release {nearest.version}: {series}"
     )
     return Finding(FindingKind.NEW_MINOR, subject, need, edit)

@@ -13,6 +13,7 @@ from buildmatrix.model.options import (
     DEBOOTSTRAP_BASE,
     DISTRIBUTION_NAME,
     ENV_NAME,
+    FILE_GLOB,
     IMAGE_REFERENCE,
     MAX_SECONDS,
     OPTIONS,
@@ -20,6 +21,7 @@ from buildmatrix.model.options import (
     PLAIN_NAME,
     SHAPE_SCHEMA,
     SHAPES,
+    VARIANT_NAME,
     Kind,
     Option,
     children,
@@ -64,6 +66,11 @@ KIND_SCHEMA: dict[Kind, dict[str, Any]] = {
     Kind.ABSOLUTE_DIRECTORY: {"type": "string", "pattern": "^(/|file:///)"},
     Kind.URL: {"type": "string", "pattern": "^https?://"},
     Kind.LOCAL_FIND_LINKS: {"type": "string", "pattern": f"^(/|{PIP_CONFIG}$)"},
+    Kind.NAME: {"type": "string", "pattern": f"^{PLAIN_NAME.pattern}$"},
+    Kind.VARIANT: {"type": "string", "pattern": f"^{VARIANT_NAME.pattern}$"},
+    Kind.TEMPLATE: {"type": "string", "minLength": 1},
+    Kind.ABSOLUTE_PATHS: {"type": "array", "items": {"type": "string", "pattern": "^/"}},
+    Kind.GLOBS: {"type": "array", "items": {"type": "string", "pattern": f"^{FILE_GLOB.pattern}$"}},
 }
 
 

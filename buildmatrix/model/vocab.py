@@ -21,7 +21,7 @@ class Step(StrEnum):
     INTERPRETER = "interpreter"
     SOURCE = "source"
     IMAGE = "image"
-    DRIVER = "driver"
+    SDK = "sdk"  # a wheel SDK's wheel is built (records of schema 1 called it "driver")
     BUILD_ENV = "build-env"
     BUILD = "build"
     CHECK = "check"
@@ -49,11 +49,17 @@ class Cause(StrEnum):
     INTERRUPTED = "interrupted"  # the run was stopped by Ctrl-C or SIGTERM
 
 
-class Variant(StrEnum):
-    """Which build of a torch release a cell uses."""
+class SdkKind(StrEnum):
+    """What the project's SDK is (matrix.yaml `sdk.kind`; a project without `sdk:` has none)."""
 
-    CPU = "cpu"
-    CUDA = "cuda"
+    WHEEL = "wheel"  # a wheel built from a source tree of the project, installed and published with the plugin
+    SYSTEM = "system"  # a toolkit a builder image or the building machine provides; nothing built or published
+
+
+# Torch variants are data (cpu, cuda, cu121, rocm6.2, xpu: matrix.yaml names them); these two have a meaning of their
+# own: the registry's Linux wheels are CUDA builds, and PyTorch's CPU builds are labelled +cpu.
+CPU_VARIANT = "cpu"
+REGISTRY_VARIANT = "cuda"
 
 
 class RunnerName(StrEnum):
@@ -85,6 +91,6 @@ class FeatureState(StrEnum):
     """How a smoke-tested feature fares across the cells of one torch release (the compat table's feature list)."""
 
     AVAILABLE = "available"
-    PARTIAL = "partial"  # passed with some driver API versions only
+    PARTIAL = "partial"  # passed with some SDK versions only
     NOT_AVAILABLE = "not available"  # the release lacks it (detected at run time, not a failure)
     FAILED = "failed"

@@ -3,10 +3,10 @@
 Layout under the site root (it mirrors wheels/, so a result's wheel path is also its site path):
   simple/index.html, simple/<project>/index.html   every release; links carry #sha256= and data-core-metadata
   torch<minor>/simple/index.html, .../<project>/   one index root per torch release: only that release's plugin
-                                                   wheels and the driver wheels they were tested with, so an
+                                                   wheels and the SDK wheels they were tested with, so an
                                                    installer given it can only pick a wheel for that torch
   torch<minor>/index.html                          find-links page with the same wheels
-  torch<minor>/<wheel>, driver/<wheel>              each with <wheel>.metadata beside it
+  torch<minor>/<wheel>, <sdk name>/<wheel>          each with <wheel>.metadata beside it (a wheel SDK's wheels)
 Only wheels of passed cells are indexed (never an sdist, never a stale wheel), and no page lists no wheel.
 """
 
@@ -22,12 +22,12 @@ from pathlib import Path, PurePosixPath
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from buildmatrix.builder.results import WheelRecord
-from buildmatrix.publish.table import CompatTable
+from buildmatrix.publish.table import CompatCell, CompatTable
 
 
 @dataclass(frozen=True)
 class IndexedWheel:
-    project: str  # canonical name: torch-emu, emu-driver
+    project: str  # canonical name: the plugin's, or a wheel SDK's
     filename: str
     path: str  # relative to the site root
     sha256: str
@@ -37,7 +37,7 @@ class IndexedWheel:
 
 @dataclass(frozen=True)
 class IndexPage:
-    path: str  # relative to the site root, e.g. simple/torch-emu/index.html
+    path: str  # relative to the site root, e.g. simple/my-ops/index.html
     html: str
     wheels: tuple[str, ...]  # filenames it lists
 
@@ -47,13 +47,12 @@ def project_of(filename: str) -> str:
 
 
 def wheels_to_index(table: CompatTable) -> list[WheelRecord]:
-    """Plugin wheels of passed cells and the driver wheels they were tested with, each once."""
+    """Plugin wheels of passed cells and the SDK wheels they were tested with, each once."""
     out: dict[str, WheelRecord] = {}
     for cell in table.cells:
         if cell.installable:
-            assert cell.wheel is not None and cell.driver_wheel is not None
-            out.setdefault(cell.wheel.path, cell.wheel)
-            out.setdefault(cell.driver_wheel.path, cell.driver_wheel)
+            for wheel in cell_wheels(cell):
+                out.setdefault(wheel.path, wheel)
     return sorted(out.values(), key=lambda w: w.path)
 
 
@@ -126,9 +125,14 @@ def simple_pages(root: str, title: str, wheels: list[IndexedWheel]) -> list[Inde
 
 
 def release_wheels(table: CompatTable, minor: str) -> set[str]:
-    """Paths of the plugin wheels of a torch release's passed cells and of the driver wheels they were tested with."""
+    """Paths of the plugin wheels of a torch release's passed cells and of the SDK wheels they were tested with."""
     cells = [c for c in table.cells if table.release(c.release).minor == minor and c.installable]
-    return {p for c in cells for p in (c.wheel.path if c.wheel else "", c.driver_wheel.path if c.driver_wheel else "")}
+    return {w.path for c in cells for w in cell_wheels(c)}
+
+
+def cell_wheels(cell: CompatCell) -> list[WheelRecord]:
+    """The wheels a cell installs: its plugin wheel, and a wheel SDK's wheel."""
+    return [w for w in (cell.wheel, cell.sdk_wheel) if w is not None]
 
 
 def index_pages(table: CompatTable, wheels: list[IndexedWheel]) -> list[IndexPage]:
@@ -227,9 +231,8 @@ def check_coverage(table: CompatTable, site: Path) -> list[str]:
     for cell in table.cells:
         if not cell.installable:
             continue
-        assert cell.wheel is not None and cell.driver_wheel is not None
         minor = table.release(cell.release).minor
-        for wheel in (cell.wheel, cell.driver_wheel):
+        for wheel in cell_wheels(cell):
             project = project_of(wheel.filename)
             for page_path in (
                 f"simple/{project}/index.html",

@@ -8,6 +8,7 @@ from buildmatrix.publish.table import (
     CompatTable,
     any_torch_command,
     install_commands,
+    partial_words,
     release_index_command,
 )
 
@@ -82,13 +83,15 @@ def cell_text(table: CompatTable, cell: CompatCell | None, links: bool = True) -
 
 
 def grid(table: CompatTable, links: bool = True) -> str:
-    """Rows torch release x driver, one column per Python."""
-    head = "| torch | driver | " + " | ".join(f"Python {p}" for p in table.pythons) + " |"
-    rule = "|---|---|" + "---|" * len(table.pythons)
+    """Rows torch release x SDK version (when there is an SDK), one column per Python."""
+    sdk = f" {table.sdk.name} |" if table.sdk else ""
+    head = f"| torch |{sdk} " + " | ".join(f"Python {p}" for p in table.pythons) + " |"
+    rule = "|---|" + ("---|" if table.sdk else "") + "---|" * len(table.pythons)
     rows = [head, rule]
-    for release, driver, cells in table.grid_rows():
+    for release, column, cells in table.grid_rows():
         marks = [cell_text(table, cell, links) for cell in cells]
-        rows.append(f"| {md(release.label)} | {md(driver.api)} | " + " | ".join(marks) + " |")
+        version = f" {md(column.version)} |" if table.sdk else ""
+        rows.append(f"| {md(release.label)} |{version} " + " | ".join(marks) + " |")
     return "\n".join(rows) + "\n"
 
 
@@ -129,10 +132,12 @@ def features_table(table: CompatTable) -> str:
         rows.append(f"| {md_code(name)} | " + " | ".join(marks) + " |")
     unmeasured = [md(r.label) for r in table.releases if not r.features]
     tail = f"\nNot measured yet (no cell ran): {', '.join(unmeasured)}.\n" if unmeasured else ""
-    key = (
-        f"\n✓ available, ◐ only with the drivers named, {NOT_AVAILABLE_MARK} not available in this release, ✗ failed.\n"
-    )
+    key = f"\n✓ available, ◐ {partial_words(table)}, {NOT_AVAILABLE_MARK} not available in this release, ✗ failed.\n"
     return "\n".join(rows) + "\n" + key + tail
+
+
+def newest_sdk(table: CompatTable) -> str:
+    return f" and the newest {table.sdk.name} it was tested with" if table.sdk else ""
 
 
 def install_section(table: CompatTable) -> str:
@@ -151,7 +156,7 @@ def install_section(table: CompatTable) -> str:
         )
     lines.append(
         "With torch installed, install from the index of your torch release: it holds only the wheels built for "
-        "that release, so pip and uv pick the one for your Python and the newest driver it was tested with. "
+        f"that release, so pip and uv pick the one for your Python{newest_sdk(table)}. "
         "For whatever torch is installed, from the index of every release (restating your torch as a requirement "
         "makes the installer pick the wheel built for it instead of upgrading torch):\n"
     )
@@ -165,14 +170,12 @@ def install_section(table: CompatTable) -> str:
             f"pins below stay valid for the wheels the site serves. The next full-matrix run builds "
             f"`{current}{installable[0].key.local_version_label}`-style labels, which sort numerically.\n"
         )
-    unlabelled = sorted(
-        {c.driver_wheel.filename for c in installable if c.driver_wheel and "+" not in c.driver_wheel.filename}
-    )
-    if unlabelled:
+    unlabelled = sorted({c.sdk_wheel.filename for c in installable if c.sdk_wheel and "+" not in c.sdk_wheel.filename})
+    if unlabelled and table.sdk is not None:
         lines.append(
-            f"The recorded driver wheels ({', '.join(unlabelled)}) were built before the driver version carried its "
-            "`+emu` label, so until their cells are rebuilt a driver pin without it is only as safe as pip's index "
-            "order.\n"
+            f"The recorded {table.sdk.name} wheels ({', '.join(unlabelled)}) were built before their version carried "
+            f"a local label, so until their cells are rebuilt a {table.sdk.name} pin without it is only as safe as "
+            "pip's index order.\n"
         )
     minors = list(dict.fromkeys(table.release(c.release).minor for c in installable))
     for minor in minors:
@@ -186,9 +189,9 @@ def install_section(table: CompatTable) -> str:
             seen.add(cell.requirement)
             pythons = ", ".join(c.python for c in installable if c.requirement == cell.requirement)
             commands = install_commands(table, cell, site)
+            with_sdk = f", {table.sdk.name} {table.sdk_short(cell.sdk)}" if table.sdk else ""
             lines.append(
-                f"Pinned, driver {cell.driver} (Python {pythons}):\n\n"
-                f"```sh\n{commands.pinned}\n# or\n{commands.find_links}\n```\n"
+                f"Pinned{with_sdk} (Python {pythons}):\n\n```sh\n{commands.pinned}\n# or\n{commands.find_links}\n```\n"
             )
     return "\n".join(lines)
 

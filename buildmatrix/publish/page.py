@@ -19,6 +19,7 @@ from buildmatrix.publish.table import (
     CompatTable,
     all_choices,
     any_torch_command,
+    partial_words,
     smoke_summary,
 )
 from buildmatrix.util.paths import relative_path_problem
@@ -39,7 +40,8 @@ const site = data.site_url || new URL('.', window.location.href).href.replace(/\
 const anyTorch = document.getElementById('any-torch');
 anyTorch.textContent = anyTorch.textContent.split('{site}').join(site);
 function update() {
-  const key = ['torch', 'python', 'driver'].map(id => document.getElementById(id).value).join('|');
+  const key = ['torch', 'python', 'sdk'].map(id => document.getElementById(id)).filter(el => el)
+    .map(el => el.value).join('|');
   const how = document.querySelector('input[name=how]:checked').value;
   const choice = data.choices[key];
   const command = document.getElementById('command');
@@ -80,23 +82,32 @@ def _options(select_id: str, label: str, values: list[tuple[str, str]], default:
 
 
 def default_choice(table: CompatTable) -> tuple[str, str, str]:
-    """The newest installable cell preselected, else the newest release with the first Python and newest driver."""
+    """The newest installable cell preselected, else the newest release with the first Python and newest SDK."""
     installable = [c for c in table.cells if c.installable]
+    tags = [c.tag for c in table.columns]
     if installable:
         order = [r.key for r in table.releases]
-        best = max(installable, key=lambda c: (order.index(c.release), c.driver, -table.pythons.index(c.python)))
-        return best.release, best.python, str(best.driver)
-    return table.releases[-1].key, table.pythons[0], str(table.drivers[-1].major)
+        best = max(
+            installable, key=lambda c: (order.index(c.release), tags.index(c.sdk), -table.pythons.index(c.python))
+        )
+        return best.release, best.python, best.sdk
+    return table.releases[-1].key, table.pythons[0], tags[-1]
+
+
+def choice_key(release: str, python: str, sdk: str) -> str:
+    """The page's key of a selector choice: the selects' values joined (no SDK select without an SDK)."""
+    return "|".join([release, python, *([sdk] if sdk else [])])
 
 
 def selector(table: CompatTable) -> str:
-    torch, python, driver = default_choice(table)
+    torch, python, sdk = default_choice(table)
+    sdk_select = [_options("sdk", table.sdk.title, [(c.tag, c.version) for c in table.sdks], sdk)] if table.sdk else []
     return "\n".join(
         [
             '<form id="selector" onsubmit="return false">',
             _options("torch", "torch", [(r.key, r.label) for r in table.releases], torch),
             _options("python", "Python", [(p, p) for p in table.pythons], python),
-            _options("driver", "driver API", [(str(d.major), d.api) for d in table.drivers], driver),
+            *sdk_select,
             '<label><input type="radio" name="how" value="plain"> your torch\'s index</label>',
             '<label><input type="radio" name="how" value="index" checked> pinned (index)</label>',
             '<label><input type="radio" name="how" value="find-links"> pinned (find-links)</label>',
@@ -131,11 +142,13 @@ def cell_td(cell: CompatCell | None, logs: Collection[str]) -> str:
 
 
 def cells_table(table: CompatTable, logs: Collection[str]) -> str:
-    head = "<tr><th>torch</th><th>driver</th>" + "".join(f"<th>Python {_e(p)}</th>" for p in table.pythons) + "</tr>"
+    sdk_head = f"<th>{_e(table.sdk.name)}</th>" if table.sdk else ""
+    head = f"<tr><th>torch</th>{sdk_head}" + "".join(f"<th>Python {_e(p)}</th>" for p in table.pythons) + "</tr>"
     rows = [head]
-    for release, driver, cells in table.grid_rows():
+    for release, column, cells in table.grid_rows():
         tds = "".join(cell_td(cell, logs) for cell in cells)
-        rows.append(f"<tr><th>{_e(release.label)}</th><td>{_e(driver.api)}</td>{tds}</tr>")
+        sdk_td = f"<td>{_e(column.version)}</td>" if table.sdk else ""
+        rows.append(f"<tr><th>{_e(release.label)}</th>{sdk_td}{tds}</tr>")
     return '<table id="cells">' + "\n".join(rows) + "</table>"
 
 
@@ -167,7 +180,7 @@ def index_links(pages: Collection[str]) -> str:
 
 def choices_json(table: CompatTable) -> str:
     choices = {
-        f"{c.release}|{c.python}|{c.driver}": {
+        choice_key(c.release, c.python, c.sdk): {
             "cell": c.cell,
             "exact": c.exact,
             "note": c.note,
@@ -195,6 +208,10 @@ def script_json(text: str) -> str:
     return text
 
 
+def picks(table: CompatTable) -> str:
+    return f", Python and {table.sdk.title}" if table.sdk else " and Python"
+
+
 def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Collection[str] = ()) -> str:
     """index.html of the site; `logs` and `index_pages` are the site paths that exist, so every link resolves."""
     title = f"{table.plugin} {table.plugin_version}: install and compatibility"
@@ -211,7 +228,7 @@ def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Colle
             "<body>",
             f"<h1>{_e(title)}</h1>",
             "<h2>Install</h2>",
-            "<p>Pick your torch release, Python and driver API. <em>Your torch's index</em> installs the wheel built "
+            f"<p>Pick your torch release{picks(table)}. <em>Your torch's index</em> installs the wheel built "
             "for your torch release and Python from that release's own index; the pinned commands install exactly "
             "the tested wheels. None builds from source or changes the installed torch; <code>uv pip install</code> "
             "takes the same arguments.</p>",
@@ -222,7 +239,7 @@ def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Colle
             cells_table(table, logs),
             "<h2>Features per torch release</h2>",
             features_html(table),
-            f"<p>✓ available, ◐ only with the drivers named, {NOT_AVAILABLE_MARK} not available in this release, "
+            f"<p>✓ available, ◐ {partial_words(table)}, {NOT_AVAILABLE_MARK} not available in this release, "
             "✗ failed.</p>",
             "<h2>Index</h2>",
             index_links(index_pages),

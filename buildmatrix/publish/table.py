@@ -17,15 +17,17 @@ from packaging.version import InvalidVersion, Version
 
 from buildmatrix.builder.results import CellResult, SmokeCounts, WheelRecord
 from buildmatrix.errors import MatrixError
-from buildmatrix.model.cells import Cell, CellKey, expand
-from buildmatrix.model.matrix import Matrix, TorchRelease
-from buildmatrix.model.vocab import FailureClass, FeatureState, Status, Variant
+from buildmatrix.model.cellkey import CellKey
+from buildmatrix.model.cells import Cell, expand
+from buildmatrix.model.matrix import Matrix, TorchRelease, shortest_prefix
+from buildmatrix.model.vocab import FailureClass, FeatureState, SdkKind, Status
 
-COMPAT_SCHEMA_VERSION = 1
+# 2: the SDK is general (`sdk`, `sdks`, a cell's `sdk` id part and `sdk_wheel`); tables of 1 (a driver) are read as 2.
+COMPAT_SCHEMA_VERSION = 2
 SITE_PLACEHOLDER = "{site}"
 
 
-def release_key(minor: str, variant: Variant) -> str:
+def release_key(minor: str, variant: str) -> str:
     """The table's key of a torch release, e.g. torch2.13-cpu."""
     return f"torch{minor}-{variant}"
 
@@ -36,9 +38,9 @@ class CompatCell:
 
     key: CellKey
     status: Status  # passed | failed | not built
-    requirement: str  # torch-emu==0.1.0+torch.2.13.drv.2
+    requirement: str  # my-ops==0.1.0+torch.2.13
     wheel: WheelRecord | None = None
-    driver_wheel: WheelRecord | None = None
+    sdk_wheel: WheelRecord | None = None  # a wheel SDK's wheel, installed with the plugin wheel
     smoke: SmokeCounts | None = None
     failed_step: str | None = None
     error: str | None = None
@@ -61,34 +63,45 @@ class CompatCell:
         return self.key.python_minor
 
     @property
-    def driver(self) -> int:
-        """Driver API major."""
-        return self.key.driver_major
+    def sdk(self) -> str:
+        """Its SDK column (the SDK's id part, e.g. drv2); "" without an SDK."""
+        return self.key.sdk_tag
 
     @property
     def installable(self) -> bool:
-        return self.status == Status.PASSED and self.wheel is not None and self.driver_wheel is not None
+        """Passed, with its wheels (compat_cell passes a wheel SDK's cell only with its SDK wheel)."""
+        return self.status == Status.PASSED and self.wheel is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """The table names a cell by its release key, Python and driver column; from_dict joins them back."""
+        """The table names a cell by its release key, Python and SDK column; from_dict joins them back."""
         data = asdict(self)
         del data["key"]
         if data["failure"] is None:
             del data["failure"]  # records that predate failure classes: docs stay byte-identical
-        return {"id": self.id, "release": self.release, "python": self.python, "driver": self.driver, **data}
+        if data["sdk_wheel"] is None:
+            del data["sdk_wheel"]
+        else:
+            # Schema 1's name of the SDK wheel, kept as an alias: readers of schema 1 (the doctor of wheels already
+            # installed reads the site's compatibility.json) count a passed cell as installable by it.
+            data[V1_SDK_WHEEL] = data["sdk_wheel"]
+        sdk = {"sdk": self.sdk} if self.key.sdk is not None else {}
+        label = {"label": self.key.label}
+        return {"id": self.id, "release": self.release, "python": self.python, **sdk, **label, **data}
 
     @classmethod
     def from_dict(
-        cls, data: Mapping[str, Any], releases: Mapping[str, Release], drivers: Mapping[int, DriverColumn]
+        cls, data: Mapping[str, Any], releases: Mapping[str, Release], sdks: Mapping[str, SdkColumn]
     ) -> CompatCell:
-        release, column = releases[data["release"]], drivers[data["driver"]]
+        release = releases[data["release"]]
+        sdk = {"sdk": sdks[data["sdk"]].version} if "sdk" in data else {}
         key = CellKey.from_dict(
             {
                 "id": data["id"],
                 "torch": release.version,
                 "variant": release.variant,
                 "python": data["python"],
-                "driver": column.api,
+                "label": data["label"],
+                **sdk,
             }
         )
         return cls(
@@ -96,7 +109,7 @@ class CompatCell:
             Status(data["status"]),
             data["requirement"],
             wheel=WheelRecord.from_dict(data.get("wheel")),
-            driver_wheel=WheelRecord.from_dict(data.get("driver_wheel")),
+            sdk_wheel=WheelRecord.from_dict(data.get("sdk_wheel")),
             smoke=SmokeCounts(**data["smoke"]) if data.get("smoke") else None,
             failed_step=data.get("failed_step"),
             error=data.get("error"),
@@ -108,7 +121,7 @@ class CompatCell:
 @dataclass(frozen=True)
 class FeatureSupport:
     state: FeatureState
-    note: str = ""  # which drivers have it (partial), or why not
+    note: str = ""  # which SDK versions have it (partial), or why not
 
 
 @dataclass(frozen=True)
@@ -116,7 +129,7 @@ class Release:
     key: str
     minor: str
     version: str
-    variant: Variant
+    variant: str
     torch_requirement: str  # what pip installs: 2.13.0+cpu
     wheel_source: str  # registry | find-links ...
     pythons: tuple[str, ...]  # Pythons its published torch wheels support (the registry's answer)
@@ -128,34 +141,67 @@ class Release:
 
 
 @dataclass(frozen=True)
-class DriverColumn:
-    major: int
-    api: str
+class SdkColumn:
+    """One SDK version of the table: its id part (the column's key, e.g. drv2) and its version."""
+
+    tag: str
+    version: str
+
+
+@dataclass(frozen=True)
+class SdkInfo:
+    """The project's SDK as the published table names it."""
+
+    kind: SdkKind
+    name: str  # tables and notes ("driver")
+    title: str  # the install page's selector ("driver API")
+    distribution: str = ""  # a wheel SDK's distribution, installed with the plugin wheel
+
+    @property
+    def publishes_wheels(self) -> bool:
+        return self.kind == SdkKind.WHEEL
+
+
+NO_SDK = SdkColumn("", "")  # the one column of a project without an SDK
 
 
 @dataclass(frozen=True)
 class CompatTable:
     plugin: str
     plugin_version: str
-    driver_distribution: str
+    sdk: SdkInfo | None  # None: the project has no SDK
     pythons: tuple[str, ...]
-    drivers: tuple[DriverColumn, ...]
+    sdks: tuple[SdkColumn, ...]  # empty without an SDK
     releases: tuple[Release, ...]
     cells: tuple[CompatCell, ...]
     site_url: str = ""  # where the site is served; empty: unknown (docs show <site>, the page uses its own URL)
     schema_version: int = COMPAT_SCHEMA_VERSION
 
-    def cell(self, release: str, python: str, driver: int) -> CompatCell | None:
-        return next((c for c in self.cells if (c.release, c.python, c.driver) == (release, python, driver)), None)
+    def cell(self, release: str, python: str, sdk: str = "") -> CompatCell | None:
+        return next((c for c in self.cells if (c.release, c.python, c.sdk) == (release, python, sdk)), None)
 
-    def grid_rows(self) -> Iterator[tuple[Release, DriverColumn, list[CompatCell | None]]]:
-        """Rows release x driver of the table, one entry per Python (None: not in the matrix); a driver that a
-        release has no cell for gives no row."""
+    @property
+    def columns(self) -> tuple[SdkColumn, ...]:
+        """The SDK axis of the grid: its versions, or the one NO_SDK column."""
+        return self.sdks or (NO_SDK,)
+
+    def sdk_version(self, tag: str) -> str:
+        """The version of an SDK column (its id part), as the grid and the selector show it."""
+        return next((c.version for c in self.sdks if c.tag == tag), tag)
+
+    def sdk_short(self, tag: str) -> str:
+        """An SDK column as notes name it: the shortest prefix of its version no other column has ("2" for 2.2)."""
+        versions = [Version(c.version) for c in self.sdks]
+        return shortest_prefix(Version(self.sdk_version(tag)), versions) if tag else ""
+
+    def grid_rows(self) -> Iterator[tuple[Release, SdkColumn, list[CompatCell | None]]]:
+        """Rows release x SDK version of the table, one entry per Python (None: not in the matrix); an SDK version
+        that a release has no cell for gives no row."""
         for release in self.releases:
-            for driver in self.drivers:
-                cells = [self.cell(release.key, python, driver.major) for python in self.pythons]
+            for column in self.columns:
+                cells = [self.cell(release.key, python, column.tag) for python in self.pythons]
                 if any(cells):
-                    yield release, driver, cells
+                    yield release, column, cells
 
     def release(self, key: str) -> Release:
         return next(r for r in self.releases if r.key == key)
@@ -170,13 +216,14 @@ class CompatTable:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CompatTable:
+        if data.get("schema_version") == 1:
+            data = migrate_v1(data)
         if data.get("schema_version") != COMPAT_SCHEMA_VERSION:
             raise ValueError(f"compatibility schema {data.get('schema_version')} is not {COMPAT_SCHEMA_VERSION}")
         releases = tuple(
             Release(
                 **{
                     **r,
-                    "variant": Variant(r["variant"]),
                     "pythons": tuple(r["pythons"]),
                     "features": {
                         k: FeatureSupport(FeatureState(v["state"]), v.get("note", "")) for k, v in r["features"].items()
@@ -185,16 +232,17 @@ class CompatTable:
             )
             for r in data["releases"]
         )
-        drivers = tuple(DriverColumn(**d) for d in data["drivers"])
+        sdks = tuple(SdkColumn(**d) for d in data["sdks"])
+        sdk = data.get("sdk")
         by_key = {r.key: r for r in releases}
-        by_major = {d.major: d for d in drivers}
-        cells = tuple(CompatCell.from_dict(c, by_key, by_major) for c in data["cells"])
+        by_tag = {d.tag: d for d in sdks}
+        cells = tuple(CompatCell.from_dict(c, by_key, by_tag) for c in data["cells"])
         return cls(
             plugin=data["plugin"],
             plugin_version=data["plugin_version"],
-            driver_distribution=data["driver_distribution"],
+            sdk=SdkInfo(**{**sdk, "kind": SdkKind(sdk["kind"])}) if sdk else None,
             pythons=tuple(data["pythons"]),
-            drivers=drivers,
+            sdks=sdks,
             releases=releases,
             cells=cells,
             site_url=data.get("site_url", ""),
@@ -203,6 +251,28 @@ class CompatTable:
     @classmethod
     def from_json(cls, text: str) -> CompatTable:
         return cls.from_dict(json.loads(text))
+
+
+# Tables of schema 1 were written when every project had a driver: cells named by the driver's API major, ids ending
+# -drv<major>, requirements carrying the label, driver wheels under driver/.
+V1_SDK = {"kind": "wheel", "name": "driver", "title": "driver API"}
+V1_SDK_WHEEL = "driver_wheel"
+
+
+def migrate_v1(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A schema 1 table in schema 2's form."""
+    columns = {d["major"]: {"tag": f"drv{d['major']}", "version": d["api"]} for d in data["drivers"]}
+    cells = []
+    for old in data["cells"]:
+        cell = dict(old)
+        cell["sdk"] = columns[cell.pop("driver")]["tag"]
+        cell["label"] = str(cell["requirement"]).partition("+")[2]
+        if cell.get(V1_SDK_WHEEL) is not None:
+            cell["sdk_wheel"] = cell[V1_SDK_WHEEL]
+        cells.append(cell)
+    out = {k: v for k, v in data.items() if k not in ("drivers", "driver_distribution")}
+    sdk = {**V1_SDK, "distribution": data["driver_distribution"]}
+    return {**out, "schema_version": 2, "sdk": sdk, "sdks": list(columns.values()), "cells": cells}
 
 
 def _short(version: Version) -> str:
@@ -223,20 +293,21 @@ def _built_for(plugin_version: Version, result: CellResult) -> bool:
 
 def compat_cell(matrix: Matrix, cell: Cell, result: CellResult | None) -> CompatCell:
     """The cell as the table shows it; `result` is the record for its key (a record of an older matrix has another
-    key: another torch patch release or driver API version says nothing about this cell, nor does a record of
+    key: another torch patch release or SDK version says nothing about this cell, nor does a record of
     another plugin version: its install command would name a wheel the matrix no longer makes)."""
     key = cell.key
     requirement = f"{matrix.plugin.distribution}=={matrix.plugin.version}+{key.local_version_label}"
     if result is None or result.cell != key or not _built_for(matrix.plugin.version, result):
         return CompatCell(key, Status.NOT_BUILT, requirement)
-    wheel, driver = result.wheel, result.driver_wheel
-    passed = result.status == Status.PASSED and wheel is not None and driver is not None
+    wheel, sdk_wheel = result.wheel, result.sdk_wheel
+    needs_sdk_wheel = matrix.sdk is not None and matrix.sdk.builds_wheel
+    passed = result.status == Status.PASSED and wheel is not None and (sdk_wheel is not None or not needs_sdk_wheel)
     return CompatCell(
         key,
         Status.PASSED if passed else Status.FAILED,
         requirement,
         wheel=wheel if passed else None,
-        driver_wheel=driver if passed else None,
+        sdk_wheel=sdk_wheel if passed and needs_sdk_wheel else None,
         smoke=result.smoke,
         failed_step=None if passed else (result.failed_step or "publish"),
         error=None if passed else result.error,
@@ -259,14 +330,14 @@ def outcome_state(outcome: str) -> str:
     return outcome.split(":", 1)[0].strip()
 
 
-def feature_support(outcomes: Mapping[int, str]) -> FeatureSupport:
-    """Aggregate one feature's outcome over the cells of a release, keyed by driver major."""
+def feature_support(outcomes: Mapping[str, str], sdk_name: str = "") -> FeatureSupport:
+    """Aggregate one feature's outcome over the cells of a release, keyed by SDK version ("" without an SDK)."""
     passed = sorted({d for d, o in outcomes.items() if outcome_state(o) == Status.PASSED})
     failed = sorted({d for d, o in outcomes.items() if o == Status.FAILED})
     unavailable = f"{FeatureState.NOT_AVAILABLE}:"
     missing = sorted({o.split(":", 1)[1].strip() for o in outcomes.values() if o.startswith(unavailable)})
     if failed:
-        return FeatureSupport(FeatureState.FAILED, "driver " + ", ".join(map(str, failed)))
+        return FeatureSupport(FeatureState.FAILED, f"{sdk_name} {', '.join(failed)}".strip())
     # A passed outcome may carry a detail (the OpInfo pass counts): the table shows the details as the note.
     details = sorted(
         {o.split(":", 1)[1].strip() for o in outcomes.values() if outcome_state(o) == Status.PASSED and ":" in o}
@@ -274,19 +345,24 @@ def feature_support(outcomes: Mapping[int, str]) -> FeatureSupport:
     if passed and len(passed) == len(set(outcomes)):
         return FeatureSupport(FeatureState.AVAILABLE, "; ".join(details))
     if passed:
-        return FeatureSupport(FeatureState.PARTIAL, "driver " + ", ".join(map(str, passed)) + " only")
+        return FeatureSupport(FeatureState.PARTIAL, f"{sdk_name} {', '.join(passed)} only")
     return FeatureSupport(FeatureState.NOT_AVAILABLE, "; ".join(missing))
 
 
-def release_features(cells: Iterable[tuple[CompatCell, CellResult]]) -> dict[str, FeatureSupport]:
-    """Per feature, its outcome per driver major; a feature that passed for any Python counts as passed there."""
-    by_feature: dict[str, dict[int, str]] = {}
+def release_features(
+    cells: Iterable[tuple[CompatCell, CellResult]], sdk_name: str = "", shorts: Mapping[str, str] | None = None
+) -> dict[str, FeatureSupport]:
+    """Per feature, its outcome per SDK version (named by `shorts`, by id part: "2" for drv2); a feature that passed
+    for any Python counts as passed there."""
+    shorts = shorts or {}
+    by_feature: dict[str, dict[str, str]] = {}
     for cell, result in cells:
+        version = shorts.get(cell.sdk, "")
         for name, outcome in result.features.items():
             known = by_feature.setdefault(name, {})
-            if outcome_state(known.get(cell.driver, "")) != Status.PASSED:
-                known[cell.driver] = outcome
-    return {name: feature_support(by_feature[name]) for name in sorted(by_feature)}
+            if outcome_state(known.get(version, "")) != Status.PASSED:
+                known[version] = outcome
+    return {name: feature_support(by_feature[name], sdk_name) for name in sorted(by_feature)}
 
 
 def build_table(
@@ -299,6 +375,7 @@ def build_table(
     """Join the expanded cells with their records; a cell without a (current) record is 'not built'."""
     by_key = {r.cell: r for r in results}
     compat = [compat_cell(matrix, cell, by_key.get(cell.key)) for cell in cells]
+    shorts = {v.tag: matrix.sdk.short(v) for v in matrix.sdk.versions} if matrix.sdk is not None else {}
     releases = []
     for release in matrix.torch:
         key = release_key(release.minor, release.variant)
@@ -312,19 +389,26 @@ def build_table(
                 release.requirement_version,
                 release.wheels.describe(),
                 tuple(_short(v) for v in sorted(available_pythons.get(release, set()))),
-                release_features(measured),
+                release_features(measured, matrix.sdk.name if matrix.sdk is not None else "", shorts),
             )
         )
     return CompatTable(
         plugin=matrix.plugin.distribution,
         plugin_version=str(matrix.plugin.version),
-        driver_distribution=matrix.driver_distribution,
+        sdk=sdk_info(matrix),
         pythons=tuple(_short(v) for v in matrix.python),
-        drivers=tuple(DriverColumn(d.major, str(d.api)) for d in matrix.drivers),
+        sdks=tuple(SdkColumn(v.tag, str(v.version)) for v in matrix.sdk.versions) if matrix.sdk is not None else (),
         releases=tuple(releases),
         cells=tuple(compat),
         site_url=site_url,
     )
+
+
+def sdk_info(matrix: Matrix) -> SdkInfo | None:
+    sdk = matrix.sdk
+    if sdk is None:
+        return None
+    return SdkInfo(sdk.kind, sdk.name, sdk.title, sdk.distribution if sdk.builds_wheel else "")
 
 
 def available_from_table(table: CompatTable, matrix: Matrix) -> dict[TorchRelease, set[Version]]:
@@ -356,8 +440,8 @@ def stale_problems(table: CompatTable, matrix: Matrix) -> list[str]:
     expected = build_table(matrix, cells, [], available_from_table(table, matrix))
     if [c.id for c in expected.cells] != [c.id for c in table.cells]:
         problems.append(f"cells {[c.id for c in table.cells]} are now {[c.id for c in expected.cells]}")
-    if (expected.pythons, expected.drivers) != (table.pythons, table.drivers):
-        problems.append("the matrix's Pythons or driver versions changed")
+    if (expected.pythons, expected.sdk, expected.sdks) != (table.pythons, table.sdk, table.sdks):
+        problems.append("the matrix's Pythons or SDK (its versions, names or kind) changed")
     return problems
 
 
@@ -367,7 +451,7 @@ class InstallChoice:
 
     release: str
     python: str
-    driver: int
+    sdk: str  # the SDK column chosen (its id part); "" without an SDK
     cell: str | None  # id of the cell whose wheel is installed; None: nothing is installable
     exact: bool
     note: str
@@ -380,8 +464,8 @@ class InstallChoice:
 class InstallCommands:
     """The ways to install one cell's wheels (pip syntax; `uv pip install` takes the same arguments)."""
 
-    release_index: str  # plain `pip install torch-emu` from the release's own index: keeps the installed torch
-    pinned: str  # exact pins; both versions carry local labels, which the public index cannot host
+    release_index: str  # plain `pip install <plugin>` from the release's own index: keeps the installed torch
+    pinned: str  # exact pins; the versions carry local labels, which the public index cannot host
     find_links: str  # the same pins from the release's find-links page
 
 
@@ -411,10 +495,13 @@ def any_torch_command(table: CompatTable, site: str = SITE_PLACEHOLDER) -> str:
 
 def install_commands(table: CompatTable, cell: CompatCell, site: str = SITE_PLACEHOLDER) -> InstallCommands:
     """Commands that install this cell's wheels, never an sdist; the pinned ones can only ever install its wheels."""
-    assert cell.driver_wheel is not None
-    driver_version = parse_wheel_filename(cell.driver_wheel.filename)[1]
-    pins = f"{cell.requirement} {table.driver_distribution}=={driver_version}"
-    only_binary = f"--only-binary={table.plugin},{table.driver_distribution}"
+    pins, binaries = cell.requirement, table.plugin
+    if table.sdk is not None and table.sdk.publishes_wheels:
+        assert cell.sdk_wheel is not None
+        sdk_version = parse_wheel_filename(cell.sdk_wheel.filename)[1]
+        pins += f" {table.sdk.distribution}=={sdk_version}"
+        binaries += f",{table.sdk.distribution}"
+    only_binary = f"--only-binary={binaries}"
     minor = table.release(cell.release).minor
     return InstallCommands(
         release_index=release_index_command(table, minor, site),
@@ -423,8 +510,8 @@ def install_commands(table: CompatTable, cell: CompatCell, site: str = SITE_PLAC
     )
 
 
-def nearest_cell(table: CompatTable, release: str, python: str, driver: int) -> CompatCell | None:
-    """The installable cell closest to the choice: same driver first (the machine's driver is hardest to change),
+def nearest_cell(table: CompatTable, release: str, python: str, sdk: str = "") -> CompatCell | None:
+    """The installable cell closest to the choice: same SDK version first (the machine's SDK is hardest to change),
     then the closest torch release, then the closest Python (the newer one on a tie)."""
     order = [r.key for r in table.releases]
     candidates = [c for c in table.cells if c.installable]
@@ -433,7 +520,7 @@ def nearest_cell(table: CompatTable, release: str, python: str, driver: int) -> 
     return min(
         candidates,
         key=lambda c: (
-            c.driver != driver,
+            c.sdk != sdk,
             abs(order.index(c.release) - order.index(release)),
             _minor_distance(c.python, python),
             -Version(c.python).minor,
@@ -442,17 +529,23 @@ def nearest_cell(table: CompatTable, release: str, python: str, driver: int) -> 
     )
 
 
+def _choice_words(table: CompatTable, release: Release, python: str, sdk: str) -> str:
+    """How a note names a choice: torch 2.4.1, Python 3.11[, driver 2.2]."""
+    with_sdk = f", {table.sdk.name} {table.sdk_short(sdk)}" if table.sdk is not None else ""
+    return f"torch {release.version}, Python {python}{with_sdk}"
+
+
 def install_choice(
-    table: CompatTable, release: str, python: str, driver: int, site: str = SITE_PLACEHOLDER
+    table: CompatTable, release: str, python: str, sdk: str = "", site: str = SITE_PLACEHOLDER
 ) -> InstallChoice:
-    exact = table.cell(release, python, driver)
+    exact = table.cell(release, python, sdk)
     rel = table.release(release)
     if exact is not None and exact.installable:
         commands = install_commands(table, exact, site)
         return InstallChoice(
             release,
             python,
-            driver,
+            sdk,
             exact.id,
             True,
             f"tested: {smoke_summary(exact.smoke)}",
@@ -469,20 +562,20 @@ def install_choice(
         reason = f"not in the matrix ({why})"
     else:
         reason = str(Status.NOT_BUILT) if exact.status == Status.NOT_BUILT else f"failed in step {exact.failed_step}"
-    near = nearest_cell(table, release, python, driver)
+    near = nearest_cell(table, release, python, sdk)
     if near is None:
-        note = f"torch {rel.version}, Python {python}, driver {driver}: {reason}; no wheel is published yet"
-        return InstallChoice(release, python, driver, None, False, note)
+        note = f"{_choice_words(table, rel, python, sdk)}: {reason}; no wheel is published yet"
+        return InstallChoice(release, python, sdk, None, False, note)
     nrel = table.release(near.release)
     commands = install_commands(table, near, site)
     note = (
-        f"torch {rel.version}, Python {python}, driver {driver}: {reason}. "
-        f"Nearest supported choice: torch {nrel.version}, Python {near.python}, driver {near.driver}"
+        f"{_choice_words(table, rel, python, sdk)}: {reason}. "
+        f"Nearest supported choice: {_choice_words(table, nrel, near.python, near.sdk)}"
     )
     return InstallChoice(
         release,
         python,
-        driver,
+        sdk,
         near.id,
         False,
         note,
@@ -494,11 +587,16 @@ def install_choice(
 
 def all_choices(table: CompatTable, site: str = SITE_PLACEHOLDER) -> list[InstallChoice]:
     return [
-        install_choice(table, r.key, p, d.major, site)
+        install_choice(table, r.key, p, column.tag, site)
         for r in table.releases
         for p in table.pythons
-        for d in table.drivers
+        for column in table.columns
     ]
+
+
+def partial_words(table: CompatTable) -> str:
+    """What the partial feature mark means: only with the SDK versions named (a project without an SDK has none)."""
+    return f"only with the {table.sdk.name}s named" if table.sdk else "only on some of its cells"
 
 
 def smoke_summary(smoke: SmokeCounts | None) -> str:

@@ -1,7 +1,7 @@
 """The interface every runner implements, and what it gets and gives back.
 
 A runner does only what differs between runners: it builds the wheels, says which symbols the cell's torch and
-driver provide, and runs the smoke suite. The engine checks the wheel and judges the smoke run, for every runner.
+SDK provide, and runs the smoke suite. The engine checks the wheel and judges the smoke run, for every runner.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class CellJob:
     log_file: Path
     find_links: tuple[str, ...]  # where the cell's torch wheel is found, beyond the registry
     index_urls: tuple[str, ...] = ()  # extra indexes holding the cell's torch (PyTorch's own, for its CPU builds)
-    force: bool = False  # --force: rebuild the shared caches this cell uses (driver wheel) rather than trust them
+    force: bool = False  # --force: rebuild the shared caches this cell uses (SDK wheel) rather than trust them
     # What the build gets in its environment (matrix.yaml's build.env, build.version-env, build.sdk-version-env).
     build_env: Mapping[str, str] = field(default_factory=dict)
 
@@ -43,7 +43,7 @@ class RunnerOutput:
     """Filled in by the runner as steps complete, so a failed cell still reports what it got."""
 
     plugin_wheel: Path | None = None
-    driver_wheel: Path | None = None
+    sdk_wheel: Path | None = None  # a wheel SDK's wheel the cell was built and tested with
     smoke: SmokeCounts | None = None
     features: dict[str, str] = field(default_factory=dict)
     torch_build: dict[str, Any] = field(default_factory=dict)
@@ -81,11 +81,11 @@ class Runner(Protocol):
         """End what runs over `owner` left running outside their process trees (containers); returns how many."""
 
     def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
-        """Build the driver and plugin wheels for job.cell in the runner's own steps, filling output (plugin_wheel,
-        driver_wheel, torch_build); raises StepFailed."""
+        """Build the plugin wheel (and a wheel SDK's) for job.cell in the runner's own steps, filling output
+        (plugin_wheel, sdk_wheel, torch_build); raises StepFailed."""
 
     def provided_symbols(self, job: CellJob) -> set[str]:
-        """The dynamic symbols the cell's torch and driver libraries define: what the plugin may leave undefined.
+        """The dynamic symbols the cell's torch and SDK libraries define: what the plugin may leave undefined.
         Called by the engine's check step, after build."""
 
     def prepare_smoke(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from buildmatrix.builder.drivers import DriverBuild, DriverWheels
 from buildmatrix.builder.runners.base import CellJob, RunnerOutput, SmokeRun, the_one_wheel
+from buildmatrix.builder.sdkwheels import SdkBuild, SdkWheels
 from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_requirements, reproducible_env, torch_constraints, uv_cache_dir
@@ -28,7 +28,7 @@ from buildmatrix.util.fingerprint import file_sha256, tree_hash
 from buildmatrix.util.process import run_logged
 
 # Where the runner's mounts appear inside the container.
-FIND_LINKS, DRIVER, OUT, CACHE, HELPER = "/find-links", "/driver", "/out", "/cache", "/buildmatrix"
+FIND_LINKS, SDK, OUT, CACHE, HELPER = "/find-links", "/sdk", "/out", "/cache", "/buildmatrix"
 UV_CACHE = "/uv-cache"  # the host's uv cache (the local runner's), shared by every cell
 # cibuildwheel's progress lines, mapped to our step names: the last one seen before a failure names the failed step.
 CIBW_PHASES = (
@@ -67,27 +67,28 @@ def python_tag(cell: Cell) -> str:
 
 
 def cell_container(
-    job: CellJob, image_tag: str, driver_wheel: Path, cache: Path, helper: Path, *, uv_cache: Path
+    job: CellJob, image_tag: str, sdk_wheel: Path | None, cache: Path, helper: Path, *, uv_cache: Path
 ) -> CellContainer:
-    """Mounts (find-links and driver read-only, caches and /out writable) and cibuildwheel's CIBW_* settings.
+    """Mounts (find-links and a wheel SDK's wheel read-only, caches and /out writable) and cibuildwheel's CIBW_*
+    settings.
 
     uv_cache is the host's uv cache: uv in the container copies out of it (UV_LINK_MODE=copy, since hardlinks cannot
     cross the bind mount), so a release's wheels downloaded by any cell, local or in any image, serve all of them."""
     cell, out = job.cell, job.workdir / "out"
     find_links = [location.removeprefix("file://") for location in job.find_links]
     mounts = [(Path(p), f"{FIND_LINKS}/{i}", "ro") for i, p in enumerate(find_links)]
+    mounts += [(sdk_wheel.parent, SDK, "ro")] if sdk_wheel is not None else []
     mounts += [
-        (driver_wheel.parent, DRIVER, "ro"),
         (out, OUT, "rw"),
         (cache, CACHE, "rw"),
         (uv_cache, UV_CACHE, "rw"),
         (helper.parent, HELPER, "ro"),
     ]
-    links = [f"{FIND_LINKS}/{i}" for i in range(len(find_links))] + [DRIVER]
+    links = [f"{FIND_LINKS}/{i}" for i in range(len(find_links))] + ([SDK] if sdk_wheel is not None else [])
     env = {
         "PIP_FIND_LINKS": " ".join(links),
         "UV_FIND_LINKS": ",".join(links),
-        # Installing the plugin wheel must resolve to the cell's torch and driver, never a newer one from the index.
+        # Installing the plugin wheel must resolve to the cell's torch and SDK wheel, never a newer one from the index.
         "PIP_CONSTRAINT": f"{OUT}/constraints.txt",
         "UV_CONSTRAINT": f"{OUT}/constraints.txt",
         "PIP_CACHE_DIR": f"{CACHE}/pip",
@@ -112,7 +113,8 @@ def cell_container(
     create_args += oci.owner_label()  # cibuildwheel's container, found by the run's sweep if it outlives its client
     env_args, secret_env = oci.env_options(env)  # secrets by name: cibuildwheel's docker reads them from its env
     create_args += env_args
-    driver_package = job.matrix.driver_distribution.replace("-", "_")
+    sdk = job.matrix.sdk
+    sdk_package = sdk.distribution.replace("-", "_").replace(".", "_") if sdk is not None and sdk.builds_wheel else ""
     torch_req = f"torch=={cell.torch.requirement_version}"
     before_build = [
         "python",
@@ -120,14 +122,13 @@ def cell_container(
         "before-build",
         "--out",
         OUT,
-        "--driver-package",
-        driver_package,
+        *(("--sdk-package", sdk_package) if sdk_package else ()),
         "--",
         torch_req,
-        f"{DRIVER}/{driver_wheel.name}",
+        *((f"{SDK}/{sdk_wheel.name}",) if sdk_wheel is not None else ()),
         *build_requirements(job.matrix),
     ]
-    excludes = [*TORCH_LIBRARIES, f"lib{driver_package}.so*"]
+    excludes = [*TORCH_LIBRARIES, *(sdk.libraries if sdk is not None else ())]
     repair = [
         "python",
         f"{HELPER}/{helper.name}",
@@ -160,13 +161,14 @@ def cell_container(
     return CellContainer(tuple(create_args), cibw, secret_env)
 
 
-def driver_cache_dir(cache_dir: Path, image_tag: str) -> Path:
-    """Driver wheels are built in each builder image (linked against its libstdc++), so each image has its own cache."""
+def sdk_cache_dir(cache_dir: Path, image_tag: str) -> Path:
+    """SDK wheels are built in each builder image (linked against its libstdc++), so each image has its own cache
+    ("driver-wheels": the directory's name from before the SDK was general; kept, so caches stay valid)."""
     return cache_dir / "driver-wheels" / "docker" / re.sub(r"[^A-Za-z0-9_.-]", "-", image_tag)
 
 
-def container_driver_build(image_tag: str, cache: Path, helper: Path, uv_cache: Path) -> DriverBuild:
-    """Builds the driver tree inside image_tag with cell.py (uv build, then auditwheel repair), sharing cell caches."""
+def container_sdk_build(image_tag: str, cache: Path, helper: Path, uv_cache: Path) -> SdkBuild:
+    """Builds the SDK's tree inside image_tag with cell.py (uv build, then auditwheel repair), sharing cell caches."""
 
     def build(tree: Path, out_dir: Path, env: Mapping[str, str], log_file: Path) -> None:
         from buildmatrix.docker.images import passed_env
@@ -187,8 +189,8 @@ def container_driver_build(image_tag: str, cache: Path, helper: Path, uv_cache: 
         }
         oci.run_container(
             image_tag,
-            ["python3", f"{HELPER}/{helper.name}", "driver", "/src", "/dist"],
-            "driver",
+            ["python3", f"{HELPER}/{helper.name}", "sdk-wheel", "/src", "/dist"],
+            "sdk",
             log_file,
             mounts=mounts,
             env=inside,
@@ -233,14 +235,14 @@ class DockerRunner:
         self.matrix = matrix
         self.ca_bundle = ca_bundle
         self._builders: dict[Path, ImageBuilder] = {}
-        self._driver_wheels: dict[str, DriverWheels] = {}
-        self._driver_guard = threading.Lock()
+        self._sdk_wheels: dict[str, SdkWheels] = {}
+        self._guard = threading.Lock()
         self._plans: dict[tuple[str, str], ImagePlan] = {}
         self._uv_cache: Path | None = None
 
     def uv_cache(self) -> Path:
         """The host's uv cache (asked of uv once per run), created if missing so Docker does not make it root-only."""
-        with self._driver_guard:
+        with self._guard:
             if self._uv_cache is None:
                 self._uv_cache = uv_cache_dir()
                 self._uv_cache.mkdir(parents=True, exist_ok=True)
@@ -269,28 +271,28 @@ class DockerRunner:
         cache = job.workspace.cache_dir / "docker"
         return self._builders.setdefault(cache, ImageBuilder(cache, self.ca_bundle))
 
-    def _drivers(self, job: CellJob, image_tag: str) -> DriverWheels:
-        """The driver wheels built in image_tag: one built on the host may need a newer libstdc++ than the image has."""
+    def _sdk_wheel(self, job: CellJob, image_tag: str, log: Path) -> Path | None:
+        """The cell's SDK wheel built in image_tag (one built on the host may need a newer libstdc++ than the image
+        has); None for a system SDK or none."""
+        sdk = job.matrix.sdk
+        if sdk is None or not sdk.builds_wheel or job.cell.sdk is None:
+            return None
         uv_cache = self.uv_cache()
-        with self._driver_guard:
-            if image_tag in self._driver_wheels:
-                return self._driver_wheels[image_tag]
-            cache = job.workspace.cache_dir / "docker" / "cache"
-            cache.mkdir(parents=True, exist_ok=True)
-            build = container_driver_build(image_tag, cache, CELL_HELPER, uv_cache)
-            wheels = DriverWheels(
-                job.matrix.driver_source,
-                job.matrix.driver_distribution,
-                driver_cache_dir(job.workspace.cache_dir, image_tag),
-                build=build,
-                generated=job.matrix.contract.build.generated,
-            )
-            self._driver_wheels[image_tag] = wheels
-            return wheels
+        with self._guard:
+            if image_tag not in self._sdk_wheels:
+                cache = job.workspace.cache_dir / "docker" / "cache"
+                cache.mkdir(parents=True, exist_ok=True)
+                build = container_sdk_build(image_tag, cache, CELL_HELPER, uv_cache)
+                directory = sdk_cache_dir(job.workspace.cache_dir, image_tag)
+                self._sdk_wheels[image_tag] = SdkWheels(
+                    sdk, directory, build=build, generated=job.matrix.contract.build.generated
+                )
+            wheels = self._sdk_wheels[image_tag]
+        return wheels.wheel(job.cell.sdk, log, force=job.force)
 
     def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
-        """Image, driver wheel, then cibuildwheel: it builds, repairs and also runs the smoke suite (run_smoke reads
-        what it left)."""
+        """Image, SDK wheel (a wheel SDK), then cibuildwheel: it builds, repairs and also runs the smoke suite
+        (run_smoke reads what it left)."""
         cell, log = job.cell, job.log_file
         with steps.step("image"):
             try:
@@ -303,26 +305,29 @@ class DockerRunner:
                     "image",
                     f"{tag} is {oci.image_platform(tag) or 'missing'}, not {oci.PLATFORM}; cibuildwheel would pull",
                 )
-        with steps.step("driver"):
-            output.driver_wheel = self._drivers(job, tag).wheel(cell.driver, log, force=job.force)
-        driver_wheel = output.driver_wheel
+        if job.matrix.sdk is not None and job.matrix.sdk.builds_wheel:
+            with steps.step("sdk"):
+                output.sdk_wheel = self._sdk_wheel(job, tag, log)
+        sdk_wheel = output.sdk_wheel
 
         out, dist = job.workdir / "out", job.workdir / "dist"
         with steps.step("build"):
             out.mkdir(parents=True, exist_ok=True)
             cache = job.workspace.cache_dir / "docker" / "cache"
             cache.mkdir(parents=True, exist_ok=True)
+            sdk = job.matrix.sdk
+            sdk_pin = f"{sdk.distribution}=={_wheel_version(sdk_wheel)}\n" if sdk and sdk_wheel else ""
             (out / "constraints.txt").write_text(
                 f"torch=={cell.torch.requirement_version}\n"
-                f"{job.matrix.driver_distribution}=={_wheel_version(driver_wheel)}\n"
+                + sdk_pin
                 + "".join(f"{line}\n" for line in torch_constraints(cell.torch.version))
             )
             stage_tests(job.smoke_tests, out / "smoke")
-            container = cell_container(job, tag, driver_wheel, cache, CELL_HELPER, uv_cache=self.uv_cache())
+            container = cell_container(job, tag, sdk_wheel, cache, CELL_HELPER, uv_cache=self.uv_cache())
             env = {**oci.client_env(), **container.secret_env, **container.cibw_env}
             start = (
                 log.stat().st_size
-            )  # earlier steps' output (uv's "Building wheel..." for the driver) is not cibuildwheel's
+            )  # earlier steps' output (uv's "Building wheel..." for the SDK) is not cibuildwheel's
             try:
                 run_logged(
                     "build",
@@ -349,7 +354,7 @@ class DockerRunner:
             output.torch_build["image"] = tag
 
     def provided_symbols(self, job: CellJob) -> set[str]:
-        """Listed by cell.py inside the container, where the cell's torch and driver were installed."""
+        """Listed by cell.py inside the container, where the cell's torch and SDK were installed."""
         return set((job.workdir / "out" / "provided-symbols.txt").read_text().split())
 
     def prepare_smoke(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:

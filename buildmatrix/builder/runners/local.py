@@ -8,9 +8,9 @@ import threading
 from pathlib import Path
 from typing import ClassVar
 
-from buildmatrix.builder.drivers import DriverWheels
 from buildmatrix.builder.interpreters import Interpreter, find_interpreter
 from buildmatrix.builder.runners.base import CellJob, RunnerOutput, SmokeRun, the_one_wheel
+from buildmatrix.builder.sdkwheels import SdkWheels
 from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_requirements, compile_env, find_uv, torch_constraints
@@ -36,8 +36,8 @@ class LocalRunner:
         self._search_path = search_path
         self._pyenv_root = pyenv_root
         self._interpreters: dict[str, Interpreter] = {}
-        self._driver_wheels: DriverWheels | None = None
-        self._driver_guard = threading.Lock()
+        self._sdk_wheels: SdkWheels | None = None
+        self._sdk_guard = threading.Lock()
 
     def interpreter(self, cell: Cell) -> Interpreter:
         key = str(cell.python)
@@ -53,18 +53,22 @@ class LocalRunner:
         found = self.interpreter(cell)
         return f"cpython-{found.version}"
 
-    def _drivers(self, job: CellJob, uv: str) -> DriverWheels:
-        with self._driver_guard:  # --jobs N: one cache object, so its per-driver locks are shared by all cells
-            if self._driver_wheels is None:
-                self._driver_wheels = DriverWheels(
-                    job.matrix.driver_source,
-                    job.matrix.driver_distribution,
+    def _sdk_wheel(self, job: CellJob, uv: str, log: Path) -> Path | None:
+        """The cell's SDK wheel, built once per version (a wheel SDK only; None for a system SDK or none)."""
+        sdk = job.matrix.sdk
+        if sdk is None or not sdk.builds_wheel or job.cell.sdk is None:
+            return None
+        with self._sdk_guard:  # --jobs N: one cache object, so its per-version locks are shared by all cells
+            if self._sdk_wheels is None:
+                # "driver-wheels": the cache's directory name from before the SDK was general; kept, so caches stay
+                self._sdk_wheels = SdkWheels(
+                    sdk,
                     job.workspace.cache_dir / "driver-wheels",
                     uv,
-                    timeout=job.matrix.timeouts["driver"],
+                    timeout=job.matrix.timeouts["sdk"],
                     generated=job.matrix.contract.build.generated,
                 )
-            return self._driver_wheels
+        return self._sdk_wheels.wheel(job.cell.sdk, log, force=job.force)
 
     def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
         uv = find_uv()
@@ -73,9 +77,10 @@ class LocalRunner:
 
         with steps.step("interpreter"):
             interpreter = self.interpreter(cell)
-        with steps.step("driver"):
-            output.driver_wheel = self._drivers(job, uv).wheel(cell.driver, log, force=job.force)
-        driver_wheel = output.driver_wheel
+        if job.matrix.sdk is not None and job.matrix.sdk.builds_wheel:
+            with steps.step("sdk"):
+                output.sdk_wheel = self._sdk_wheel(job, uv, log)
+        sdk_wheels = [str(output.sdk_wheel)] if output.sdk_wheel is not None else []
 
         build_env = job.workdir / "build-env"
         with steps.step("build-env"):
@@ -96,7 +101,7 @@ class LocalRunner:
                     *_torch_sources(job),
                     *_constraints(job),
                     _torch_requirement(job),
-                    str(driver_wheel),
+                    *sdk_wheels,
                     *build_requirements(job.matrix),
                 ],
                 log,
@@ -126,15 +131,21 @@ class LocalRunner:
             output.plugin_wheel = the_one_wheel(dist)
 
     def provided_symbols(self, job: CellJob) -> set[str]:
-        """What torch's libraries and the driver's define, as installed in the cell's build environment."""
+        """What torch's libraries and the SDK's define: a wheel SDK as installed in the cell's build environment, a
+        system SDK in its declared library directories."""
         site = _site_packages(job.workdir / "build-env")
-        driver_libs = sorted({p.parent for p in (site / _package(job.matrix.driver_distribution)).rglob("*.so*")})
-        return provided_symbols([site / "torch" / "lib", *driver_libs])
+        sdk, sdk_libs = job.matrix.sdk, []
+        if sdk is not None and sdk.builds_wheel:
+            sdk_libs = sorted({p.parent for p in (site / _package(sdk.distribution)).rglob("*.so*")})
+        elif sdk is not None:
+            sdk_libs = [Path(d) for d in sdk.library_dirs]
+        return provided_symbols([site / "torch" / "lib", *sdk_libs])
 
     def prepare_smoke(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
-        """A clean environment with torch and the two wheels only, as a user installs them."""
+        """A clean environment with torch and the cell's wheels only (plugin, and a wheel SDK's), as a user installs
+        them."""
         uv, log = find_uv(), job.log_file
-        assert output.plugin_wheel is not None and output.driver_wheel is not None
+        assert output.plugin_wheel is not None
         smoke_env = job.workdir / "smoke-env"
         with steps.step("smoke-env"):
             if smoke_env.exists():
@@ -157,7 +168,7 @@ class LocalRunner:
                     *_constraints(job),
                     _torch_requirement(job),
                     str(output.plugin_wheel),
-                    str(output.driver_wheel),
+                    *([str(output.sdk_wheel)] if output.sdk_wheel is not None else []),
                     *job.matrix.contract.smoke.requirements_for(job.cell.torch.version),
                 ],
                 log,
@@ -216,7 +227,7 @@ def _site_packages(env: Path) -> Path:
 
 
 def _package(distribution: str) -> str:
-    return distribution.replace("-", "_")
+    return distribution.replace("-", "_").replace(".", "_")
 
 
 def _torch_facts(python: Path, log: Path) -> dict[str, object]:

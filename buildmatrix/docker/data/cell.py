@@ -1,4 +1,4 @@
-"""Runs inside a builder container for cibuildwheel's hooks (before_build, repair, test) and to build the driver wheel;
+"""Runs inside a builder container for cibuildwheel's hooks (before_build, repair, test) and to build an SDK's wheel;
 stdlib only, Python 3.9+.
 
 Package data of buildmatrix (buildmatrix/docker/data/), mounted read-only at /buildmatrix/cell.py by the Docker runner;
@@ -49,7 +49,7 @@ def defined_symbols(libraries: list[str]) -> list[str]:
 
 
 def before_build(args: argparse.Namespace) -> None:
-    """The build environment: the cell's torch, driver wheel and build tools; then what the host checks against."""
+    """The build environment: the cell's torch, SDK wheel and build tools; then what the host checks against."""
     install(args.requirements)
     os.makedirs(args.out, exist_ok=True)
     facts = subprocess.run(
@@ -57,7 +57,7 @@ def before_build(args: argparse.Namespace) -> None:
     ).stdout.strip()
     with open(os.path.join(args.out, "torch-facts.json"), "w") as handle:
         handle.write(facts.splitlines()[-1] + "\n")
-    # The libraries the plugin may link against: torch's and the driver's (found where they are installed).
+    # The libraries the plugin may link against: torch's and a wheel SDK's (found where they are installed).
     found = subprocess.run(
         [sys.executable, "-c", "import os, torch; print(os.path.dirname(torch.__file__))"],
         check=True,
@@ -66,11 +66,12 @@ def before_build(args: argparse.Namespace) -> None:
     ).stdout.strip()
     libraries = [p for p in glob.glob(os.path.join(found, "lib", "*.so*")) if os.path.isfile(p)]
     site = os.path.dirname(found)
-    libraries += [
-        p
-        for p in glob.glob(os.path.join(site, args.driver_package, "**", "*.so*"), recursive=True)
-        if os.path.isfile(p)
-    ]
+    if args.sdk_package:
+        libraries += [
+            p
+            for p in glob.glob(os.path.join(site, args.sdk_package, "**", "*.so*"), recursive=True)
+            if os.path.isfile(p)
+        ]
     with open(os.path.join(args.out, "provided-symbols.txt"), "w") as handle:
         handle.write("\n".join(defined_symbols(libraries)) + "\n")
     print(
@@ -80,7 +81,7 @@ def before_build(args: argparse.Namespace) -> None:
 
 
 def repair(args: argparse.Namespace) -> None:
-    """auditwheel repair, leaving torch's and the driver's libraries to the installed packages."""
+    """auditwheel repair, leaving torch's and the SDK's libraries to the installed packages."""
     command = ["auditwheel", "repair", "--wheel-dir", args.dest_dir]
     for pattern in args.exclude:
         command += ["--exclude", pattern]
@@ -89,10 +90,10 @@ def repair(args: argparse.Namespace) -> None:
         subprocess.run(["auditwheel", "show", wheel], check=False)
 
 
-def driver(args: argparse.Namespace) -> None:
-    """The driver wheel built with this image's compiler and libstdc++ (the host's may be newer than the image's), then,
-    when it carries a native library, repaired so its platform tag names the glibc it needs."""
-    raw = tempfile.mkdtemp(prefix="driver-")
+def sdk_wheel(args: argparse.Namespace) -> None:
+    """A wheel SDK's wheel built with this image's compiler and libstdc++ (the host's may be newer than the image's),
+    then, when it carries a native library, repaired so its platform tag names the glibc it needs."""
+    raw = tempfile.mkdtemp(prefix="sdk-")
     if shutil.which("uv"):
         run(["uv", "build", "--python", sys.executable, "--wheel", "--out-dir", raw, args.source])
     else:
@@ -120,13 +121,13 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     before = sub.add_parser("before-build")
     before.add_argument("--out", required=True)
-    before.add_argument("--driver-package", required=True)
+    before.add_argument("--sdk-package", default="", help="a wheel SDK's package: its libraries count as provided")
     before.add_argument("requirements", nargs="+")
     fix = sub.add_parser("repair")
     fix.add_argument("wheel")
     fix.add_argument("dest_dir")
     fix.add_argument("--exclude", action="append", default=[])
-    build = sub.add_parser("driver")
+    build = sub.add_parser("sdk-wheel")
     build.add_argument("source")
     build.add_argument("dest_dir")
     test = sub.add_parser("smoke")
@@ -135,7 +136,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "smoke" and args.pytest[:1] == ["--"]:
         args.pytest = args.pytest[1:]
-    {"before-build": before_build, "repair": repair, "driver": driver, "smoke": smoke}[args.command](args)
+    {"before-build": before_build, "repair": repair, "sdk-wheel": sdk_wheel, "smoke": smoke}[args.command](args)
 
 
 if __name__ == "__main__":

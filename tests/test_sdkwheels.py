@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from buildmatrix.builder.drivers import DriverWheels, driver_version_problem
+from buildmatrix.builder.sdkwheels import SdkWheels, sdk_version_problem
 from buildmatrix.errors import StepFailed
-from buildmatrix.model.matrix import DriverVersion
+from buildmatrix.model.matrix import SdkVersion
 
-API = DriverVersion(Version("2.1"))
+from conftest import wheel_sdk
+
+API = SdkVersion(Version("2.1"), "drv2")
 
 
 @pytest.mark.parametrize(
@@ -23,7 +25,7 @@ API = DriverVersion(Version("2.1"))
     ],
 )
 def test_driver_version_must_be_the_api_with_a_local_label(filename: str, ok: bool) -> None:
-    assert (driver_version_problem(filename, API) == "") is ok
+    assert (sdk_version_problem(filename, API) == "") is ok
 
 
 def test_an_unlabelled_driver_build_is_not_cached_or_published(tmp_path: Path) -> None:
@@ -35,7 +37,7 @@ def test_an_unlabelled_driver_build_is_not_cached_or_published(tmp_path: Path) -
         (out_dir / "emu_driver-2.1.0-py3-none-any.whl").write_bytes(b"wheel")
 
     cache = tmp_path / "cache"
-    wheels = DriverWheels(source, "emu-driver", cache, build=build)
-    with pytest.raises(StepFailed, match=r"is not 2\.1\.0\+<local label>"):
+    wheels = SdkWheels(wheel_sdk(source, "emu-driver"), cache, build=build)
+    with pytest.raises(StepFailed, match=r"is not 2\.1\[\.x\]\+<local label>"):
         wheels.wheel(API, tmp_path / "log")
     assert not [p for p in cache.rglob("*.whl") if ".building" not in p.as_posix()]  # nothing cached for reuse

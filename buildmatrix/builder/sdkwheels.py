@@ -1,4 +1,4 @@
-"""Builds the emulated driver's wheel once per API version and driver source state."""
+"""Builds a wheel SDK's wheel (matrix.yaml `sdk: {kind: wheel}`) once per version and source state, and caches it."""
 
 from __future__ import annotations
 
@@ -11,31 +11,37 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
-from packaging.version import Version
 
 from buildmatrix.builder.sourcetree import copy_pristine
 from buildmatrix.builder.toolenv import reproducible_env
 from buildmatrix.errors import StepFailed
-from buildmatrix.model.matrix import DriverVersion
+from buildmatrix.model.matrix import Sdk, SdkVersion
 from buildmatrix.util.atomic import copy_file_atomic, write_text_atomic
 from buildmatrix.util.fingerprint import file_sha256, tree_hash
 from buildmatrix.util.process import run_logged
 
-# Builds the driver tree (a scratch copy) into a directory: (tree, out_dir, env, log_file).
-DriverBuild = Callable[[Path, Path, Mapping[str, str], Path], None]
+# Builds the SDK's tree (a scratch copy) into a directory: (tree, out_dir, env, log_file).
+SdkBuild = Callable[[Path, Path, Mapping[str, str], Path], None]
 
 
-def driver_version_problem(filename: str, driver: DriverVersion) -> str:
-    """Why a built driver wheel cannot be published for `driver`: its version must be <api>.0 with a local label
-    (2.2.0+emu). The public index refuses local versions, so an exact pin on it can never resolve to a look-alike."""
+def sdk_version_problem(filename: str, sdk: SdkVersion) -> str:
+    """Why a built SDK wheel cannot be published for `sdk`: its version must be the declared one (2.2 -> 2.2, 2.2.0,
+    2.2.3) with a local label (2.2.0+vendor). The public index refuses local versions, so an exact pin on it can never
+    resolve to a look-alike."""
     version = parse_wheel_filename(filename)[1]
-    if version.release != Version(f"{driver.api}.0").release or not version.local:
-        return f"{filename}: version {version} is not {driver.api}.0+<local label> (driver/setup.py sets the label)"
+    declared = sdk.version.release
+    padded = version.release + (0,) * max(0, len(declared) - len(version.release))
+    if padded[: len(declared)] != declared or not version.local:
+        return (
+            f"{filename}: version {version} is not {sdk.version}[.x]+<local label> (the SDK's build sets the version; "
+            "sdk.version-env tells it which)"
+        )
     return ""
 
 
-class DriverWheels:
-    """Cache of driver wheels under cache_dir/<api>-<source hash>/ with their sha256; safe across threads and processes.
+class SdkWheels:
+    """Cache of SDK wheels under cache_dir/<version>-<source hash>/ with their sha256; safe across threads and
+    processes.
 
     By default the host's uv builds them; `build` builds them elsewhere (the Docker runner: inside the builder image,
     whose libstdc++ may be older than the host's), and then cache_dir must be that builder's own.
@@ -43,19 +49,22 @@ class DriverWheels:
 
     def __init__(
         self,
-        source: Path,
-        distribution: str,
+        sdk: Sdk,
         cache_dir: Path,
         uv: str | None = None,
-        build: DriverBuild | None = None,
+        build: SdkBuild | None = None,
         *,
         timeout: float = 1800,
         generated: frozenset[str] = frozenset(),
     ) -> None:
         if (uv is None) == (build is None):
-            raise ValueError("DriverWheels needs exactly one of uv and build")
-        self.source = source
-        self.pattern = distribution.replace("-", "_") + "-*.whl"
+            raise ValueError("SdkWheels needs exactly one of uv and build")
+        if sdk.source is None:
+            raise ValueError(f"the {sdk.kind} SDK {sdk.name} has no source to build")
+        self.source = sdk.source
+        self.version_env = sdk.version_env
+        self.step = "sdk"
+        self.pattern = sdk.distribution.replace("-", "_").replace(".", "_") + "-*.whl"
         self.cache_dir = cache_dir
         self.uv = uv
         self.build = build
@@ -65,9 +74,9 @@ class DriverWheels:
         self._guard = threading.Lock()
         self._forced: set[str] = set()  # keys rebuilt by --force in this run: once each, not once per cell
 
-    def wheel(self, driver: DriverVersion, log_file: Path, force: bool = False) -> Path:
-        """The driver wheel for `driver`: the cached one when it verifies, else built (once, under a lock)."""
-        key = f"{driver.api}-{tree_hash(self.source, generated=self.generated)[:16]}"
+    def wheel(self, sdk: SdkVersion, log_file: Path, force: bool = False) -> Path:
+        """The SDK wheel for `sdk`: the cached one when it verifies, else built (once, under a lock)."""
+        key = f"{sdk.version}-{tree_hash(self.source, generated=self.generated)[:16]}"
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
         # The thread lock orders this run's cells; the file lock other processes sharing the cache (probe, CI jobs).
@@ -81,24 +90,24 @@ class DriverWheels:
                 problem = verify_cached(existing[0])
                 if not problem:
                     return existing[0]
-                _note(log_file, f"cached driver wheel {existing[0]} is damaged ({problem}); building it again")
+                _note(log_file, f"cached SDK wheel {existing[0]} is damaged ({problem}); building it again")
             if target.exists():
                 shutil.rmtree(target)
-            return self._build(driver, key, target, log_file)
+            return self._build(sdk, key, target, log_file)
 
-    def _build(self, driver: DriverVersion, key: str, target: Path, log_file: Path) -> Path:
+    def _build(self, sdk: SdkVersion, key: str, target: Path, log_file: Path) -> Path:
         scratch = self.cache_dir / f".{key}.building"
         if scratch.exists():
             shutil.rmtree(scratch)  # left by an interrupted run
         # Build from a copy: builds write build/ and *.egg-info into the tree they build.
         tree = copy_pristine(self.source, scratch / "src", self.generated)
-        env = {"EMU_DRIVER_API_VERSION": str(driver.api), **reproducible_env()}
+        env = {**({self.version_env: str(sdk.version)} if self.version_env else {}), **reproducible_env()}
         if self.build is not None:
             self.build(tree, scratch, env, log_file)
         else:
             assert self.uv is not None
             run_logged(
-                "driver",
+                self.step,
                 [self.uv, "build", "--wheel", "--out-dir", scratch, tree],
                 log_file,
                 env=env,
@@ -106,11 +115,11 @@ class DriverWheels:
             )
         built = sorted(scratch.glob(self.pattern))
         if len(built) != 1:
-            raise StepFailed("driver", f"expected one {self.pattern} in {scratch}, found {[p.name for p in built]}")
-        if problem := driver_version_problem(built[0].name, driver):
-            raise StepFailed("driver", problem)
+            raise StepFailed(self.step, f"expected one {self.pattern} in {scratch}, found {[p.name for p in built]}")
+        if problem := sdk_version_problem(built[0].name, sdk):
+            raise StepFailed(self.step, problem)
         if problem := verify_wheel(built[0]):
-            raise StepFailed("driver", f"the driver build wrote a damaged wheel: {problem}")
+            raise StepFailed(self.step, f"the SDK build wrote a damaged wheel: {problem}")
         # The digest first, then the wheel: a wheel without its digest is never trusted (verify_cached).
         write_text_atomic(target / (built[0].name + DIGEST_SUFFIX), file_sha256(built[0]) + "\n")
         copy_file_atomic(built[0], target / built[0].name)

@@ -14,11 +14,13 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from buildmatrix.builder.drivers import DriverWheels, verify_cached
-from buildmatrix.model.matrix import DriverVersion
+from buildmatrix.builder.sdkwheels import SdkWheels, verify_cached
+from buildmatrix.model.matrix import SdkVersion
+
+from conftest import wheel_sdk
 
 REPO = Path(__file__).parent.parent
-DRIVER = DriverVersion(Version("2.1"))
+DRIVER = SdkVersion(Version("2.1"), "drv2")
 
 
 def slow_build(counter: Path):  # type: ignore[no-untyped-def]
@@ -28,7 +30,7 @@ def slow_build(counter: Path):  # type: ignore[no-untyped-def]
         with counter.open("a") as handle:
             handle.write(f"{os.getpid()}\n")
         time.sleep(1)
-        name = f"tiny_driver-{env['EMU_DRIVER_API_VERSION']}.0+emu"
+        name = f"tiny_driver-{env['TINY_DRIVER_VERSION']}.0+emu"
         with zipfile.ZipFile(out_dir / f"{name}-py3-none-any.whl", "w") as wheel:
             wheel.writestr("tiny_driver/__init__.py", "")
             wheel.writestr(f"{name}.dist-info/RECORD", "")
@@ -45,7 +47,7 @@ def source(tmp_path: Path) -> Path:
 
 def test_two_cells_of_one_driver_at_once_build_it_once(tmp_path: Path) -> None:
     counter = tmp_path / "builds"
-    wheels = DriverWheels(source(tmp_path), "tiny-driver", tmp_path / "cache", build=slow_build(counter))
+    wheels = SdkWheels(wheel_sdk(source(tmp_path), "tiny-driver"), tmp_path / "cache", build=slow_build(counter))
     got: list[Path] = []
     threads = [threading.Thread(target=lambda: got.append(wheels.wheel(DRIVER, tmp_path / "log"))) for _ in range(2)]
     for thread in threads:
@@ -67,12 +69,13 @@ def test_two_processes_sharing_the_cache_build_it_once(tmp_path: Path) -> None:
             from pathlib import Path
             sys.path[:0] = [{str(REPO)!r}, {str(REPO / "tests")!r}]
             from packaging.version import Version
-            from buildmatrix.builder.drivers import DriverWheels
-            from buildmatrix.model.matrix import DriverVersion
-            from test_driver_cache import slow_build
+            from buildmatrix.builder.sdkwheels import SdkWheels
+            from buildmatrix.model.matrix import SdkVersion
+            from conftest import wheel_sdk
+            from test_sdkwheel_cache import slow_build
             tmp = Path({str(tmp_path)!r})
-            wheels = DriverWheels(tmp / "driver", "tiny-driver", tmp / "cache", build=slow_build(tmp / "builds"))
-            print(wheels.wheel(DriverVersion(Version("2.1")), tmp / "log"))
+            wheels = SdkWheels(wheel_sdk(tmp / "driver"), tmp / "cache", build=slow_build(tmp / "builds"))
+            print(wheels.wheel(SdkVersion(Version("2.1"), "drv2"), tmp / "log"))
             """
         )
     )
@@ -86,11 +89,11 @@ def test_two_processes_sharing_the_cache_build_it_once(tmp_path: Path) -> None:
 def test_truncated_cached_wheel_is_rebuilt(tmp_path: Path) -> None:
     counter = tmp_path / "builds"
     log = tmp_path / "log"
-    wheels = DriverWheels(source(tmp_path), "tiny-driver", tmp_path / "cache", build=slow_build(counter))
+    wheels = SdkWheels(wheel_sdk(source(tmp_path), "tiny-driver"), tmp_path / "cache", build=slow_build(counter))
     built = wheels.wheel(DRIVER, log)
     built.write_bytes(built.read_bytes()[:40])  # a disk filled up or a copy died half way
     assert "sha256" in verify_cached(built)
-    again = DriverWheels(source(tmp_path), "tiny-driver", tmp_path / "cache", build=slow_build(counter)).wheel(
+    again = SdkWheels(wheel_sdk(source(tmp_path), "tiny-driver"), tmp_path / "cache", build=slow_build(counter)).wheel(
         DRIVER, log
     )
     assert len(counter.read_text().splitlines()) == 2
@@ -100,20 +103,20 @@ def test_truncated_cached_wheel_is_rebuilt(tmp_path: Path) -> None:
 
 def test_wheel_without_its_digest_is_not_trusted(tmp_path: Path) -> None:
     counter = tmp_path / "builds"
-    wheels = DriverWheels(source(tmp_path), "tiny-driver", tmp_path / "cache", build=slow_build(counter))
+    wheels = SdkWheels(wheel_sdk(source(tmp_path), "tiny-driver"), tmp_path / "cache", build=slow_build(counter))
     built = wheels.wheel(DRIVER, tmp_path / "log")
     built.with_name(built.name + ".sha256").unlink()  # a run killed between the two writes, or an older cache
-    fresh = DriverWheels(source(tmp_path), "tiny-driver", tmp_path / "cache", build=slow_build(counter))
+    fresh = SdkWheels(wheel_sdk(source(tmp_path), "tiny-driver"), tmp_path / "cache", build=slow_build(counter))
     assert fresh.wheel(DRIVER, tmp_path / "log").is_file()
     assert len(counter.read_text().splitlines()) == 2
 
 
 def test_force_rebuilds_once_per_run(tmp_path: Path) -> None:
     counter = tmp_path / "builds"
-    DriverWheels(source(tmp_path), "tiny-driver", tmp_path / "cache", build=slow_build(counter)).wheel(
+    SdkWheels(wheel_sdk(source(tmp_path), "tiny-driver"), tmp_path / "cache", build=slow_build(counter)).wheel(
         DRIVER, tmp_path / "log"
     )
-    run = DriverWheels(source(tmp_path), "tiny-driver", tmp_path / "cache", build=slow_build(counter))
+    run = SdkWheels(wheel_sdk(source(tmp_path), "tiny-driver"), tmp_path / "cache", build=slow_build(counter))
     run.wheel(DRIVER, tmp_path / "log", force=True)
     run.wheel(DRIVER, tmp_path / "log", force=True)  # the second cell of the same driver reuses this run's build
     assert len(counter.read_text().splitlines()) == 2

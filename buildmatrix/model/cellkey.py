@@ -1,0 +1,220 @@
+"""What identifies a cell, and how it and its wheel are named: the cell key, its id, and the wheel's local label.
+
+The one place the tool spells names: cell ids (`torch2.13-cpu-cp311-drv2`), the SDK's part of an id (from
+`sdk.id`), and the plugin wheel's local label (from `plugin.label`, e.g. `torch.{torch_minor}.drv.{sdk_major}` or
+PyG's `pt{torch_nodot}{variant}`). Records, the compat table, the wheel check and the label handed to the build all
+come from here.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from packaging.version import InvalidVersion, Version
+
+from buildmatrix.model.options import PLAIN_NAME, VARIANT_NAME
+
+if TYPE_CHECKING:
+    from buildmatrix.model.matrix import SdkVersion, TorchRelease
+
+# The fields a template may use, with an example value each (the reference page shows them).
+TORCH_FIELDS = {
+    "torch_minor": "2.13",
+    "torch_major": "2",
+    "torch_nodot": "213",
+    "torch_version": "2.13.0",
+    "variant": "cu121",
+}
+SDK_FIELDS = {"sdk_major": "2", "sdk_version": "2.2", "sdk_nodot": "22"}
+LABEL_FIELDS = {**TORCH_FIELDS, **SDK_FIELDS}
+LOCAL_LABEL = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")  # a normalised PEP 440 local label
+LABEL_TEXT = re.compile(r"[a-z0-9.]*")  # the literal text around a label's fields
+DEFAULT_LABEL = "torch.{torch_minor}"
+DEFAULT_SDK_ID = "{sdk_name}{sdk_version}"  # documented default of sdk.id; {sdk_name} is replaced at load
+
+
+class TemplateError(ValueError):
+    """A template that cannot be used; the message says what is allowed."""
+
+
+@dataclass(frozen=True)
+class Template:
+    """A `{field}` template (str.format syntax, no format specs) over a declared set of fields."""
+
+    text: str
+    fields: tuple[str, ...]  # the fields it uses, in order
+
+    @classmethod
+    def parse(cls, text: str, allowed: Mapping[str, str], literal: re.Pattern[str] | None = None) -> Template:
+        """Raises TemplateError for bad syntax, an unknown field, or literal text `literal` does not allow."""
+        try:
+            parts = list(string.Formatter().parse(text))
+        except ValueError as exc:
+            raise TemplateError(f"'{text}' is not a template ({exc}; fields are written {{name}})") from None
+        fields = []
+        for before, name, spec, conversion in parts:
+            if literal is not None and not literal.fullmatch(before):
+                raise TemplateError(
+                    f"'{text}': the text '{before}' is not allowed (allowed around fields: {_describe(literal)})"
+                )
+            if name is None:
+                continue
+            if name not in allowed:
+                close = _close(name, allowed)
+                raise TemplateError(f"unknown field {{{name}}} in '{text}' (allowed: {', '.join(allowed)}){close}")
+            if spec or conversion:
+                raise TemplateError(f"'{text}': field {{{name}}} takes no format spec or conversion")
+            fields.append(name)
+        return cls(text, tuple(fields))
+
+    def render(self, values: Mapping[str, str]) -> str:
+        return self.text.format_map(values)
+
+
+def _describe(pattern: re.Pattern[str]) -> str:
+    return "lowercase letters, digits and dots" if pattern is LABEL_TEXT else pattern.pattern
+
+
+def _close(name: str, allowed: Mapping[str, str]) -> str:
+    import difflib
+
+    hint = difflib.get_close_matches(name, list(allowed), n=1)
+    return f"; did you mean {{{hint[0]}}}?" if hint else ""
+
+
+def torch_fields(release: TorchRelease) -> dict[str, str]:
+    version = release.version
+    return {
+        "torch_minor": f"{version.major}.{version.minor}",
+        "torch_major": str(version.major),
+        "torch_nodot": f"{version.major}{version.minor}",
+        "torch_version": str(version),
+        "variant": release.variant,
+    }
+
+
+def sdk_fields(version: Version) -> dict[str, str]:
+    return {"sdk_major": str(version.major), "sdk_version": str(version), "sdk_nodot": str(version).replace(".", "")}
+
+
+@dataclass(frozen=True)
+class Naming:
+    """The project's naming: the wheel's label template and, with an SDK, the template of the SDK's id part."""
+
+    label: Template
+    sdk_id: Template | None = None
+
+    def sdk_tag(self, version: Version) -> str:
+        """The SDK version's part of a cell id (`drv2`)."""
+        assert self.sdk_id is not None
+        return self.sdk_id.render(sdk_fields(version))
+
+    def local_label(self, release: TorchRelease, sdk: Version | None) -> str:
+        values = torch_fields(release) | (sdk_fields(sdk) if sdk is not None else {})
+        return self.label.render(values)
+
+    def key(self, release: TorchRelease, python: Version, sdk: SdkVersion | None) -> CellKey:
+        version = sdk.version if sdk is not None else None
+        return CellKey(
+            release.version,
+            release.variant,
+            Version(f"{python.major}.{python.minor}"),
+            version,
+            self.sdk_tag(version) if version is not None else "",
+            self.local_label(release, version),
+        )
+
+
+@dataclass(frozen=True)
+class CellKey:
+    """What identifies a cell from the matrix through result records to the compat table.
+
+    Equal keys mean the same build inputs as far as the published table cares: the exact torch release and
+    variant, the Python minor, the SDK version (none without an SDK) and the wheel's local label. A record made for
+    an older matrix (another torch patch release, another SDK version, another label scheme) has a different key,
+    so it never describes a current cell.
+    """
+
+    torch: Version
+    variant: str
+    python: Version  # major.minor
+    sdk: Version | None  # the SDK version; None: the project has no SDK
+    sdk_tag: str  # the SDK's part of the id ("drv2"); "" without an SDK
+    label: str  # the plugin wheel's PEP 440 local label
+
+    @property
+    def torch_minor(self) -> str:
+        return f"{self.torch.major}.{self.torch.minor}"
+
+    @property
+    def python_minor(self) -> str:
+        return f"{self.python.major}.{self.python.minor}"
+
+    @property
+    def python_tag(self) -> str:
+        return f"cp{self.python.major}{self.python.minor}"
+
+    @property
+    def id(self) -> str:
+        """Stable, readable id used for folders, logs, results and CI job names."""
+        base = f"torch{self.torch_minor}-{self.variant}-{self.python_tag}"
+        return f"{base}-{self.sdk_tag}" if self.sdk is not None else base
+
+    @property
+    def local_version_label(self) -> str:
+        """PEP 440 local label of the plugin wheel built in this cell."""
+        return self.label
+
+    def to_dict(self, patches: tuple[str, ...] = ()) -> dict[str, str]:
+        """The record form (result records, `matrix --json`, the inputs hash); from_dict reads it back."""
+        data = {
+            "id": self.id,
+            "torch": str(self.torch),
+            "torch_minor": self.torch_minor,
+            "variant": self.variant,
+            "python": self.python_minor,
+        }
+        if self.sdk is not None:
+            data["sdk"] = str(self.sdk)
+        return {**data, "label": self.label, "patches": ",".join(patches)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CellKey:
+        """Parse the record form; raises ValueError starting with the bad field's name ("sdk: ...")."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"cell: expected a mapping with id, torch, variant, python and label, got {data!r:.60}")
+        fields: dict[str, str] = {}
+        for name in ("id", "torch", "variant", "python", "label", *(("sdk",) if "sdk" in data else ())):
+            value = data.get(name)
+            if not isinstance(value, str):
+                raise ValueError(f"{name}: expected a string, got {value!r:.60}")
+            fields[name] = value
+        if not VARIANT_NAME.fullmatch(fields["variant"]):
+            raise ValueError(f"variant: {fields['variant']!r:.60} is not a variant name (e.g. cpu, cu121, rocm6.2)")
+        if not LOCAL_LABEL.fullmatch(fields["label"]):
+            raise ValueError(f"label: {fields['label']!r:.60} is not a PEP 440 local label (e.g. torch.2.13)")
+        versions: dict[str, Version] = {}
+        for name in ("torch", "python", "sdk"):
+            if name in fields:
+                try:
+                    versions[name] = Version(fields[name])
+                except InvalidVersion:
+                    raise ValueError(f"{name}: {fields[name]!r:.60} is not a version") from None
+        python = Version(f"{versions['python'].major}.{versions['python'].minor}")  # a cell is per Python minor
+        sdk = versions.get("sdk")
+        base = cls(versions["torch"], fields["variant"], python, None, "", fields["label"]).id
+        tag = ""
+        if sdk is not None:
+            tag = fields["id"].removeprefix(f"{base}-") if fields["id"].startswith(f"{base}-") else ""
+            if not PLAIN_NAME.fullmatch(tag):
+                raise ValueError(
+                    f"id: {fields['id']!r:.80} is not {base}-<sdk part>, the id its torch, variant and python make"
+                )
+        key = cls(versions["torch"], fields["variant"], python, sdk, tag, fields["label"])
+        if fields["id"] != key.id:
+            raise ValueError(f"id: {fields['id']!r:.80} is not {key.id!r}, the id its torch, variant and python make")
+        return key
