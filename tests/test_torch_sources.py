@@ -15,7 +15,7 @@ from buildmatrix.errors import MatrixError, RegistryError
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.registry import Registry, TorchSource, simple_page_files
 
-from conftest import VALID, WriteMatrix
+from conftest import TINY_CONTRACT, VALID, WriteMatrix
 
 CPU_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 # What download.pytorch.org/whl/cpu/torch/ serves: PEP 503 HTML, relative links, the local label percent-encoded.
@@ -212,12 +212,11 @@ def test_a_cell_builds_with_torch_from_an_index_only(tmp_path: Path) -> None:
     root = tmp_path / "project"
     shutil.copytree(Path(__file__).parent / "fixtures" / "tiny", root)
     (root / "matrix.yaml").write_text(
-        "schema-version: 1\n"
+        "schema-version: 2\n"  # the tiny project's no-SDK shape
         "plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}\n"
-        'driver: {distribution: tiny-driver, source: driver, versions: ["2.1"]}\n'
         'python: ["3.11"]\n'
         f'torch:\n  - {{version: "2.13.0", variant: cpu, wheels: {{index: "{index}"}}}}\n'
-        "runner: local\n"
+        "runner: local\n" + TINY_CONTRACT
     )
     # No find-links anywhere, and a uv cache of its own: torch can only come from the index.
     env = {
@@ -241,7 +240,7 @@ def test_a_cell_builds_with_torch_from_an_index_only(tmp_path: Path) -> None:
         server.shutdown()
         shutil.rmtree(tmp_path / "uv-cache", ignore_errors=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    record = json.loads((root / "wheels" / "results" / "cells" / "torch2.13-cpu-cp311-drv2.json").read_text())
+    record = json.loads((root / "wheels" / "results" / "cells" / "torch2.13-cpu-cp311.json").read_text())
     assert record["status"] == "passed" and record["torch_build"]["version"] == "2.13.0+cpu"
     assert f"/whl/cpu/{quoted}" in requests  # the wheel was fetched from the index
     assert f"--extra-index-url {index}" in (root / "wheels" / record["log"]).read_text()
