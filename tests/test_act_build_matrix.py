@@ -28,9 +28,11 @@ WORKFLOW = "build-matrix.yml"
 TINY = Path(__file__).parent / "fixtures" / "tiny"
 TINY_MATRIX = (
     """\
-schema-version: 1
-plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
-driver: {distribution: tiny-driver, source: driver, versions: ["1.4", "2.1"]}
+schema-version: 2
+plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,
+  label: "torch.{torch_minor}.drv.{sdk_major}"}
+sdk: {kind: wheel, name: driver, id: "drv{sdk_major}", distribution: tiny-driver, source: driver,
+  version-env: TINY_DRIVER_VERSION, versions: ["1.4", "2.1"]}
 python: ["3.11"]
 torch:
   - version: "2.13.0"
@@ -145,7 +147,7 @@ def test_dispatch_with_a_selection_builds_only_it_and_never_deploys(
         work,
         WORKFLOW,
         "workflow_dispatch",
-        payload={"ref": "refs/heads/main", "inputs": {"selection": "--driver 2"}},
+        payload={"ref": "refs/heads/main", "inputs": {"selection": "--sdk 2"}},
         variables={"SITE_URL": world.pages_url},
     )
     assert results(run) == {

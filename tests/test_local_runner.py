@@ -194,7 +194,7 @@ def test_same_cell_built_in_two_directories_gives_the_same_bytes(tmp_path: Path)
         shutil.copytree(FIXTURE, root)
         (root / "matrix.yaml").write_text(MATRIX)
         result = subprocess.run(
-            [sys.executable, "-m", "buildmatrix", "build", "--driver", "2"],
+            [sys.executable, "-m", "buildmatrix", "build", "--sdk", "2"],
             capture_output=True, text=True, timeout=900, cwd=root, env={**ENV, "CCACHE_DISABLE": "1"}, check=False,
         )  # fmt: skip
         assert result.returncode == 0, result.stdout + result.stderr
