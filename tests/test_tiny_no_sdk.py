@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import TINY_CONTRACT
+
 pytestmark = pytest.mark.integration
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 REPO = Path(__file__).parent.parent
-MATRIX = """\
+MATRIX = (
+    """\
 schema-version: 2
 plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}
 python: ["3.11"]
@@ -24,6 +27,8 @@ torch:
   - {version: "2.13.0", variant: cpu, wheels: pip-find-links}
 runner: local
 """
+    + TINY_CONTRACT
+)
 CELL = "torch2.13-cpu-cp311"
 WHEEL = "tiny_plugin-0.1.0+torch.2.13-cp311-cp311-linux_x86_64.whl"
 
