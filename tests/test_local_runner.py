@@ -22,7 +22,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
 REPO = Path(__file__).parent.parent
 # The CLI runs as a subprocess from the project directory, like a user would; find this checkout's package.
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-MATRIX = """\
+MATRIX = (
+    """\
 schema-version: 2
 plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,
   label: "torch.{torch_minor}.drv.{sdk_major}"}
@@ -33,6 +34,8 @@ torch:
   - {version: "2.13.0", variant: cpu, wheels: pip-find-links}
 runner: local
 """
+    + TINY_CONTRACT
+)  # the tiny project's contract: test_faults builds it with this matrix too
 CELLS = ["torch2.13-cpu-cp311-drv1", "torch2.13-cpu-cp311-drv2"]
 
 
@@ -40,7 +43,7 @@ CELLS = ["torch2.13-cpu-cp311-drv1", "torch2.13-cpu-cp311-drv2"]
 def tiny(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     shutil.copytree(FIXTURE, root)
-    (root / "matrix.yaml").write_text(MATRIX + TINY_CONTRACT)
+    (root / "matrix.yaml").write_text(MATRIX)
     return root
 
 

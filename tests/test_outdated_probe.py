@@ -17,10 +17,20 @@ CPU_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 # The tiny project lists only a torch 2.12.0 CPU build (never built here); find-links also hold the real 2.13.0 one.
 MATRIX = """\
 schema-version: 2
-plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests,
-  label: "torch.{torch_minor}.drv.{sdk_major}"}  # the tiny plugin
-sdk: {kind: wheel, name: driver, id: "drv{sdk_major}", distribution: tiny-driver, source: driver,
-  version-env: TINY_DRIVER_VERSION, versions: ["1.4", "2.1"]}
+plugin:  # the tiny plugin
+  distribution: tiny-plugin
+  version: 0.1.0
+  source: plugin
+  smoke-tests: plugin/tests
+  label: "torch.{torch_minor}.drv.{sdk_major}"
+sdk:
+  kind: wheel
+  name: driver
+  id: "drv{sdk_major}"
+  distribution: tiny-driver
+  source: driver
+  version-env: TINY_DRIVER_VERSION
+  versions: ["1.4", "2.1"]
 build: {version-file: PLUGIN_VERSION, generated: [_build_info.py, PLUGIN_VERSION]}
 check: {build-info: tiny_plugin/_build_info.py}
 smoke: {args: ["--tiny-features-json={features}"]}
