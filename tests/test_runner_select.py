@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -214,3 +215,21 @@ def test_cli_refuses_a_python_neither_local_nor_served(tmp_path: Path) -> None:
         "no CPython 3.9 interpreter found" in said and "no image serves Python 3.9 (images: forky (3.14, 3.15))" in said
     )
     assert untouched(root)
+
+
+@pytest.mark.integration
+def test_github_plan_gives_each_cell_the_runner_build_would(tmp_path: Path) -> None:
+    """The workflow's plan: a cell whose Python the planning machine has is local, one only an image serves is
+    docker; a Python neither serves stops the plan with no JSON for the workflow to read."""
+    root = tiny_project(tmp_path, '["3.11", "3.14"]')
+    planned = cli(root, tmp_path, "matrix", "--github")
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    runners = {entry["cell"]: entry["runner"] for entry in json.loads(planned.stdout)["include"]}
+    assert runners == {"torch2.13-cpu-cp311-drv2": "local", "torch2.13-cpu-cp314-drv2": "docker"}
+
+    (tmp_path / "unserved").mkdir()
+    unserved = tiny_project(tmp_path / "unserved", '["3.9", "3.11"]')
+    refused = cli(unserved, tmp_path, "matrix", "--github")
+    assert refused.returncode == InterpreterNotFound.exit_code, refused.stdout + refused.stderr
+    assert refused.stdout == ""
+    assert "no image serves Python 3.9" in refused.stderr.replace("\n", " ")
