@@ -44,6 +44,7 @@ ACT_DIR = Path(__file__).parent / "act"
 STANDINS = ACT_DIR / "actions"
 RUNNER_IMAGE = ACT_DIR / "runner-image" / "bin"
 CACHE_STORE_ENV = "BUILDMATRIX_ACT_CACHES"
+KEEP_ENV = "BUILDMATRIX_ACT_KEEP"  # set: a world's HOME and act's directories stay after it ends, to look into
 USES = re.compile(r"(?P<owner>[\w.-]+)/(?P<repo>[\w.-]+)(?P<path>(?:/[^@]+)?)@(?P<ref>.+)")
 STEP_OUTPUT = re.compile(r"\bsteps\.([\w-]+)\.outputs\.([\w-]+)")
 
@@ -334,6 +335,11 @@ class ActWorld:
     def __exit__(self, *exc: object) -> None:
         if self.pages_server is not None:
             self.pages_server.close()
+        if not os.environ.get(KEEP_ENV):
+            # The runner's HOME (its uv cache, GBs) and act's directories are scratch: what the run saved is in the
+            # cache store, what it published is in the artifacts and the Pages site, which stay with the logs.
+            for scratch in (self.home, self.act_cache):
+                shutil.rmtree(scratch, ignore_errors=True)
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -203,12 +203,14 @@ def test_a_plan_over_githubs_job_limit_fails_before_any_cell(tmp_path: Path) -> 
 # --- the real plugin --------------------------------------------------------------------------------------------
 
 
-def narrowed_matrix() -> str:
+def narrowed_matrix(image_cell: bool = False) -> str:
     """matrix.yaml with only the torch 2.13 CPU release (both drivers, Python 3.11): the cells this machine builds
-    without downloading torch; the rules that would then match nothing are dropped."""
+    without downloading torch; with image_cell, also 2.13's CUDA build on Python 3.14 (driver 2), which only the
+    forky image serves. The rules that would then match nothing are dropped."""
     spec = yaml.safe_load((REPO / "matrix.yaml").read_text())
-    spec["torch"] = [t for t in spec["torch"] if t["version"] == "2.13.0" and t.get("variant") == "cpu"]
-    spec["exclude"], spec["include"] = [], []
+    spec["torch"] = [t for t in spec["torch"] if t["version"] == "2.13.0" and (image_cell or t.get("variant") == "cpu")]
+    spec["exclude"] = [{"python": "3.14", "driver": "1"}] if image_cell else []
+    spec["include"] = []
     return yaml.safe_dump(spec, sort_keys=False)
 
 
@@ -231,3 +233,26 @@ def test_real_plugin_push_publishes_what_a_single_machine_publishes(tmp_path: Pa
         wheel = next(iter(sorted((world.pages / "live").rglob("torch_emu-*.whl"))))
         assert served(world, wheel.relative_to(world.pages / "live").as_posix()) == wheel.read_bytes()
     shutil.rmtree(tmp_path / "single", ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_a_cell_only_an_image_serves_runs_on_the_docker_runner(tmp_path: Path) -> None:
+    """torch 2.13 CUDA on Python 3.14 (about 3 GB of torch): plan gives it the Docker runner (no setup-python 3.14 on
+    a hosted runner, the forky image serves it), its job builds it there, and it is published beside the local cells."""
+    image_cell = "torch2.13-cuda-cp314-drv2"
+    with act_world(tmp_path / "world") as world:
+        work = publish_repository(world, {"matrix.yaml": narrowed_matrix(image_cell=True)})
+        run = run_act(world, work, WORKFLOW, "push", variables={"SITE_URL": world.pages_url}, timeout=3 * 3600)
+        print(run.summary())
+        assert results(run)[f"cell {image_cell}"] == "success", run.summary() + "\n" + run.output[-6000:]
+        assert {job.matrix["cell"]: job.matrix["runner"] for job in run.ran("cell")} == {
+            "torch2.13-cpu-cp311-drv1": "local",
+            "torch2.13-cpu-cp311-drv2": "local",
+            image_cell: "docker",
+        }
+        assert results(run)["deploy"] == "success", run.summary()
+        record = run.artifacts / f"cell-{image_cell}" / "files" / "results" / "cells" / f"{image_cell}.json"
+        assert json.loads(record.read_text())["status"] == "passed"
+        table = json.loads(served(world, "compatibility.json"))
+        assert {cell["id"]: cell["status"] for cell in table["cells"]}[image_cell] == "passed"
