@@ -17,7 +17,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from act_harness import REPO, ActRun, ActWorld, act_world, git, project_files, publish_repository, run_act
+from act_harness import (
+    REPO,
+    ActRun,
+    ActWorld,
+    StandInError,
+    act_world,
+    git,
+    project_files,
+    publish_repository,
+    run_act,
+)
 from site_compare import assert_same_site
 
 from conftest import TINY_CONTRACT, run_cli
@@ -172,6 +182,24 @@ def test_a_run_without_a_stand_in_fails_in_plan(tiny_world: tuple[ActWorld, Path
     assert results(run) == {"plan": "failure"}, run.summary()
     assert "actions/checkout" in run.job("plan").log
     assert not any(run.artifacts.iterdir())
+
+
+def test_a_workflow_using_an_action_without_stand_in_is_refused_before_act_starts(tmp_path: Path) -> None:
+    """A workflow change that adds an action nobody stood in for: the harness names it, and nothing runs."""
+    shipped = (REPO / ".github" / "workflows" / WORKFLOW).read_text()
+    anchor = "      - name: Install nox and uv (retried)\n"
+    added = "      - uses: someone/new-action@0123456789abcdef0123456789abcdef01234567 # v1.0.0\n"
+    changed = shipped.replace(anchor, added + anchor, 1)
+    line = changed[: changed.index(added)].count("\n") + 1
+    with act_world(tmp_path / "world", name="new-action") as world:
+        work = publish_repository(world, tiny_project({f".github/workflows/{WORKFLOW}": changed}))
+        with pytest.raises(StandInError) as refused:
+            run_act(world, work, WORKFLOW, "push", variables={"SITE_URL": world.pages_url})
+        assert not list(world.root.glob("act-*.log"))  # act never started
+    where = work / ".github" / "workflows" / WORKFLOW
+    assert f"{where}:{line}: uses: someone/new-action@0123456789abcdef0123456789abcdef01234567 has no stand-in" in str(
+        refused.value
+    )
 
 
 def test_a_plan_over_githubs_job_limit_fails_before_any_cell(tmp_path: Path) -> None:
