@@ -397,6 +397,34 @@ def add_schema_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     schema.set_defaults(func=cmd_schema)
 
 
+def cmd_init(args: argparse.Namespace, console: Console) -> int:
+    """The starter files of a project: matrix.yaml, noxfile.py and the GitHub workflow (never over existing files)."""
+    from buildmatrix.starter import project_facts, starter_files, write_starter
+
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise UserError(f"{root} is not a directory (init writes into an existing project)")
+    facts = project_facts(root, args.distribution, args.version, args.source, args.tests, args.requirement)
+    for path in write_starter(root, starter_files(root, facts)):
+        console.print(f"wrote {path}", highlight=False)
+    console.print(
+        f"next, in {root}: `buildmatrix matrix` lists the cells, `buildmatrix build --torch 2.13 --jobs 1` builds one",
+        highlight=False,
+    )
+    return 0
+
+
+def add_init_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    init = sub.add_parser("init", help="write a starter matrix.yaml, noxfile.py and GitHub workflow into a project")
+    init.add_argument("--dir", default=".", help="the project's root (default: here)")
+    init.add_argument("--distribution", help="the wheels' name (default: pyproject.toml's, else the directory's)")
+    init.add_argument("--version", help="plugin.version (default: pyproject.toml's, else 0.1.0)")
+    init.add_argument("--source", help="the source tree, relative to the root (default: . , the project itself)")
+    init.add_argument("--tests", help="the smoke tests, inside the source (default: tests/ or test/)")
+    init.add_argument("--requirement", default="buildmatrix[docker]", help="how noxfile.py installs buildmatrix")
+    init.set_defaults(func=cmd_init)
+
+
 def add_outdated_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     outdated = sub.add_parser(
         "outdated",
@@ -513,6 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
     compat.set_defaults(func=cmd_compat_table)
 
     add_schema_parser(sub)
+    add_init_parser(sub)
 
     engine = sub.add_parser(
         "engine",

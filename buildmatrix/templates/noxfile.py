@@ -1,0 +1,34 @@
+"""Sessions for @DISTRIBUTION@'s build matrix (written by `buildmatrix init`): each calls buildmatrix's command line."""
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+BUILDMATRIX = ["@REQUIREMENT@", "uv"]
+
+
+@nox.session(name="build-matrix")
+def build_matrix(session: nox.Session) -> None:
+    """Build and smoke-test the selected cells (args after -- go to `buildmatrix build`)."""
+    session.install(*BUILDMATRIX)
+    session.run("buildmatrix", "build", *session.posargs)
+
+
+@nox.session
+def matrix(session: nox.Session) -> None:
+    """Show the expanded cells (-- --json, -- --github for a GitHub Actions strategy.matrix)."""
+    session.install(*BUILDMATRIX)
+    session.run("buildmatrix", "matrix", *session.posargs)
+
+
+@nox.session(name="merge-results")
+def merge_results(session: nox.Session) -> None:
+    """Merge wheels/ trees built on several machines (-- DIR [DIR ...] [--into DIR])."""
+    session.install(*BUILDMATRIX)
+    session.run("buildmatrix", "merge-results", *session.posargs)
+
+
+@nox.session(name="compat-table")
+def compat_table(session: nox.Session) -> None:
+    """Compatibility table, install page and wheel index in wheels/site/ (-- --site-url URL)."""
+    session.install(*BUILDMATRIX)
+    session.run("buildmatrix", "compat-table", *session.posargs)
