@@ -404,7 +404,14 @@ def cmd_init(args: argparse.Namespace, console: Console) -> int:
     root = Path(args.dir)
     if not root.is_dir():
         raise UserError(f"{root} is not a directory (init writes into an existing project)")
-    facts = project_facts(root, args.distribution, args.version, args.source, args.tests, args.requirement)
+    facts = project_facts(
+        root,
+        distribution=args.distribution,
+        version=args.version,
+        source=args.source,
+        tests=args.tests,
+        requirement=args.requirement,
+    )
     for path in write_starter(root, starter_files(root, facts)):
         console.print(f"wrote {path}", highlight=False)
     console.print(

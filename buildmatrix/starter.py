@@ -45,6 +45,7 @@ def _pyproject(root: Path) -> dict[str, object]:
 
 def project_facts(
     root: Path,
+    *,
     distribution: str | None = None,
     version: str | None = None,
     source: str | None = None,
@@ -64,7 +65,9 @@ def project_facts(
     source = source or "."
     if tests is None:
         base = root / source
-        tests = next((str(Path(source) / t) for t in ("tests", "test") if (base / t).is_dir()), str(Path(source) / "tests"))
+        tests = next(
+            (str(Path(source) / t) for t in ("tests", "test") if (base / t).is_dir()), str(Path(source) / "tests")
+        )
     return StarterFacts(name, found_version, source, Path(tests).as_posix(), requirement)
 
 
@@ -85,7 +88,8 @@ def _fill(template: str, values: dict[str, str]) -> str:
     return text
 
 
-FIRST_TEST = '''"""The first smoke test (written by `buildmatrix init`): the installed wheel imports with the cell's torch.
+FIRST_TEST = '''"""The first smoke test (written by `buildmatrix init`): the installed wheel imports, with the
+cell's torch.
 
 Replace it with your own suite; buildmatrix runs it against each cell's installed wheel."""
 
@@ -130,8 +134,11 @@ def write_starter(root: Path, files: dict[Path, str]) -> list[Path]:
             f"init writes no file that exists: {', '.join(existing)} already exist in {root} (nothing was written)"
         )
     written: list[Path] = []
-    made = sorted({d for rel in files for d in (root / rel).parents if d != root and d.is_relative_to(root)
-                   and not d.exists()}, key=lambda d: len(d.parts), reverse=True)
+    made = sorted(
+        {d for rel in files for d in (root / rel).parents if d != root and d.is_relative_to(root) and not d.exists()},
+        key=lambda d: len(d.parts),
+        reverse=True,
+    )
     try:
         for rel, text in files.items():
             write_text_atomic(root / rel, text)
