@@ -317,6 +317,14 @@ Tensor mean_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, c
   const auto device = common_device("mean", {&self});
   const auto dims = wrap_dims(self, dim);
   Tensor out = at::empty(reduced_shape(self, dims, keepdim), on_emu(device, result));
+  if (result == at::kHalf || result == at::kBFloat16) {
+    // The CPU mean_out of older releases (2.5 among them) sums half types in float into a tensor it assigns to
+    // its out argument: written through a view, the result never reached emu memory. Compute, then copy.
+    launch(device, [out = arg(out), self = arg(self), dims, keepdim, dtype] {
+      kernel_view(out).copy_(at::mean(kernel_view(self), dims, keepdim, dtype));
+    });
+    return out;
+  }
   launch(device, [out = arg(out), self = arg(self), dims, keepdim, dtype] { at::mean_out(as_lvalue(kernel_view(out)), kernel_view(self), dims, keepdim, dtype); });
   return out;
 }
