@@ -32,3 +32,20 @@ def test_broken_candidate_is_skipped(tmp_path: Path) -> None:
     fake.chmod(0o755)
     with pytest.raises(InterpreterNotFound):
         find_interpreter(Version("3.7"), path_env=str(tmp_path), pyenv_root=None)
+
+
+def test_a_virtual_environment_is_never_chosen(tmp_path: Path) -> None:
+    """nox puts its session's environment first on PATH: the interpreter found must be the same without it."""
+    import subprocess
+
+    series = Version(f"{sys.version_info.major}.{sys.version_info.minor}")
+    plain = find_interpreter(series)
+    venv = tmp_path / "venv"
+    subprocess.run([str(plain.executable), "-m", "venv", "--without-pip", str(venv)], check=True)
+    assert (venv / "bin" / f"python{series}").exists()
+    import os
+
+    path = os.pathsep.join([str(venv / "bin"), os.environ.get("PATH", "")])
+    found = find_interpreter(series, path_env=path)
+    assert found == plain
+    assert not found.executable.is_relative_to(venv)

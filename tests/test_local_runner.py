@@ -47,7 +47,9 @@ def tiny(tmp_path: Path) -> Path:
     return root
 
 
-def build(root: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def build(
+    root: Path, *args: str, timeout: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
         check=False,
@@ -55,7 +57,7 @@ def build(root: Path, *args: str, timeout: float = 900) -> subprocess.CompletedP
         text=True,
         timeout=timeout,
         cwd=root,
-        env=ENV,
+        env=env or ENV,
     )
 
 
@@ -113,6 +115,24 @@ def test_green_build_then_noop_rerun(tiny: Path) -> None:
     (tiny / "plugin" / "tiny_plugin" / "extra.py").write_text("X = 1\n")
     third = build(tiny, "--sdk", "2")
     assert third.returncode == 0 and "up-to-date" not in third.stdout
+
+
+def test_started_through_nox_or_directly_builds_once(tiny: Path, tmp_path: Path) -> None:
+    """`nox -s build-matrix` runs in nox's environment, first on PATH; `python -m buildmatrix build` does not. Both
+    choose one interpreter and one identity (minor and ABI), so switching between them is a no-op, not a rebuild."""
+    session = tmp_path / "nox-session"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(session)], check=True)
+    assert (session / "bin" / "python3.11").exists()
+    through_nox = {**ENV, "PATH": os.pathsep.join([str(session / "bin"), ENV.get("PATH", "")])}
+    first = build(tiny, "--sdk", "2", env=through_nox)
+    assert first.returncode == 0, first.stdout + first.stderr
+    made = record(tiny, CELLS[1])
+    assert made["inputs"]["python"] == "cpython-3.11"
+    assert str(session) not in json.dumps(made["inputs"])
+    directly = build(tiny, "--sdk", "2")
+    assert directly.returncode == 0, directly.stdout + directly.stderr
+    assert directly.stdout.count("up-to-date") == 1
+    assert record(tiny, CELLS[1]) == made
 
 
 def test_broken_cell_fails_alone(tiny: Path) -> None:

@@ -7,14 +7,18 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 
 from buildmatrix.errors import InterpreterNotFound, StepFailed
 from buildmatrix.util.process import run_captured
 
+# A virtual environment's interpreter (sys.prefix is not sys.base_prefix) is never chosen: which one comes first on
+# PATH depends on how the command was started (nox puts its session's environment first), and the choice must not.
 _PROBE = (
-    "import json,sys,platform;print(json.dumps([platform.python_version(), sys.implementation.name, sys.executable]))"
+    "import json,sys,platform;print(json.dumps([platform.python_version(), sys.implementation.name, sys.executable,"
+    " sys.prefix != sys.base_prefix]))"
 )
 
 
@@ -56,16 +60,18 @@ def _pyenv_root() -> Path | None:
 def find_interpreter(
     series: Version, path_env: str | None = None, pyenv_root: Path | str | None = "auto"
 ) -> Interpreter:
-    """The first working CPython of the X.Y series; raises InterpreterNotFound saying where it looked."""
+    """The first working CPython of the X.Y series that is not a virtual environment's, on PATH then under pyenv;
+    raises InterpreterNotFound saying where it looked."""
     path_env = os.environ.get("PATH", "") if path_env is None else path_env
     root = _pyenv_root() if pyenv_root == "auto" else (Path(pyenv_root) if pyenv_root else None)
     for candidate in _candidates(series, path_env, root):
         try:
             probed = run_captured([candidate, "-c", _PROBE], step="interpreter", timeout=60)
-            version, implementation, executable = json.loads(probed.stdout) if probed.returncode == 0 else ("", "", "")
+            answer: list[Any] = json.loads(probed.stdout) if probed.returncode == 0 else ["", "", "", False]
+            version, implementation, executable, in_venv = answer
         except (StepFailed, ValueError):
             continue
-        if not version:
+        if not version or in_venv:
             continue
         full = Version(version)
         if implementation == "cpython" and (full.major, full.minor) == (series.major, series.minor):
