@@ -50,9 +50,14 @@ class CellContainer:
 
 
 def image_for(cell: Cell, matrix: Matrix) -> BuildImage:
-    """The first image of matrix.yaml that lists the cell's Python; raises InterpreterNotFound naming them all."""
+    """The image that provides the cell's system SDK version (sdk.versions[].provided-by), else the first image of
+    matrix.yaml that lists the cell's Python; raises InterpreterNotFound naming them all."""
+    provider = cell.sdk.provided_by if cell.sdk is not None else ""
     for image in matrix.images:
-        if cell.python in image.python:
+        if image.name == provider and cell.python in image.python:
+            return image
+    for image in matrix.images:
+        if cell.python in image.python and not (provider and any(i.name == provider for i in matrix.images)):
             return image
     listed = ", ".join(f"{i.name} ({', '.join(str(v) for v in i.python)})" for i in matrix.images) or "none"
     raise InterpreterNotFound(
