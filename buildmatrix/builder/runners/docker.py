@@ -128,6 +128,8 @@ def cell_container(
         "--out",
         OUT,
         *(("--sdk-package", sdk_package) if sdk_package else ()),
+        # a system SDK's libraries, where its image installs them: their symbols count as provided
+        *(a for d in (sdk.library_dirs if sdk is not None else ()) for a in ("--library-dir", d)),
         "--",
         torch_req,
         *((f"{SDK}/{sdk_wheel.name}",) if sdk_wheel is not None else ()),

@@ -72,6 +72,8 @@ def before_build(args: argparse.Namespace) -> None:
             for p in glob.glob(os.path.join(site, args.sdk_package, "**", "*.so*"), recursive=True)
             if os.path.isfile(p)
         ]
+    for directory in args.library_dir:  # a system SDK's, where its image installed it
+        libraries += [p for p in glob.glob(os.path.join(directory, "*.so*")) if os.path.isfile(p)]
     with open(os.path.join(args.out, "provided-symbols.txt"), "w") as handle:
         handle.write("\n".join(defined_symbols(libraries)) + "\n")
     print(
@@ -122,6 +124,9 @@ def main() -> None:
     before = sub.add_parser("before-build")
     before.add_argument("--out", required=True)
     before.add_argument("--sdk-package", default="", help="a wheel SDK's package: its libraries count as provided")
+    before.add_argument(
+        "--library-dir", action="append", default=[], help="a system SDK's library directory: counts as provided"
+    )
     before.add_argument("requirements", nargs="+")
     fix = sub.add_parser("repair")
     fix.add_argument("wheel")
