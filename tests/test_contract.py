@@ -294,3 +294,19 @@ def test_the_docs_go_where_publish_says(write_matrix: WriteMatrix, tmp_path: Pat
     assert "old" not in (root / "docs" / "index.md").read_text()
     assert read_docs_table(root, layout).to_json() == table.to_json()
     assert not (root / "README.md").exists() and not (root / "docs" / "compatibility.json").exists()
+
+
+def test_the_look_alike_note_names_the_projects_own_packages() -> None:
+    from dataclasses import replace
+
+    from buildmatrix.publish.markdown import look_alike_note
+    from buildmatrix.publish.table import CompatTable
+
+    from conftest import REPO
+
+    ours = CompatTable.from_json((REPO / "docs" / "compatibility.json").read_text())
+    assert "`torch-emu` and `emu-driver` are not ours" in look_alike_note(ours)  # this repository's own names
+    other = replace(ours, plugin="my-ext", sdk=None, cells=())
+    note = look_alike_note(other)
+    assert "`my-ext` is not ours" in note and "pip install my-ext" in note and "emu" not in note
+    assert "the pin carries a local version label, which" in note

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from packaging.version import InvalidVersion, Version
+
 from buildmatrix.model.vocab import FeatureState, Status
 from buildmatrix.publish.table import (
     CompatCell,
@@ -22,15 +24,41 @@ FEATURE_MARKS = {
     FeatureState.NOT_AVAILABLE: NOT_AVAILABLE_MARK,
     FeatureState.FAILED: "✗",
 }
-# Said wherever a plain command is shown (docs, README, page): pip merges every index it is given.
-LOOK_ALIKE_NOTE = (
-    "Look-alike packages: `torch-emu` and `emu-driver` are not ours on the public index, so anyone can publish "
-    "them there. pip merges every index it is given and takes the highest version, so a plain "
-    "`pip install torch-emu` (the first two commands) can install a look-alike; `uv pip install` with the same "
-    "arguments cannot (uv takes a name from the first index that has it, and `--extra-index-url` comes first). "
-    "With pip, use the pinned commands: both pins carry local version labels (`+torch…`, `+emu`), which the public "
-    "index refuses, so they install our wheels with pip and uv alike."
-)
+
+
+def _label_start(version_text: str) -> str:
+    """`+torch…` for 0.2.0+torch.2.13.drv.2, `+tk` for 2.2.0+tk: how a pin's local label begins."""
+    try:
+        local = Version(version_text).local or ""
+    except InvalidVersion:
+        return ""
+    head, dot, _ = local.partition(".")
+    return f"`+{head}…`" if dot else f"`+{head}`" if head else ""
+
+
+def look_alike_note(table: CompatTable) -> str:
+    """Said wherever a plain command is shown (docs, README, page): pip merges every index it is given, so the
+    project's names (its wheel, and its SDK's wheel when it publishes one) can be taken on the public index."""
+    sdk = table.sdk.distribution if table.sdk is not None and table.sdk.publishes_wheels else ""
+    names = [table.plugin, *([sdk] if sdk else [])]
+    labels = []
+    cells = [c for c in table.cells if c.installable]
+    if cells:
+        labels.append(_label_start(cells[0].requirement.partition("==")[2]))
+        wheels = [c.sdk_wheel.filename for c in cells if c.sdk_wheel is not None]
+        if sdk and wheels:
+            labels.append(_label_start(wheels[0].split("-")[1]))
+    shown = f" ({', '.join(label for label in labels if label)})" if any(labels) else ""
+    both = len(names) > 1
+    return (
+        f"Look-alike packages: {' and '.join(f'`{n}`' for n in names)} {'are' if both else 'is'} not ours on the "
+        f"public index, so anyone can publish {'them' if both else 'it'} there. pip merges every index it is given "
+        f"and takes the highest version, so a plain `pip install {table.plugin}` (the first two commands) can install "
+        "a look-alike; `uv pip install` with the same arguments cannot (uv takes a name from the first index that "
+        "has it, and `--extra-index-url` comes first). With pip, use the pinned commands: "
+        + (f"both pins carry local version labels{shown}" if both else f"the pin carries a local version label{shown}")
+        + ", which the public index refuses, so they install our wheels with pip and uv alike."
+    )
 
 
 _MARKDOWN = str.maketrans(
@@ -161,7 +189,7 @@ def install_section(table: CompatTable) -> str:
         "makes the installer pick the wheel built for it instead of upgrading torch):\n"
     )
     lines.append(f"```sh\n{any_torch_command(table, site)}\n```\n")
-    lines.append(LOOK_ALIKE_NOTE + "\n")
+    lines.append(look_alike_note(table) + "\n")
     current = f"{table.plugin}=={table.plugin_version}+"
     older = sorted({c.requirement for c in installable if c.requirement != current + c.key.local_version_label})
     if older:
@@ -225,7 +253,7 @@ def readme_section(table: CompatTable) -> str:
             + "` with your torch's X.Y, or for whatever torch you have: `"
             + any_torch_command(table, site_or_placeholder(table))
             + "`.\n",
-            LOOK_ALIKE_NOTE,
+            look_alike_note(table),
             README_END,
         ]
     )

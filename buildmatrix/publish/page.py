@@ -12,7 +12,7 @@ from collections.abc import Collection
 from urllib.parse import quote
 
 from buildmatrix.model.vocab import Status
-from buildmatrix.publish.markdown import FEATURE_MARKS, LOOK_ALIKE_NOTE, NOT_AVAILABLE_MARK, NOT_IN_MATRIX
+from buildmatrix.publish.markdown import FEATURE_MARKS, NOT_AVAILABLE_MARK, NOT_IN_MATRIX, look_alike_note
 from buildmatrix.publish.table import (
     SITE_PLACEHOLDER,
     CompatCell,
@@ -234,7 +234,7 @@ def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Colle
             "takes the same arguments.</p>",
             selector(table),
             f'<p>For whatever torch is installed: <code id="any-torch">{_e(any_torch_command(table, site))}</code></p>',
-            f'<p class="note" id="look-alike">{_e(LOOK_ALIKE_NOTE)}</p>',
+            f'<p class="note" id="look-alike">{_e(look_alike_note(table))}</p>',
             "<h2>Cells</h2>",
             cells_table(table, logs),
             "<h2>Features per torch release</h2>",
