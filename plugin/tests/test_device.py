@@ -44,10 +44,29 @@ def test_module_moves_to_emu():
     assert layer(torch.ones(1, 3, device="emu")).shape == (1, 2)
 
 
+OUT_OF_RANGE = r"The device index is out of range. It must be in \[0, 2\), but got {}"
+
+
 def test_wrong_device_index_is_a_clear_error():
-    with pytest.raises(RuntimeError, match=r"emu device index 5 is out of range: there are 2 emu device\(s\)"):
+    """One message, the one c10 gives for XPU and PyTorch's reference backend checks, wherever an index comes in."""
+    with pytest.raises(RuntimeError, match=OUT_OF_RANGE.format(5)):
         torch.empty(2, device="emu:5")
-    with pytest.raises(RuntimeError, match="out of range"):
+    with pytest.raises(RuntimeError, match=OUT_OF_RANGE.format(7)):
         torch.emu.set_device(7)
-    with pytest.raises(RuntimeError, match="out of range"):
+    with pytest.raises(RuntimeError, match=OUT_OF_RANGE.format(9)):
         torch.ones(2).to("emu:9")
+    with pytest.raises(RuntimeError, match=OUT_OF_RANGE.format(2)):
+        torch.emu.device(2)
+    with pytest.raises(RuntimeError, match=OUT_OF_RANGE.format(3)):
+        torch.emu.synchronize("emu:3")
+    with pytest.raises(RuntimeError, match=OUT_OF_RANGE.format(-1)):
+        torch.emu.get_device_properties(-1)
+    if hasattr(torch, "accelerator") and hasattr(torch.accelerator, "set_device_index"):  # torch >= 2.6
+        with pytest.raises(RuntimeError, match=OUT_OF_RANGE.format(2)):
+            torch.accelerator.set_device_index(2)
+    assert torch.emu.current_device() == 0  # a refused index changes nothing
+
+
+def test_init_as_torch_cuda_names_it():
+    torch.emu.init()  # the driver runs already: nothing to do in a process that may use emu
+    assert torch.emu.is_initialized()

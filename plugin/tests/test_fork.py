@@ -64,6 +64,25 @@ def test_child_raises_reinitialisation_error_instead_of_hanging():
     assert tensor.cpu().tolist() == [0.0, 2.0, 4.0, 6.0]
 
 
+def _init_in_child(queue) -> None:  # type: ignore[no-untyped-def]
+    try:
+        torch.emu.init()
+        queue.put("no error")
+    except RuntimeError as exc:
+        queue.put(str(exc))
+
+
+def test_init_in_a_forked_child_is_refused_as_torch_cuda_refuses_it():
+    """PyTorch's reference backend's test_device_poison_fork: init() in the parent, then in a forked child."""
+    torch.emu.init()
+    message = _run_in_forked_child(_init_in_child)
+    assert message.startswith(
+        "Cannot re-initialize emu in forked subprocess. To use emu with multiprocessing, you must use the 'spawn' "
+        "start method"
+    ), message
+    torch.emu.init()  # the parent still may
+
+
 class _Squares(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return 16

@@ -30,6 +30,7 @@ __all__ = [
     "get_rng_state_all",
     "host_empty_cache",
     "host_memory_stats",
+    "init",
     "initial_seed",
     "is_available",
     "is_initialized",
@@ -55,18 +56,16 @@ __all__ = [
 
 
 def _index(device: Any = None) -> int:
+    """The index of an emu device (None and "emu" mean the current one); an index out of range raises the runtime's
+    message, "The device index is out of range. It must be in [0, N), but got I ..."."""
     if device is None:
         return _ops.device_current()
     if isinstance(device, int):
-        index = device
-    else:
-        device = torch.device(device)
-        if device.type != "emu":
-            raise ValueError(f"expected an emu device, got {device}")
-        index = _ops.device_current() if device.index is None else device.index
-    if not 0 <= index < _ops.device_count():
-        raise RuntimeError(f"emu device index {index} is out of range: there are {_ops.device_count()} emu device(s)")
-    return index
+        return _ops.device_index(device)
+    device = torch.device(device)
+    if device.type != "emu":
+        raise ValueError(f"expected an emu device, got {device}")
+    return _ops.device_current() if device.index is None else _ops.device_index(device.index)
 
 
 def is_available() -> bool:
@@ -76,6 +75,13 @@ def is_available() -> bool:
 def is_initialized() -> bool:
     """The driver starts when torch_emu loads; a forked child of such a process cannot use it."""
     return not _ops.fork_is_bad()
+
+
+def init() -> None:
+    """Initialises emu, as torch.cuda.init() initialises CUDA: the driver is already running once torch_emu has loaded,
+    so this only checks that it can be used here. In a child forked after emu started it raises "Cannot re-initialize
+    emu in forked subprocess. To use emu with multiprocessing, you must use the 'spawn' start method", as CUDA does."""
+    _lazy_init()
 
 
 def _lazy_init() -> None:

@@ -30,11 +30,7 @@ constexpr c10::DispatchKeySet kEmuKeys(c10::DispatchKey::PrivateUse1);
 
 c10::DeviceIndex checked_index(const c10::Device& device) {
   TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "expected an emu device, got ", device);
-  if (!device.has_index()) return current_device();
-  TORCH_CHECK(device.index() < device_count(), "emu device index ", int(device.index()),
-              " is out of range: there are ", int(device_count()), " emu device(s) (emu:0 to emu:",
-              int(device_count()) - 1, ")");
-  return device.index();
+  return device.has_index() ? checked_device_index(device.index()) : current_device();
 }
 
 void check_options(compat::optional<c10::Layout> layout, compat::optional<bool> pin_memory) {

@@ -102,12 +102,6 @@ C10DeviceStats as_c10(const MemoryStats& s) {
 using AllocatorBase = c10::Allocator;
 #endif
 
-c10::DeviceIndex checked_device(c10::DeviceIndex device) {
-  TORCH_CHECK(device >= 0 && device < device_count(), "emu device index ", int(device), " is out of range: there are ",
-              int(device_count()), " emu device(s)");
-  return device;
-}
-
 class CachingAllocator final : public AllocatorBase {
  public:
   c10::DataPtr allocate(size_t n) override {
@@ -186,19 +180,19 @@ class CachingAllocator final : public AllocatorBase {
 
   MemoryStats stats(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mu_);
-    return stats_[checked_device(device)];
+    return stats_[checked_device_index(device)];
   }
 
   void reset_peak(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto& st = stats_[checked_device(device)];
+    auto& st = stats_[checked_device_index(device)];
     for (auto member : kStatArrays)
       for (Stat& stat : st.*member) stat.peak = stat.current;
   }
 
   void reset_accumulated(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto& st = stats_[checked_device(device)];
+    auto& st = stats_[checked_device_index(device)];
     for (auto member : kStatArrays) {
       for (Stat& stat : st.*member) {
         stat.allocated = 0;
@@ -372,7 +366,7 @@ MemoryStats memory_stats(c10::DeviceIndex device) { return instance().stats(devi
 void reset_peak_stats(c10::DeviceIndex device) { instance().reset_peak(device); }
 void reset_accumulated_stats(c10::DeviceIndex device) { instance().reset_accumulated(device); }
 std::pair<size_t, size_t> memory_info(c10::DeviceIndex device) {
-  DeviceSwitch on(checked_device(device));
+  DeviceSwitch on(checked_device_index(device));
   size_t free_bytes = 0, total = 0;
   EMU_CHECK(emuMemGetInfo(&free_bytes, &total));
   return {free_bytes, total};

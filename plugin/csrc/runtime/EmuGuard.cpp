@@ -48,9 +48,7 @@ struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void setDevice(c10::Device d) const override {
     TORCH_CHECK(d.type() == kEmu, "expected an emu device, got ", d);
-    TORCH_CHECK(d.index() >= 0 && d.index() < device_count(), "emu device index ", int(d.index()),
-                " is out of range: there are ", int(device_count()), " emu device(s)");
-    EMU_CHECK(emuSetDevice(d.index()));
+    EMU_CHECK(emuSetDevice(checked_device_index(d.index())));
   }
 
   void uncheckedSetDevice(c10::Device d) const noexcept override { (void)emuSetDevice(d.index()); }
@@ -76,8 +74,7 @@ struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 #if EMU_HAS_DEVICE_CAPABILITY
   // torch.accelerator.get_device_capability: the dtypes an emu tensor can hold and convert between.
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
-    TORCH_CHECK(d.index() >= -1 && d.index() < device_count(), "emu device index ", int(d.index()),
-                " is out of range: there are ", int(device_count()), " emu device(s)");
+    device_or_current(d.index());  // -1: the current device
     return device_capability();
   }
 #endif

@@ -29,12 +29,8 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-c10::DeviceIndex checked(c10::DeviceIndex device) {
-  if (device < 0) device = current_device();
-  TORCH_CHECK(device < device_count(), "emu device index ", int(device), " is out of range: there are ", int(device_count()),
-              " emu device(s)");
-  return device;
-}
+// A negative index is the current device; one out of range raises the runtime's message.
+c10::DeviceIndex checked(c10::DeviceIndex device) { return device_or_current(device); }
 
 }  // namespace
 

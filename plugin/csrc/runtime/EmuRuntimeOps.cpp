@@ -33,15 +33,8 @@ namespace {
 constexpr c10::DeviceType kEmu = c10::DeviceType::PrivateUse1;
 using IntDict = c10::Dict<std::string, int64_t>;
 
-c10::DeviceIndex index_or_current(int64_t device) {
-  if (device < 0) return current_device();
-  TORCH_CHECK(device < device_count(), "emu device index ", device, " is out of range: there are ",
-              int(device_count()), " emu device(s)");
-  return static_cast<c10::DeviceIndex>(device);
-}
-
 c10::Stream stream_of(int64_t stream_id, int64_t device) {
-  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kEmu, index_or_current(device)),
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kEmu, device_or_current(device)),
                      static_cast<c10::StreamId>(stream_id));
 }
 
@@ -68,22 +61,23 @@ int64_t driver_version() {
 
 int64_t device_count_op() { return device_count(); }
 int64_t device_current() { return current_device(); }
-void device_set(int64_t device) { EMU_CHECK(emuSetDevice(index_or_current(device))); }
+int64_t device_index(int64_t device) { return checked_device_index(device); }
+void device_set(int64_t device) { EMU_CHECK(emuSetDevice(device_or_current(device))); }
 
 void device_synchronize(int64_t device) {
-  DeviceSwitch on(index_or_current(device));
+  DeviceSwitch on(device_or_current(device));
   EMU_CHECK(emuDeviceSynchronize());
 }
 
 std::tuple<std::string, int64_t, int64_t, int64_t, int64_t> device_properties(int64_t device) {
   emuDeviceProp prop{};
-  EMU_CHECK(emuGetDeviceProperties(&prop, index_or_current(device)));
+  EMU_CHECK(emuGetDeviceProperties(&prop, device_or_current(device)));
   return {std::string(prop.name), static_cast<int64_t>(prop.totalGlobalMem), prop.major, prop.minor,
           prop.multiProcessorCount};
 }
 
 std::tuple<int64_t, int64_t> device_memory_info(int64_t device) {
-  const auto [free_bytes, total] = memory_info(index_or_current(device));
+  const auto [free_bytes, total] = memory_info(device_or_current(device));
   return {static_cast<int64_t>(free_bytes), static_cast<int64_t>(total)};
 }
 
@@ -92,9 +86,9 @@ void fork_check() { check_not_forked(); }
 
 // ---- streams ----
 
-std::tuple<int64_t, int64_t> stream_current(int64_t device) { return as_tuple(getCurrentEmuStream(index_or_current(device))); }
-std::tuple<int64_t, int64_t> stream_default(int64_t device) { return as_tuple(getDefaultEmuStream(index_or_current(device))); }
-std::tuple<int64_t, int64_t> stream_from_pool(int64_t device) { return as_tuple(getStreamFromPool(index_or_current(device))); }
+std::tuple<int64_t, int64_t> stream_current(int64_t device) { return as_tuple(getCurrentEmuStream(device_or_current(device))); }
+std::tuple<int64_t, int64_t> stream_default(int64_t device) { return as_tuple(getDefaultEmuStream(device_or_current(device))); }
+std::tuple<int64_t, int64_t> stream_from_pool(int64_t device) { return as_tuple(getStreamFromPool(device_or_current(device))); }
 void stream_set(int64_t stream_id, int64_t device) { setCurrentEmuStream(stream_of(stream_id, device)); }
 
 bool stream_query(int64_t stream_id, int64_t device) {
@@ -203,7 +197,7 @@ bool event_recorded(int64_t handle) { return recorded_event(events().get(handle)
 // The statistics under torch.cuda.memory_stats's names: "<stat>.<pool>.<metric>" and plain counters.
 // inactive_split and the oversize counts are zero: this allocator never splits or over-sizes a block.
 IntDict memory_stats_op(int64_t device) {
-  const MemoryStats s = memory_stats(index_or_current(device));
+  const MemoryStats s = memory_stats(device_or_current(device));
   const std::pair<const char*, const StatArray*> arrays[] = {
       {"allocation", &s.allocation},           {"segment", &s.segment},
       {"active", &s.active},                   {"allocated_bytes", &s.allocated_bytes},
@@ -234,8 +228,8 @@ IntDict memory_stats_op(int64_t device) {
   return d;
 }
 
-void memory_reset_peak(int64_t device) { reset_peak_stats(index_or_current(device)); }
-void memory_reset_accumulated(int64_t device) { reset_accumulated_stats(index_or_current(device)); }
+void memory_reset_peak(int64_t device) { reset_peak_stats(device_or_current(device)); }
+void memory_reset_accumulated(int64_t device) { reset_accumulated_stats(device_or_current(device)); }
 void memory_empty_cache() { empty_cache(); }
 
 // ---- pinned host memory ----
@@ -255,7 +249,7 @@ void host_memory_empty_cache() { empty_pinned_cache(); }
 
 // The device's default generator; Python seeds it and reads its state through torch.Generator's own methods.
 // ("Generator?" is how the registry spells an at::Generator result.)
-at::Generator default_generator_op(int64_t device) { return default_generator(index_or_current(device)); }
+at::Generator default_generator_op(int64_t device) { return default_generator(device_or_current(device)); }
 
 // ---- backend metadata ----
 
@@ -278,6 +272,7 @@ TORCH_LIBRARY_FRAGMENT(torch_emu, m) {
   m.def("driver_version() -> int", &driver_version);
   m.def("device_count() -> int", &device_count_op);
   m.def("device_current() -> int", &device_current);
+  m.def("device_index(int device) -> int", &device_index);
   m.def("device_set(int device) -> ()", &device_set);
   m.def("device_synchronize(int device) -> ()", &device_synchronize);
   m.def("device_properties(int device) -> (str name, int total_memory, int major, int minor, int multi_processor_count)",

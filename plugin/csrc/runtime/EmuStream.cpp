@@ -33,13 +33,6 @@ std::vector<c10::StreamId>& current_ids() {
   return ids;
 }
 
-c10::DeviceIndex resolve(c10::DeviceIndex device) {
-  if (device < 0) return current_device();
-  TORCH_CHECK(device < device_count(), "emu device index ", int(device), " is out of range: there are ",
-              int(device_count()), " emu device(s)");
-  return device;
-}
-
 void create_pool(c10::DeviceIndex device, DevicePool& pool) {
   int previous = 0;
   EMU_CHECK(emuGetDevice(&previous));
@@ -65,6 +58,15 @@ c10::DeviceIndex device_count() {
   return count;
 }
 
+c10::DeviceIndex checked_device_index(int64_t device) {
+  const int count = device_count();
+  TORCH_CHECK(device >= 0 && device < count, "The device index is out of range. It must be in [0, ", count, "), but got ",
+              device, " (there are ", count, " emu devices).");
+  return static_cast<c10::DeviceIndex>(device);
+}
+
+c10::DeviceIndex device_or_current(int64_t device) { return device < 0 ? current_device() : checked_device_index(device); }
+
 // Stream ids: 0 is the default stream; 1..kPoolSize are pool entries.
 emuStream_t raw_stream(const c10::Stream& stream) {
   check_not_forked();  // the stream's worker thread did not survive fork(): waiting on it would hang
@@ -78,11 +80,11 @@ emuStream_t raw_stream(const c10::Stream& stream) {
 }
 
 c10::Stream getDefaultEmuStream(c10::DeviceIndex device) {
-  return c10::Stream(c10::Stream::DEFAULT, c10::Device(c10::DeviceType::PrivateUse1, resolve(device)));
+  return c10::Stream(c10::Stream::DEFAULT, c10::Device(c10::DeviceType::PrivateUse1, device_or_current(device)));
 }
 
 c10::Stream getCurrentEmuStream(c10::DeviceIndex device) {
-  device = resolve(device);
+  device = device_or_current(device);
   auto& ids = current_ids();
   const c10::StreamId id = static_cast<size_t>(device) < ids.size() ? ids[static_cast<size_t>(device)] : 0;
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id);
@@ -110,7 +112,7 @@ DeviceSwitch::~DeviceSwitch() {
 }
 
 c10::Stream getStreamFromPool(c10::DeviceIndex device) {
-  device = resolve(device);
+  device = device_or_current(device);
   auto& pool = pools()[static_cast<size_t>(device)];
   const auto id = static_cast<c10::StreamId>(pool.next.fetch_add(1) % kPoolSize + 1);
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id);

@@ -15,6 +15,13 @@ namespace torch_emu {
 c10::DeviceIndex current_device();
 c10::DeviceIndex device_count();
 
+// The index when it names an emu device, else the message c10 gives for XPU and PyTorch's reference
+// backend gives: "The device index is out of range. It must be in [0, 2), but got 5 ...". Every place
+// that takes a device index from a caller checks it here, so the message is the same everywhere.
+c10::DeviceIndex checked_device_index(int64_t device);
+// The same, with a negative index standing for the calling thread's current device.
+c10::DeviceIndex device_or_current(int64_t device);
+
 // The raw driver stream behind a c10::Stream of the emu device.
 emuStream_t raw_stream(const c10::Stream& stream);
 
