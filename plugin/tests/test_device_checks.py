@@ -1,4 +1,4 @@
-"""Device mismatches raise CPU's and CUDA's messages: set_ across devices, out= on another device."""
+"""Device mismatches raise CPU's and CUDA's messages: set_ across devices, out= on another device than the inputs."""
 
 import pytest
 import torch
@@ -33,3 +33,26 @@ def test_out_on_another_device_gives_the_standard_message():
     out = torch.empty(0, dtype=torch.long, device="emu")
     torch.nonzero(x, out=out)
     assert out.cpu().flatten().tolist() == [1, 2]
+
+
+def test_nonzero_out_devices_as_pytorch_tests_them():
+    """PyTorch's device-generic test_nonzero checks CUDA, XPU and PrivateUse1 for "on the same device"."""
+    x = torch.tensor([[0.0, 1.0], [2.0, 0.0]], device="emu")
+    with pytest.raises(RuntimeError, match="on the same device"):
+        torch.nonzero(x, out=torch.empty([], dtype=torch.long))
+    with pytest.raises(RuntimeError, match="scalar type Long"):
+        torch.nonzero(x, out=torch.empty([], dtype=torch.float, device="emu"))
+
+
+def test_cpu_input_with_an_emu_out_is_refused():
+    """A CPU input and an emu out= tensor: CUDA refuses the pair; the fallback ran it and resized the emu tensor."""
+    out = torch.empty(0, dtype=torch.long, device="emu")
+    with pytest.raises(RuntimeError, match=r"Expected out tensor to have device cpu, but got emu:0 instead"):
+        torch.nonzero(torch.tensor([0.0, 1.0]), out=out)
+    assert out.numel() == 0
+    with pytest.raises(RuntimeError, match="on the same device"):
+        torch.cat([torch.ones(2), torch.ones(2)], out=torch.empty(0, device="emu"))
+    # A 0-dim CPU tensor is a number: it goes with an emu input and out, as on CUDA.
+    result = torch.empty(0, device="emu")
+    torch.atan2(torch.ones(3, device="emu"), torch.tensor(1.0), out=result)
+    assert result.cpu().tolist() == pytest.approx([0.7853982] * 3)

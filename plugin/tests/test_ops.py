@@ -116,3 +116,34 @@ def test_item_and_scalars():
     assert x[0, 1].item() == -2.0
     assert bool((x > 0).any())
     assert int(torch.tensor(7, device="emu")) == 7
+
+
+def _warnings_of(fn) -> list:  # type: ignore[no-untyped-def]
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message).split(" (Triggered internally")[0] for w in caught]
+
+
+def test_byte_mask_indexing_warns_as_on_cpu():
+    """PyTorch's test_byte_mask_accumulate: y[mask] and index_put_ with a uint8 mask warn once each, as on the CPU and
+    CUDA; through the structured kernel's meta function and then the CPU's own, y[mask] warned twice on emu."""
+    per_device = {}
+    for device in ("cpu", "emu"):
+        mask = torch.tensor([1, 0, 1, 0, 1, 0, 0, 0, 0, 1], dtype=torch.uint8, device=device)
+        y = torch.ones(10, 10, device=device)
+        per_device[device] = _warnings_of(lambda: y.index_put_((mask,), y[mask], accumulate=True))  # noqa: B023
+        assert y.sum().item() == 100 + 4 * 10
+    assert per_device["emu"] == per_device["cpu"]
+    assert len(per_device["emu"]) == 2 and all("torch.uint8 is now deprecated" in w for w in per_device["emu"])
+
+
+def test_indexing_with_cpu_and_emu_indices_matches_cpu():
+    x = torch.arange(24.0).reshape(4, 6)
+    rows, cols = torch.tensor([3, 0, 3]), torch.tensor([1, 5, 0])
+    for index in ((rows,), (rows, cols), (x[:, 0] > 5,)):
+        expected = x[index]
+        assert torch.equal(x.emu()[index].cpu(), expected)  # CPU indices, as CUDA accepts them
+        assert torch.equal(x.emu()[tuple(i.emu() for i in index)].cpu(), expected)
