@@ -54,6 +54,50 @@ def test_survives_save_and_load():
     assert y.cpu().tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
 
 
+TORCH_META = {"version_number": True, "format_number": True}
+
+
+def test_torch_set_and_get_tensor_metadata():
+    """torch's own interface (torch._utils.set/get_tensor_metadata, PyTorch's reference backend's test_serialization):
+    the string-to-bool map comes back as it was given, beside torch_emu's named integers."""
+    _skip_unless_torch_serializes_backend_meta()
+    x = torch.empty(3, 3, device="emu")
+    assert torch._utils.get_tensor_metadata(x) == {}
+    torch._utils.set_tensor_metadata(x, TORCH_META)
+    assert torch._utils.get_tensor_metadata(x) == TORCH_META
+    torch_emu.set_backend_meta(x, META)
+    assert torch_emu.backend_meta(x) == META
+    assert {k: v for k, v in torch._utils.get_tensor_metadata(x).items() if not k.startswith("emu_meta:")} == TORCH_META
+    torch_emu.set_backend_meta(x, {})
+    assert torch._utils.get_tensor_metadata(x) == TORCH_META  # torch's entries stay
+    assert torch._utils.get_tensor_metadata(x.detach()) == TORCH_META
+
+
+def test_torch_metadata_survives_save_and_load():
+    _skip_unless_torch_serializes_backend_meta()
+    x = torch.arange(4.0, device="emu")
+    torch._utils.set_tensor_metadata(x, TORCH_META)
+    buffer = io.BytesIO()
+    torch.save(x, buffer)
+    buffer.seek(0)
+    y = torch.load(buffer)
+    assert y.device.type == "emu" and torch._utils.get_tensor_metadata(y) == TORCH_META
+    buffer.seek(0)
+    assert torch._utils.get_tensor_metadata(torch.load(buffer, map_location="cpu")) == {}
+
+
+def test_copy_backend_meta():
+    copy_meta = getattr(torch._C, "_copy_backend_meta", None)
+    if copy_meta is None:
+        pytest.skip(f"not available: torch {torch.__version__} has no torch._C._copy_backend_meta")
+    src, dst = torch.empty(3, device="emu"), torch.empty(3, device="emu")
+    torch._utils.set_tensor_metadata(src, TORCH_META)
+    torch_emu.set_backend_meta(src, META)
+    copy_meta(src, dst)
+    assert torch._utils.get_tensor_metadata(dst) == torch._utils.get_tensor_metadata(src)
+    assert torch_emu.backend_meta(dst) == META
+
+
 def test_load_under_fake_tensor_mode_accepts_the_metadata():
     try:
         from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode

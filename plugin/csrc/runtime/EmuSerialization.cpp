@@ -1,10 +1,12 @@
-// EmuBackendMeta and its (de)serialization hooks. torch.save passes a tensor's metadata as a
-// map of string to bool, so each entry travels as one key "emu_meta:<name>=<value>" set to true.
+// EmuBackendMeta and its (de)serialization hooks, registered for PrivateUse1 in torch's
+// TensorBackendMetaRegistry: torch.save asks the first for a tensor's metadata, torch.load and
+// torch._utils.set_tensor_metadata hand a map to the second.
 #include "EmuSerialization.h"
 
 #include <c10/core/TensorImpl.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 
+#include <cstdlib>
 #include <unordered_map>
 
 namespace torch_emu {
@@ -12,29 +14,40 @@ namespace {
 
 constexpr const char* kPrefix = "emu_meta:";
 
+using Entries = std::map<std::string, bool>;
+
 struct EmuBackendMeta final : public c10::BackendMeta {
-  explicit EmuBackendMeta(std::map<std::string, int64_t> v) : values(std::move(v)) {}
-  // Copies of the tensor (detach, shallow copies, FakeTensor conversion through them) keep it.
+  explicit EmuBackendMeta(Entries e) : entries(std::move(e)) {}
+  // Copies of the tensor (detach, shallow copies, torch._C._copy_backend_meta) keep it.
   c10::intrusive_ptr<c10::BackendMeta> clone(const c10::intrusive_ptr<c10::BackendMeta>& /*ptr*/) const override {
-    return c10::make_intrusive<EmuBackendMeta>(values);
+    return c10::make_intrusive<EmuBackendMeta>(entries);
   }
-  std::map<std::string, int64_t> values;
+  Entries entries;
 };
 
-void for_serialization(const at::Tensor& t, std::unordered_map<std::string, bool>& metadata) {
-  for (const auto& [name, value] : backend_meta(t)) metadata[kPrefix + name + "=" + std::to_string(value)] = true;
+Entries entries_of(const at::Tensor& t) {
+  const auto* meta = dynamic_cast<const EmuBackendMeta*>(t.unsafeGetTensorImpl()->get_backend_meta());
+  return meta == nullptr ? Entries{} : meta->entries;
 }
 
-void for_deserialization(const at::Tensor& t, std::unordered_map<std::string, bool>& metadata) {
-  std::map<std::string, int64_t> values;
-  const std::string prefix(kPrefix);
-  for (const auto& [key, present] : metadata) {
-    if (!present || key.rfind(prefix, 0) != 0) continue;
-    const auto eq = key.find('=', prefix.size());
-    if (eq == std::string::npos) continue;
-    values[key.substr(prefix.size(), eq - prefix.size())] = std::stoll(key.substr(eq + 1));
+void set_entries(const at::Tensor& t, Entries entries) {
+  auto* impl = t.unsafeGetTensorImpl();
+  if (entries.empty()) {
+    impl->set_backend_meta(c10::intrusive_ptr<c10::BackendMeta>());
+  } else {
+    impl->set_backend_meta(c10::make_intrusive<EmuBackendMeta>(std::move(entries)));
   }
-  if (!values.empty()) set_backend_meta(t, values);
+}
+
+bool is_named_integer(const std::string& key) { return key.rfind(kPrefix, 0) == 0; }
+
+void for_serialization(const at::Tensor& t, std::unordered_map<std::string, bool>& metadata) {
+  for (const auto& [key, value] : entries_of(t)) metadata[key] = value;
+}
+
+// The map replaces the tensor's metadata, as the reference backend's hook does.
+void for_deserialization(const at::Tensor& t, std::unordered_map<std::string, bool>& metadata) {
+  set_entries(t, Entries(metadata.begin(), metadata.end()));
 }
 
 const int registered = [] {
@@ -46,17 +59,27 @@ const int registered = [] {
 
 void set_backend_meta(const at::Tensor& t, const std::map<std::string, int64_t>& values) {
   (void)registered;
-  auto* impl = t.unsafeGetTensorImpl();
-  if (values.empty()) {
-    impl->set_backend_meta(c10::intrusive_ptr<c10::BackendMeta>());
-  } else {
-    impl->set_backend_meta(c10::make_intrusive<EmuBackendMeta>(values));
-  }
+  Entries entries;
+  for (const auto& [key, value] : entries_of(t))
+    if (!is_named_integer(key)) entries[key] = value;
+  for (const auto& [name, value] : values) entries[kPrefix + name + "=" + std::to_string(value)] = true;
+  set_entries(t, std::move(entries));
 }
 
 std::map<std::string, int64_t> backend_meta(const at::Tensor& t) {
-  const auto* meta = dynamic_cast<const EmuBackendMeta*>(t.unsafeGetTensorImpl()->get_backend_meta());
-  return meta == nullptr ? std::map<std::string, int64_t>{} : meta->values;
+  std::map<std::string, int64_t> values;
+  const std::string prefix(kPrefix);
+  for (const auto& [key, present] : entries_of(t)) {
+    if (!present || !is_named_integer(key)) continue;
+    const auto eq = key.find('=', prefix.size());
+    if (eq == std::string::npos) continue;
+    const std::string number = key.substr(eq + 1);
+    char* end = nullptr;
+    const long long value = std::strtoll(number.c_str(), &end, 10);
+    if (number.empty() || *end != '\0') continue;  // not one of ours (set through torch._utils.set_tensor_metadata)
+    values[key.substr(prefix.size(), eq - prefix.size())] = value;
+  }
+  return values;
 }
 
 }  // namespace torch_emu

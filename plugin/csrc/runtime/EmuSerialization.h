@@ -1,5 +1,9 @@
-// Backend metadata of emu tensors (named integers on the TensorImpl), carried through
-// torch.save/torch.load like PyTorch's reference backend does with its BackendMeta.
+// Backend metadata of emu tensors, carried through torch.save/torch.load and tensor copies like
+// PyTorch's reference backend does with its BackendMeta.
+//
+// torch's own interface to it is a map of string to bool per tensor (torch._utils.set_tensor_metadata /
+// get_tensor_metadata, the serialization hooks, torch._C._copy_backend_meta); emu keeps that map whole.
+// torch_emu's named integers (set_backend_meta below) are entries of the same map, "emu_meta:<name>=<value>".
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -10,9 +14,9 @@
 
 namespace torch_emu {
 
-// Replaces the tensor's emu metadata (an empty map removes it).
+// Replaces the tensor's named integers (an empty map removes them); other entries stay.
 void set_backend_meta(const at::Tensor& t, const std::map<std::string, int64_t>& values);
-// The tensor's emu metadata; empty when it has none.
+// The tensor's named integers; empty when it has none.
 std::map<std::string, int64_t> backend_meta(const at::Tensor& t);
 
 }  // namespace torch_emu
