@@ -2,7 +2,7 @@
 
 import torch
 
-from torch_emu import _build_info, _dynamo_device, _inductor_backend
+from torch_emu import _build_info, _dynamo_device, _inductor_backend, _multiprocessing
 from torch_emu import device as _device_module
 from torch_emu._library import ops as _ops
 
@@ -31,6 +31,8 @@ _register()
 # torch.compile: Dynamo's device interface and Inductor's registry, each once its module is imported (not now).
 _dynamo_device.install()
 _inductor_backend.install()
+# torch.multiprocessing: an emu storage is refused in the receiving process instead of hanging it.
+_multiprocessing.install()
 
 
 def build_info() -> dict:
