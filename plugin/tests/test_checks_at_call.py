@@ -97,3 +97,49 @@ def test_kernels_raise_unsupported_dtypes_at_the_call_like_cpu(name, op, dtype):
         torch.emu.synchronize()
         return
     assert op(x.emu()).cpu().tolist() == expected.tolist()  # tolist: the CPU has no eq for uint16-64
+
+
+# The bit and sub-byte dtypes: tensors of them can be made and moved, but the CPU's kernels convert, fill and copy
+# few of them. emu runs the CPU's kernels as queued work, so without a check at the call the error surfaced at the
+# next synchronize, from whatever call happened to wait.
+BIT_DTYPES = [
+    getattr(torch, name)
+    for name in (
+        *(f"uint{bits}" for bits in range(1, 8)),
+        *(f"int{bits}" for bits in range(1, 8)),
+        "bits1x8",
+        "bits2x4",
+        "bits4x2",
+        "bits8",
+        "bits16",
+        "float4_e2m1fn_x2",
+    )
+    if isinstance(getattr(torch, name, None), torch.dtype)
+]
+
+BIT_DTYPE_CALLS = {
+    "float to it": lambda dtype, device: torch.ones(4, device=device).to(dtype),
+    "it to float": lambda dtype, device: torch.zeros(4, dtype=dtype, device=device).float(),
+    "it to int64": lambda dtype, device: torch.zeros(4, dtype=dtype, device=device).long(),
+    "clone": lambda dtype, device: torch.zeros(4, dtype=dtype, device=device).clone(),
+    "strided clone": lambda dtype, device: torch.zeros(8, dtype=dtype, device=device)[::2].clone(),
+    "fill_": lambda dtype, device: torch.empty(4, dtype=dtype, device=device).fill_(1),
+    "zeros": lambda dtype, device: torch.zeros(4, dtype=dtype, device=device),
+    "large zero_": lambda dtype, device: torch.empty(1 << 16, dtype=dtype, device=device).zero_(),
+}
+
+
+@pytest.mark.skipif(not BIT_DTYPES, reason=f"not available: torch {torch.__version__} has no bit dtypes")
+@pytest.mark.parametrize("call", sorted(BIT_DTYPE_CALLS))
+@pytest.mark.parametrize("dtype", BIT_DTYPES or [None], ids=str)
+def test_bit_dtypes_raise_at_the_call_like_cpu(dtype, call):  # type: ignore[no-untyped-def]
+    run = BIT_DTYPE_CALLS[call]
+    try:
+        run(dtype, "cpu")
+    except (RuntimeError, NotImplementedError) as exc:
+        with pytest.raises(type(exc)):
+            run(dtype, "emu")  # raised here, at the call
+    else:
+        result = run(dtype, "emu")
+        assert result.device.type == "emu" and result.dtype in (dtype, torch.float32, torch.int64)
+    torch.emu.synchronize()  # nothing failed in the queued work

@@ -7,9 +7,12 @@
 // pageable memory the copy is complete on return.
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <cstring>
+#include <set>
+#include <tuple>
 
 #include "../runtime/EmuHostAllocator.h"
 #include "Launch.h"
@@ -50,8 +53,26 @@ void queue_pinned_copy(c10::DeviceIndex device, void* to, const void* from, size
 #endif
 }
 
+// The CPU's copy kernel for these dtypes and this kind of layout, tried on a few elements the first time
+// a thread meets them: a conversion the CPU cannot make (the bit and sub-byte dtypes, uint1 to float and
+// the like) raises here, at the call, as on the CPU, instead of inside the queued work at the next
+// synchronize. The layout matters: the CPU copies some dtypes only when both sides are contiguous.
+void check_copy_supported(const at::Tensor& dst, const at::Tensor& src) {
+  const bool strided = !dst.is_contiguous() || !src.is_contiguous();
+  const auto key = std::make_tuple(int(dst.scalar_type()), int(src.scalar_type()), strided);
+  thread_local std::set<std::tuple<int, int, bool>> supported;
+  if (supported.count(key) != 0) return;
+  // Zeroed (a memset for any dtype), so the probe converts defined values: garbage may warn (NaN to integer).
+  at::Tensor to = at::zeros({strided ? 4 : 2}, at::TensorOptions().dtype(dst.scalar_type()));
+  at::Tensor from = at::zeros({strided ? 4 : 2}, at::TensorOptions().dtype(src.scalar_type()));
+  if (strided) to = to.slice(0, 0, 4, 2), from = from.slice(0, 0, 4, 2);
+  to.copy_(from);
+  supported.insert(key);
+}
+
 void copy_same_device(const at::Tensor& dst, const at::Tensor& src) {
   const c10::DeviceIndex device = common_device("copy_", {&dst, &src});
+  check_copy_supported(dst, src);
   launch(device, [dst = arg(dst), src = arg(src)] { kernel_view(dst).copy_(kernel_view(src)); });
 }
 

@@ -2,6 +2,7 @@
 // (so user errors raise where the op is called); the arithmetic runs as stream work, on
 // CPU tensors aliasing device memory, with ATen's CPU kernels.
 #include <ATen/ExpandUtils.h>
+#include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/add.h>
@@ -265,18 +266,35 @@ Tensor& relu_(Tensor& self) {
   return self;
 }
 
+// The CPU's fill kernel for the dtype, tried on one element when first met: the bit and sub-byte dtypes
+// it lacks raise at the call, not inside the queued work at the next synchronize.
+void check_fill_supported(c10::ScalarType dtype, c10::ScalarType value_type) {
+  probe_once("fill_", dtype, value_type, c10::ScalarType::Undefined,
+             [&] { at::zeros({1}, at::TensorOptions().dtype(dtype)).fill_(at::zeros({}, at::TensorOptions().dtype(value_type))); });
+}
+
 Tensor& fill_scalar(Tensor& self, const at::Scalar& value) {
   const auto device = common_device("fill_", {&self});
+  check_fill_supported(self.scalar_type(), value.type());
   launch(device, [self = arg(self), value] { kernel_view(self).fill_(value); });
   return self;
 }
 Tensor& fill_tensor(Tensor& self, const Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(), " dimensions.");
   const auto device = common_device("fill_", {&self, &value});
+  check_fill_supported(self.scalar_type(), value.scalar_type());
   launch(device, [self = arg(self), value = arg(value)] { kernel_view(self).fill_(kernel_view(value)); });
   return self;
 }
-Tensor& zero_(Tensor& self) { return fill_scalar(self, 0); }
+// As the CPU's zero_, which the kernel runs: a small dense tensor is cleared with memset (any dtype),
+// anything else is filled with 0, which the dtype must support.
+Tensor& zero_(Tensor& self) {
+  const auto device = common_device("zero_", {&self});
+  if (!self.is_non_overlapping_and_dense() || self.numel() >= at::internal::GRAIN_SIZE)
+    check_fill_supported(self.scalar_type(), c10::ScalarType::Long);
+  launch(device, [self = arg(self)] { kernel_view(self).zero_(); });
+  return self;
+}
 
 // ---- reductions ----
 std::vector<int64_t> reduced_shape(const Tensor& self, const std::vector<int64_t>& dims, bool keepdim) {
