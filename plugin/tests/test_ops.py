@@ -147,3 +147,25 @@ def test_indexing_with_cpu_and_emu_indices_matches_cpu():
         expected = x[index]
         assert torch.equal(x.emu()[index].cpu(), expected)  # CPU indices, as CUDA accepts them
         assert torch.equal(x.emu()[tuple(i.emu() for i in index)].cpu(), expected)
+
+
+def _outcome(fn):  # type: ignore[no-untyped-def]
+    """fn's result on the CPU (values, shape, strides), or the type and text of what it raised."""
+    try:
+        result = fn()
+    except (RuntimeError, IndexError, ValueError) as exc:
+        return type(exc).__name__, str(exc).split("\n")[0]
+    return result.cpu().tolist(), tuple(result.shape), result.stride()
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32, torch.complex64, torch.bool])
+def test_rot90_matches_cpu_with_its_errors(dtype):  # type: ignore[no-untyped-def]
+    """PyTorch's device-generic test_rot90 and test_complex_rot90 on emu: values, strides, and the error raised for
+    bad dims (rot90 is a composite of flip and an in-place transpose_ on the flipped tensor)."""
+    for shape in ((2, 2), (2, 2, 2), (3, 5, 4), (0, 3)):
+        data = torch.arange(1, 1 + torch.Size(shape).numel()).reshape(shape).to(dtype)
+        dims_list = [[0, 1], [1, 0], [1, -1], [0, -3], [0, 3], [1, 1], [0, 1, 2], [0]]
+        for k in (-5, -1, 0, 1, 2, 3, 5):
+            for dims in dims_list:
+                emu = data.emu()
+                assert _outcome(lambda: emu.rot90(k, dims)) == _outcome(lambda: data.rot90(k, dims)), (shape, k, dims)  # noqa: B023
