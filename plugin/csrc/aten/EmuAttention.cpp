@@ -16,6 +16,7 @@
 #include <torch/library.h>
 
 #include <memory>
+#include <string>
 
 // Whether the release ships the header that declares _fused_sdp_choice_stub (torch 2.1 does not):
 // detected here rather than patched, so every release that has the stub gets emu's answer.
@@ -74,9 +75,9 @@ void refuse_fused_attention(const c10::OperatorHandle& op, torch::jit::Stack* /*
 std::unique_ptr<torch::Library> register_refusals() {
   auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
                                                   __LINE__);
-  for (const char* name : {"aten::_scaled_dot_product_fused_attention_overrideable",
-                           "aten::_scaled_dot_product_fused_attention_overrideable_backward"}) {
-    if (c10::Dispatcher::singleton().findSchema({name, ""}).has_value())
+  for (const char* name :
+       {"_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_fused_attention_overrideable_backward"}) {
+    if (c10::Dispatcher::singleton().findSchema({std::string("aten::") + name, ""}).has_value())
       library->impl(name, torch::CppFunction::makeFromBoxedFunction<&refuse_fused_attention>());
   }
   return library;
