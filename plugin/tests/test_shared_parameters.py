@@ -13,6 +13,7 @@ import io
 
 import pytest
 import torch
+from smoke_gates import requires_torch
 from torch import nn
 
 pytestmark = pytest.mark.feature("shared parameters")
@@ -245,3 +246,18 @@ def test_load_state_dict_keeps_the_tie(language_model):  # type: ignore[no-untyp
     model.load_state_dict(trained.state_dict())  # from CPU tensors into the emu model
     _assert_tied(model)
     assert model.wte.weight.device.type == "emu"
+
+
+@requires_torch(">=2.5", "sparse emu tensors")
+def test_sparse_gradients_still_move_as_new_tensors():
+    """The check's other users keep working: a sparse gradient moves to emu (torch's SparseTensorImpl accepts no
+    shallow copy across its own backend list, so Module._apply gives the parameter a new gradient tensor)."""
+    embedding = nn.Embedding(10, 4, sparse=True)
+    embedding(torch.tensor([1, 3, 3])).sum().backward()
+    assert embedding.weight.grad is not None and embedding.weight.grad.is_sparse
+    weight = embedding.weight
+    embedding.to("emu")
+    assert embedding.weight is weight and weight.device.type == "emu"
+    grad = embedding.weight.grad
+    assert grad is not None and grad.is_sparse and grad.device.type == "emu"
+    assert grad.to_dense().cpu()[3].tolist() == [2.0] * 4
