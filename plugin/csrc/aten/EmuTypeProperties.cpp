@@ -47,4 +47,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 
+// With a PrivateUse1 kernel, the op's CompositeImplicitAutograd kernel no longer serves the autograd key
+// either; releases without an autograd fallback for PrivateUse1 (2.1) then had no kernel there at all.
+// A bool has no gradient: straight through to the kernel above.
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", torch::CppFunction::makeFallthrough());
+}
+
 }  // namespace torch_emu
