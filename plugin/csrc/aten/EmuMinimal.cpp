@@ -195,6 +195,38 @@ void check_out_devices(const c10::OperatorHandle& op, const torch::jit::Stack& s
   }
 }
 
+// Optional tensor lists (the indices of index and index_put_): aten's cpu_fallback moves them to the CPU
+// only in newer releases; in older ones (2.1) their emu tensors reached the CPU kernel, which refused them
+// ("indices should be either on cpu or on the same device as the indexed tensor"). They are read, never
+// written, so CPU copies serve. Only when an emu tensor is indexed: a CPU tensor with emu indices keeps
+// the CPU kernel's refusal, as on CUDA.
+void optional_tensor_lists_to_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& args = op.schema().arguments();
+  if (stack->size() < args.size()) return;
+  const size_t first = stack->size() - args.size();
+  bool emu_tensor_argument = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = (*stack)[first + i];
+    emu_tensor_argument |= v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == c10::DeviceType::PrivateUse1;
+  }
+  if (!emu_tensor_argument) return;
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::IValue& v = (*stack)[first + i];
+    if (!v.isOptionalTensorList()) continue;
+    c10::List<compat::optional<at::Tensor>> on_cpu;
+    bool moved = false;
+    for (const compat::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+      if (t.has_value() && t->defined() && t->device().type() == c10::DeviceType::PrivateUse1) {
+        on_cpu.push_back(t->cpu());
+        moved = true;
+      } else {
+        on_cpu.push_back(t);
+      }
+    }
+    if (moved) v = c10::IValue(std::move(on_cpu));
+  }
+}
+
 }  // namespace
 
 void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -208,6 +240,7 @@ void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     counts().counts[key] += 1;
   }
   emu_generators_to_cpu(op, stack);
+  optional_tensor_lists_to_cpu(op, stack);
   // aten's cpu_fallback redispatches to the dense CPU kernel, which sparse arguments do not have.
   if (has_sparse_argument(op, *stack))
     sparse_cpu_fallback(op, stack);
