@@ -14,6 +14,15 @@
 #include <set>
 #include <tuple>
 
+// Named tensors exist up to torch 2.12 (their header goes with them): a copy carries the names as the
+// CPU's copy_ does. Detected, not patched.
+#if __has_include(<ATen/NamedTensorUtils.h>)
+#include <ATen/NamedTensorUtils.h>
+#define EMU_HAS_NAMED_TENSORS 1
+#else
+#define EMU_HAS_NAMED_TENSORS 0
+#endif
+
 #include "../runtime/EmuHostAllocator.h"
 #include "Launch.h"
 
@@ -131,7 +140,7 @@ void copy_across_devices(const at::Tensor& dst, const at::Tensor& src) {
   if (!to.is_same(dst)) copy_same_device(dst, to);
 }
 
-at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+at::Tensor& copy_unnamed(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(self.defined() && src.defined(), "copy_: undefined tensor");
   check_not_forked();
   TORCH_CHECK(at::is_expandable_to(src.sizes(), self.sizes()), "copy_: cannot copy a tensor of shape ", src.sizes(),
@@ -153,6 +162,20 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
     copy_device_to_host(self, src, non_blocking);
   }
   return self;
+}
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+#if EMU_HAS_NAMED_TENSORS
+  const auto names = at::namedinference::compute_broadcast_outnames(self, src);
+  {
+    at::NoNamesGuard guard;
+    copy_unnamed(self, src, non_blocking);
+  }
+  at::namedinference::propagate_names_if_nonempty(self, names);
+  return self;
+#else
+  return copy_unnamed(self, src, non_blocking);
+#endif
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
