@@ -218,15 +218,14 @@ def cache_store() -> Path:
 @functools.cache
 def host_interpreters() -> tuple[tuple[str, Path], ...]:
     """(full version, executable) of each CPython 3.8-3.15 this machine has, found as `buildmatrix build` finds them."""
-    from packaging.version import Version
-
     from buildmatrix.builder.interpreters import find_interpreter
     from buildmatrix.errors import InterpreterNotFound
+    from buildmatrix.model.pythons import Python
 
     found = []
     for minor in range(8, 16):
         try:
-            interpreter = find_interpreter(Version(f"3.{minor}"))
+            interpreter = find_interpreter(Python.parse(f"3.{minor}"))
         except InterpreterNotFound:
             continue
         found.append((str(interpreter.version), interpreter.executable))

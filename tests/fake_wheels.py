@@ -16,6 +16,7 @@ from buildmatrix.builder.results import CellResult, SmokeCounts, WheelRecord
 from buildmatrix.model.cellkey import LABEL_FIELDS, LABEL_TEXT, SDK_FIELDS, Naming, Template
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import SdkVersion, TorchRelease
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import RunnerName, Status
 
 # torch_emu's naming, as our matrix.yaml declares it (plugin.label, sdk.id)
@@ -28,7 +29,7 @@ EMU_NAMING = Naming(
 def cell_of(release: TorchRelease, python: str, sdk: str | None = None, naming: Naming = EMU_NAMING) -> Cell:
     """A cell named as a matrix with `naming` names it; sdk: the SDK version ("2.1"), None for no SDK."""
     version = SdkVersion(Version(sdk), naming.sdk_tag(Version(sdk))) if sdk is not None else None
-    return Cell(release, Version(python), version, naming.key(release, Version(python), version))
+    return Cell(release, Python.parse(python), version, naming.key(release, Python.parse(python), version))
 
 
 def make_wheel(

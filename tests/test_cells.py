@@ -14,15 +14,27 @@ from buildmatrix.errors import MatrixError
 from buildmatrix.model.cellkey import LABEL_TEXT, TORCH_FIELDS, CellKey, Naming, Template
 from buildmatrix.model.cells import Cell, Selection, expand
 from buildmatrix.model.matrix import Matrix, TorchRelease, WheelSource, load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import WheelSourceKind
 
 from conftest import VALID, WriteMatrix
 
+P = Python.parse  # a Python of the matrix: P("3.11"), P("3.13t")
+
 V = Version
-PUBLISHED = {"2.4.1": {V("3.8"), V("3.9"), V("3.10"), V("3.11"), V("3.12")}, "2.13.0": {V("3.11")}}
+PUBLISHED = {
+    "2.4.1": {
+        P("3.8"),
+        P("3.9"),
+        P("3.10"),
+        P("3.11"),
+        P("3.12"),
+    },
+    "2.13.0": {P("3.11")},
+}
 
 
-def available(matrix: Matrix, table: dict[str, set[Version]] = PUBLISHED) -> dict[TorchRelease, set[Version]]:
+def available(matrix: Matrix, table: dict[str, set[Python]] = PUBLISHED) -> dict[TorchRelease, set[Python]]:
     return {r: table[str(r.version)] for r in matrix.torch}
 
 
@@ -112,14 +124,12 @@ def test_cell_naming(write_matrix: WriteMatrix) -> None:
     assert cell.as_dict()["python"] == "3.11" and cell.python_tag == "cp311"
 
 
-pythons = st.sets(st.sampled_from([V(f"3.{m}") for m in range(8, 15)]))
+pythons = st.sets(st.sampled_from([P(f"3.{m}{t}") for m in range(8, 15) for t in ("", "t")]))
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # the matrix file is read-only here
 @given(published_24=pythons, published_213=pythons)
-def test_expansion_properties(
-    write_matrix: WriteMatrix, published_24: set[Version], published_213: set[Version]
-) -> None:
+def test_expansion_properties(write_matrix: WriteMatrix, published_24: set[Python], published_213: set[Python]) -> None:
     matrix = load_matrix(write_matrix())
     table = {"2.4.1": published_24, "2.13.0": published_213}
     dropped = [f"torch[{i}]" for i, r in enumerate(matrix.torch) if not table[str(r.version)] & set(matrix.python)]
@@ -143,7 +153,7 @@ def test_cell_key_round_trips_and_is_what_records_hold(write_matrix: WriteMatrix
         key = cell.key
         assert CellKey.from_dict(cell.as_dict()) == key and key.id == cell.id
         assert key.to_dict(cell.torch.patches) == cell.as_dict()
-        assert key.variant == cell.torch.variant and key.python == V(key.python_minor)
+        assert key.variant == cell.torch.variant and key.python == P(key.python_minor)
 
 
 def test_cell_key_differs_for_an_older_matrix(write_matrix: WriteMatrix) -> None:
@@ -221,7 +231,7 @@ def test_the_label_is_spelled_once(write_matrix: WriteMatrix, minor: str, driver
     assert matrix.sdk is not None
     release = replace(matrix.torch[0], version=V(f"{minor}.1"))
     sdk = replace(matrix.sdk.versions[0], version=V(f"{driver}.0"))
-    assert matrix.naming.key(release, V("3.12"), sdk).local_version_label == expected
+    assert matrix.naming.key(release, P("3.12"), sdk).local_version_label == expected
 
 
 def test_an_include_that_gives_two_variants_one_wheel_name_is_refused(write_matrix: WriteMatrix) -> None:
@@ -232,7 +242,11 @@ def test_an_include_that_gives_two_variants_one_wheel_name_is_refused(write_matr
     )
     matrix = load_matrix(write_matrix(text + 'include: [{torch: "2.13", variant: cuda, python: "3.11", sdk: "2"}]\n'))
     cpu, cuda = (r for r in matrix.torch if r.minor == "2.13")
-    offered = {matrix.torch[0]: PUBLISHED["2.4.1"], cpu: {V("3.11")}, cuda: {V("3.10"), V("3.11")}}
+    offered = {
+        matrix.torch[0]: PUBLISHED["2.4.1"],
+        cpu: {P("3.11")},
+        cuda: {P("3.10"), P("3.11")},
+    }
     with pytest.raises(MatrixError) as info:
         expand(matrix, offered)
     [problem] = info.value.problems
@@ -243,7 +257,11 @@ def test_an_include_that_gives_two_variants_one_wheel_name_is_refused(write_matr
     cells = ids(
         expand(
             plain,
-            {plain.torch[0]: PUBLISHED["2.4.1"], plain.torch[1]: {V("3.11")}, plain.torch[2]: {V("3.10"), V("3.11")}},
+            {
+                plain.torch[0]: PUBLISHED["2.4.1"],
+                plain.torch[1]: {P("3.11")},
+                plain.torch[2]: {P("3.10"), P("3.11")},
+            },
         )
     )
     assert [c for c in cells if c.startswith("torch2.13")] == [

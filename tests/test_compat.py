@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from fake_wheels import cell_result, make_wheel
-from packaging.version import Version
 
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import FeatureState, Status
 from buildmatrix.publish.index import check_coverage, page_anchors, read_metadata
 from buildmatrix.publish.markdown import (
@@ -43,7 +43,7 @@ PUBLISHED = {"2.4": {"3.9", "3.10", "3.11"}, "2.13": {"3.11"}}
 
 
 def cells_of(matrix: Matrix) -> tuple[list[Cell], dict]:  # type: ignore[type-arg]
-    available = {r: {Version(p) for p in PUBLISHED[r.minor]} for r in matrix.torch}
+    available = {r: {Python.parse(p) for p in PUBLISHED[r.minor]} for r in matrix.torch}
     return expand(matrix, available), available
 
 

@@ -24,10 +24,10 @@ from urllib.request import urlopen
 
 import pytest
 from fake_wheels import cell_result, interpreter_tag, make_wheel
-from packaging.version import Version
 
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.publish.site import write_site
 from buildmatrix.publish.table import CompatTable, any_torch_command, build_table, install_choice
 
@@ -58,7 +58,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture
 def served(write_matrix: WriteMatrix, tmp_path: Path) -> Iterator[Served]:
     matrix = load_matrix(write_matrix(MATRIX))
-    available = {r: {Version(PYTHON)} for r in matrix.torch}
+    available = {r: {Python.parse(PYTHON)} for r in matrix.torch}
     cells = expand(matrix, available)
     wheels, root = tmp_path / "wheels", tmp_path / "www"
     results = []

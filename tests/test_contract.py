@@ -18,6 +18,7 @@ from buildmatrix.errors import MatrixError, StepFailed
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.contract import CheckContract, SmokeContract, TorchPin
 from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.pythons import Python
 
 from conftest import VALID, WriteMatrix, run_cli
 
@@ -180,7 +181,9 @@ def test_smoke_arguments_come_from_the_matrix(tmp_path: Path) -> None:
 
 def _cell(write_matrix: WriteMatrix) -> Cell:
     matrix = load_matrix(write_matrix())
-    return next(c for c in expand(matrix, {r: {Version("3.11")} for r in matrix.torch}) if c.id.startswith("torch2.4"))
+    return next(
+        c for c in expand(matrix, {r: {Python.parse("3.11")} for r in matrix.torch}) if c.id.startswith("torch2.4")
+    )
 
 
 def test_the_torch_pin_and_build_info_are_checked_only_where_declared(

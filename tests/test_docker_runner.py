@@ -26,6 +26,7 @@ from buildmatrix.docker import oci
 from buildmatrix.errors import EngineUnavailable, StepFailed
 from buildmatrix.model.cells import expand, make_cell
 from buildmatrix.model.matrix import SdkVersion, load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import RunnerName
 
 from conftest import TINY_CONTRACT, VALID, WriteMatrix, copy_project, run_cli, wheel_sdk
@@ -127,7 +128,7 @@ def test_failed_phase_is_the_last_cibuildwheel_phase_reached(log: str, phase: st
 
 def docker_job(write_matrix: WriteMatrix, tmp_path: Path, extra: str = "") -> CellJob:
     matrix = load_matrix(write_matrix(VALID + extra))
-    cell = expand(matrix, {r: {Version("3.11")} for r in matrix.torch})[-1]
+    cell = expand(matrix, {r: {Python.parse("3.11")} for r in matrix.torch})[-1]
     work = tmp_path / "work"
     (work / "out" / "smoke").mkdir(parents=True)
     log = tmp_path / "cell.log"
@@ -202,7 +203,7 @@ def test_missing_engine_docker_refused_auto_falls_back(tmp_path: Path, monkeypat
     monkeypatch.setenv("DOCKER_HOST", dead)
     matrix = load_matrix(tiny_project(tmp_path / "plan") / "matrix.yaml")
     assert matrix.sdk is not None
-    cell = make_cell(matrix, matrix.torch[0], Version("3.11"), matrix.sdk.versions[-1])
+    cell = make_cell(matrix, matrix.torch[0], Python.parse("3.11"), matrix.sdk.versions[-1])
     with pytest.raises(EngineUnavailable, match="no Docker engine answers `docker info`"):
         runner_for_cell(cell, matrix, RunnerName.DOCKER)
     runner, why = runner_for_cell(cell, matrix, RunnerName.AUTO)  # this machine's 3.11 builds it, no engine asked

@@ -12,12 +12,12 @@ import os
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from buildmatrix.docker import oci
 from buildmatrix.docker.images import BUILDER_REPOSITORY, HOST_CA_BUNDLE, ImageBuilder, ImagePlan, plan_image
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.matrix import BuildImage
+from buildmatrix.model.pythons import Python
 
 needs_engine = pytest.mark.skipif(
     not oci.server_version(), reason="no Docker engine answers `docker info` (start one: nox -s docker-engine)"
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.integration, needs_engine]
 
 
 def free_threaded_plan(suite: str, pythons: str, name: str) -> ImagePlan:
-    image = BuildImage(name, f"debootstrap:{suite}", tuple(Version(p.rstrip("t")) for p in pythons.split()))
+    image = BuildImage(name, f"debootstrap:{suite}", tuple(Python.parse(p) for p in pythons.split()))
     plan = plan_image(image, HOST_CA_BUNDLE, os.environ)  # the package's own debian.Dockerfile
     tag = plan.tag.replace(f"{BUILDER_REPOSITORY}:{name}-", f"{BUILDER_REPOSITORY}:{name}-ft-")
     return dataclasses.replace(plan, build_args={**plan.build_args, "PYTHONS": pythons}, tag=tag)

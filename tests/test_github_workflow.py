@@ -17,6 +17,7 @@ from packaging.version import Version
 from buildmatrix.errors import MatrixTooLarge
 from buildmatrix.model.cells import Cell, expand, make_cell
 from buildmatrix.model.matrix import SdkVersion, TorchRelease, WheelSource, load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import RunnerName, WheelSourceKind
 from buildmatrix.publish.table import CompatTable, available_from_table
 from buildmatrix.report_matrix import GITHUB_MATRIX_LIMIT, github_matrix
@@ -76,7 +77,7 @@ def test_planning_fails_beyond_the_job_limit() -> None:
     matrix = load_matrix(ROOT / "matrix.yaml")
     release = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
     sdk = SdkVersion(Version("2.1"), "drv2")
-    cells = [make_cell(matrix, release, Version(f"3.{n}"), sdk) for n in range(GITHUB_MATRIX_LIMIT + 1)]
+    cells = [make_cell(matrix, release, Python.parse(f"3.{n}"), sdk) for n in range(GITHUB_MATRIX_LIMIT + 1)]
     assert len(github_matrix(cells[:GITHUB_MATRIX_LIMIT], local(cells))["include"]) == GITHUB_MATRIX_LIMIT
     with pytest.raises(
         MatrixTooLarge, match=f"{GITHUB_MATRIX_LIMIT + 1} cells, but a GitHub Actions matrix runs at most"

@@ -6,13 +6,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from buildmatrix.docker.images import base_reference, debian_mirror, debootstrap_command, passed_env, plan_image
 from buildmatrix.model.matrix import BuildImage
+from buildmatrix.model.pythons import Python
 
-BOOKWORM = BuildImage("bookworm", "debootstrap:bookworm", (Version("3.11"),))
-MANYLINUX = BuildImage("ml", "quay.io/pypa/manylinux_2_28_x86_64", (Version("3.12"),))
+BOOKWORM = BuildImage("bookworm", "debootstrap:bookworm", (Python.parse("3.11"),))
+MANYLINUX = BuildImage("ml", "quay.io/pypa/manylinux_2_28_x86_64", (Python.parse("3.12"),))
 
 
 @pytest.fixture
@@ -39,8 +39,8 @@ def test_tag_is_stable_and_follows_every_input(docker_dir: Path) -> None:
     assert plan.dockerfile.name == "debian.Dockerfile"
     assert plan_image(MANYLINUX, ca, {}, docker_dir).dockerfile.name == "manylinux.Dockerfile"
     changed = [
-        plan_image(BuildImage("bookworm", "debootstrap:bookworm", (Version("3.12"),)), ca, {}, docker_dir).tag,
-        plan_image(BuildImage("bookworm", "debootstrap:trixie", (Version("3.11"),)), ca, {}, docker_dir).tag,
+        plan_image(BuildImage("bookworm", "debootstrap:bookworm", (Python.parse("3.12"),)), ca, {}, docker_dir).tag,
+        plan_image(BuildImage("bookworm", "debootstrap:trixie", (Python.parse("3.11"),)), ca, {}, docker_dir).tag,
         plan_image(BOOKWORM, ca, {"HTTPS_PROXY": "http://proxy:3128"}, docker_dir).tag,
     ]
     (docker_dir / "debian.Dockerfile").write_text("FROM ${BASE}\nRUN true\n")
@@ -221,7 +221,7 @@ def _layered(tmp_path: Path, **extra: object) -> BuildImage:
     return BuildImage(
         "tk2",
         "debootstrap:bookworm",
-        (Version("3.11"),),
+        (Python.parse("3.11"),),
         layer=project / "docker" / "sdk.Dockerfile",
         context=project,
         build_args=(("SDK_VERSION", "2.0"),),
@@ -237,7 +237,7 @@ def test_a_layer_is_built_on_the_builder_image_and_follows_its_inputs(
     image = _layered(tmp_path)
     ca = docker_dir / "ca.crt"
     plan = plan_image(image, ca, {}, docker_dir)
-    plain = plan_image(BuildImage("tk2", "debootstrap:bookworm", (Version("3.11"),)), ca, {}, docker_dir)
+    plain = plan_image(BuildImage("tk2", "debootstrap:bookworm", (Python.parse("3.11"),)), ca, {}, docker_dir)
     assert plan.builder_tag == plain.tag and plan.tag.startswith(plain.tag + "-")
     assert plan.layer is not None and plan.layer.build_args == {"BUILDER": plain.tag, "SDK_VERSION": "2.0"}
     (fake_docker / plan.base_reference.replace(":", "_")).write_text("{}")  # the debootstrapped base exists
@@ -258,7 +258,7 @@ def test_a_layer_is_built_on_the_builder_image_and_follows_its_inputs(
 def test_the_projects_own_recipe_replaces_the_packages(docker_dir: Path, tmp_path: Path) -> None:
     own = tmp_path / "mine.Dockerfile"
     own.write_text("ARG BASE\nFROM ${BASE}\n")
-    image = BuildImage("b", "debootstrap:bookworm", (Version("3.11"),), dockerfile=own, build_args=(("X", "1"),))
+    image = BuildImage("b", "debootstrap:bookworm", (Python.parse("3.11"),), dockerfile=own, build_args=(("X", "1"),))
     plan = plan_image(image, docker_dir / "ca.crt", {}, docker_dir)
     assert plan.dockerfile == own and plan.context == tmp_path and plan.build_args["X"] == "1"
     assert plan.tag != plan_image(BOOKWORM, docker_dir / "ca.crt", {}, docker_dir).tag and plan.layer is None
@@ -289,7 +289,7 @@ def test_a_layer_installs_a_package_built_here_on_the_real_builder_image(tmp_pat
     image = BuildImage(
         "bookworm",
         "debootstrap:bookworm",
-        (Version("3.11"),),
+        (Python.parse("3.11"),),
         layer=project / "layer.Dockerfile",
         context=project,
         build_args=(("SDK_VERSION", "7.1"),),

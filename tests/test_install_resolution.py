@@ -41,6 +41,7 @@ from buildmatrix.docker import oci
 from buildmatrix.docker.images import passed_env
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import Status
 from buildmatrix.publish.site import write_site
 from buildmatrix.publish.table import CompatCell, CompatTable, any_torch_command, build_table, install_commands
@@ -92,7 +93,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     (root / "matrix" / "plugin/tests/test_smoke.py").write_text("")
     (root / "matrix" / "matrix.yaml").write_text(MATRIX)
     matrix = load_matrix(root / "matrix" / "matrix.yaml")
-    available = {r: {Version(PYTHON)} for r in matrix.torch}
+    available = {r: {Python.parse(PYTHON)} for r in matrix.torch}
     cells = expand(matrix, available)
     wheels = root / "wheels"
     results = [

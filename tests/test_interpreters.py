@@ -6,14 +6,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from buildmatrix.builder.interpreters import find_interpreter
 from buildmatrix.errors import InterpreterNotFound
+from buildmatrix.model.pythons import Python
 
 
 def test_finds_the_running_interpreter_series() -> None:
-    series = Version(f"{sys.version_info.major}.{sys.version_info.minor}")
+    series = Python.parse(f"{sys.version_info.major}.{sys.version_info.minor}")
     found = find_interpreter(series)
     assert (found.version.major, found.version.minor) == (series.major, series.minor)
     assert found.executable.is_file()
@@ -21,7 +21,7 @@ def test_finds_the_running_interpreter_series() -> None:
 
 def test_missing_interpreter_says_where_it_looked(tmp_path: Path) -> None:
     with pytest.raises(InterpreterNotFound) as info:
-        find_interpreter(Version("3.7"), path_env=str(tmp_path), pyenv_root=tmp_path)
+        find_interpreter(Python.parse("3.7"), path_env=str(tmp_path), pyenv_root=tmp_path)
     message = str(info.value)
     assert "no CPython 3.7 interpreter found" in message and "pyenv install 3.7" in message
 
@@ -31,14 +31,14 @@ def test_broken_candidate_is_skipped(tmp_path: Path) -> None:
     fake.write_text("#!/bin/sh\nexit 1\n")
     fake.chmod(0o755)
     with pytest.raises(InterpreterNotFound):
-        find_interpreter(Version("3.7"), path_env=str(tmp_path), pyenv_root=None)
+        find_interpreter(Python.parse("3.7"), path_env=str(tmp_path), pyenv_root=None)
 
 
 def test_a_virtual_environment_is_never_chosen(tmp_path: Path) -> None:
     """nox puts its session's environment first on PATH: the interpreter found must be the same without it."""
     import subprocess
 
-    series = Version(f"{sys.version_info.major}.{sys.version_info.minor}")
+    series = Python.parse(f"{sys.version_info.major}.{sys.version_info.minor}")
     plain = find_interpreter(series)
     venv = tmp_path / "venv"
     subprocess.run([str(plain.executable), "-m", "venv", "--without-pip", str(venv)], check=True)

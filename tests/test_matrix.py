@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.matrix import load_matrix, torch_selector
+from buildmatrix.model.pythons import Python
 
 from conftest import VALID, WriteMatrix
 
@@ -26,7 +26,7 @@ def test_valid_matrix_parses(write_matrix: WriteMatrix) -> None:
     assert matrix.torch[1].variant == "cpu" and matrix.torch[1].requirement_version == "2.13.0+cpu"
     assert matrix.sdk is not None and [v.major for v in matrix.sdk.versions] == [1, 2]
     assert [v.tag for v in matrix.sdk.versions] == ["drv1", "drv2"]
-    assert matrix.python == (Version("3.9"), Version("3.10"), Version("3.11"))
+    assert matrix.python == (Python.parse("3.9"), Python.parse("3.10"), Python.parse("3.11"))
 
 
 @pytest.mark.parametrize(
@@ -154,8 +154,8 @@ def with_cuda_213(cpu_python: str | None, cuda_python: str | None) -> str:
 def test_a_minor_may_have_two_variants_on_pythons_of_their_own(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix(with_cuda_213('["3.11"]', '["3.10"]')))
     assert [(r.minor, r.variant, r.python) for r in matrix.torch if r.minor == "2.13"] == [
-        ("2.13", "cpu", (Version("3.11"),)),
-        ("2.13", "cuda", (Version("3.10"),)),
+        ("2.13", "cpu", (Python.parse("3.11"),)),
+        ("2.13", "cuda", (Python.parse("3.10"),)),
     ]
     assert matrix.release("2.13") is matrix.torch[1]  # the first entry of the minor (patch series are per minor)
 

@@ -10,12 +10,12 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from packaging.version import Version
 
 from buildmatrix.docker.images import ImageBuilder
 from buildmatrix.errors import MatrixError, StepFailed
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import Registry, published_pythons
 
 from conftest import VALID, WriteMatrix, copy_project, run_cli
@@ -182,13 +182,13 @@ def test_debootstrap_suite_cannot_delete_outside_the_cache(tmp_path: Path) -> No
 def test_exclude_that_matches_nothing(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix(VALID + 'exclude: [{torch: "2.99"}]\n'))
     with pytest.raises(MatrixError, match=r"matrix.yaml:23: exclude\[0\]: matches no cell of the matrix"):
-        expand(matrix, {r: {Version("3.11")} for r in matrix.torch})
+        expand(matrix, {r: {Python.parse("3.11")} for r in matrix.torch})
 
 
 def test_matrix_that_expands_to_no_cell(write_matrix: WriteMatrix) -> None:
     matrix = load_matrix(write_matrix(VALID + 'exclude: [{python: "3.11"}]\n'))
     with pytest.raises(MatrixError, match=r"matrix.yaml:23: exclude: the matrix expands to no cell at all"):
-        expand(matrix, {r: {Version("3.11")} for r in matrix.torch})
+        expand(matrix, {r: {Python.parse("3.11")} for r in matrix.torch})
 
 
 # ---- torch versions must exist, with their variant, where the matrix says --------------------------------------
@@ -456,7 +456,7 @@ def test_any_value_anywhere_is_a_matrix_or_a_located_error(
     path = write_matrix(yaml.safe_dump(document))
     try:
         matrix = load_matrix(path)
-        expand(matrix, {r: {Version("3.9"), Version("3.10"), Version("3.11")} for r in matrix.torch})
+        expand(matrix, {r: {Python.parse("3.9"), Python.parse("3.10"), Python.parse("3.11")} for r in matrix.torch})
     except MatrixError as exc:
         assert exc.problems and all(p.file == str(path) and p.key for p in exc.problems)
 

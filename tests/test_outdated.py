@@ -13,6 +13,7 @@ from buildmatrix.errors import RegistryError, UpdateError
 from buildmatrix.model.matrix import WheelSource, load_matrix
 from buildmatrix.model.matrixedit import apply_edits
 from buildmatrix.model.outdated import AddRelease, Comparison, SetVersion, compare, read_sources
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import Registry
 from buildmatrix.model.vocab import FindingKind, WheelSourceKind
 
@@ -84,7 +85,7 @@ def test_recorded_answer_new_minors_patches_and_pythons(
             Version("2.13.0"),
             "cuda",
             WheelSource(WheelSourceKind.REGISTRY),
-            Version("3.13"),
+            Python.parse("3.13"),
             (),
             Version("2.14.0"),
             ("1",),
@@ -93,7 +94,7 @@ def test_recorded_answer_new_minors_patches_and_pythons(
             Version("2.15.0"),
             "cuda",
             WheelSource(WheelSourceKind.REGISTRY),
-            Version("3.13"),
+            Python.parse("3.13"),
             (),
             Version("2.14.0"),
             ("1",),
@@ -145,7 +146,7 @@ def test_find_links_source_new_minor_only_when_its_variant_is_asked_for(
         Version("2.13.0"),
         "cpu",
         WheelSource(WheelSourceKind.FIND_LINKS, str(wheels)),
-        Version("3.11"),
+        Python.parse("3.11"),
         (),
         Version("2.14.0"),
         ("1",),
@@ -246,7 +247,9 @@ def test_edits_that_would_break_the_matrix_leave_it_unchanged(write_matrix: Writ
     registry.cache_path("torch").write_bytes((ANSWERS / "torch-recorded.json").read_bytes())
     registry.machine = "x86_64"
     # Python 3.9: torch 2.15.0 publishes no wheel for it, so the edited matrix would not expand.
-    bad = AddRelease(Version("2.15.0"), "cuda", WheelSource(WheelSourceKind.REGISTRY), Version("3.9"), (), None, ())
+    bad = AddRelease(
+        Version("2.15.0"), "cuda", WheelSource(WheelSourceKind.REGISTRY), Python.parse("3.9"), (), None, ()
+    )
     with pytest.raises(
         UpdateError,
         match=r"(?s)unchanged:\n.*matrix.yaml \(as edited\):11: torch\[2\].python\[0\]: "

@@ -11,6 +11,7 @@ import pytest
 from buildmatrix.builder.probe import ProbeReport, parse_compile_errors, parse_failed_tests, resolve_release
 from buildmatrix.errors import UserError
 from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import Status
 
 from conftest import REPO, WriteMatrix
@@ -152,7 +153,7 @@ def test_the_probe_picks_a_python_this_machine_has_among_those_the_release_publi
     )
     # When no Python it publishes can be built here, it says so for each.
     none_here = TorchRelease(
-        Version("2.14.1"), "cpu", WheelSource(WheelSourceKind.FIND_LINKS, str(links)), (Version("3.99"),), ()
+        Version("2.14.1"), "cpu", WheelSource(WheelSourceKind.FIND_LINKS, str(links)), (Python.parse("3.99"),), ()
     )
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(

@@ -13,6 +13,7 @@ from packaging.version import Version
 
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.publish.index import page_anchors
 from buildmatrix.publish.markdown import grid, install_section
 from buildmatrix.publish.page import site_page
@@ -20,6 +21,8 @@ from buildmatrix.publish.site import write_site
 from buildmatrix.publish.table import CompatTable, build_table, install_choice
 
 from conftest import VALID, WriteMatrix
+
+P = Python.parse  # a Python of the matrix: P("3.11"), P("3.13t")
 
 V = Version
 TORCH = VALID[VALID.index("torch:") : VALID.index("runner:")]
@@ -51,9 +54,21 @@ def new_matrix(write_matrix: WriteMatrix) -> tuple[Matrix, list[Cell], dict]:  #
     matrix = load_matrix(write_matrix(text.replace(TORCH, NEW)))
     cpu, cuda, newest = matrix.torch
     offered = {
-        cpu: {V("3.11")},
-        cuda: {V("3.10"), V("3.11"), V("3.12"), V("3.13"), V("3.14")},
-        newest: {V("3.11"), V("3.12"), V("3.13"), V("3.14"), V("3.15")},
+        cpu: {P("3.11")},
+        cuda: {
+            P("3.10"),
+            P("3.11"),
+            P("3.12"),
+            P("3.13"),
+            P("3.14"),
+        },
+        newest: {
+            P("3.11"),
+            P("3.12"),
+            P("3.13"),
+            P("3.14"),
+            P("3.15"),
+        },
     }
     return matrix, expand(matrix, offered), offered
 

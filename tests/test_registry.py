@@ -15,6 +15,7 @@ from packaging.version import Version
 
 from buildmatrix.errors import RegistryError
 from buildmatrix.model.matrix import TorchRelease, WheelSource
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import PEP691, Registry, pip_configured_find_links, pythons_from_filenames
 from buildmatrix.model.vocab import WheelSourceKind
 
@@ -35,8 +36,9 @@ def test_only_exact_version_cpython_linux_of_this_machine() -> None:
     assert sorted(str(w.python) for w in found) == ["3.11", "3.12"]
 
 
-def test_free_threaded_wheels_are_not_counted() -> None:
-    assert pythons_from_filenames(FILES, Version("2.15.0"), "x86_64") == []
+def test_free_threaded_wheels_are_their_own_python() -> None:
+    # A cp314t wheel is for the free-threaded 3.14, not for 3.14: a release may publish either without the other.
+    assert [str(w.python) for w in pythons_from_filenames(FILES, Version("2.15.0"), "x86_64")] == ["3.14t"]
 
 
 def test_find_links_directory(tmp_path: Path) -> None:
@@ -45,7 +47,7 @@ def test_find_links_directory(tmp_path: Path) -> None:
     release = TorchRelease(Version("2.13.0"), "cpu", WheelSource(WheelSourceKind.FIND_LINKS, str(tmp_path)), None, ())
     registry = Registry(tmp_path / "cache")
     registry.machine = "x86_64"
-    assert registry.pythons(release) == {Version("3.11")}
+    assert registry.pythons(release) == {Python.parse("3.11")}
 
 
 def test_pip_find_links_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,7 +86,7 @@ def test_cached_answer_is_used_offline(tmp_path: Path) -> None:
     release = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
     registry = Registry(tmp_path, offline=True)
     registry.machine = "x86_64"
-    assert registry.pythons(release) == {Version("3.11")}
+    assert registry.pythons(release) == {Python.parse("3.11")}
 
 
 def test_yank_status_from_json_html_and_old_caches(tmp_path: Path) -> None:
@@ -142,7 +144,7 @@ def test_damaged_cache_is_fetched_again(tmp_path: Path, damage: bytes) -> None:
         cache.write_bytes(damage)  # fresh by its mtime, but truncated or not an index answer
         registry.machine = "x86_64"
         release = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
-        assert registry.pythons(release) == {Version("3.11")}
+        assert registry.pythons(release) == {Python.parse("3.11")}
     finally:
         server.shutdown()
     assert OneAnswer.hits == ["/simple/torch/"]
@@ -166,10 +168,10 @@ def test_refresh_asks_again_although_the_cache_is_fresh(tmp_path: Path) -> None:
         cached.machine = "x86_64"
         cached.cache_path("torch").write_text(json.dumps({"files": [{"filename": FILES[1][0], "url": "u2"}]}))
         release = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
-        assert cached.pythons(release) == {Version("3.12")}  # fresh cache, no request
+        assert cached.pythons(release) == {Python.parse("3.12")}  # fresh cache, no request
         fresh = Registry(tmp_path, index_url=url, refresh=True)
         fresh.machine = "x86_64"
-        assert fresh.pythons(release) == {Version("3.11")}
+        assert fresh.pythons(release) == {Python.parse("3.11")}
     finally:
         server.shutdown()
     assert OneAnswer.hits == ["/simple/torch/"]
@@ -193,7 +195,7 @@ def test_each_index_has_its_own_cache_named_after_the_url_read(tmp_path: Path) -
         x = Registry(tmp_path, index_url=first[0] + "simple/")
         y = Registry(tmp_path, index_url=second[0] + "simple/")
         x.machine = y.machine = "x86_64"
-        assert x.pythons(RELEASE) == {Version("3.11")} and y.pythons(RELEASE) == {Version("3.12")}
+        assert x.pythons(RELEASE) == {Python.parse("3.11")} and y.pythons(RELEASE) == {Python.parse("3.12")}
     assert first[1:] == second[1:] == ["/simple/torch/"]
     cached = {json.loads(p.read_text())["url"]: p.name for p in tmp_path.glob("torch-*.json")}
     assert set(cached) == {first[0] + "simple/torch/", second[0] + "simple/torch/"}
@@ -278,8 +280,8 @@ def test_a_find_links_directory_is_listed_once_per_command(tmp_path: Path) -> No
     release = TorchRelease(Version("2.13.0"), "cpu", source, None, ())
     registry = Registry(tmp_path / "cache")
     registry.machine = "x86_64"
-    assert registry.pythons(release) == {Version("3.11")}
+    assert registry.pythons(release) == {Python.parse("3.11")}
     (links / "torch-2.13.0+cpu-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"")
     # The same Registry (one command) answers from its one listing, for every release and every question.
-    assert registry.pythons(release) == {Version("3.11")}
+    assert registry.pythons(release) == {Python.parse("3.11")}
     assert [str(w.python) for w in registry.published(source)] == ["3.11"]

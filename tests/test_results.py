@@ -12,6 +12,7 @@ from packaging.version import Version
 from buildmatrix.builder.results import CellResult, ResultStore, SmokeCounts, StepResult, WheelRecord
 from buildmatrix.errors import RecordError
 from buildmatrix.model.cellkey import CellKey
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import RunnerName, Status
 
 from conftest import run_cli
@@ -19,8 +20,8 @@ from conftest import run_cli
 SHA = "ab" * 32
 
 
-A = CellKey(Version("2.13.0"), "cpu", Version("3.11"), Version("2.1"), "drv2", "torch.2.13.drv.2")
-B = replace(A, python=Version("3.12"))
+A = CellKey(Version("2.13.0"), "cpu", Python.parse("3.11"), Version("2.1"), "drv2", "torch.2.13.drv.2")
+B = replace(A, python=Python.parse("3.12"))
 
 
 def result(key: CellKey, finished: float, status: Status = Status.PASSED) -> CellResult:
@@ -87,7 +88,7 @@ def test_a_record_of_schema_1_is_read_as_2(tmp_path: Path) -> None:
 
 def test_a_record_without_sdk(tmp_path: Path) -> None:
     """A project with no SDK: the cell has no sdk part, the record no sdk wheel."""
-    key = CellKey(Version("2.13.0"), "cpu", Version("3.11"), None, "", "torch.2.13")
+    key = CellKey(Version("2.13.0"), "cpu", Python.parse("3.11"), None, "", "torch.2.13")
     wheel = "my_ops-0.1.0+torch.2.13-cp311-cp311-linux_x86_64.whl"
     made = replace(result(A, 1.0), cell=key, wheel=WheelRecord(wheel, SHA, f"torch2.13/{wheel}"), sdk_wheel=None)
     made.log = f"logs/{key.id}.log"

@@ -17,9 +17,12 @@ from buildmatrix.builder.runners.select import RunnerChoice, plan_runners, runne
 from buildmatrix.errors import EngineUnavailable, InterpreterNotFound
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import RunnerName
 
 from conftest import TINY_CONTRACT, VALID, WriteMatrix, run_cli
+
+P = Python.parse  # a Python of the matrix: P("3.11"), P("3.13t")
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 pytestmark = pytest.mark.skipif(HERE != "3.11", reason="the tests name this interpreter as the local Python 3.11")
@@ -47,7 +50,10 @@ def interpreters(tmp_path: Path) -> LocalRunner:
 def project_cells(write_matrix: WriteMatrix, images: str = IMAGES) -> tuple[Matrix, list[Cell]]:
     text = VALID.replace('python: ["3.9", "3.10", "3.11"]', 'python: ["3.10", "3.11", "3.14"]') + images
     matrix = load_matrix(write_matrix(text))
-    offered = {matrix.torch[0]: {V("3.10"), V("3.11")}, matrix.torch[1]: {V("3.11"), V("3.14")}}
+    offered = {
+        matrix.torch[0]: {P("3.10"), P("3.11")},
+        matrix.torch[1]: {P("3.11"), P("3.14")},
+    }
     return matrix, [c for c in expand(matrix, offered) if c.sdk is not None and c.sdk.major == 2]
 
 
@@ -80,7 +86,7 @@ def test_auto_keeps_local_pythons_local_and_sends_the_others_to_their_image(
 
 def test_auto_plan_of_buildable_cells_uses_both_runners(write_matrix: WriteMatrix, interpreters: LocalRunner) -> None:
     matrix, cells = project_cells(write_matrix)
-    buildable = [c for c in cells if c.python != V("3.10")]
+    buildable = [c for c in cells if c.python != P("3.10")]
     plan = plan_runners(buildable, matrix, RunnerName.AUTO, interpreters)
     assert plan.problems == () and plan.runners == (RunnerName.LOCAL, RunnerName.DOCKER)
     plan.check()  # nothing to refuse
@@ -91,7 +97,7 @@ def test_runner_local_refuses_a_python_only_an_image_serves(
     write_matrix: WriteMatrix, interpreters: LocalRunner
 ) -> None:
     matrix, cells = project_cells(write_matrix)
-    plan = plan_runners([c for c in cells if c.python != V("3.10")], matrix, RunnerName.LOCAL, interpreters)
+    plan = plan_runners([c for c in cells if c.python != P("3.10")], matrix, RunnerName.LOCAL, interpreters)
     assert plan.problems == ("no interpreter for 3.14: build it with --runner docker (image forky serves it)",)
     assert plan.runners == (RunnerName.LOCAL,)
     with pytest.raises(InterpreterNotFound, match=r"^no interpreter for 3\.14: build it with --runner docker"):
@@ -118,7 +124,7 @@ def test_auto_with_no_engine_for_the_image_cells_is_refused(
 ) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'dead.sock'}")
     matrix, cells = project_cells(write_matrix)
-    plan = plan_runners([c for c in cells if c.python != V("3.10")], matrix, RunnerName.AUTO, interpreters)
+    plan = plan_runners([c for c in cells if c.python != P("3.10")], matrix, RunnerName.AUTO, interpreters)
     with pytest.raises(EngineUnavailable) as info:
         runners_for(plan, matrix)
     message = str(info.value)

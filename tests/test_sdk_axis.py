@@ -13,6 +13,7 @@ from packaging.version import Version
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.cells import Selection, expand
 from buildmatrix.model.matrix import HOST, Matrix, TorchRelease, load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import SdkKind
 from buildmatrix.publish.index import index_pages, wheels_to_index
 from buildmatrix.publish.markdown import grid, install_section
@@ -20,6 +21,8 @@ from buildmatrix.publish.page import site_page
 from buildmatrix.publish.table import CompatTable, build_table, install_choice
 
 from conftest import VALID, WriteMatrix, copy_project, run_cli
+
+P = Python.parse  # a Python of the matrix: P("3.11"), P("3.13t")
 
 V = Version
 
@@ -50,8 +53,8 @@ SYSTEM = NO_SDK.replace(
 )
 
 
-def offered(matrix: Matrix) -> dict[TorchRelease, set[Version]]:
-    return {r: {V("3.9"), V("3.10"), V("3.11")} if r.minor == "2.4" else {V("3.11")} for r in matrix.torch}
+def offered(matrix: Matrix) -> dict[TorchRelease, set[Python]]:
+    return {r: {P("3.9"), P("3.10"), P("3.11")} if r.minor == "2.4" else {P("3.11")} for r in matrix.torch}
 
 
 def problems(path: Path) -> list[str]:
@@ -142,7 +145,7 @@ def test_several_variants_of_one_release_with_the_variant_in_the_label(write_mat
         ("cu121", "index https://download.pytorch.org/whl/cu121", "2.4.1+cu121"),
         ("cu118", "index https://download.pytorch.org/whl/cu118", "2.4.1+cu118"),
     ]
-    cells = expand(matrix, {r: {V("3.11")} for r in matrix.torch})
+    cells = expand(matrix, {r: {P("3.11")} for r in matrix.torch})
     assert [(c.id, c.local_version_label) for c in cells] == [
         ("torch2.4-cuda-cp311", "pt24cuda"),
         ("torch2.4-cu121-cp311", "pt24cu121"),

@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from buildmatrix.builder.runners.base import CellJob
 from buildmatrix.builder.runners.docker import cell_container
@@ -17,6 +16,7 @@ from buildmatrix.docker import oci
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.util.process import run_logged
 from buildmatrix.util.redact import is_secret, redact, secret_values
 
@@ -136,7 +136,7 @@ def test_cibuildwheel_container_arguments_hold_no_secret(tmp_path: Path, monkeyp
         "runner: docker\n"
     )
     matrix = load_matrix(root / "matrix.yaml")
-    [cell] = expand(matrix, {r: {Version("3.11")} for r in matrix.torch})
+    [cell] = expand(matrix, {r: {Python.parse("3.11")} for r in matrix.torch})
     workspace = Workspace.for_root(root)
     job = CellJob(
         cell, matrix, workspace, tmp_path / "work", root / "plugin", root / "plugin" / "tests", tmp_path / "log", ()

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 from fake_wheels import cell_result, make_wheel, sha256_file
-from packaging.version import Version
 
 from buildmatrix.builder.results import WheelRecord
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import Status
 from buildmatrix.publish import site as site_module
 from buildmatrix.publish.index import page_anchors
@@ -31,7 +31,7 @@ CELL = "torch2.13-cpu-cp311-drv2"
 
 
 def table_of(matrix: Matrix, wheels: Path, built: tuple[str, ...] = (CELL,)) -> CompatTable:
-    available = {r: {Version(p) for p in PUBLISHED[r.minor]} for r in matrix.torch}
+    available = {r: {Python.parse(p) for p in PUBLISHED[r.minor]} for r in matrix.torch}
     cells = expand(matrix, available)
     results = [cell_result(c, wheels_dir=wheels) for c in cells if c.id in built]
     return build_table(matrix, cells, results, available)

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from buildmatrix.errors import MatrixError, RegistryError
 from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import Registry, TorchSource, simple_page_files
 
 from conftest import TINY_CONTRACT, VALID, WriteMatrix
@@ -132,12 +132,12 @@ def test_without_a_mirror_the_index_is_read_and_installed_from(
     matrix = load_matrix(write_matrix(index_matrix(pytorch_index, str(tmp_path / "no-mirror"))))
     registry = registry_for(tmp_path)
     release = matrix.torch[1]
-    assert registry.pythons(release) == {Version("3.11"), Version("3.12")}
+    assert registry.pythons(release) == {Python.parse("3.11"), Python.parse("3.12")}
     assert registry.source(release) == TorchSource(index_urls=(pytorch_index,))
     # The answer is cached per index, so a later offline run still expands the matrix.
     offline = Registry(tmp_path / "cache", offline=True)
     offline.machine = "x86_64"
-    assert offline.pythons(release) == {Version("3.11"), Version("3.12")}
+    assert offline.pythons(release) == {Python.parse("3.11"), Python.parse("3.12")}
 
 
 def test_a_local_mirror_holding_the_release_replaces_the_index(write_matrix: WriteMatrix, tmp_path: Path) -> None:
@@ -148,7 +148,7 @@ def test_a_local_mirror_holding_the_release_replaces_the_index(write_matrix: Wri
     matrix = load_matrix(write_matrix(index_matrix("http://127.0.0.1:9/whl/cpu", str(mirror))))
     registry = registry_for(tmp_path)
     assert registry.source(matrix.torch[1]) == TorchSource(find_links=(str(mirror),))
-    assert registry.pythons(matrix.torch[1]) == {Version("3.11")}
+    assert registry.pythons(matrix.torch[1]) == {Python.parse("3.11")}
 
 
 def test_a_mirror_without_the_release_falls_back_to_the_index(write_matrix: WriteMatrix, tmp_path: Path) -> None:
@@ -175,7 +175,7 @@ def test_project_matrix_declares_pytorchs_cpu_index_for_2_13() -> None:
     matrix = load_matrix(Path(__file__).parent.parent / "matrix.yaml")
     release = next(r for r in matrix.torch if r.minor == "2.13")
     assert release.wheels.kind == "index" and release.wheels.location == "https://download.pytorch.org/whl/cpu"
-    assert release.python == (Version("3.11"),)  # the same cells whichever source serves it
+    assert release.python == (Python.parse("3.11"),)  # the same cells whichever source serves it
 
 
 @pytest.mark.integration

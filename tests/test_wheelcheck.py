@@ -15,6 +15,7 @@ from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.contract import CheckContract, TorchPin
 from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.pythons import Python
 
 from conftest import WriteMatrix
 
@@ -25,7 +26,7 @@ BUILD_INFO = "TORCH_VERSION = '2.4.1'\nDRIVER_API = '2.1'\n"
 
 def cell_2_4(write_matrix: WriteMatrix) -> Cell:
     matrix = load_matrix(write_matrix())
-    cells = expand(matrix, {r: {Version("3.11")} for r in matrix.torch})
+    cells = expand(matrix, {r: {Python.parse("3.11")} for r in matrix.torch})
     return next(c for c in cells if c.id == "torch2.4-cuda-cp311-drv2")
 
 
@@ -122,4 +123,4 @@ def test_a_wheel_the_cells_python_cannot_install_fails(write_matrix: WriteMatrix
     ],
 )
 def test_installs_on_follows_the_interpreters_tags(tag: str, python: str, abi: str, accepted: bool) -> None:
-    assert installs_on(parse_tag(tag), Version(python), abi) is accepted
+    assert installs_on(parse_tag(tag), Python(Version(python), abi.endswith("t"))) is accepted

@@ -12,13 +12,14 @@ from typing import Any
 from packaging.version import Version
 
 from buildmatrix.errors import InterpreterNotFound, StepFailed
+from buildmatrix.model.pythons import Python
 from buildmatrix.util.process import run_captured
 
 # A virtual environment's interpreter (sys.prefix is not sys.base_prefix) is never chosen: which one comes first on
 # PATH depends on how the command was started (nox puts its session's environment first), and the choice must not.
 _PROBE = (
-    "import json,sys,platform;print(json.dumps([platform.python_version(), sys.implementation.name, sys.executable,"
-    " sys.prefix != sys.base_prefix]))"
+    "import json,sys,platform,sysconfig;print(json.dumps([platform.python_version(), sys.implementation.name,"
+    " sys.executable, sys.prefix != sys.base_prefix, bool(sysconfig.get_config_var('Py_GIL_DISABLED'))]))"
 )
 
 
@@ -26,10 +27,16 @@ _PROBE = (
 class Interpreter:
     executable: Path
     version: Version  # full version, e.g. 3.11.7
+    free_threaded: bool = False
+
+    @property
+    def python(self) -> Python:
+        """The cell axis value it serves (3.11, 3.13t)."""
+        return Python.of(self.version, self.free_threaded)
 
 
-def _candidates(series: Version, path_env: str, pyenv_root: Path | None) -> list[Path]:
-    name = f"python{series.major}.{series.minor}"
+def _candidates(series: Python, path_env: str, pyenv_root: Path | None) -> list[Path]:
+    name = series.executable_name
     found: list[Path] = []
     for directory in path_env.split(os.pathsep):
         candidate = Path(directory) / name
@@ -58,7 +65,7 @@ def _pyenv_root() -> Path | None:
 
 
 def find_interpreter(
-    series: Version, path_env: str | None = None, pyenv_root: Path | str | None = "auto"
+    series: Python, path_env: str | None = None, pyenv_root: Path | str | None = "auto"
 ) -> Interpreter:
     """The first working CPython of the X.Y series that is not a virtual environment's, on PATH then under pyenv;
     raises InterpreterNotFound saying where it looked."""
@@ -67,18 +74,19 @@ def find_interpreter(
     for candidate in _candidates(series, path_env, root):
         try:
             probed = run_captured([candidate, "-c", _PROBE], step="interpreter", timeout=60)
-            answer: list[Any] = json.loads(probed.stdout) if probed.returncode == 0 else ["", "", "", False]
-            version, implementation, executable, in_venv = answer
+            answer: list[Any] = json.loads(probed.stdout) if probed.returncode == 0 else ["", "", "", False, False]
+            version, implementation, executable, in_venv, free_threaded = answer
         except (StepFailed, ValueError):
             continue
         if not version or in_venv:
             continue
         full = Version(version)
-        if implementation == "cpython" and (full.major, full.minor) == (series.major, series.minor):
-            return Interpreter(Path(executable), full)
+        found = Interpreter(Path(executable), full, free_threaded)
+        if implementation == "cpython" and found.python == series:
+            return found
     where = f"PATH and pyenv ({root})" if root else "PATH (no pyenv found)"
     raise InterpreterNotFound(
-        f"no CPython {series} interpreter found (looked for python{series.major}.{series.minor} in {where}); "
+        f"no CPython {series} interpreter found (looked for {series.executable_name} in {where}); "
         f"install one, e.g. `pyenv install {series}` or `uv python install {series}`, "
         f"or drop Python {series} from the selection"
     )

@@ -401,7 +401,7 @@ def _check_plugin_wheel(result: CellResult, rules: RecordRules) -> None:
     name, _version, _build, tags = parse_wheel_filename(result.wheel.filename)
     if name != canonicalize_name(rules.plugin_distribution):
         raise _Bad(f"wheel.filename: {result.wheel.filename} is not a wheel of {rules.plugin_distribution}")
-    if not installs_on(tags, result.cell.python, result.cell.python_tag):
+    if not installs_on(tags, result.cell.python):
         raise _Bad(
             f"wheel.filename: {result.wheel.filename}: its tags do not install on the cell's Python "
             f"{result.cell.python_minor}"

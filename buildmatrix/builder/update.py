@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import Version
-
 from buildmatrix.errors import UpdateError, UserError
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import Matrix, TorchRelease, load_matrix
 from buildmatrix.model.matrixedit import apply_edits
 from buildmatrix.model.outdated import AddRelease, Edit, SetVersion
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import Registry
 from buildmatrix.util.atomic import write_text_atomic
 
@@ -48,7 +47,7 @@ def write_edits(matrix: Matrix, edits: list[Edit], registry: Registry) -> Update
     return Update(edited, changed_releases(edited, edits), before, after)
 
 
-def _published(matrix: Matrix, release: TorchRelease, registry: Registry) -> set[Version]:
+def _published(matrix: Matrix, release: TorchRelease, registry: Registry) -> set[Python]:
     """The release's Pythons; as declared when its source cannot be read here (CI has no find-links of this machine)."""
     try:
         return registry.pythons(release)

@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.contract import CheckContract, TorchPin
+from buildmatrix.model.pythons import Python
 from buildmatrix.util.process import run_captured
 
 
@@ -45,13 +46,13 @@ def read_build_info(wheel: Path, module: str) -> dict[str, Any]:
     return facts
 
 
-def installs_on(wheel_tags: frozenset[Tag], python: Version, abi: str) -> bool:
-    """Whether CPython `python` with ABI tag `abi` (cp311, or cp314t for a free-threaded build) accepts one of these
-    tags, whatever their platform: its own cpXY-cpXY, abi3 (not on a free-threaded build), none, or py3-none."""
+def installs_on(wheel_tags: frozenset[Tag], python: Python) -> bool:
+    """Whether CPython `python` (its ABI tag cp311, or cp314t for a free-threaded build) accepts one of these tags,
+    whatever their platform: its own cpXY-cpXY, abi3 (not on a free-threaded build), none, or py3-none."""
     platforms = sorted({tag.platform for tag in wheel_tags})
     version = (python.major, python.minor)
     accepted = {
-        *cpython_tags(version, abis=[abi], platforms=platforms),
+        *cpython_tags(version, abis=[python.tag], platforms=platforms),
         *compatible_tags(version, f"cp{python.major}{python.minor}", platforms),
     }
     return not wheel_tags.isdisjoint(accepted)
@@ -72,7 +73,7 @@ def check_plugin_wheel(
     wheel to pin)."""
     name, version, _build, tags = parse_wheel_filename(wheel.name)
     problems = []
-    if not installs_on(tags, cell.python, cell.python_tag):
+    if not installs_on(tags, cell.python):
         problems.append(
             f"its tags ({', '.join(sorted(map(str, tags)))}) do not install on the cell's Python {cell.python} "
             f"({cell.python_tag})"

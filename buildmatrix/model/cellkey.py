@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.model.options import PLAIN_NAME, VARIANT_NAME
+from buildmatrix.model.pythons import Python
 
 if TYPE_CHECKING:
     from buildmatrix.model.matrix import SdkVersion, TorchRelease
@@ -117,12 +118,12 @@ class Naming:
         values = torch_fields(release) | (sdk_fields(sdk) if sdk is not None else {})
         return self.label.render(values)
 
-    def key(self, release: TorchRelease, python: Version, sdk: SdkVersion | None) -> CellKey:
+    def key(self, release: TorchRelease, python: Python, sdk: SdkVersion | None) -> CellKey:
         version = sdk.version if sdk is not None else None
         return CellKey(
             release.version,
             release.variant,
-            Version(f"{python.major}.{python.minor}"),
+            python,
             version,
             self.sdk_tag(version) if version is not None else "",
             self.local_label(release, version),
@@ -141,7 +142,7 @@ class CellKey:
 
     torch: Version
     variant: str
-    python: Version  # major.minor
+    python: Python  # the minor, with the GIL or free-threaded
     sdk: Version | None  # the SDK version; None: the project has no SDK
     sdk_tag: str  # the SDK's part of the id ("drv2"); "" without an SDK
     label: str  # the plugin wheel's PEP 440 local label
@@ -152,11 +153,13 @@ class CellKey:
 
     @property
     def python_minor(self) -> str:
-        return f"{self.python.major}.{self.python.minor}"
+        """The Python as matrix.yaml and the tables write it: 3.11, 3.13t."""
+        return str(self.python)
 
     @property
     def python_tag(self) -> str:
-        return f"cp{self.python.major}{self.python.minor}"
+        """Its interpreter's ABI tag: cp311, cp313t."""
+        return self.python.tag
 
     @property
     def id(self) -> str:
@@ -198,13 +201,16 @@ class CellKey:
         if not LOCAL_LABEL.fullmatch(fields["label"]):
             raise ValueError(f"label: {fields['label']!r:.60} is not a PEP 440 local label (e.g. torch.2.13)")
         versions: dict[str, Version] = {}
-        for name in ("torch", "python", "sdk"):
+        for name in ("torch", "sdk"):
             if name in fields:
                 try:
                     versions[name] = Version(fields[name])
                 except InvalidVersion:
                     raise ValueError(f"{name}: {fields[name]!r:.60} is not a version") from None
-        python = Version(f"{versions['python'].major}.{versions['python'].minor}")  # a cell is per Python minor
+        try:
+            python = Python.parse(fields["python"])
+        except ValueError as exc:
+            raise ValueError(f"python: {exc}") from None
         sdk = versions.get("sdk")
         base = cls(versions["torch"], fields["variant"], python, None, "", fields["label"]).id
         tag = ""

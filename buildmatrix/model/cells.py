@@ -10,6 +10,7 @@ from packaging.version import Version
 from buildmatrix.errors import MatrixError, Problem
 from buildmatrix.model.cellkey import CellKey
 from buildmatrix.model.matrix import CellRule, Matrix, SdkVersion, TorchRelease
+from buildmatrix.model.pythons import Python
 
 __all__ = ["Cell", "CellKey", "Selection", "expand", "make_cell", "rule_matches"]
 
@@ -21,7 +22,7 @@ class Cell:
     Made by make_cell, which names it with the matrix's naming (its key: id and wheel label)."""
 
     torch: TorchRelease
-    python: Version
+    python: Python
     sdk: SdkVersion | None
     key: CellKey
 
@@ -43,7 +44,7 @@ class Cell:
         return self.key.to_dict(self.torch.patches)
 
 
-def make_cell(matrix: Matrix, release: TorchRelease, python: Version, sdk: SdkVersion | None) -> Cell:
+def make_cell(matrix: Matrix, release: TorchRelease, python: Python, sdk: SdkVersion | None) -> Cell:
     return Cell(release, python, sdk, matrix.naming.key(release, python, sdk))
 
 
@@ -67,9 +68,7 @@ class _Problems:
         self.found.append(Problem(str(self.matrix.path), self.matrix.lines.line(key), key, message))
 
 
-def _release_pythons(
-    release: TorchRelease, matrix: Matrix, offered: set[Version], problems: _Problems
-) -> list[Version]:
+def _release_pythons(release: TorchRelease, matrix: Matrix, offered: set[Python], problems: _Problems) -> list[Python]:
     """The Pythons a release is built for: its own list (each must be published) or the matrix's (at least one)."""
     published = ", ".join(str(v) for v in sorted(offered)) or "none"
     name = f"torch {release.version} ({release.variant})"
@@ -92,7 +91,7 @@ def _release_pythons(
 
 
 def _include(
-    index: int, rule: CellRule, matrix: Matrix, available: Mapping[TorchRelease, set[Version]], problems: _Problems
+    index: int, rule: CellRule, matrix: Matrix, available: Mapping[TorchRelease, set[Python]], problems: _Problems
 ) -> list[Cell]:
     """The cells an include rule adds (it names torch and python, and the SDK when there is one: the parser checked
     that)."""
@@ -138,7 +137,7 @@ def _same_wheel(key: str, cell: Cell, cells: list[Cell], problems: _Problems) ->
     return twin is not None
 
 
-def expand(matrix: Matrix, available_pythons: Mapping[TorchRelease, set[Version]]) -> list[Cell]:
+def expand(matrix: Matrix, available_pythons: Mapping[TorchRelease, set[Python]]) -> list[Cell]:
     """All cells of the matrix, in declaration order.
 
     available_pythons gives, per release, the Pythons its published wheels support. The matrix-wide
@@ -186,7 +185,7 @@ class Selection:
         def one_of(values: tuple[str, ...], *candidates: str) -> bool:
             return not values or any(v in candidates for v in values)
 
-        py = f"{cell.python.major}.{cell.python.minor}"
+        py = str(cell.python)
         return (
             one_of(self.torch, cell.torch.minor, str(cell.torch.version))
             and one_of(self.python, py, cell.python_tag)

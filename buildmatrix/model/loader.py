@@ -311,7 +311,7 @@ def _rules(reader: OptionReader, node: Node, torch: tuple[TorchRelease, ...]) ->
         out.append(
             CellRule(
                 reader.torch_selector(torch_node) if torch_node.present else None,
-                reader.version(python) if python.present else None,
+                reader.python(python) if python.present else None,
                 reader.version(sdk) if sdk.present and reader.sdk_kind is not None else None,
                 chosen,
                 reader.line(entry.key),

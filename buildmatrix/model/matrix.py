@@ -13,6 +13,7 @@ from buildmatrix.model.cellkey import Naming
 from buildmatrix.model.contract import Contract
 from buildmatrix.model.options import HOST, PIP_CONFIG, TIMEOUT_DEFAULTS
 from buildmatrix.model.optreader import torch_selector
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import CPU_VARIANT, RunnerName, SdkKind, WheelSourceKind
 from buildmatrix.model.yamlsource import LineMap
 
@@ -44,7 +45,7 @@ class TorchRelease:
     version: Version
     variant: str  # cpu, cuda, cu121, rocm6.2, xpu (matrix.yaml's names)
     wheels: WheelSource
-    python: tuple[Version, ...] | None  # None: use the matrix-wide list
+    python: tuple[Python, ...] | None  # None: use the matrix-wide list
     patches: tuple[str, ...]
     line: int | None = None
     key: str = ""  # where matrix.yaml declares it ("torch[3]"), for located errors
@@ -129,7 +130,7 @@ class CellRule:
     """An include or exclude rule; unset fields match anything."""
 
     torch: SpecifierSet | None = None
-    python: Version | None = None
+    python: Python | None = None
     sdk: Version | None = None  # a version prefix: "2" matches every 2.x
     variant: str | None = None
     line: int | None = None
@@ -139,7 +140,7 @@ class CellRule:
 class BuildImage:
     name: str
     base: str  # "debootstrap:<suite>" (made locally, no registry) or a plain image reference
-    python: tuple[Version, ...]
+    python: tuple[Python, ...]
     layer: Path | None = None  # the project's Dockerfile on top of the builder image
     dockerfile: Path | None = None  # the project's own builder recipe, instead of the package's
     context: Path | None = None  # build context of layer/dockerfile (default: the Dockerfile's directory)
@@ -178,7 +179,7 @@ class Matrix:
     plugin: PluginSpec
     sdk: Sdk | None  # None: no SDK, cells are torch x Python
     naming: Naming  # the wheel's label template and the SDK's id part
-    python: tuple[Version, ...]
+    python: tuple[Python, ...]
     torch: tuple[TorchRelease, ...]
     exclude: tuple[CellRule, ...]
     include: tuple[CellRule, ...]

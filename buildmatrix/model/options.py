@@ -38,7 +38,8 @@ class Kind(StrEnum):
     CHOICE = "choice"  # one of Option.allowed
     VERSION = "version"  # a quoted PEP 440 version
     VERSIONS = "versions"  # a list of quoted versions, each once
-    PYTHON_MINORS = "Python minors"  # a list of quoted "3.11"-style minors, each once
+    PYTHON = "Python minor"  # a quoted "3.11", or "3.13t" for the free-threaded build
+    PYTHON_MINORS = "Python minors"  # a list of quoted "3.11"-style minors ("3.13t": free-threaded), each once
     DISTRIBUTION = "distribution name"
     DIRECTORY = "directory"  # relative to matrix.yaml, inside the project
     NAMES = "names"  # a list of plain names (each a path component somewhere)
@@ -141,7 +142,7 @@ SHAPES: dict[str, tuple[Option, ...]] = {
             'Torch releases the rule matches: a minor like "2.4" (the whole series), a version, or a specifier like '
             '">=2.4,<2.6".',
         ),
-        Option("python", Kind.VERSION, 'The Python the rule matches, e.g. "3.11".'),
+        Option("python", Kind.PYTHON, 'The Python the rule matches, e.g. "3.11" ("3.13t": the free-threaded build).'),
         Option(
             "sdk",
             Kind.VERSION,
@@ -357,7 +358,8 @@ _OPTIONS: tuple[Option, ...] = (
         "python",
         Kind.PYTHON_MINORS,
         "The Pythons built for. Each torch release is intersected with the Pythons its published wheels support "
-        "(read from its wheel source, never guessed); this list only bounds them.",
+        "(read from its wheel source, never guessed); this list only bounds them. `3.13t` is the free-threaded build "
+        "of 3.13, a Python of its own (torch publishes cp313t wheels apart from cp313 ones).",
         required=True,
         example='python: ["3.10", "3.11", "3.12"]',
     ),
@@ -447,7 +449,12 @@ _OPTIONS: tuple[Option, ...] = (
         "`debootstrap:<Debian suite>` (made here, no registry) or an image reference; never a path.",
         required=True,
     ),
-    Option("images.<name>.python", Kind.PYTHON_MINORS, "The Pythons this image serves.", required=True),
+    Option(
+        "images.<name>.python",
+        Kind.PYTHON_MINORS,
+        "The Pythons this image serves (`3.13t`: a free-threaded 3.13, built from the suite's own CPython sources).",
+        required=True,
+    ),
     Option(
         "images.<name>.layer",
         Kind.PROJECT_FILE,

@@ -35,6 +35,7 @@ from buildmatrix.model.options import (
     children,
     item,
 )
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import SdkKind
 from buildmatrix.model.yamlsource import LineMap
 
@@ -208,17 +209,14 @@ class OptionReader:
         else:
             self.problem(node.key, f'expected a quoted version like "2.4", got {describe(value)}')
 
-    def versions(self, node: Node, minors: bool = False) -> tuple[Version, ...]:
-        """A list of versions, each once; minors=True: Python minors such as "3.11" (cells are per minor)."""
+    def versions(self, node: Node) -> tuple[Version, ...]:
+        """A list of versions, each once."""
         out: list[Version] = []
         items = self.sequence(node)
         for index, value in enumerate(items):
             key = f"{node.key}[{index}]"
             version = self.version(Node(node.option, key, value))
             if version is None:
-                continue
-            if minors and (len(version.release) != 2 or version != Version(version.base_version)):
-                self.problem(key, f"'{value}' is not a Python minor (allowed: major.minor, e.g. \"3.11\")")
                 continue
             if version in out:
                 first = out.index(version)
@@ -229,8 +227,38 @@ class OptionReader:
             self.problem(node.key, "needs at least one version")
         return tuple(out)
 
-    def python_minors(self, node: Node) -> tuple[Version, ...]:
-        return self.versions(node, minors=True)
+    def python(self, node: Node) -> Python | None:
+        """A quoted Python minor: "3.11", or "3.13t" for the free-threaded build."""
+        if not isinstance(node.value, str):
+            self.not_text(node)
+            return None
+        try:
+            return Python.parse(node.value)
+        except ValueError:
+            self.problem(
+                node.key,
+                f'\'{node.value}\' is not a Python minor (allowed: major.minor, e.g. "3.11", or "3.13t" for the '
+                "free-threaded build)",
+            )
+            return None
+
+    def python_minors(self, node: Node) -> tuple[Python, ...]:
+        """A list of Python minors ("3.11", "3.13t"), each once."""
+        out: list[Python] = []
+        items = self.sequence(node)
+        for index, value in enumerate(items):
+            key = f"{node.key}[{index}]"
+            python = self.python(Node(node.option, key, value))
+            if python is None:
+                continue
+            if python in out:
+                first = out.index(python)
+                self.problem(key, f"'{value}' repeats {node.key}[{first}] ('{items[first]}'); list each Python once")
+                continue
+            out.append(python)
+        if not out and isinstance(node.value, list) and not node.value:
+            self.problem(node.key, "needs at least one version")
+        return tuple(out)
 
     def choice(self, node: Node, allowed: tuple[str, ...] | None = None) -> str | None:
         allowed = allowed if allowed is not None else node.option.allowed
@@ -476,6 +504,7 @@ PARSERS: dict[Kind, Callable[[OptionReader, Node], Any]] = {
     Kind.CHOICE: OptionReader.choice,
     Kind.VERSION: OptionReader.version,
     Kind.VERSIONS: OptionReader.versions,
+    Kind.PYTHON: OptionReader.python,
     Kind.PYTHON_MINORS: OptionReader.python_minors,
     Kind.DISTRIBUTION: OptionReader.distribution,
     Kind.DIRECTORY: OptionReader.directory,

@@ -16,6 +16,7 @@ from buildmatrix.errors import UserError
 from buildmatrix.model.cells import make_cell, rule_matches
 from buildmatrix.model.matrix import PIP_CONFIG, Matrix, TorchRelease, WheelSource
 from buildmatrix.model.options import VARIANT_NAME
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import PublishedWheel, Registry
 from buildmatrix.model.vocab import REGISTRY_VARIANT, FindingKind, WheelSourceKind
 
@@ -27,7 +28,7 @@ class Offer:
     version: Version
     variant: str
     source: WheelSource
-    pythons: frozenset[Version]  # Pythons of its wheels that are not yanked
+    pythons: frozenset[Python]  # Pythons of its wheels that are not yanked
     yanked: str | None = None  # every wheel yanked: the reason ("" when none was given)
 
     @property
@@ -81,7 +82,7 @@ class AddRelease:
     version: Version
     variant: str
     wheels: WheelSource
-    python: Version
+    python: Python
     patches: tuple[str, ...]
     nearest: Version | None
     exclude_sdks: tuple[str, ...]  # SDK versions that need an exclude rule so only the newest builds
@@ -207,8 +208,10 @@ def _patch_and_yank(release: TorchRelease, same: list[Offer], notes: list[str]) 
 
 
 def _new_pythons(matrix: Matrix, sources: Sources) -> list[Finding]:
-    newest_shipped = max(matrix.python)
-    publishers: dict[Version, list[TorchRelease]] = defaultdict(list)
+    """Pythons newer than matrix.yaml's newest of their kind: a free-threaded one only once the matrix ships one
+    (free-threaded Pythons are chosen like the others, but a matrix without any has not chosen to build them)."""
+    newest_shipped = {kind: max((p for p in matrix.python if p.free_threaded == kind), default=None) for kind in (0, 1)}
+    publishers: dict[Python, list[TorchRelease]] = defaultdict(list)
     for release in matrix.torch:
         offer = next(
             (
@@ -221,7 +224,8 @@ def _new_pythons(matrix: Matrix, sources: Sources) -> list[Finding]:
         if offer is None:
             continue
         for python in offer.pythons:
-            if python > newest_shipped:
+            newest = newest_shipped[python.free_threaded]
+            if newest is not None and python.version > newest.version:
                 publishers[python].append(release)
     out = []
     for python, releases in sorted(publishers.items()):
@@ -270,7 +274,7 @@ def _coverage_finding(matrix: Matrix, offer: Offer, also: Sequence[str]) -> Find
             f"torch {offer.version} publishes wheels only for Python {published}, none of matrix.yaml's python:; "
             "add one of them first",
         )
-    python = shipped[-1]
+    python = max(shipped, key=lambda p: (not p.free_threaded, p))  # a coverage cell runs on a Python with the GIL
     newest = max(matrix.sdk.versions, key=lambda v: v.version) if matrix.sdk is not None else None
     nearest = min(
         matrix.torch,

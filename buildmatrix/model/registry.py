@@ -20,6 +20,7 @@ from packaging.version import Version
 
 from buildmatrix.errors import MatrixError, Problem, RegistryError
 from buildmatrix.model.matrix import PIP_CONFIG, Matrix, TorchRelease, WheelSource
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import WheelSourceKind
 from buildmatrix.util import http
 from buildmatrix.util.atomic import write_text_atomic
@@ -38,7 +39,7 @@ PAGE_MAX_BYTES = 64 << 20  # PyPI's torch page is about 0.4 MB, PyTorch's own HT
 class PublishedWheel:
     filename: str
     version: Version
-    python: Version  # interpreter the wheel is for, e.g. 3.11
+    python: Python  # interpreter the wheel is for, e.g. 3.11, or 3.13t (its cp313t wheel: free-threaded)
     url: str
     yanked: str | None = None  # PEP 592: None when not yanked, else the reason ("" when none was given)
 
@@ -53,12 +54,13 @@ class IndexFile:
 
 
 def pythons_from_filenames(filenames: list[tuple[str, str]], version: Version, machine: str) -> list[PublishedWheel]:
-    """Keep CPython (non free-threaded) Linux wheels of exactly `version` for this machine's architecture."""
+    """CPython Linux wheels of exactly `version` for this machine's architecture (a free-threaded one for 3.13t)."""
     return [w for w in linux_wheels([IndexFile(f, u) for f, u in filenames], machine) if w.version == version]
 
 
 def linux_wheels(files: list[IndexFile], machine: str) -> list[PublishedWheel]:
-    """CPython (non free-threaded) Linux wheels of every version for this machine's architecture."""
+    """CPython Linux wheels of every version for this machine's architecture: cpXY-cpXY ones for Python X.Y, and
+    cpXY-cpXYt ones (free-threaded) for X.Yt, read apart (a release may publish one without the other)."""
     out = []
     for file in files:
         filename = file.filename
@@ -69,14 +71,16 @@ def linux_wheels(files: list[IndexFile], machine: str) -> list[PublishedWheel]:
         except InvalidWheelFilename:
             continue
         for tag in tags:
+            digits = tag.interpreter[2:]
             if (
                 tag.interpreter.startswith("cp")
-                and tag.abi == tag.interpreter
+                and digits.isdigit()
+                and len(digits) >= 2
+                and tag.abi in (tag.interpreter, f"{tag.interpreter}t")
                 and "linux" in tag.platform
                 and tag.platform.endswith(machine)
             ):
-                digits = tag.interpreter[2:]
-                python = Version(f"{digits[0]}.{digits[1:]}")
+                python = Python(Version(f"{digits[0]}.{digits[1:]}"), free_threaded=tag.abi.endswith("t"))
                 out.append(PublishedWheel(filename, wheel_version, python, file.url, file.yanked))
                 break
     return out
@@ -288,7 +292,7 @@ class Registry:
         _where, files = self.release_files(release)
         return pythons_from_filenames(files, Version(release.requirement_version), self.machine)
 
-    def pythons(self, release: TorchRelease) -> set[Version]:
+    def pythons(self, release: TorchRelease) -> set[Python]:
         return {w.python for w in self.wheels(release)}
 
     def published(self, source: WheelSource) -> list[PublishedWheel]:
@@ -420,11 +424,11 @@ def file_versions(files: list[tuple[str, str]]) -> set[Version]:
     return out
 
 
-def published_pythons(matrix: Matrix, registry: Registry) -> dict[TorchRelease, set[Version]]:
+def published_pythons(matrix: Matrix, registry: Registry) -> dict[TorchRelease, set[Python]]:
     """Per release, the Pythons its wheels support; a release with no wheel there is a located MatrixError, never
     silently left out of the matrix."""
     problems: list[Problem] = []
-    out: dict[TorchRelease, set[Version]] = {}
+    out: dict[TorchRelease, set[Python]] = {}
     for index, release in enumerate(matrix.torch):
         key = f"torch[{index}]"
         try:

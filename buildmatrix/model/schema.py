@@ -29,7 +29,7 @@ from buildmatrix.model.options import (
 )
 
 VERSION_PATTERN = r"^[0-9]+(\.[0-9]+)*$"
-PYTHON_MINOR_PATTERN = r"^[0-9]+\.[0-9]+$"
+PYTHON_MINOR_PATTERN = r"^[0-9]+\.[0-9]+t?$"  # "3.13t": the free-threaded build
 # Relative, not the project itself, never through `..`: what the loader's directory check allows, as a pattern.
 DIRECTORY_PATTERN = r"^(?!/)(?!\.?/?$)(?!.*(^|/)\.\.(/|$))"
 ROOT_OR_DIRECTORY_PATTERN = r"^(?!/)(?!.*(^|/)\.\.(/|$))"  # the same, "." (the project itself) allowed
@@ -51,6 +51,7 @@ KIND_SCHEMA: dict[Kind, dict[str, Any]] = {
         "minItems": 1,
         "uniqueItems": True,
     },
+    Kind.PYTHON: {"type": "string", "pattern": PYTHON_MINOR_PATTERN},
     Kind.PYTHON_MINORS: {
         "type": "array",
         "items": {"type": "string", "pattern": PYTHON_MINOR_PATTERN},

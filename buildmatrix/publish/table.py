@@ -20,6 +20,7 @@ from buildmatrix.errors import MatrixError
 from buildmatrix.model.cellkey import CellKey
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import Matrix, TorchRelease, shortest_prefix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import FailureClass, FeatureState, SdkKind, Status
 
 # 2: the SDK is general (`sdk`, `sdks`, a cell's `sdk` id part and `sdk_wheel`); tables of 1 (a driver) are read as 2.
@@ -369,7 +370,7 @@ def build_table(
     matrix: Matrix,
     cells: list[Cell],
     results: Iterable[CellResult],
-    available_pythons: Mapping[TorchRelease, set[Version]],
+    available_pythons: Mapping[TorchRelease, set[Python]],
     site_url: str = "",
 ) -> CompatTable:
     """Join the expanded cells with their records; a cell without a (current) record is 'not built'."""
@@ -388,7 +389,7 @@ def build_table(
                 release.variant,
                 release.requirement_version,
                 release.wheels.describe(),
-                tuple(_short(v) for v in sorted(available_pythons.get(release, set()))),
+                tuple(str(p) for p in sorted(available_pythons.get(release, set()))),
                 release_features(measured, matrix.sdk.name if matrix.sdk is not None else "", shorts),
             )
         )
@@ -396,7 +397,7 @@ def build_table(
         plugin=matrix.plugin.distribution,
         plugin_version=str(matrix.plugin.version),
         sdk=sdk_info(matrix),
-        pythons=tuple(_short(v) for v in matrix.python),
+        pythons=tuple(str(p) for p in matrix.python),
         sdks=tuple(SdkColumn(v.tag, str(v.version)) for v in matrix.sdk.versions) if matrix.sdk is not None else (),
         releases=tuple(releases),
         cells=tuple(compat),
@@ -411,11 +412,11 @@ def sdk_info(matrix: Matrix) -> SdkInfo | None:
     return SdkInfo(sdk.kind, sdk.name, sdk.title, sdk.distribution if sdk.builds_wheel else "")
 
 
-def available_from_table(table: CompatTable, matrix: Matrix) -> dict[TorchRelease, set[Version]]:
+def available_from_table(table: CompatTable, matrix: Matrix) -> dict[TorchRelease, set[Python]]:
     """The registry's answers as recorded in the table, to re-expand the matrix offline."""
     recorded = {r.key: r for r in table.releases}
     return {
-        rel: {Version(p) for p in recorded[release_key(rel.minor, rel.variant)].pythons}
+        rel: {Python.parse(p) for p in recorded[release_key(rel.minor, rel.variant)].pythons}
         for rel in matrix.torch
         if release_key(rel.minor, rel.variant) in recorded
     }
@@ -469,8 +470,10 @@ class InstallCommands:
     find_links: str  # the same pins from the release's find-links page
 
 
-def _minor_distance(a: str, b: str) -> int:
-    return abs(Version(a).minor - Version(b).minor) + 100 * abs(Version(a).major - Version(b).major)
+def _python_distance(a: str, b: str) -> tuple[int, bool]:
+    """How far apart two Pythons of the table are: their minors, then whether one is free-threaded and the other not."""
+    pa, pb = Python.parse(a), Python.parse(b)
+    return abs(pa.minor - pb.minor) + 100 * abs(pa.major - pb.major), pa.free_threaded != pb.free_threaded
 
 
 def release_index_url(minor: str, site: str = SITE_PLACEHOLDER) -> str:
@@ -522,8 +525,8 @@ def nearest_cell(table: CompatTable, release: str, python: str, sdk: str = "") -
         key=lambda c: (
             c.sdk != sdk,
             abs(order.index(c.release) - order.index(release)),
-            _minor_distance(c.python, python),
-            -Version(c.python).minor,
+            _python_distance(c.python, python),
+            -Python.parse(c.python).minor,
             c.id,
         ),
     )

@@ -51,7 +51,8 @@ class CellContainer:
 
 def image_for(cell: Cell, matrix: Matrix) -> BuildImage:
     """The image that provides the cell's system SDK version (sdk.versions[].provided-by), else the first image of
-    matrix.yaml that lists the cell's Python; raises InterpreterNotFound naming them all."""
+    matrix.yaml that lists the cell's Python (3.13t is not 3.13: a free-threaded interpreter is an image's own
+    entry); raises InterpreterNotFound naming them all."""
     provider = cell.sdk.provided_by if cell.sdk is not None else ""
     for image in matrix.images:
         if image.name == provider and cell.python in image.python:
@@ -68,7 +69,8 @@ def image_for(cell: Cell, matrix: Matrix) -> BuildImage:
 
 
 def python_tag(cell: Cell) -> str:
-    return f"cp{cell.python.major}{cell.python.minor}"
+    """cibuildwheel's identifier prefix: cp311, cp313t (a free-threaded build)."""
+    return cell.python.tag
 
 
 def cell_container(
@@ -165,6 +167,8 @@ def cell_container(
         "CIBW_TEST_COMMAND": shlex.join(test),
         "CIBW_BUILD_VERBOSITY": "1",
     }
+    if cell.python.free_threaded:  # cibuildwheel builds free-threaded identifiers only when enabled (3.13t)
+        cibw["CIBW_ENABLE"] = "cpython-freethreading"
     return CellContainer(tuple(create_args), cibw, secret_env)
 
 

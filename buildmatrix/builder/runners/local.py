@@ -50,10 +50,9 @@ class LocalRunner:
         return 0
 
     def python_identity(self, cell: Cell) -> str:
-        """The interpreter's minor and ABI (cpython-3.11): not its path or patch release, which differ between machines
-        and between pyenv and the system's Python without changing what a build makes."""
-        found = self.interpreter(cell)
-        return f"cpython-{found.version.major}.{found.version.minor}"
+        """The interpreter's minor and ABI (cpython-3.11, cpython-3.13t): not its path or patch release, which differ
+        between machines and between pyenv and the system's Python without changing what a build makes."""
+        return f"cpython-{self.interpreter(cell).python}"
 
     def _sdk_wheel(self, job: CellJob, uv: str, log: Path) -> Path | None:
         """The cell's SDK wheel, built once per version (a wheel SDK only; None for a system SDK or none)."""

@@ -7,14 +7,13 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from packaging.version import Version
-
 from buildmatrix.builder.runners.base import Runner
 from buildmatrix.builder.runners.local import LocalRunner
 from buildmatrix.docker import oci
 from buildmatrix.errors import EngineUnavailable, InterpreterNotFound
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import BuildImage, Matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import RunnerName
 
 log = logging.getLogger(__name__)
@@ -56,7 +55,7 @@ class RunnerPlan:
             raise InterpreterNotFound("; ".join(self.problems))
 
 
-def serving_image(python: Version, matrix: Matrix) -> BuildImage | None:
+def serving_image(python: Python, matrix: Matrix) -> BuildImage | None:
     """The first image of matrix.yaml that lists the Python (the Docker runner builds it there)."""
     return next((image for image in matrix.images if python in image.python), None)
 
@@ -92,7 +91,7 @@ def _choose(cell: Cell, asked: RunnerName, matrix: Matrix, local: LocalRunner) -
 def plan_runners(cells: Iterable[Cell], matrix: Matrix, asked: RunnerName, local: LocalRunner) -> RunnerPlan:
     """Each cell's runner and why; local interpreters are looked up once per Python (through `local`, which the run
     then uses, so the plan and the build see the same interpreter). Writes nothing; never raises for a cell."""
-    by_python: dict[Version, RunnerChoice] = {}
+    by_python: dict[Python, RunnerChoice] = {}
     choices = {}
     for cell in cells:
         if cell.python not in by_python:
