@@ -39,6 +39,13 @@ def compat_table(session: nox.Session) -> None:
     session.run("python", "-m", "buildmatrix", "compat-table", *session.posargs)
 
 
+@nox.session(name="fetch-site")
+def fetch_site(session: nox.Session) -> None:
+    """Copy the live site's release history into wheels/site, the base compat-table publishes on (-- --site-url URL)."""
+    session.install(*ORCHESTRATION)
+    session.run("python", "-m", "buildmatrix", "fetch-site", *session.posargs)
+
+
 @nox.session
 def patches(session: nox.Session) -> None:
     """Shim series: `-- check` (all apply, none unused), `-- edit 2.4`, `-- refresh 2.4`."""

@@ -7,7 +7,7 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -87,7 +87,11 @@ def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
     else:
         plan = runner_plan(matrix, cells, args)
         sdk_name = matrix.sdk.name if matrix.sdk is not None else None
-        console.print(report_matrix.cells_table(cells, {c.id: plan.choice(c).reason for c in cells}, sdk_name))
+        reasons = {c.id: plan.choice(c).reason for c in cells}
+        if len(cells) > report_matrix.RICH_ROWS:
+            print(report_matrix.cells_text(cells, reasons, sdk_name))
+        else:
+            console.print(report_matrix.cells_table(cells, reasons, sdk_name))
         console.print(f"{len(cells)} cell(s)")
         for problem in plan.problems:
             console.print(Text.assemble(("cannot build: ", "red"), problem))
@@ -311,31 +315,40 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
 def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder.recordparse import RecordRules
     from buildmatrix.builder.results import ResultStore
-    from buildmatrix.publish.site import (
-        DocsLayout,
-        docs_problems,
-        read_docs_table,
-        read_readme,
-        rendered_docs,
-        write_site,
-    )
-    from buildmatrix.publish.table import build_table
+    from buildmatrix.publish.site import DocsLayout, Withdrawal, docs_problems, publish, read_docs_table
 
     matrix = load_matrix(Path(args.matrix).resolve())
     workspace = Workspace.for_root(matrix.root)
+    withdrawals = [Withdrawal(w, args.reason or "") for w in args.yank or ()]
+    withdrawals += [Withdrawal(w, args.reason or "", remove=True) for w in args.remove or ()]
     if args.check:
+        if withdrawals or args.new_ledger:
+            raise UserError("--check writes nothing: it takes no --yank, --remove or --new-ledger")
         problems = docs_problems(read_docs_table(matrix.root, DocsLayout.of(matrix)), matrix)
     else:
         registry = Registry(workspace.cache_dir / "registry", offline=args.offline)
         available = published_pythons(matrix, registry)
         results = ResultStore(workspace.results_dir, RecordRules.of(matrix)).all()
-        table = build_table(matrix, expand(matrix, available), results, available, site_url=args.site_url)
-        layout = DocsLayout.of(matrix)
-        rendered_docs(table, read_readme(matrix.root, layout), matrix.root / layout.readme, layout)  # must render
-        # The site is built and checked beside the live one; nothing (site or docs) changes unless every check passes.
-        report = write_site(
-            table, workspace.wheels_dir, workspace.wheels_dir / "site", matrix, docs_root=matrix.root, layout=layout
+        # Under the publish lock: the live site's ledger and table, this run's records over them and the committed
+        # table; the site is built and checked beside the live one, and nothing (site or docs) changes unless every
+        # check passes.
+        _table, report = publish(
+            matrix,
+            expand(matrix, available),
+            results,
+            available,
+            wheels_dir=workspace.wheels_dir,
+            site=workspace.wheels_dir / "site",
+            site_url=args.site_url,
+            docs_root=matrix.root,
+            withdrawals=withdrawals,
+            new_ledger=args.new_ledger,
+            layout=DocsLayout.of(matrix),
         )
+        for line in origins_lines(report.origins):
+            console.print(line, highlight=False)
+        for note in report.notes:
+            console.print(f"note: {note}", highlight=False)
         problems = report.problems
         if report.published:
             for path in report.docs:
@@ -352,6 +365,42 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
     for problem in problems:
         console.print(Text.assemble(("FAIL ", "red"), problem))
     return EXIT_CELLS_FAILED if problems else 0
+
+
+def origins_lines(origins: dict[str, str] | Mapping[str, str], shown: int = 12) -> list[str]:
+    """Where each cell's result came from, one line per source: its cells when few, else how many."""
+    by_source: dict[str, list[str]] = {}
+    for cell_id, origin in origins.items():
+        by_source.setdefault(origin or "not built", []).append(cell_id)
+    lines = []
+    for source in sorted(by_source, key=lambda s: (s != "records", s == "not built", s)):
+        ids = sorted(by_source[source])
+        name = "this run's records (wheels/results)" if source == "records" else source
+        listed = ": " + ", ".join(ids) if len(ids) <= shown else ""
+        lines.append(f"{len(ids)} cell(s) from {name}{listed}")
+    return lines
+
+
+def cmd_fetch_site(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix.publish.fetch import fetch_site
+    from buildmatrix.publish.site import DocsLayout, read_docs_table
+
+    matrix = load_matrix(Path(args.matrix).resolve())
+    workspace = Workspace.for_root(matrix.root)
+    layout = DocsLayout.of(matrix)
+    committed = read_docs_table(matrix.root, layout) if (matrix.root / layout.table).is_file() else None
+    if committed is not None and committed.plugin != matrix.plugin.distribution:
+        committed = None  # another project's docs (a template's, a copy's) say nothing about this site
+    report = fetch_site(args.site_url, workspace.wheels_dir / "site", committed=committed, new_ledger=args.new_ledger)
+    for note in report.notes:
+        console.print(note, highlight=False)
+    if report.version is not None:
+        console.print(
+            f"fetched {report.url}: released.json ({report.ledger_entries} wheel(s) released), {report.wheels} "
+            f"wheel(s) served and {report.logs} log(s), into {workspace.wheels_dir / 'site'} -> {report.version.name}",
+            highlight=False,
+        )
+    return 0
 
 
 def cmd_engine(args: argparse.Namespace, console: Console) -> int:
@@ -461,6 +510,55 @@ def add_outdated_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     outdated.set_defaults(func=cmd_outdated)
 
 
+def add_compat_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    compat = sub.add_parser(
+        "compat-table", help="compatibility table (docs, README), static site and wheel index under wheels/site/"
+    )
+    compat.add_argument("--matrix", default="matrix.yaml")
+    compat.add_argument("--offline", action="store_true", help="use the cached registry answers only")
+    compat.add_argument(
+        "--site-url", default="", help="URL the site is served at, for the commands in the docs (default: <site>)"
+    )
+    compat.add_argument("--check", action="store_true", help="write nothing; fail if the committed docs are stale")
+    compat.add_argument(
+        "--yank",
+        action="append",
+        metavar="WHEEL",
+        help="withdraw a released wheel (its filename or site path) as PEP 592 yanked: still served, marked, with "
+        "--reason; recorded in released.json for good (repeatable)",
+    )
+    compat.add_argument(
+        "--remove",
+        action="append",
+        metavar="WHEEL",
+        help="withdraw a released wheel from the index; released.json keeps when and why (--reason), and its "
+        "filename never serves other bytes (repeatable)",
+    )
+    compat.add_argument("--reason", help="why --yank or --remove withdraws the wheels (required with them)")
+    compat.add_argument(
+        "--new-ledger",
+        action="store_true",
+        help="the live site has published but lost its released.json: start a new ledger from the wheels it serves",
+    )
+    compat.set_defaults(func=cmd_compat_table)
+
+
+def add_fetch_site_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    fetch = sub.add_parser(
+        "fetch-site",
+        help="copy the live site's release history (released.json, compatibility.json, every released wheel and the "
+        "logs) into wheels/site, the base compat-table publishes on",
+    )
+    fetch.add_argument("--matrix", default="matrix.yaml")
+    fetch.add_argument("--site-url", required=True, help="where the site is served, e.g. https://owner.github.io/repo")
+    fetch.add_argument(
+        "--new-ledger",
+        action="store_true",
+        help="the site has published but serves no released.json: start a ledger from the wheels its table lists",
+    )
+    fetch.set_defaults(func=cmd_fetch_site)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="buildmatrix",
@@ -536,16 +634,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     merge.set_defaults(func=cmd_merge_results)
 
-    compat = sub.add_parser(
-        "compat-table", help="compatibility table (docs, README), static site and wheel index under wheels/site/"
-    )
-    compat.add_argument("--matrix", default="matrix.yaml")
-    compat.add_argument("--offline", action="store_true", help="use the cached registry answers only")
-    compat.add_argument(
-        "--site-url", default="", help="URL the site is served at, for the commands in the docs (default: <site>)"
-    )
-    compat.add_argument("--check", action="store_true", help="write nothing; fail if the committed docs are stale")
-    compat.set_defaults(func=cmd_compat_table)
+    add_compat_parser(sub)
+    add_fetch_site_parser(sub)
 
     add_schema_parser(sub)
     add_init_parser(sub)

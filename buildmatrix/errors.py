@@ -9,9 +9,10 @@ Every command ends with one of these codes (README.md, "Exit codes", lists them 
     4    InterpreterNotFound: no CPython for a cell's Python (locally under --runner local, nor in an image)
     5    EngineUnavailable: a cell goes to Docker (--runner docker, or auto), but no engine (or cibuildwheel) answers
     6    RunLocked: another run holds the workspace
-    7    RecordError: a result record is damaged
+    7    RecordError: a result record, the release ledger or the live site's table is damaged (or the ledger lost)
     8    ResourceError: the disk is full or a directory is not writable
-    9    RegistryError: an index, find-links location or cached registry answer cannot be read
+    9    RegistryError: an index, find-links location or cached registry answer cannot be read; FetchError: the
+         live site cannot be read (fetch-site)
     10   UpdateError: `outdated --apply` cannot edit matrix.yaml
     11   MergeError: `merge-results` refuses the trees (nothing written)
     12   MatrixTooLarge: `matrix --github` would exceed GitHub's 256 jobs
@@ -141,6 +142,13 @@ class DocsError(UserError):
 class RegistryError(UserError):
     """An index, a find-links location or a cached registry answer cannot be read (or answers nonsense). Exit code
     9."""
+
+    exit_code = 9
+
+
+class FetchError(UserError):
+    """`fetch-site` cannot read the live site (network, HTTP status, size, deadline), or it lost a released wheel.
+    Exit code 9, like an unreadable index."""
 
     exit_code = 9
 

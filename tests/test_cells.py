@@ -270,3 +270,22 @@ def test_an_include_that_gives_two_variants_one_wheel_name_is_refused(write_matr
         "torch2.13-cuda-cp310-drv1",
         "torch2.13-cuda-cp310-drv2",
     ]
+
+
+def test_an_include_without_a_variant_that_adds_both_variants_on_one_python_is_refused(
+    write_matrix: WriteMatrix,
+) -> None:
+    """An include rule without `variant` matches the CPU and the CUDA entry of torch 2.13: it adds two cells that
+    build the same wheel file; the duplicate check once compared only against the cells before the rule."""
+    text = VALID.replace(
+        "    wheels: pip-find-links\n",
+        '    wheels: pip-find-links\n    python: ["3.11"]\n  - version: "2.13.0"\n    python: ["3.10"]\n',
+    )
+    matrix = load_matrix(write_matrix(text + 'include: [{torch: "2.13", python: "3.9", sdk: "2"}]\n'))
+    cpu, cuda = (r for r in matrix.torch if r.minor == "2.13")
+    offered = {matrix.torch[0]: PUBLISHED["2.4.1"], cpu: {P("3.9"), P("3.11")}, cuda: {P("3.9"), P("3.10")}}
+    with pytest.raises(MatrixError) as info:
+        expand(matrix, offered)
+    [problem] = info.value.problems
+    assert problem.key == "include[0]"
+    assert "torch2.13-cuda-cp39-drv2 and torch2.13-cpu-cp39-drv2 would publish one wheel file name" in str(problem)

@@ -152,3 +152,42 @@ def test_matrix_github_refuses_more_than_256_cells(tmp_path: Path, capsys: pytes
     assert code == MatrixTooLarge.exit_code
     assert "280 cells, but a GitHub Actions matrix runs at most 256 jobs" in captured.err
     assert captured.out == ""
+
+
+def test_publish_starts_from_the_live_sites_history() -> None:
+    """A fresh runner has no site of its own: the publish job fetches the live site's ledger, compatibility.json and
+    released wheels before compat-table, so one failing cell never takes its released wheels off the site."""
+    steps = JOBS["publish"]["steps"]
+    runs = [step.get("run", "") for step in steps]
+    fetch = next(i for i, run in enumerate(runs) if "nox -s fetch-site -- --site-url" in run)
+    publish = next(i for i, run in enumerate(runs) if "nox -s compat-table -- --site-url" in run)
+    download = next(i for i, step in enumerate(steps) if step.get("uses", "").startswith("actions/download-artifact"))
+    assert download < fetch < publish and "curl" not in "\n".join(runs)
+    noxfile = (ROOT / "noxfile.py").read_text()
+    assert 'name="fetch-site"' in noxfile and '"fetch-site", *session.posargs' in noxfile
+    # The live site's URL: the repository variable, else Pages' address, at the root for a <owner>.github.io site.
+    url = " ".join(JOBS["publish"]["env"]["SITE_URL"].split())
+    assert url.startswith("${{ vars.SITE_URL ||")
+    assert "github.event.repository.name == format('{0}.github.io', github.repository_owner)" in url
+    assert "format('https://{0}.github.io', github.repository_owner)" in url
+
+
+def test_a_large_matrix_prints_as_plain_aligned_text() -> None:
+    """Beyond RICH_ROWS cells `matrix` prints plain columns (rich measured every cell: 45 s for 10 000 rows)."""
+    from buildmatrix.report_matrix import RICH_ROWS, cells_text
+
+    cells = project_cells()
+    text = cells_text(cells, {c.id: "local: /usr/bin/python3" for c in cells}, "driver")
+    lines = text.splitlines()
+    assert len(lines) == len(cells) + 2 and lines[0].split() == [
+        "cell",
+        "torch",
+        "variant",
+        "python",
+        "driver",
+        "patches",
+        "runner",
+    ]
+    assert [line.split()[0] for line in lines[2:]] == [c.id for c in cells]
+    assert len({line.index(" local: ") for line in lines[2:]}) == 1  # one column for the runner, aligned
+    assert RICH_ROWS < 10_000

@@ -20,9 +20,10 @@ from buildmatrix.model.vocab import Status
 from buildmatrix.publish import site as site_module
 from buildmatrix.publish.index import page_anchors
 from buildmatrix.publish.page import choice_key, site_page
-from buildmatrix.publish.site import recover_site, write_site
+from buildmatrix.publish.site import write_site
 from buildmatrix.publish.table import CompatTable, all_choices, build_table
 from buildmatrix.publish.verify import RELEASED
+from buildmatrix.publish.versions import recover_site
 
 from conftest import WriteMatrix
 
@@ -109,12 +110,15 @@ def test_released_bytes_never_change(published: Published) -> None:
     assert (site / "torch2.13" / released.name).read_bytes() == old_bytes
 
 
-def test_the_ledger_remembers_a_wheel_that_left_the_index(published: Published) -> None:
+def test_a_released_wheel_stays_in_the_index_when_its_cell_leaves_the_table(published: Published) -> None:
+    """The cell's record is gone (or it failed): its released wheel stays served, and keeps its bytes."""
     matrix, table, wheels, site = published
-    name = next((site / "torch2.13").glob("*drv.2*.whl")).name
-    empty = table_of(matrix, wheels, built=())  # the cell's record is gone: its wheel leaves the index
+    wheel = next((site / "torch2.13").glob("*drv.2*.whl"))
+    name, released = wheel.name, wheel.read_bytes()
+    empty = table_of(matrix, wheels, built=())
     assert write_site(empty, wheels, site, matrix).published
-    assert not (site / "torch2.13").exists() and f"torch2.13/{name}" in (site / RELEASED).read_text()
+    assert (site / "torch2.13" / name).read_bytes() == released
+    assert name in (site / "torch2.13" / "simple" / "torch-emu" / "index.html").read_text()
     rebuilt = make_wheel(wheels / "torch2.13", "torch-emu", "0.1.0+torch.2.13.drv.2", requires=["other"])
     cells = tuple(
         dataclasses.replace(c, wheel=WheelRecord(c.wheel.filename, sha256_file(rebuilt), c.wheel.path))
@@ -124,7 +128,7 @@ def test_the_ledger_remembers_a_wheel_that_left_the_index(published: Published) 
     )
     report = write_site(dataclasses.replace(table, cells=cells), wheels, site, matrix)
     assert not report.published and "a different build" in report.problems[0]
-    assert not (site / "torch2.13").exists()  # still the site without it
+    assert (site / "torch2.13" / name).read_bytes() == released and f"torch2.13/{name}" in (site / RELEASED).read_text()
 
 
 def test_same_bytes_republish(published: Published) -> None:
@@ -193,17 +197,25 @@ def test_a_failure_while_staging_leaves_the_live_site(published: Published, monk
 
 
 def test_a_kill_leaves_a_site_that_the_next_run_recovers(published: Published) -> None:
-    """SIGKILL cannot be caught: whatever it leaves (a half-built version, the link being placed) is removed at the
-    next start, and the live link never pointed anywhere but at a verified version."""
+    """SIGKILL cannot be caught: what it leaves (a half-built version marked as ours, the link being placed) is
+    removed at the next start; a directory we did not mark is never touched; the live link never pointed anywhere
+    but at a verified version."""
+    from buildmatrix.publish.versions import new_version
+
     matrix, table, wheels, site = published
     live = site.readlink().as_posix()
-    half = site.with_name(f".{site.name}.123")
+    half = new_version(site)  # marked "staging", as a killed run leaves it
     (half / "torch2.13").mkdir(parents=True)
     (half / "index.html").write_text("half")
+    foreign = site.with_name(f".{site.name}.77")  # someone else's directory under a name like ours
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("not ours")
     site.with_name(f".{site.name}.link").symlink_to(half.name)
     recover_site(site)
-    assert siblings(site) == [live] and site.readlink().as_posix() == live
-    assert write_site(table, wheels, site, matrix).published and len(siblings(site)) == 1
+    assert siblings(site) == sorted([live, foreign.name]) and site.readlink().as_posix() == live
+    assert (foreign / "keep.txt").read_text() == "not ours"
+    assert write_site(table, wheels, site, matrix).published
+    assert len(siblings(site)) == 3 and (foreign / "keep.txt").is_file()  # the new live, the previous, the foreign
 
 
 def test_a_site_from_before_the_link_layout_is_replaced_and_a_kill_mid_swap_recovered(published: Published) -> None:
@@ -219,7 +231,8 @@ def test_a_site_from_before_the_link_layout_is_replaced_and_a_kill_mid_swap_reco
     recover_site(site)
     assert site.is_symlink() and snapshot(site) == real
     assert write_site(table, wheels, site, matrix).published and snapshot(site) == real
-    assert len(siblings(site)) == 1 and not site.with_name(f".{site.name}.legacy").exists()
+    # The old site is history: kept beside the new version, never deleted.
+    assert site.with_name(f".{site.name}.legacy").is_dir() and len(siblings(site)) == 2
 
 
 def test_a_javascript_wheel_path_never_becomes_a_link(published: Published) -> None:
@@ -362,7 +375,9 @@ def test_the_docs_are_written_under_the_publish_lock(
     seen: list[bool] = []
     real = site_module.write_docs
 
-    def write_docs_and_try_the_lock(table: CompatTable, root: Path, layout: site_module.DocsLayout) -> list[Path]:
+    def write_docs_and_try_the_lock(
+        table: CompatTable, root: Path, layout: site_module.DocsLayout, rendered: dict[Path, str] | None = None
+    ) -> list[Path]:
         with (wheels / ".site-publish.lock").open("a") as other:
             try:
                 fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -370,7 +385,7 @@ def test_the_docs_are_written_under_the_publish_lock(
                 seen.append(True)  # held by the publisher while the docs are written
             else:
                 seen.append(False)
-        return real(table, root, layout)
+        return real(table, root, layout, rendered)
 
     monkeypatch.setattr(site_module, "write_docs", write_docs_and_try_the_lock)
     report = write_site(table, wheels, wheels / "site", matrix, docs_root=path.parent)

@@ -14,19 +14,23 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from enum import StrEnum
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.errors import RecordError
 from buildmatrix.model.cellkey import CellKey
 from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status, Step
 from buildmatrix.util.paths import name_problem, relative_path_problem
+from buildmatrix.util.wheelname import parse_wheel
 
 if TYPE_CHECKING:
     from buildmatrix.builder.results import CellResult
     from buildmatrix.model.matrix import Matrix
+    from buildmatrix.model.pythons import Python
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 MAX_RECORD_BYTES = 1 << 20  # a record is a few KB; its error tail at most 64 KB
@@ -218,7 +222,7 @@ def _wheel(value: Any, key: str) -> Any:
     if not SHA256.fullmatch(sha):
         raise _Bad(f"{key}.sha256: {sha!r:.80} is not a sha256 (64 lowercase hex digits)")
     try:
-        parse_wheel_filename(filename)
+        parse_wheel(filename)
     except InvalidWheelFilename as exc:
         raise _Bad(f"{key}.filename: {exc}") from None
     if path.rsplit("/", 1)[-1] != filename:
@@ -327,7 +331,7 @@ def _own_cell(result: CellResult, rules: RecordRules | None) -> None:
         raise _Bad(f"log: {result.log!r:.80} is not this cell's log (logs/{cell_id}.log)")
     minor, sdk = result.cell.torch_minor, result.cell.sdk
     if result.wheel is not None:
-        version = parse_wheel_filename(result.wheel.filename)[1]
+        version = parse_wheel(result.wheel.filename)[1]
         label = result.cell.local_version_label
         if version.local != label:
             raise _Bad(
@@ -347,7 +351,7 @@ def _check_sdk_wheel(result: CellResult, sdk: Version | None, rules: RecordRules
     distribution."""
     assert result.sdk_wheel is not None
     filename = result.sdk_wheel.filename
-    name, version = parse_wheel_filename(filename)[:2]
+    name, version = parse_wheel(filename)[:2]
     if sdk is None or version.major != sdk.major:
         raise _Bad(f"sdk_wheel.filename: {filename} is not a wheel of SDK {sdk}")
     directory, _, file = result.sdk_wheel.path.rpartition("/")
@@ -394,33 +398,43 @@ def migrate_v1(record: dict[str, Any]) -> dict[str, Any]:
     return migrated
 
 
-def _check_plugin_wheel(result: CellResult, rules: RecordRules) -> None:
+@lru_cache(maxsize=4096)
+def _installs(tags: frozenset[Tag], python: Python) -> bool:
+    """wheelcheck.installs_on, remembered: every record of one Python and tag set asks the same question."""
     from buildmatrix.builder.wheelcheck import installs_on
 
+    return installs_on(tags, python)
+
+
+def _check_plugin_wheel(result: CellResult, rules: RecordRules) -> None:
     assert result.wheel is not None
-    name, _version, _build, tags = parse_wheel_filename(result.wheel.filename)
+    name, _version, _build, tags = parse_wheel(result.wheel.filename)
     if name != canonicalize_name(rules.plugin_distribution):
         raise _Bad(f"wheel.filename: {result.wheel.filename} is not a wheel of {rules.plugin_distribution}")
-    if not installs_on(tags, result.cell.python):
+    if not _installs(tags, result.cell.python):
         raise _Bad(
             f"wheel.filename: {result.wheel.filename}: its tags do not install on the cell's Python "
             f"{result.cell.python_minor}"
         )
 
 
+class UntrustedJSON(ValueError):
+    """JSON that is valid but refused: an integer too long to convert safely, NaN or Infinity."""
+
+
 def _bounded_int(text: str) -> int:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise _Bad(f"an integer of {len(text)} digits (at most {MAX_INT_DIGITS})")
+        raise UntrustedJSON(f"an integer of {len(text)} digits (at most {MAX_INT_DIGITS})")
     return int(text)
 
 
 def _no_constant(text: str) -> float:
-    raise _Bad(f"{text} is not a JSON number")
+    raise UntrustedJSON(f"{text} is not a JSON number")
 
 
 def load_json(text: str) -> Any:
     """JSON from a file we do not trust: no integer beyond MAX_INT_DIGITS digits (Python would spend seconds on one,
-    or refuse it with a ValueError), no NaN or Infinity; raises _Bad or ValueError."""
+    or refuse it with a ValueError), no NaN or Infinity; raises UntrustedJSON or another ValueError."""
     return json.loads(text, parse_int=_bounded_int, parse_constant=_no_constant)
 
 
@@ -434,7 +448,7 @@ def parse_record(
         raise RecordError(source, f"{len(text)} characters; a record is at most {MAX_RECORD_BYTES}")
     try:
         data = load_json(text)
-    except _Bad as exc:
+    except UntrustedJSON as exc:
         raise RecordError(source, f"not a record ({exc})") from None
     except (ValueError, RecursionError) as exc:
         raise RecordError(source, f"not valid JSON ({exc}); truncated or damaged") from None

@@ -12,6 +12,7 @@ import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
@@ -147,7 +148,7 @@ class CellKey:
     sdk_tag: str  # the SDK's part of the id ("drv2"); "" without an SDK
     label: str  # the plugin wheel's PEP 440 local label
 
-    @property
+    @cached_property  # asked for in every loop over cells: computed once per key
     def torch_minor(self) -> str:
         return f"{self.torch.major}.{self.torch.minor}"
 
@@ -161,7 +162,7 @@ class CellKey:
         """Its interpreter's ABI tag: cp311, cp313t."""
         return self.python.tag
 
-    @property
+    @cached_property
     def id(self) -> str:
         """Stable, readable id used for folders, logs, results and CI job names."""
         base = f"torch{self.torch_minor}-{self.variant}-{self.python_tag}"

@@ -7,22 +7,29 @@ Layout under the site root (it mirrors wheels/, so a result's wheel path is also
                                                    installer given it can only pick a wheel for that torch
   torch<minor>/index.html                          find-links page with the same wheels
   torch<minor>/<wheel>, <sdk name>/<wheel>          each with <wheel>.metadata beside it (a wheel SDK's wheels)
-Only wheels of passed cells are indexed (never an sdist, never a stale wheel), and no page lists no wheel.
+The index serves every wheel of the release ledger (released.json) that was not removed: the wheels of passed
+cells, and every wheel published before, whether or not its cell passed this time (yanked ones marked, PEP 592).
+Never an sdist, never a wheel the ledger does not hold, and no page lists no wheel.
 """
 
 from __future__ import annotations
 
 import hashlib
 import html
+import os
+import posixpath
 import zipfile
 from dataclasses import dataclass
-from html.parser import HTMLParser
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlsplit
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 
 from buildmatrix.builder.results import WheelRecord
+from buildmatrix.publish.pagescan import anchors
 from buildmatrix.publish.table import CompatCell, CompatTable
+from buildmatrix.util.wheelname import parse_wheel
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,8 @@ class IndexedWheel:
     sha256: str
     metadata_sha256: str
     requires_python: str | None = None
+    indexes: tuple[str, ...] = ()  # torch minors whose own index (torch<minor>/) lists it
+    yanked: str | None = None  # PEP 592 reason ("" for none given); None: not yanked
 
 
 @dataclass(frozen=True)
@@ -42,8 +51,9 @@ class IndexPage:
     wheels: tuple[str, ...]  # filenames it lists
 
 
+@lru_cache(maxsize=1 << 16)
 def project_of(filename: str) -> str:
-    return str(canonicalize_name(parse_wheel_filename(filename)[0]))
+    return str(canonicalize_name(parse_wheel(filename)[0]))
 
 
 def wheels_to_index(table: CompatTable) -> list[WheelRecord]:
@@ -92,6 +102,8 @@ def _anchor(wheel: IndexedWheel, page: str) -> str:
     # first.
     attrs.append(f'data-dist-info-metadata="sha256={wheel.metadata_sha256}"')
     attrs.append(f'data-core-metadata="sha256={wheel.metadata_sha256}"')
+    if wheel.yanked is not None:
+        attrs.append(f'data-yanked="{html.escape(wheel.yanked)}"')
     return f"    <a {' '.join(attrs)}>{html.escape(wheel.filename)}</a><br>"
 
 
@@ -124,27 +136,22 @@ def simple_pages(root: str, title: str, wheels: list[IndexedWheel]) -> list[Inde
     return pages
 
 
-def release_wheels(table: CompatTable, minor: str) -> set[str]:
-    """Paths of the plugin wheels of a torch release's passed cells and of the SDK wheels they were tested with."""
-    cells = [c for c in table.cells if table.release(c.release).minor == minor and c.installable]
-    return {w.path for c in cells for w in cell_wheels(c)}
-
-
 def cell_wheels(cell: CompatCell) -> list[WheelRecord]:
     """The wheels a cell installs: its plugin wheel, and a wheel SDK's wheel."""
     return [w for w in (cell.wheel, cell.sdk_wheel) if w is not None]
 
 
 def index_pages(table: CompatTable, wheels: list[IndexedWheel]) -> list[IndexPage]:
-    """Every page of the index; a project or torch release without a wheel gets no page."""
-    by_path = {w.path: w for w in wheels}
+    """Every page of the index; a project or torch release without a wheel gets no page. A release's own pages list
+    the wheels recorded for it (its plugin wheels and the SDK wheels they were tested with), including releases
+    matrix.yaml no longer lists: what was published stays served."""
     pages = simple_pages("simple/", "Simple index", wheels)
-    for minor in dict.fromkeys(r.minor for r in table.releases):
-        paths = sorted(release_wheels(table, minor) & set(by_path))
-        if not paths:
+    minors = dict.fromkeys([*(r.minor for r in table.releases), *sorted({m for w in wheels for m in w.indexes})])
+    for minor in minors:
+        listed = sorted((w for w in wheels if minor in w.indexes), key=lambda w: w.path)
+        if not listed:
             continue
         path = f"torch{minor}/index.html"
-        listed = [by_path[p] for p in paths]
         title = f"{table.plugin} for torch {minor} (find-links)"
         pages.append(
             IndexPage(path, _page(title, [_anchor(w, path) for w in listed]), tuple(w.filename for w in listed))
@@ -153,38 +160,57 @@ def index_pages(table: CompatTable, wheels: list[IndexedWheel]) -> list[IndexPag
     return pages
 
 
-class _Anchors(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.anchors: list[dict[str, str]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self.anchors.append({k: v or "" for k, v in attrs})
-
-
 def page_anchors(text: str) -> list[dict[str, str]]:
-    parser = _Anchors()
-    parser.feed(text)
-    return parser.anchors
+    return anchors(text)
 
 
-def _file_sha(path: Path) -> str:
-    return sha256_hex(path.read_bytes()) if path.is_file() else ""
+def _file_sha(path: Path, seen: dict[Path, str] | None = None) -> str:
+    """The file's sha256 ('' when it is not a file); `seen` remembers it for the other pages listing the file."""
+    if seen is not None and path in seen:
+        return seen[path]
+    digest = sha256_hex(path.read_bytes()) if path.is_file() else ""
+    if seen is not None:
+        seen[path] = digest
+    return digest
 
 
-def _check_page(site: Path, page: Path, table: CompatTable, expected: dict[str, str]) -> tuple[list[str], set[str]]:
-    """Problems of one index page and the wheel filenames it lists."""
+def link_problem(site: Path, page: str, href: str) -> str:
+    """A link of a page must be relative, stay inside the site and resolve to a file of it (or a folder's
+    index.html): never a scheme such as javascript:, never ../ out of the site."""
+    parts = urlsplit(href)
+    if parts.scheme or parts.netloc or href.startswith("/") or "\\" in href:
+        return f"{page}: link {href!r:.80} is not a relative link inside the site"
+    target = unquote(parts.path)
+    if not target:
+        return ""
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(page), target))
+    if joined == ".." or joined.startswith("../") or joined.startswith("/"):
+        return f"{page}: link {href!r:.80} leads outside the site"
+    file = site / joined
+    if target.endswith("/") or joined == ".":
+        file = file / "index.html"
+    if not file.is_file():
+        return f"{page}: link {href!r:.80} leads to no file of the site"
+    return ""
+
+
+def _check_page(
+    site: Path, page: Path, expected: dict[str, tuple[str, str | None]], seen: dict[Path, str]
+) -> tuple[list[str], set[str]]:
+    """Problems of one index page and the wheel filenames it lists; `expected` is filename -> (sha256, yank)."""
     problems: list[str] = []
     listed: set[str] = set()
     rel = page.relative_to(site).as_posix()
     for anchor in page_anchors(page.read_text()):
         href, _, fragment = anchor.get("href", "").partition("#")
+        if link := link_problem(site, rel, anchor.get("href", "")):
+            problems.append(link)
+            continue
         if rel.endswith("simple/index.html"):
             if not (page.parent / href / "index.html").is_file():
                 problems.append(f"{rel}: project link {href} has no page")
             continue
-        target = (page.parent / href).resolve()
+        target = Path(os.path.normpath(page.parent / unquote(href)))  # our pages link within the site
         name = PurePosixPath(href).name
         if not name.endswith(".whl"):
             problems.append(f"{rel}: {name} is not a wheel (the index serves wheels only)")
@@ -193,12 +219,16 @@ def _check_page(site: Path, page: Path, table: CompatTable, expected: dict[str, 
         if not target.is_file():
             problems.append(f"{rel}: {href} does not exist")
             continue
-        digest = _file_sha(target)
+        digest = _file_sha(target, seen)
         if fragment != f"sha256={digest}":
             problems.append(f"{rel}: {name} has fragment #{fragment}, the file's sha256 is {digest}")
-        if name in expected and expected[name] != digest:
-            problems.append(f"{rel}: {name} differs from the wheel its cell result recorded (sha256 {expected[name]})")
-        meta = _file_sha(target.with_name(name + ".metadata"))
+        if name in expected and expected[name][0] != digest:
+            problems.append(f"{rel}: {name} differs from the released wheel (sha256 {expected[name][0]})")
+        if name in expected and anchor.get("data-yanked") != expected[name][1]:
+            problems.append(
+                f"{rel}: {name}: data-yanked={anchor.get('data-yanked')!r}, the ledger says {expected[name][1]!r}"
+            )
+        meta = _file_sha(target.with_name(name + ".metadata"), seen)
         for attr in ("data-dist-info-metadata", "data-core-metadata"):
             if anchor.get(attr) != f"sha256={meta}" or not meta:
                 problems.append(f"{rel}: {name}: {attr}={anchor.get(attr)!r} does not match {name}.metadata")
@@ -207,46 +237,112 @@ def _check_page(site: Path, page: Path, table: CompatTable, expected: dict[str, 
     return problems, listed
 
 
-def check_coverage(table: CompatTable, site: Path) -> list[str]:
-    """Ways the index on disk and the results disagree; empty when every passed cell is installable from it and
-    nothing else is."""
-    problems: list[str] = []
-    expected = {w.filename: w.sha256 for w in wheels_to_index(table)}
-    pages = sorted(
-        {*site.glob("simple/**/index.html"), *site.glob("torch*/index.html"), *site.glob("torch*/simple/**/index.html")}
-    )
-    listed_by_page: dict[str, set[str]] = {}
-    for page in pages:
-        page_problems, listed = _check_page(site, page, table, expected)
-        problems += page_problems
-        rel = page.relative_to(site).as_posix()
-        listed_by_page[rel] = listed
-        release_dir = rel.split("/", 1)[0]
-        if release_dir.startswith("torch"):  # a release's own pages hold only that release's wheels
-            own = {PurePosixPath(p).name for p in release_wheels(table, release_dir.removeprefix("torch"))}
-            for stray in sorted(listed - own):
-                problems.append(
-                    f"{rel}: lists {stray}, which no passed cell of torch {release_dir[5:]} was tested with"
-                )
+def served_wheels(table: CompatTable, site: Path) -> list[IndexedWheel]:
+    """What the site's ledger serves (every entry not removed); without a ledger, the installable cells' wheels."""
+    from buildmatrix.publish.ledger import RELEASED, parse_ledger
+
+    ledger_file = site / RELEASED
+    if ledger_file.is_file():
+        ledger = parse_ledger(ledger_file.read_text(encoding="utf-8"), str(ledger_file))
+        return [
+            IndexedWheel(
+                project_of(w.filename),
+                w.filename,
+                w.path,
+                w.sha256,
+                w.metadata_sha256,
+                w.requires_python,
+                w.indexes,
+                w.yanked,
+            )
+            for w in ledger.served()
+        ]
+    out: dict[str, IndexedWheel] = {}
     for cell in table.cells:
-        if not cell.installable:
-            continue
-        minor = table.release(cell.release).minor
-        for wheel in cell_wheels(cell):
-            project = project_of(wheel.filename)
-            for page_path in (
-                f"simple/{project}/index.html",
-                f"torch{minor}/index.html",
-                f"torch{minor}/simple/{project}/index.html",
-            ):
-                if wheel.filename not in listed_by_page.get(page_path, set()):
-                    problems.append(f"{cell.id} passed but {page_path} does not list {wheel.filename}")
+        if cell.installable:
+            minor = table.release(cell.release).minor
+            for wheel in cell_wheels(cell):
+                old = out.get(wheel.path)
+                indexes = tuple(sorted({*(old.indexes if old else ()), minor}))
+                out[wheel.path] = IndexedWheel(
+                    project_of(wheel.filename), wheel.filename, wheel.path, wheel.sha256, "", None, indexes
+                )
+    return sorted(out.values(), key=lambda w: w.path)
+
+
+def check_coverage(table: CompatTable, site: Path, served: list[IndexedWheel] | None = None) -> list[str]:
+    """Ways the index on disk, the ledger and the results disagree; empty when every wheel the ledger serves
+    (`served`, else read from the site's ledger) is listed where it belongs with its bytes, every passed cell shown
+    with its wheels is installable from it, and nothing else is listed or served."""
+    served = served if served is not None else served_wheels(table, site)
+    expected = {w.filename: (w.sha256, w.yanked) for w in served}
+    problems, listed_by_page = _pages_problems(site, served, expected)
+    problems += _coverage_problems(table, served, listed_by_page)
     indexed: set[str] = set().union(*listed_by_page.values())
     for stray in sorted(indexed - set(expected)):
-        problems.append(f"{stray} is in the index but no passed cell produced it")
+        problems.append(f"{stray} is in the index but the site's ledger does not serve it")
     for path in sorted(site.rglob("*")):
         if path.is_file() and path.name.endswith((".tar.gz", ".zip", ".tar.bz2")):
             problems.append(f"{path.relative_to(site)}: source distributions are never published")
         elif path.is_file() and path.suffix == ".whl" and path.name not in expected:
-            problems.append(f"{path.relative_to(site)}: a wheel no passed cell produced")
+            problems.append(f"{path.relative_to(site)}: a wheel the site's ledger does not serve")
     return problems
+
+
+def _pages_problems(
+    site: Path, served: list[IndexedWheel], expected: dict[str, tuple[str, str | None]]
+) -> tuple[list[str], dict[str, set[str]]]:
+    """Each index page checked, and what each lists; a release's own pages hold only that release's wheels."""
+    problems: list[str] = []
+    pages = sorted(
+        {*site.glob("simple/**/index.html"), *site.glob("torch*/index.html"), *site.glob("torch*/simple/**/index.html")}
+    )
+    listed_by_page: dict[str, set[str]] = {}
+    seen: dict[Path, str] = {}  # each file hashed once, however many pages list it
+    for page in pages:
+        page_problems, listed = _check_page(site, page, expected, seen)
+        problems += page_problems
+        rel = page.relative_to(site).as_posix()
+        listed_by_page[rel] = listed
+        release_dir = rel.split("/", 1)[0]
+        if release_dir.startswith("torch"):
+            minor = release_dir.removeprefix("torch")
+            own = {w.filename for w in served if minor in w.indexes}
+            problems += [
+                f"{rel}: lists {stray}, which was never released for torch {minor}" for stray in sorted(listed - own)
+            ]
+    return problems, listed_by_page
+
+
+def _coverage_problems(
+    table: CompatTable, served: list[IndexedWheel], listed_by_page: dict[str, set[str]]
+) -> list[str]:
+    """Every served wheel on the pages its ledger entry names; every installable cell's wheels on its release's."""
+    wanted: list[tuple[str, str, str]] = []  # (page, filename, whose)
+    for wheel in served:
+        project = project_of(wheel.filename)
+        wanted.append((f"simple/{project}/index.html", wheel.filename, "the site released it"))
+        for m in wheel.indexes:
+            wanted += [
+                (f"torch{m}/index.html", wheel.filename, "the site released it"),
+                (f"torch{m}/simple/{project}/index.html", wheel.filename, "the site released it"),
+            ]
+    for cell in table.cells:
+        if not cell.installable:
+            continue
+        minor = table.release(cell.release).minor
+        for record in cell_wheels(cell):
+            project = project_of(record.filename)
+            for page in (
+                f"simple/{project}/index.html",
+                f"torch{minor}/index.html",
+                f"torch{minor}/simple/{project}/index.html",
+            ):
+                wanted.append((page, record.filename, f"{cell.id} passed"))
+    return [
+        f"{whose} but {page} does not list {filename}"
+        if whose != "the site released it"
+        else f"{page} does not list {filename}, which the site released"
+        for page, filename, whose in wanted
+        if filename not in listed_by_page.get(page, set())
+    ]

@@ -13,6 +13,7 @@ from buildmatrix.publish.table import (
     partial_words,
     release_index_command,
 )
+from buildmatrix.util.when import day
 
 README_START = "<!-- compat-table:start -->"
 README_END = "<!-- compat-table:end -->"
@@ -103,6 +104,7 @@ def cell_text(table: CompatTable, cell: CompatCell | None, links: bool = True) -
         return str(Status.NOT_BUILT)
     if cell.status == Status.PASSED:
         text = f"✓ {cell.smoke.passed}/{cell.smoke.total}" if cell.smoke else "✓"
+        text += f" {LATEST_FAILED_MARK}" if cell.latest is not None else ""
     else:
         text = f"✗ {md(cell.failed_step)}" + (f" ({md(cell.failure)})" if cell.failure else "")
     if links and table.site_url and cell.log:
@@ -132,9 +134,37 @@ def legend(table: CompatTable) -> str:
         f"✓ passed (smoke tests passed/total), ✗ failed (in the named step), {NOT_IN_MATRIX} not in the matrix "
         "(torch publishes no wheel for that Python, or matrix.yaml excludes it).\n"
         + (CLASSES_NOTE if any(c.failure for c in table.cells) else "")
+        + (LATEST_FAILED_NOTE if any(c.latest for c in table.cells) else "")
     )
 
 
+def history_section(table: CompatTable) -> str:
+    """When the results shown were recorded, and the cells whose latest attempt failed after the pass shown ('' when
+    no cell says when it was recorded: tables that predate recorded times render as before)."""
+    times = sorted(c.recorded for c in table.cells if c.recorded)
+    if not times:
+        return ""
+    lines = [f"Results recorded from {day(times[0])} to {day(times[-1])} (UTC).\n"]
+    stale = [c for c in table.cells if c.latest is not None]
+    if stale:
+        lines.append("| cell | result shown | latest attempt |\n|---|---|---|")
+        for cell in stale:
+            assert cell.latest is not None
+            how = f" ({md(cell.latest.failure)})" if cell.latest.failure else ""
+            lines.append(
+                f"| {md(cell.id)} | passed, {day(cell.recorded)} | {md(cell.latest.status)} in "
+                f"{md(cell.latest.failed_step or 'an unknown step')}{how}, {day(cell.latest.recorded)} |"
+            )
+        lines[-1] += "\n"
+    return "\n".join(lines)
+
+
+LATEST_FAILED_MARK = "†"
+# Only when some cell shows a pass whose latest attempt failed.
+LATEST_FAILED_NOTE = (
+    f"{LATEST_FAILED_MARK} the latest attempt failed; the result shown is the last pass, whose wheels stay "
+    "published (when each was recorded: docs/compatibility.md).\n"
+)
 # Only when some record carries a failure class, so docs of older records stay byte-identical.
 CLASSES_NOTE = (
     "A failure marked transient (network, timeout, signal, full disk) or interrupted is rebuilt by the next run; "
@@ -205,17 +235,21 @@ def install_section(table: CompatTable) -> str:
             f"a local label, so until their cells are rebuilt a {table.sdk.name} pin without it is only as safe as "
             "pip's index order.\n"
         )
-    minors = list(dict.fromkeys(table.release(c.release).minor for c in installable))
-    for minor in minors:
+    by_minor: dict[str, list[CompatCell]] = {}
+    pythons_of: dict[str, list[str]] = {}
+    for cell in installable:
+        by_minor.setdefault(table.release(cell.release).minor, []).append(cell)
+        pythons_of.setdefault(cell.requirement, []).append(cell.python)
+    for minor, cells in by_minor.items():
         labels = ", ".join(md(r.label) for r in table.releases if r.minor == minor)
         lines.append(f"### torch {minor} ({labels})\n")
         lines.append(f"```sh\n{release_index_command(table, minor, site)}\n```\n")
         seen: set[str] = set()
-        for cell in installable:
-            if table.release(cell.release).minor != minor or cell.requirement in seen:
+        for cell in cells:
+            if cell.requirement in seen:
                 continue
             seen.add(cell.requirement)
-            pythons = ", ".join(c.python for c in installable if c.requirement == cell.requirement)
+            pythons = ", ".join(pythons_of[cell.requirement])
             commands = install_commands(table, cell, site)
             with_sdk = f", {table.sdk.name} {table.sdk_short(cell.sdk)}" if table.sdk else ""
             lines.append(
@@ -233,6 +267,7 @@ def compatibility_markdown(table: CompatTable) -> str:
             "## Cells\n",
             grid(table),
             legend(table),
+            *([history] if (history := history_section(table)) else []),
             "## Features per torch release\n",
             features_table(table),
             "## Install\n",

@@ -23,6 +23,7 @@ from buildmatrix.publish.table import (
     smoke_summary,
 )
 from buildmatrix.util.paths import relative_path_problem
+from buildmatrix.util.when import day
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #1b1f24; }
@@ -32,6 +33,7 @@ td.passed { background: #e6f6e6; } td.failed { background: #fbe4e4; } td.not-bui
 td.absent { color: #aaa; text-align: center; }
 pre { background: #f3f4f6; padding: .8rem; white-space: pre-wrap; word-break: break-all; }
 label { margin-right: 1rem; } .note { color: #555; } .inexact { color: #9a3b00; }
+.recorded, .off-site { color: #666; font-size: .85em; } .latest-failed { color: #9a3b00; font-size: .85em; }
 """
 
 SCRIPT = """
@@ -136,6 +138,16 @@ def cell_td(cell: CompatCell | None, logs: Collection[str]) -> str:
     log_href = site_href(cell.log) if cell.log and cell.log in logs else None
     if log_href is not None:
         parts.append(f'<a class="log" href="{log_href}">log</a>')
+    if cell.off_site:
+        parts.append('<span class="off-site">its wheels are not on this site</span>')
+    if cell.recorded:
+        parts.append(f'<span class="recorded">recorded {_e(day(cell.recorded))}</span>')
+    if cell.latest is not None:
+        how = f" ({_e(cell.latest.failure)})" if cell.latest.failure else ""
+        parts.append(
+            f'<span class="latest-failed">latest attempt {_e(cell.latest.status)} {_e(day(cell.latest.recorded))} '
+            f"in {_e(cell.latest.failed_step or 'an unknown step')}{how}; its last pass stays published</span>"
+        )
     css = Status.PASSED if cell.status == Status.PASSED else Status.FAILED
     title = f' title="{_e(cell.error)}"' if cell.error else ""
     return f'<td class="{css}" id="{_e(cell.id)}"{title}>' + " · ".join(parts) + "</td>"

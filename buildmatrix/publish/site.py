@@ -1,4 +1,9 @@
-"""Writes what is rendered from a CompatTable: the docs (committed), the static site and wheel index."""
+"""Writes what is rendered from a CompatTable: the docs (committed), the static site and wheel index.
+
+Every publish starts from the live site: its release ledger (every wheel it ever served stays served) and its
+compatibility.json (every cell keeps its last result), with this run's records laid over them and the committed docs.
+The whole next version is built and checked beside the live one, then made live in one rename (versions.py).
+"""
 
 from __future__ import annotations
 
@@ -7,43 +12,45 @@ import fcntl
 import logging
 import os
 import shutil
-import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from buildmatrix.errors import DocsError, UserError
-from buildmatrix.model.matrix import Matrix
+from buildmatrix.builder.results import CellResult
+from buildmatrix.errors import DocsError, RecordError, UserError
+from buildmatrix.model.cells import Cell
+from buildmatrix.model.matrix import Matrix, TorchRelease
+from buildmatrix.model.pythons import Python
 from buildmatrix.publish.index import (
     IndexedWheel,
+    cell_wheels,
     index_pages,
     project_of,
     read_metadata,
     requires_python,
     sha256_hex,
-    wheels_to_index,
 )
+from buildmatrix.publish.ledger import LOST_IN_SCHEMA_1, RELEASED, Ledger, Released
 from buildmatrix.publish.markdown import compatibility_markdown, readme_section, replace_readme_section
 from buildmatrix.publish.page import site_page
-from buildmatrix.publish.table import CompatTable, stale_problems
-from buildmatrix.publish.verify import (
-    RELEASED,
-    immutability_problem,
-    metadata_problems,
-    read_released,
-    released_json,
-    site_problems,
-)
-from buildmatrix.util.atomic import write_bytes_atomic, write_text_atomic
+from buildmatrix.publish.table import CompatTable, overlay_table, stale_problems
+from buildmatrix.publish.tableparse import parse_table
+from buildmatrix.publish.verify import metadata_problems, site_problems
+from buildmatrix.publish.versions import live_version, new_version, read_ledger, recover_site, swap
+from buildmatrix.util.atomic import write_new, write_text_atomic
 from buildmatrix.util.paths import read_regular, relative_path_problem
+from buildmatrix.util.when import utc_iso
 
 log = logging.getLogger(__name__)
 
 DOCS_MARKDOWN = Path("docs/compatibility.md")
 DOCS_TABLE = Path("docs/compatibility.json")  # the committed input the docs are rendered from
 README = Path("README.md")
+
+
+SITE_TABLE = "compatibility.json"  # the site's own table: the base of the next publish
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,15 @@ class DocsLayout:
 
 
 @dataclass(frozen=True)
+class Withdrawal:
+    """`compat-table --yank NAME --reason R` or `--remove NAME --reason R`: recorded in the ledger for good."""
+
+    wheel: str  # its path on the site or its filename
+    reason: str
+    remove: bool = False  # False: a PEP 592 yank (still served, marked)
+
+
+@dataclass(frozen=True)
 class SiteReport:
     site: Path
     wheels: int
@@ -74,6 +90,18 @@ class SiteReport:
     problems: list[str]  # why the staged site was not published; empty when it went live
     published: bool = True
     docs: tuple[Path, ...] = ()  # the docs rewritten with it (README, docs/compatibility.*), under the same lock
+    notes: tuple[str, ...] = ()  # what the publish says besides (recovery, wheels it cannot serve, withdrawals)
+    origins: Mapping[str, str] = field(default_factory=dict)  # cell id -> where its result came from
+    off_site: tuple[str, ...] = ()  # passed cells shown without their wheels: this machine has no copy
+
+
+@dataclass(frozen=True)
+class LiveSite:
+    """What the live site holds: the base of the next publish."""
+
+    path: Path  # the live version's directory
+    ledger: Ledger
+    table: CompatTable | None  # its compatibility.json (None: it has none)
 
 
 def rendered_docs(
@@ -92,8 +120,8 @@ def read_docs_table(root: Path, layout: DocsLayout = DocsLayout()) -> CompatTabl
     """The committed docs/compatibility.json; raises DocsError naming it when it cannot be read or parsed."""
     path = root / layout.table
     try:
-        return CompatTable.from_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        return parse_table(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
         raise DocsError(
             f"{path}: unreadable ({type(exc).__name__}: {exc}); regenerate it with `buildmatrix compat-table`"
         ) from None
@@ -119,10 +147,18 @@ def docs_problems(table: CompatTable, matrix: Matrix) -> list[str]:
     return problems
 
 
-def write_docs(table: CompatTable, root: Path, layout: DocsLayout = DocsLayout()) -> list[Path]:
-    """Write the docs whose content changed; returns them."""
+def write_docs(
+    table: CompatTable,
+    root: Path,
+    layout: DocsLayout = DocsLayout(),
+    rendered: dict[Path, str] | None = None,
+) -> list[Path]:
+    """Write the docs whose content changed (`rendered`: rendered_docs' answer, when the caller has it); returns
+    them."""
     changed = []
-    for rel, text in rendered_docs(table, read_readme(root, layout), root / layout.readme, layout).items():
+    if rendered is None:
+        rendered = rendered_docs(table, read_readme(root, layout), root / layout.readme, layout)
+    for rel, text in rendered.items():
         path = root / rel
         if not path.is_file() or path.read_text() != text:
             write_text_atomic(path, text)
@@ -130,62 +166,270 @@ def write_docs(table: CompatTable, root: Path, layout: DocsLayout = DocsLayout()
     return changed
 
 
-def _stage(
-    table: CompatTable, wheels_dir: Path, staging: Path, released: dict[str, str]
-) -> tuple[list[IndexedWheel], set[str], list[str]]:
-    """Copy the indexed wheels (checked against their records and the released bytes), their metadata and the logs."""
-    indexed, problems = [], []
-    for wheel in wheels_to_index(table):
-        if not (wheels_dir / wheel.path).exists() and not (wheels_dir / wheel.path).is_symlink():
-            problems.append(f"{wheel.path} is recorded by a passed cell but missing from {wheels_dir}")
-            continue
-        try:
-            data = read_regular(wheels_dir, wheel.path)  # read once: the bytes checked are the bytes published
-        except ValueError as exc:
-            problems.append(f"{wheel.path}: a recorded wheel: {exc}")
-            continue
-        digest = sha256_hex(data)
-        if digest != wheel.sha256:
-            problems.append(f"{wheel.path}: sha256 {digest} differs from its cell's record ({wheel.sha256})")
-            continue
-        if problem := immutability_problem(wheel.path, digest, released):
-            problems.append(problem)
-            continue
-        write_bytes_atomic(staging / wheel.path, data)
-        try:
-            metadata = read_metadata(staging / wheel.path)
-        except (ValueError, zipfile.BadZipFile) as exc:
-            problems.append(f"{wheel.path}: {exc}")
-            continue
-        write_bytes_atomic(staging / (wheel.path + ".metadata"), metadata)
-        problems += metadata_problems(wheel.path, staging / wheel.path, staging / (wheel.path + ".metadata"))
-        released[wheel.path] = digest
-        indexed.append(
-            IndexedWheel(
-                project_of(wheel.filename),
-                wheel.filename,
-                wheel.path,
-                digest,
-                sha256_hex(metadata),
-                requires_python(metadata),
+def _site_table(live: Path) -> CompatTable | None:
+    path = live / SITE_TABLE
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        return parse_table(read_regular(live, SITE_TABLE).decode("utf-8"))
+    except (ValueError, OSError) as exc:  # UnicodeDecodeError is a ValueError
+        raise RecordError(
+            str(path), f"the live site's table is damaged ({exc}); restore it from a copy of the site"
+        ) from None
+
+
+def read_live(site: Path, new_ledger: bool = False) -> LiveSite | None:
+    """The live site's ledger and table; None when there is no site yet.
+
+    A damaged ledger or table is a RecordError (exit code 7). A site that has published before (it serves wheels, or
+    its table lists installable cells) but holds no ledger stops the publish too, saying how to proceed; with
+    `new_ledger`, the ledger starts again from the wheels the site serves.
+    """
+    live = live_version(site) or (site if site.is_dir() else None)
+    if live is None:
+        return None
+    ledger = read_ledger(live)
+    table = _site_table(live)
+    if ledger is None:
+        served = sorted(p.relative_to(live).as_posix() for p in live.rglob("*.whl") if p.is_file())
+        listed = [c.id for c in table.cells if c.installable] if table else []
+        if (served or listed) and not new_ledger:
+            raise RecordError(
+                str(live / RELEASED),
+                f"missing, but this site has published before ({len(served)} wheel(s) served, {len(listed)} "
+                "installable cell(s) in its compatibility.json). Without its ledger, released bytes could change "
+                "under their filenames. To proceed: put the ledger back (a copy of the served released.json, e.g. "
+                "from the last deployed site or `buildmatrix fetch-site`), or start a new ledger from the wheels "
+                "this site serves with `buildmatrix compat-table --new-ledger`",
             )
+        ledger = Ledger()
+        for rel in served:
+            ledger.add(rel, sha256_hex((live / rel).read_bytes()), metadata_sha256="", requires_python=None, when="")
+    return LiveSite(live, ledger, table)
+
+
+@dataclass
+class _Staged:
+    """What staging put in the next version so far."""
+
+    staging: Path
+    ledger: Ledger
+    indexed: list[IndexedWheel] = field(default_factory=list)
+    paths: set[str] = field(default_factory=set)
+    logs: set[str] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    unserved: set[str] = field(default_factory=set)
+
+    def place(
+        self, path: str, data: bytes, *, minors: Iterable[str], cells: Iterable[str], when: str, source: Path | None
+    ) -> None:
+        """The wheel and its PEP 658 metadata in the staging version, and in the ledger; a wheel carried from the
+        live site (`source`, already checked) is hard-linked, not copied."""
+        _put(self.staging / path, data, source)
+        known = self.ledger.get(path)
+        # A carried wheel's released metadata, when the live site holds it with the ledger's hash: linked, not
+        # extracted from the wheel again (its bytes were checked against the ledger just before).
+        metadata = _released_metadata(source, known)
+        if metadata is None:
+            try:
+                metadata = read_metadata(self.staging / path)
+            except (ValueError, zipfile.BadZipFile) as exc:
+                self.problems.append(f"{path}: {exc}")
+                return
+            write_new(self.staging / (path + ".metadata"), metadata)
+        else:
+            assert source is not None
+            _put(self.staging / (path + ".metadata"), metadata, source.with_name(source.name + ".metadata"))
+        self.problems += metadata_problems(path, metadata, self.staging / (path + ".metadata"))
+        digest, meta = sha256_hex(data), sha256_hex(metadata)
+        if known is not None and known.metadata_sha256 and known.metadata_sha256 != meta:
+            self.problems.append(f"{path}: its METADATA (sha256 {meta}) is not the released {known.metadata_sha256}")
+            return
+        self.ledger.add(
+            path,
+            digest,
+            metadata_sha256=meta,
+            requires_python=requires_python(metadata),
+            when=when,
+            indexes=minors,
+            cells=cells,
         )
-    logs = set()
+        self.paths.add(path)
+
+
+def _released_metadata(source: Path | None, known: Released | None) -> bytes | None:
+    """The .metadata beside a carried wheel, when it has the hash the ledger recorded; else None."""
+    if source is None or known is None or not known.metadata_sha256:
+        return None
+    try:
+        data = read_regular(source.parent, source.name + ".metadata")
+    except ValueError:
+        return None
+    return data if sha256_hex(data) == known.metadata_sha256 else None
+
+
+def _put(dest: Path, data: bytes, source: Path | None) -> None:
+    """A file of the staging version (made durable all at once before it goes live)."""
+    if source is not None:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, dest)
+            return
+        except OSError:
+            pass  # another file system, or links not allowed: a copy
+    write_new(dest, data)
+
+
+def _read_wheel(base: Path | None, path: str, sha256: str) -> bytes | None:
+    """The bytes at base/path when they are a regular file with this sha256, else None."""
+    if base is None:
+        return None
+    try:
+        data = read_regular(base, path)
+    except ValueError:
+        return None
+    return data if sha256_hex(data) == sha256 else None
+
+
+def _needed(table: CompatTable) -> dict[str, tuple[str, set[str], set[str]]]:
+    """Every wheel the installable cells name: path -> (sha256, torch minors whose index lists it, cell ids)."""
+    out: dict[str, tuple[str, set[str], set[str]]] = {}
+    for cell in table.cells:
+        if not cell.installable:
+            continue
+        minor = table.release(cell.release).minor
+        for wheel in cell_wheels(cell):
+            sha, minors, cells = out.setdefault(wheel.path, (wheel.sha256, set(), set()))
+            if sha != wheel.sha256:
+                continue  # two cells name one path with other bytes: the ledger check refuses the second below
+            minors.add(minor)
+            cells.add(cell.id)
+    return out
+
+
+def _stage_wheels(
+    table: CompatTable, wheels_dir: Path, live: LiveSite | None, staged: _Staged, *, fresh: set[str] | None, when: str
+) -> None:
+    """Every wheel the table's cells name (from wheels/, else the live site), then every other wheel the ledger
+    serves (from the live site): released wheels never leave the index."""
+    live_dir = live.path if live else None
+    for path, (sha, minors, cells) in sorted(_needed(table).items()):
+        ours = fresh is None or bool(cells & fresh)  # this run's record names it: it must be here and allowed
+        local = wheels_dir / path
+        data, source = None, None
+        if ours and (local.exists() or local.is_symlink()):  # this run's wheel: it must be what its record says
+            data = _read_wheel(wheels_dir, path, sha)
+            if data is None:
+                staged.problems.append(_missing(wheels_dir, path, sha))
+                continue
+        known = staged.ledger.get(path)
+        if known is not None and known.sha256 == sha:  # released: the live site's copy, linked with its metadata
+            released = _read_wheel(live_dir, path, sha)
+            if released is not None and live_dir is not None:
+                data, source = released, live_dir / path
+        if data is None:
+            data = _read_wheel(wheels_dir, path, sha)
+        refusal = staged.ledger.refusal(path, sha) if data is not None else ""
+        if data is None or refusal:
+            if not ours:
+                staged.unserved.add(path)
+            else:
+                staged.problems.append(refusal or _missing(wheels_dir, path, sha))
+            continue
+        staged.place(path, data, minors=minors, cells=cells, when=when, source=source)
+    for entry in staged.ledger.served():
+        if entry.path not in staged.paths:
+            _stage_released(entry, live_dir, staged, when)
+
+
+def _missing(wheels_dir: Path, path: str, sha256: str) -> str:
+    """Why a recorded wheel is not in wheels/ with its recorded bytes."""
+    local = wheels_dir / path
+    if not local.exists() and not local.is_symlink():
+        return f"{path} is recorded by a passed cell but missing from {wheels_dir}"
+    try:
+        digest = sha256_hex(read_regular(wheels_dir, path))
+    except ValueError as exc:
+        return f"{path}: a recorded wheel: {exc}"
+    return f"{path}: sha256 {digest} differs from its cell's record ({sha256})"
+
+
+def _stage_released(entry: Released, live_dir: Path | None, staged: _Staged, when: str) -> None:
+    """A wheel the ledger serves that no cell of the table names now: from the live site, with its recorded bytes."""
+    data = _read_wheel(live_dir, entry.path, entry.sha256)
+    if data is not None:
+        assert live_dir is not None
+        staged.place(
+            entry.path, data, minors=_upgraded_indexes(entry), cells=(), when=when, source=live_dir / entry.path
+        )
+    elif staged.ledger.upgraded_from == 1:
+        staged.ledger.remove(entry.path, LOST_IN_SCHEMA_1, when)
+        staged.ledger.wheels[entry.path] = dataclasses.replace(staged.ledger.wheels[entry.path], restorable=True)
+        staged.notes.append(
+            f"{entry.path}: released but no longer on the site (schema 1 let it go); its bytes stay reserved, and "
+            "a rebuild with the same bytes serves it again"
+        )
+    else:
+        staged.problems.append(
+            f"{entry.path}: the ledger says the site released it (sha256 {entry.sha256}), but the live site "
+            f"{live_dir} does not hold it with those bytes. Put it back (from a copy of the site, e.g. "
+            "`buildmatrix fetch-site`), or withdraw it knowingly: `buildmatrix compat-table --remove "
+            f"{entry.filename} --reason ...`"
+        )
+
+
+def _upgraded_indexes(entry: Released) -> tuple[str, ...]:
+    """The torch release indexes of a schema 1 entry, which did not record them: a plugin wheel's from its path."""
+    if entry.indexes or not entry.path.startswith("torch"):
+        return entry.indexes
+    return (entry.path.split("/", 1)[0].removeprefix("torch"),)
+
+
+def _stage_logs(table: CompatTable, wheels_dir: Path, live: LiveSite | None, staged: _Staged) -> None:
+    """Each cell's log: this run's from wheels/, a carried result's from the live site when wheels/ lacks it."""
     for cell in table.cells:
         if not cell.log:
             continue
         if problem := relative_path_problem(cell.log):
-            problems.append(f"{cell.id}: its log path {cell.log!r} {problem}")
+            staged.problems.append(f"{cell.id}: its log path {cell.log!r} {problem}")
             continue
-        if not (wheels_dir / cell.log).exists() and not (wheels_dir / cell.log).is_symlink():
-            continue  # a record merged without its log: the page shows no link
+        for base in (wheels_dir, live.path if live else None):
+            if base is None or (not (base / cell.log).exists() and not (base / cell.log).is_symlink()):
+                continue
+            try:
+                write_new(staged.staging / cell.log, read_regular(base, cell.log))
+            except ValueError as exc:
+                staged.problems.append(f"{cell.id}: its log {exc}")
+            else:
+                staged.logs.add(cell.log)
+            break
+
+
+def _withdraw(ledger: Ledger, withdrawals: Iterable[Withdrawal], when: str) -> list[str]:
+    notes = []
+    for item in withdrawals:
+        if not item.reason.strip():
+            raise UserError(f"--{'remove' if item.remove else 'yank'} {item.wheel}: give the reason with --reason")
+        reason = item.reason.strip()
         try:
-            write_bytes_atomic(staging / cell.log, read_regular(wheels_dir, cell.log))
-        except ValueError as exc:
-            problems.append(f"{cell.id}: its log {exc}")
-            continue
-        logs.add(cell.log)
-    return indexed, logs, problems
+            entry = ledger.remove(item.wheel, reason, when) if item.remove else ledger.yank(item.wheel, reason)
+        except KeyError as exc:
+            raise UserError(f"--{'remove' if item.remove else 'yank'}: {exc.args[0]}") from None
+        notes.append(f"{entry.path}: {'removed' if item.remove else 'yanked'} ({reason})")
+    return notes
+
+
+def site_table(table: CompatTable, unserved: set[str]) -> CompatTable:
+    """The table as this site shows it: a passed cell whose wheels it does not hold (it has no copy) is shown passed,
+    marked off-site, without its wheels, so no page links to a file the site lacks."""
+    cells = tuple(
+        dataclasses.replace(c, wheel=None, sdk_wheel=None, off_site=True)
+        if c.installable and {w.path for w in cell_wheels(c)} & unserved
+        else c
+        for c in table.cells
+    )
+    return dataclasses.replace(table, cells=cells)
 
 
 def _publishable(root: Path) -> None:
@@ -196,60 +440,6 @@ def _publishable(root: Path) -> None:
             path.chmod(0o755 if path.is_dir() else 0o644)
 
 
-def _versions(site: Path) -> list[Path]:
-    """The site's hidden siblings: built versions (.site.<ns>), the link being placed, a pre-symlink site."""
-    return sorted(site.parent.glob(f".{site.name}.*"))
-
-
-def recover_site(site: Path) -> None:
-    """After a run killed at any point: the last live site is live again and leftovers are removed.
-
-    `site` is a symlink to a sibling directory `.site.<ns>`, replaced in one rename(2). A site directory from
-    before that layout is renamed aside to `.site.legacy` (or `.site.old`) just before the first link is placed;
-    if the run died in between, that directory is linked again here.
-    """
-    if not site.exists() and not site.is_symlink():
-        for previous in (site.with_name(f".{site.name}.legacy"), site.with_name(f".{site.name}.old")):
-            if previous.is_dir():
-                _link(site, previous)
-                break
-    live = site.resolve() if site.is_symlink() else None
-    for sibling in _versions(site):
-        if live is not None and sibling.resolve() == live:
-            continue
-        if sibling.is_dir() and not sibling.is_symlink():
-            shutil.rmtree(sibling)
-        else:
-            sibling.unlink()
-
-
-def _link(site: Path, target: Path) -> None:
-    """Point `site` at `target` (a sibling) in one rename: readers see the old or the new site, never neither."""
-    placing = site.with_name(f".{site.name}.link")
-    placing.unlink(missing_ok=True)
-    placing.symlink_to(target.name)
-    placing.replace(site)
-    fd = os.open(site.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _swap(site: Path, staged: Path) -> None:
-    previous = site.resolve() if site.is_symlink() else None
-    if site.is_dir() and not site.is_symlink():  # the first run with the symlink layout
-        previous = site.with_name(f".{site.name}.legacy")
-        site.rename(previous)  # a kill here: recover_site links it again
-    _link(site, staged)
-    # Only a version this code made is removed: a link the user pointed elsewhere leaves its target alone.
-    ours = (
-        previous is not None and previous.parent == site.parent.resolve() and previous.name.startswith(f".{site.name}.")
-    )
-    if ours and previous is not None and previous.is_dir() and previous != staged.resolve():
-        shutil.rmtree(previous)
-
-
 def write_site(
     table: CompatTable,
     wheels_dir: Path,
@@ -257,26 +447,76 @@ def write_site(
     matrix: Matrix | None = None,
     docs_root: Path | None = None,
     *,
+    withdrawals: Iterable[Withdrawal] = (),
+    new_ledger: bool = False,
     layout: DocsLayout = DocsLayout(),
 ) -> SiteReport:
     """Build the whole site beside the live one, check it, and only then make it live in one atomic swap; then, with
     `docs_root`, rewrite the docs there from the same table, still under the publish lock (a second publisher cannot
     leave docs that describe another site than the live one).
 
-    With problems, the staged copy is removed and the live site and the docs are left as they were. With `matrix`,
-    the table is also checked against matrix.yaml.
+    Every wheel the live site's ledger serves stays served. With problems, the staged copy is removed and the live
+    site and the docs are left as they were. With `matrix`, the table is also checked against matrix.yaml.
     """
     site.parent.mkdir(parents=True, exist_ok=True)
     with _publish_lock(site):
-        report = _write_site(table, wheels_dir, site, matrix)
-        if report.published and docs_root is not None:
-            report = dataclasses.replace(report, docs=tuple(write_docs(table, docs_root, layout)))
-        return report
+        notes = recover_site(site)
+        live = read_live(site, new_ledger)
+        report = _write_site(table, wheels_dir, site, matrix, live=live, fresh=None, withdrawals=withdrawals)
+        return _with_docs(dataclasses.replace(report, notes=(*notes, *report.notes)), table, docs_root, layout)
+
+
+def publish(
+    matrix: Matrix,
+    cells: list[Cell],
+    results: list[CellResult],
+    available: Mapping[TorchRelease, set[Python]],
+    *,
+    wheels_dir: Path,
+    site: Path,
+    site_url: str = "",
+    docs_root: Path | None = None,
+    withdrawals: Iterable[Withdrawal] = (),
+    new_ledger: bool = False,
+    layout: DocsLayout | None = None,
+) -> tuple[CompatTable, SiteReport]:
+    """compat-table: under the publish lock, read the live site, lay this run's records over its table and the
+    committed one (results accumulate), and publish the result as write_site does. Returns the table and the report
+    (with each cell's origin)."""
+    site.parent.mkdir(parents=True, exist_ok=True)
+    with _publish_lock(site):
+        notes = recover_site(site)
+        live = read_live(site, new_ledger)
+        bases: list[tuple[str, CompatTable]] = []
+        if live is not None and live.table is not None:
+            bases.append((f"the live site ({live.path.name}/{SITE_TABLE})", live.table))
+        root = docs_root or matrix.root
+        layout = layout or DocsLayout.of(matrix)
+        if (root / layout.table).is_file():
+            bases.append((str(layout.table), read_docs_table(root, layout)))
+        table, origins = overlay_table(matrix, cells, results, available, site_url=site_url, bases=bases)
+        docs = rendered_docs(table, read_readme(root, layout), root / layout.readme, layout)  # they must render first
+        fresh = {cell_id for cell_id, origin in origins.items() if origin == "records"}
+        report = _write_site(table, wheels_dir, site, matrix, live=live, fresh=fresh, withdrawals=withdrawals)
+        report = dataclasses.replace(report, notes=(*notes, *report.notes), origins=origins)
+        return table, _with_docs(report, table, docs_root, layout, docs)
+
+
+def _with_docs(
+    report: SiteReport,
+    table: CompatTable,
+    docs_root: Path | None,
+    layout: DocsLayout,
+    rendered: dict[Path, str] | None = None,
+) -> SiteReport:
+    if report.published and docs_root is not None:
+        return dataclasses.replace(report, docs=tuple(write_docs(table, docs_root, layout, rendered)))
+    return report
 
 
 @contextmanager
 def _publish_lock(site: Path) -> Iterator[None]:
-    """One publisher at a time: a second would remove the first's staged version as a leftover."""
+    """One publisher at a time: a second would read a live site the first is about to replace."""
     with site.with_name(f".{site.name}-publish.lock").open("a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -285,29 +525,68 @@ def _publish_lock(site: Path) -> Iterator[None]:
         yield  # the kernel drops the lock when the file closes, or when its holder dies
 
 
-def _write_site(table: CompatTable, wheels_dir: Path, site: Path, matrix: Matrix | None) -> SiteReport:
-    recover_site(site)
-    released, problems = read_released(site)
-    staging = site.with_name(f".{site.name}.{time.time_ns()}")
-    staging.mkdir(parents=True)
+def _write_site(
+    table: CompatTable,
+    wheels_dir: Path,
+    site: Path,
+    matrix: Matrix | None,
+    *,
+    live: LiveSite | None,
+    fresh: set[str] | None,
+    withdrawals: Iterable[Withdrawal],
+) -> SiteReport:
+    when = utc_iso()
+    ledger = Ledger(dict(live.ledger.wheels), live.ledger.upgraded_from) if live else Ledger()
+    withdrawn = _withdraw(ledger, withdrawals, when)
+    staging = new_version(site)
     try:
-        indexed, logs, stage_problems = _stage(table, wheels_dir, staging, released)
-        problems += stage_problems
-        pages = index_pages(table, indexed)
+        staged = _Staged(staging, ledger, notes=withdrawn)
+        _stage_wheels(table, wheels_dir, live, staged, fresh=fresh, when=when)
+        _stage_logs(table, wheels_dir, live, staged)
+        shown = site_table(table, staged.unserved)
+        off_site = tuple(c.id for c in shown.cells if c.off_site)
+        if off_site:
+            staged.notes.append(
+                f"{len(off_site)} passed cell(s) shown without their wheels, which this machine has no copy of "
+                "(their results come from an earlier table; `buildmatrix fetch-site` copies the live site's)"
+            )
+        indexed = [
+            IndexedWheel(
+                project_of(w.filename),
+                w.filename,
+                w.path,
+                w.sha256,
+                w.metadata_sha256,
+                w.requires_python,
+                w.indexes,
+                w.yanked,
+            )
+            for w in staged.ledger.served()
+            if w.path in staged.paths
+        ]
+        pages = index_pages(shown, indexed)
         for page in pages:
-            write_text_atomic(staging / page.path, page.html)
-        write_text_atomic(staging / "compatibility.json", table.to_json())
-        write_text_atomic(staging / "index.html", site_page(table, logs, [p.path for p in pages]))
-        write_text_atomic(staging / RELEASED, released_json(released))
+            write_new(staging / page.path, page.html)
+        write_new(staging / SITE_TABLE, shown.compact_json())
+        write_new(staging / "index.html", site_page(shown, staged.logs, [p.path for p in pages]))
+        write_new(staging / RELEASED, staged.ledger.to_json())
         _publishable(staging)
-        if not problems:
-            problems = site_problems(table, staging, matrix)
+        problems = staged.problems or site_problems(shown, staging, matrix, served=indexed)
+        report = SiteReport(
+            site,
+            len(indexed),
+            [p.path for p in pages],
+            problems,
+            not problems,
+            notes=tuple(staged.notes),
+            off_site=off_site,
+        )
         if problems:
             shutil.rmtree(staging)
-            return SiteReport(site, len(indexed), [p.path for p in pages], problems, published=False)
-        _swap(site, staging)
+            return report
+        swap(site, staging)
     except BaseException:
-        if staging.exists() and not (site.is_symlink() and site.resolve() == staging.resolve()):
+        if staging.exists() and live_version(site) != staging.resolve():
             shutil.rmtree(staging, ignore_errors=True)
         raise
-    return SiteReport(site, len(indexed), [p.path for p in pages], [], published=True)
+    return report

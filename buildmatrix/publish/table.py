@@ -8,11 +8,12 @@ docs/compatibility.json, so the docs re-render identically in a clean clone that
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cached_property, lru_cache
 from typing import Any
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.builder.results import CellResult, SmokeCounts, WheelRecord
@@ -22,6 +23,8 @@ from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import Matrix, TorchRelease, shortest_prefix
 from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import FailureClass, FeatureState, SdkKind, Status
+from buildmatrix.util.wheelname import parse_wheel
+from buildmatrix.util.when import utc_iso
 
 # 2: the SDK is general (`sdk`, `sdks`, a cell's `sdk` id part and `sdk_wheel`); tables of 1 (a driver) are read as 2.
 COMPAT_SCHEMA_VERSION = 2
@@ -33,9 +36,34 @@ def release_key(minor: str, variant: str) -> str:
     return f"torch{minor}-{variant}"
 
 
+def _wheel_dict(wheel: WheelRecord | None) -> dict[str, str] | None:
+    return None if wheel is None else {"filename": wheel.filename, "sha256": wheel.sha256, "path": wheel.path}
+
+
+def _smoke_dict(smoke: SmokeCounts) -> dict[str, int]:
+    return {"passed": smoke.passed, "failed": smoke.failed, "skipped": smoke.skipped, "errors": smoke.errors}
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A cell's latest attempt, when it failed after the pass the table shows (that pass's wheel stays published)."""
+
+    status: Status  # failed | interrupted
+    recorded: str | None  # when (UTC ISO 8601)
+    failed_step: str | None = None
+    failure: str | None = None  # deterministic, transient: <cause>, interrupted
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
 @dataclass(frozen=True)
 class CompatCell:
-    """One cell of the table: its identity, and what its current record says (not built: none)."""
+    """One cell of the table: its identity, and the result it shows (not built: none).
+
+    The result shown is its latest attempt, or, when that failed after an earlier pass, the last pass (whose wheels
+    stay published) with the failed attempt as `latest`.
+    """
 
     key: CellKey
     status: Status  # passed | failed | not built
@@ -49,21 +77,26 @@ class CompatCell:
     # Of a failed cell: "deterministic", "transient: <cause>" or "interrupted"; None for records that predate classes
     # (and then absent from the JSON, so docs of such records stay byte-identical).
     failure: str | None = None
+    recorded: str | None = None  # when the result shown was recorded (UTC ISO 8601); None in tables that predate it
+    latest: Attempt | None = None  # the latest attempt, when it failed after the pass shown
+    features: tuple[tuple[str, str], ...] = ()  # the smoke features' outcomes of the result shown
+    off_site: bool = False  # passed, but the site showing it does not hold its wheels (it has no copy of them)
 
     @property
     def id(self) -> str:
         return self.key.id
 
-    @property
+    # Computed once per cell (tables of 10 000 cells ask for them in every loop).
+    @cached_property
     def release(self) -> str:
         """Key of its Release, e.g. torch2.13-cpu."""
         return release_key(self.key.torch_minor, self.key.variant)
 
-    @property
+    @cached_property
     def python(self) -> str:
         return self.key.python_minor
 
-    @property
+    @cached_property
     def sdk(self) -> str:
         """Its SDK column (the SDK's id part, e.g. drv2); "" without an SDK."""
         return self.key.sdk_tag
@@ -74,20 +107,40 @@ class CompatCell:
         return self.status == Status.PASSED and self.wheel is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """The table names a cell by its release key, Python and SDK column; from_dict joins them back."""
-        data = asdict(self)
-        del data["key"]
-        if data["failure"] is None:
-            del data["failure"]  # records that predate failure classes: docs stay byte-identical
-        if data["sdk_wheel"] is None:
-            del data["sdk_wheel"]
-        else:
+        """The table names a cell by its release key, Python and SDK column; from_dict joins them back. Keys that
+        are unset are left out (docs of tables that predate them stay byte-identical)."""
+        data: dict[str, Any] = {"id": self.id, "release": self.release, "python": self.python}
+        if self.key.sdk is not None:
+            data["sdk"] = self.sdk
+        data |= {
+            "label": self.key.label,
+            "status": self.status,
+            "requirement": self.requirement,
+            "wheel": _wheel_dict(self.wheel),
+        }
+        if self.sdk_wheel is not None:
+            data["sdk_wheel"] = _wheel_dict(self.sdk_wheel)
+        data |= {
+            "smoke": None if self.smoke is None else _smoke_dict(self.smoke),
+            "failed_step": self.failed_step,
+            "error": self.error,
+            "log": self.log,
+        }
+        if self.failure is not None:
+            data["failure"] = self.failure
+        if self.recorded is not None:
+            data["recorded"] = self.recorded
+        if self.latest is not None:
+            data["latest"] = self.latest.to_dict()
+        if self.features:
+            data["features"] = dict(self.features)
+        if self.off_site:
+            data["off_site"] = True
+        if self.sdk_wheel is not None:
             # Schema 1's name of the SDK wheel, kept as an alias: readers of schema 1 (the doctor of wheels already
             # installed reads the site's compatibility.json) count a passed cell as installable by it.
             data[V1_SDK_WHEEL] = data["sdk_wheel"]
-        sdk = {"sdk": self.sdk} if self.key.sdk is not None else {}
-        label = {"label": self.key.label}
-        return {"id": self.id, "release": self.release, "python": self.python, **sdk, **label, **data}
+        return data
 
     @classmethod
     def from_dict(
@@ -105,6 +158,9 @@ class CompatCell:
                 **sdk,
             }
         )
+        if data["id"] != key.id:
+            raise ValueError(f"id: {data['id']!r:.80} is not {key.id!r}, the id its release, Python and SDK make")
+        latest = data.get("latest")
         return cls(
             key,
             Status(data["status"]),
@@ -116,6 +172,17 @@ class CompatCell:
             error=data.get("error"),
             log=data.get("log"),
             failure=data.get("failure"),
+            recorded=data.get("recorded"),
+            latest=Attempt(
+                Status(latest["status"]),
+                latest.get("recorded"),
+                latest.get("failed_step"),
+                latest.get("failure"),
+            )
+            if latest
+            else None,
+            features=tuple(sorted((str(k), str(v)) for k, v in data.get("features", {}).items())),
+            off_site=data.get("off_site", False) is True,
         )
 
 
@@ -178,8 +245,16 @@ class CompatTable:
     site_url: str = ""  # where the site is served; empty: unknown (docs show <site>, the page uses its own URL)
     schema_version: int = COMPAT_SCHEMA_VERSION
 
+    @cached_property
+    def _by_place(self) -> dict[tuple[str, str, str], CompatCell]:
+        return {(c.release, c.python, c.sdk): c for c in self.cells}
+
+    @cached_property
+    def _releases(self) -> dict[str, Release]:
+        return {r.key: r for r in self.releases}
+
     def cell(self, release: str, python: str, sdk: str = "") -> CompatCell | None:
-        return next((c for c in self.cells if (c.release, c.python, c.sdk) == (release, python, sdk)), None)
+        return self._by_place.get((release, python, sdk))
 
     @property
     def columns(self) -> tuple[SdkColumn, ...]:
@@ -192,8 +267,12 @@ class CompatTable:
 
     def sdk_short(self, tag: str) -> str:
         """An SDK column as notes name it: the shortest prefix of its version no other column has ("2" for 2.2)."""
+        return self._sdk_shorts.get(tag, tag) if tag else ""
+
+    @cached_property
+    def _sdk_shorts(self) -> dict[str, str]:
         versions = [Version(c.version) for c in self.sdks]
-        return shortest_prefix(Version(self.sdk_version(tag)), versions) if tag else ""
+        return {c.tag: shortest_prefix(Version(c.version), versions) for c in self.sdks}
 
     def grid_rows(self) -> Iterator[tuple[Release, SdkColumn, list[CompatCell | None]]]:
         """Rows release x SDK version of the table, one entry per Python (None: not in the matrix); an SDK version
@@ -205,15 +284,43 @@ class CompatTable:
                     yield release, column, cells
 
     def release(self, key: str) -> Release:
-        return next(r for r in self.releases if r.key == key)
+        return self._releases[key]
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        skip = ("sdk", "sdks", "releases", "cells")
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        data["pythons"] = list(self.pythons)
+        data["sdk"] = None if self.sdk is None else asdict(self.sdk)
+        data["sdks"] = [asdict(d) for d in self.sdks]
+        data["releases"] = [asdict(r) for r in self.releases]
         data["cells"] = [c.to_dict() for c in self.cells]
         return data
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        return self._json
+
+    @cached_property
+    def _json(self) -> str:
+        """The committed docs' form: indented, one line per cell, so a change reads as a diff of the cells it
+        touches. json's indenting encoder is pure Python (seconds for 10 000 cells): each cell is encoded by the C
+        encoder on its own line instead."""
+        data = self.to_dict()
+        cells = data.pop("cells")
+        rest = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)
+        lines = ",\n".join(
+            "    " + json.dumps(c, sort_keys=True, ensure_ascii=False, separators=(", ", ": ")) for c in cells
+        )
+        listed = f'"cells": [\n{lines}\n  ]' if cells else '"cells": []'
+        return "{\n  " + listed + ("," + rest[1:] if len(rest) > 2 else "\n}") + "\n"
+
+    def compact_json(self) -> str:
+        """The same table without indentation, for the site: json's C encoder only runs without an indent (the
+        indented form of 10 000 cells took seconds)."""
+        return self._compact
+
+    @cached_property
+    def _compact(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CompatTable:
@@ -276,16 +383,12 @@ def migrate_v1(data: Mapping[str, Any]) -> dict[str, Any]:
     return {**out, "schema_version": 2, "sdk": sdk, "sdks": list(columns.values()), "cells": cells}
 
 
-def _short(version: Version) -> str:
-    return f"{version.major}.{version.minor}"
-
-
 def _built_for(plugin_version: Version, result: CellResult) -> bool:
     """Whether the record is of this plugin version: its wheel's, else its inputs' (older records without either
     are taken as current, as before)."""
     try:
         if result.wheel is not None:
-            return Version(parse_wheel_filename(result.wheel.filename)[1].public) == plugin_version
+            return Version(parse_wheel(result.wheel.filename)[1].public) == plugin_version
         recorded = result.inputs.get("plugin_version")
         return recorded is None or Version(str(recorded)) == plugin_version
     except (InvalidWheelFilename, InvalidVersion):
@@ -297,7 +400,7 @@ def compat_cell(matrix: Matrix, cell: Cell, result: CellResult | None) -> Compat
     key: another torch patch release or SDK version says nothing about this cell, nor does a record of
     another plugin version: its install command would name a wheel the matrix no longer makes)."""
     key = cell.key
-    requirement = f"{matrix.plugin.distribution}=={matrix.plugin.version}+{key.local_version_label}"
+    requirement = cell_requirement(matrix, cell)
     if result is None or result.cell != key or not _built_for(matrix.plugin.version, result):
         return CompatCell(key, Status.NOT_BUILT, requirement)
     wheel, sdk_wheel = result.wheel, result.sdk_wheel
@@ -314,7 +417,62 @@ def compat_cell(matrix: Matrix, cell: Cell, result: CellResult | None) -> Compat
         error=None if passed else result.error,
         log=result.log,
         failure=None if passed else failure_label(result),
+        recorded=utc_iso(result.finished or result.started),
+        features=tuple(sorted(result.features.items())),
     )
+
+
+def cell_requirement(matrix: Matrix, cell: Cell) -> str:
+    return f"{matrix.plugin.distribution}=={matrix.plugin.version}+{cell.key.local_version_label}"
+
+
+def _attempts(cell: CompatCell) -> list[CompatCell]:
+    """A shown cell as the attempts it stands for: the result shown and, after a pass, the failed latest attempt."""
+    if cell.status == Status.NOT_BUILT:
+        return []
+    out = [cell if cell.latest is None and not cell.off_site else replace(cell, latest=None, off_site=False)]
+    if cell.latest is not None:
+        failed = cell.latest
+        out.append(
+            CompatCell(
+                cell.key,
+                Status.FAILED,
+                cell.requirement,
+                smoke=None,
+                failed_step=failed.failed_step,
+                failure=failed.failure,
+                recorded=failed.recorded,
+            )
+        )
+    return out
+
+
+def newest_result(candidates: Sequence[CompatCell]) -> CompatCell:
+    """Which result a cell shows, from its attempts in any number of sources (first ones win ties): the latest
+    attempt when it passed or nothing passed before it; else the last pass, with the failed latest attempt noted.
+
+    So a rebuild that fails (a network blip is enough) never takes a published pass off the table; the next pass
+    replaces it.
+    """
+    latest = candidates[0]
+    for candidate in candidates[1:]:
+        if (candidate.recorded or "") > (latest.recorded or ""):
+            latest = candidate
+    if latest.status == Status.PASSED:
+        return latest
+    passes = [c for c in candidates if c.status == Status.PASSED]
+    if not passes:
+        return latest
+    shown = passes[0]
+    for candidate in passes[1:]:
+        if (candidate.recorded or "") > (shown.recorded or "") or (
+            candidate.recorded == shown.recorded and shown.wheel is None and candidate.wheel is not None
+        ):
+            shown = candidate
+    if (shown.recorded or "") >= (latest.recorded or ""):
+        return latest  # no time tells them apart (tables that predate recorded times): the first source's
+    status = Status.INTERRUPTED if latest.failure == "interrupted" else Status.FAILED
+    return replace(shown, latest=Attempt(status, latest.recorded, latest.failed_step, latest.failure))
 
 
 def failure_label(result: CellResult) -> str | None:
@@ -351,15 +509,15 @@ def feature_support(outcomes: Mapping[str, str], sdk_name: str = "") -> FeatureS
 
 
 def release_features(
-    cells: Iterable[tuple[CompatCell, CellResult]], sdk_name: str = "", shorts: Mapping[str, str] | None = None
+    cells: Iterable[CompatCell], sdk_name: str = "", shorts: Mapping[str, str] | None = None
 ) -> dict[str, FeatureSupport]:
     """Per feature, its outcome per SDK version (named by `shorts`, by id part: "2" for drv2); a feature that passed
     for any Python counts as passed there."""
     shorts = shorts or {}
     by_feature: dict[str, dict[str, str]] = {}
-    for cell, result in cells:
+    for cell in cells:
         version = shorts.get(cell.sdk, "")
-        for name, outcome in result.features.items():
+        for name, outcome in cell.features:
             known = by_feature.setdefault(name, {})
             if outcome_state(known.get(version, "")) != Status.PASSED:
                 known[version] = outcome
@@ -374,13 +532,68 @@ def build_table(
     site_url: str = "",
 ) -> CompatTable:
     """Join the expanded cells with their records; a cell without a (current) record is 'not built'."""
+    return overlay_table(matrix, cells, results, available_pythons, site_url=site_url)[0]
+
+
+def overlay_table(
+    matrix: Matrix,
+    cells: list[Cell],
+    results: Iterable[CellResult],
+    available_pythons: Mapping[TorchRelease, set[Python]],
+    *,
+    site_url: str = "",
+    bases: Sequence[tuple[str, CompatTable]] = (),
+) -> tuple[CompatTable, dict[str, str]]:
+    """This run's records laid over earlier tables (`bases`: the last published one, the committed one, each with a
+    name), cell by cell: each cell shows its newest result (newest_result), so results accumulate and a pass stays
+    until a newer pass replaces it. Returns the table and, per cell id, the name of the source of the result it shows
+    ("records" for this run's, a base's name, or "" for a cell not built).
+
+    A base's cell counts only for the same cell (its key: torch release, variant, Python, SDK version, label) and
+    the same plugin version: results of another matrix or version say nothing about this one.
+    """
     by_key = {r.cell: r for r in results}
-    compat = [compat_cell(matrix, cell, by_key.get(cell.key)) for cell in cells]
+    same_version = [
+        (name, base, {c.id: c for c in base.cells})
+        for name, base in bases
+        if base.plugin == matrix.plugin.distribution and base.plugin_version == str(matrix.plugin.version)
+    ]
+    compat: list[CompatCell] = []
+    origins: dict[str, str] = {}
+    for cell in cells:
+        requirement = cell_requirement(matrix, cell)
+        sourced: list[tuple[str, CompatCell]] = []
+        own = compat_cell(matrix, cell, by_key.get(cell.key))
+        sourced += [("records", a) for a in _attempts(own)]
+        for name, _base, by_id in same_version:
+            earlier = by_id.get(cell.id)
+            if earlier is not None and earlier.key == cell.key and earlier.requirement == requirement:
+                sourced += [(name, a) for a in _attempts(earlier)]
+        if not sourced:
+            compat.append(own)
+            origins[cell.id] = ""
+            continue
+        shown = newest_result([c for _name, c in sourced])
+        compat.append(shown)
+        bare = shown if shown.latest is None else replace(shown, latest=None)
+        origins[cell.id] = next(name for name, c in sourced if c is bare or c == bare)
+    by_release: dict[str, list[CompatCell]] = {}
+    for shown in compat:
+        if shown.status != Status.NOT_BUILT:
+            by_release.setdefault(shown.release, []).append(shown)
     shorts = {v.tag: matrix.sdk.short(v) for v in matrix.sdk.versions} if matrix.sdk is not None else {}
     releases = []
     for release in matrix.torch:
         key = release_key(release.minor, release.variant)
-        measured = [(c, by_key[c.key]) for c in compat if c.release == key and c.status != Status.NOT_BUILT]
+        measured = by_release.get(key, [])
+        features = release_features(measured, matrix.sdk.name if matrix.sdk is not None else "", shorts)
+        if any(not c.features for c in measured):
+            # Cells shown from a table that predates per-cell outcomes: that table's verdicts, updated by the rest.
+            for _name, earlier_table, _ in same_version:
+                old = next((r for r in earlier_table.releases if r.key == key), None)
+                if old is not None:
+                    features = {**old.features, **features}
+                    break
         releases.append(
             Release(
                 key,
@@ -390,10 +603,10 @@ def build_table(
                 release.requirement_version,
                 release.wheels.describe(),
                 tuple(str(p) for p in sorted(available_pythons.get(release, set()))),
-                release_features(measured, matrix.sdk.name if matrix.sdk is not None else "", shorts),
+                dict(sorted(features.items())),
             )
         )
-    return CompatTable(
+    table = CompatTable(
         plugin=matrix.plugin.distribution,
         plugin_version=str(matrix.plugin.version),
         sdk=sdk_info(matrix),
@@ -403,6 +616,7 @@ def build_table(
         cells=tuple(compat),
         site_url=site_url,
     )
+    return table, origins
 
 
 def sdk_info(matrix: Matrix) -> SdkInfo | None:
@@ -438,10 +652,18 @@ def stale_problems(table: CompatTable, matrix: Matrix) -> list[str]:
         cells = expand(matrix, available_from_table(table, matrix))
     except MatrixError as exc:
         return [*problems, f"matrix.yaml no longer expands with the recorded Pythons: {exc}"]
-    expected = build_table(matrix, cells, [], available_from_table(table, matrix))
-    if [c.id for c in expected.cells] != [c.id for c in table.cells]:
-        problems.append(f"cells {[c.id for c in table.cells]} are now {[c.id for c in expected.cells]}")
-    if (expected.pythons, expected.sdk, expected.sdks) != (table.pythons, table.sdk, table.sdks):
+    expected = [c.id for c in cells]
+    if expected != [c.id for c in table.cells]:
+        recorded_ids = {c.id for c in table.cells}
+        gone = sorted(recorded_ids - set(expected))
+        new = sorted(set(expected) - recorded_ids)
+        problems.append(
+            f"cells changed: {len(gone)} gone ({', '.join(gone[:10])}), {len(new)} new "
+            f"({', '.join(new[:10])}), or their order"
+        )
+    pythons = tuple(str(p) for p in matrix.python)
+    sdks = tuple(SdkColumn(v.tag, str(v.version)) for v in matrix.sdk.versions) if matrix.sdk is not None else ()
+    if (pythons, sdk_info(matrix), sdks) != (table.pythons, table.sdk, table.sdks):
         problems.append("the matrix's Pythons or SDK (its versions, names or kind) changed")
     return problems
 
@@ -470,9 +692,14 @@ class InstallCommands:
     find_links: str  # the same pins from the release's find-links page
 
 
+@lru_cache(maxsize=256)
+def _python(text: str) -> Python:
+    return Python.parse(text)
+
+
 def _python_distance(a: str, b: str) -> tuple[int, bool]:
     """How far apart two Pythons of the table are: their minors, then whether one is free-threaded and the other not."""
-    pa, pb = Python.parse(a), Python.parse(b)
+    pa, pb = _python(a), _python(b)
     return abs(pa.minor - pb.minor) + 100 * abs(pa.major - pb.major), pa.free_threaded != pb.free_threaded
 
 
@@ -501,7 +728,7 @@ def install_commands(table: CompatTable, cell: CompatCell, site: str = SITE_PLAC
     pins, binaries = cell.requirement, table.plugin
     if table.sdk is not None and table.sdk.publishes_wheels:
         assert cell.sdk_wheel is not None
-        sdk_version = parse_wheel_filename(cell.sdk_wheel.filename)[1]
+        sdk_version = parse_wheel(cell.sdk_wheel.filename)[1]
         pins += f" {table.sdk.distribution}=={sdk_version}"
         binaries += f",{table.sdk.distribution}"
     only_binary = f"--only-binary={binaries}"
@@ -513,23 +740,40 @@ def install_commands(table: CompatTable, cell: CompatCell, site: str = SITE_PLAC
     )
 
 
-def nearest_cell(table: CompatTable, release: str, python: str, sdk: str = "") -> CompatCell | None:
-    """The installable cell closest to the choice: same SDK version first (the machine's SDK is hardest to change),
-    then the closest torch release, then the closest Python (the newer one on a tie)."""
-    order = [r.key for r in table.releases]
-    candidates = [c for c in table.cells if c.installable]
-    if not candidates:
+class Installable:
+    """The table's installable cells, indexed by SDK column and release position, so that finding the nearest one for
+    every selector choice stays linear in the cells (all_choices asks once per release x Python x SDK version)."""
+
+    def __init__(self, table: CompatTable) -> None:
+        self.order = {r.key: i for i, r in enumerate(table.releases)}
+        self.by_sdk: dict[str, dict[int, list[CompatCell]]] = {}
+        self.by_release: dict[int, list[CompatCell]] = {}
+        for cell in table.cells:
+            if cell.installable:
+                position = self.order[cell.release]
+                self.by_sdk.setdefault(cell.sdk, {}).setdefault(position, []).append(cell)
+                self.by_release.setdefault(position, []).append(cell)
+
+    def nearest(self, release: str, python: str, sdk: str = "") -> CompatCell | None:
+        """Same SDK version first (the machine's SDK is hardest to change), then the closest torch release, then the
+        closest Python (the newer one on a tie), then the cell id."""
+        pool = self.by_sdk.get(sdk) or self.by_release
+        if not pool:
+            return None
+        wanted = self.order[release]
+        for distance in range(len(self.order) + 1):
+            found = pool.get(wanted - distance, []) + (pool.get(wanted + distance, []) if distance else [])
+            if found:
+                return min(
+                    found,
+                    key=lambda c: (_python_distance(c.python, python), -_python(c.python).minor, c.id),
+                )
         return None
-    return min(
-        candidates,
-        key=lambda c: (
-            c.sdk != sdk,
-            abs(order.index(c.release) - order.index(release)),
-            _python_distance(c.python, python),
-            -Python.parse(c.python).minor,
-            c.id,
-        ),
-    )
+
+
+def nearest_cell(table: CompatTable, release: str, python: str, sdk: str = "") -> CompatCell | None:
+    """The installable cell closest to the choice (Installable.nearest)."""
+    return Installable(table).nearest(release, python, sdk)
 
 
 def _choice_words(table: CompatTable, release: Release, python: str, sdk: str) -> str:
@@ -539,7 +783,13 @@ def _choice_words(table: CompatTable, release: Release, python: str, sdk: str) -
 
 
 def install_choice(
-    table: CompatTable, release: str, python: str, sdk: str = "", site: str = SITE_PLACEHOLDER
+    table: CompatTable,
+    release: str,
+    python: str,
+    sdk: str = "",
+    site: str = SITE_PLACEHOLDER,
+    *,
+    installable: Installable | None = None,
 ) -> InstallChoice:
     exact = table.cell(release, python, sdk)
     rel = table.release(release)
@@ -565,7 +815,7 @@ def install_choice(
         reason = f"not in the matrix ({why})"
     else:
         reason = str(Status.NOT_BUILT) if exact.status == Status.NOT_BUILT else f"failed in step {exact.failed_step}"
-    near = nearest_cell(table, release, python, sdk)
+    near = (installable or Installable(table)).nearest(release, python, sdk)
     if near is None:
         note = f"{_choice_words(table, rel, python, sdk)}: {reason}; no wheel is published yet"
         return InstallChoice(release, python, sdk, None, False, note)
@@ -589,8 +839,9 @@ def install_choice(
 
 
 def all_choices(table: CompatTable, site: str = SITE_PLACEHOLDER) -> list[InstallChoice]:
+    installable = Installable(table)
     return [
-        install_choice(table, r.key, p, column.tag, site)
+        install_choice(table, r.key, p, column.tag, site, installable=installable)
         for r in table.releases
         for p in table.pythons
         for column in table.columns

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import re
 import stat
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 # A name that is one path component and never special: no separator, no leading dot (so never '.' or '..').
+_CONTROL_OR_BACKSLASH = re.compile(r"[\x00-\x1f\\]")
 SAFE_NAME = re.compile(r"[A-Za-z0-9_+][A-Za-z0-9._+-]{0,199}")
 
 
@@ -15,14 +16,14 @@ def relative_path_problem(text: str) -> str:
     """Why `text` is not a plain relative POSIX path that stays inside its base ('' when it is)."""
     if not text:
         return "is empty"
-    if "\\" in text or "\x00" in text or any(ord(ch) < 0x20 for ch in text):
+    if _CONTROL_OR_BACKSLASH.search(text):
         return "holds a backslash or a control character"
-    path = PurePosixPath(text)
-    if path.is_absolute():
+    if text.startswith("/"):
         return "is absolute"
-    if ":" in path.parts[0]:
+    parts = text.split("/")
+    if ":" in parts[0]:
         return "starts with a scheme or drive"
-    if any(part in ("..", ".") for part in text.split("/")) or "//" in text or text.endswith("/"):
+    if "." in parts or ".." in parts or "" in parts:  # "" is an empty part: '//' or a trailing '/'
         return "is not a plain relative path (no '.', '..', '//' or trailing '/')"
     return ""
 
@@ -51,9 +52,10 @@ def regular_file(base: Path, relative: str) -> Path:
     problem = relative_path_problem(relative)
     if problem:
         raise ValueError(f"{relative!r} {problem}")
-    path = base
+    path = os.fspath(base)
+    mode = 0
     for part in relative.split("/"):
-        path = path / part
+        path = f"{path}/{part}"
         try:
             mode = os.lstat(path).st_mode
         except FileNotFoundError:
@@ -64,7 +66,7 @@ def regular_file(base: Path, relative: str) -> Path:
             raise ValueError(f"{relative} is a symlink ({path}); only regular files are read")
     if not stat.S_ISREG(mode):
         raise ValueError(f"{relative} is not a regular file ({path})")
-    return path
+    return Path(path)
 
 
 def read_regular(base: Path, relative: str, max_bytes: int | None = None) -> bytes:

@@ -1,0 +1,212 @@
+"""`fetch-site`: a copy of the live site's release history, so that a machine without one (a fresh CI runner, a new
+clone) publishes on top of it: its ledger (released.json), its compatibility.json, every wheel it serves (checked
+against the ledger's sha256) and the logs of the results it shows. The copy becomes `wheels/site`, a version like any
+other (versions.py), and `compat-table` then starts from it exactly as it does on the machine that published.
+
+A site that has published before but serves no ledger stops the fetch, saying how to proceed: a 404 for the ledger of
+a site that answers (or that the committed docs say has published wheels) is not "nothing released yet".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import time
+import urllib.error
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildmatrix.errors import FetchError, RecordError
+from buildmatrix.publish.index import cell_wheels, sha256_hex
+from buildmatrix.publish.ledger import LOST_IN_SCHEMA_1, RELEASED, Ledger, parse_ledger
+from buildmatrix.publish.site import SITE_TABLE
+from buildmatrix.publish.table import CompatTable
+from buildmatrix.publish.tableparse import parse_table
+from buildmatrix.publish.verify import site_url_problem
+from buildmatrix.publish.versions import COMPLETE, link, live_version, mark, new_version, read_ledger
+from buildmatrix.util import http
+from buildmatrix.util.atomic import write_new
+from buildmatrix.util.paths import read_regular
+from buildmatrix.util.when import utc_iso
+
+LEDGER_MAX = 64 << 20
+TABLE_MAX = 64 << 20
+RETRY_WAIT = 2.0
+WHEEL_MAX = 2 << 30  # a plugin wheel with CUDA kernels can be hundreds of MB
+LOG_MAX = 64 << 20
+
+
+@dataclass(frozen=True)
+class FetchReport:
+    url: str
+    version: Path | None  # the local version made from it; None when the site has released nothing yet
+    wheels: int = 0
+    logs: int = 0
+    ledger_entries: int = 0
+    notes: tuple[str, ...] = ()
+
+
+ATTEMPTS = 3  # a transient failure (no answer, a 5xx, the deadline) is tried again, after RETRY_WAIT s, then twice that
+
+
+def _get(url: str, max_bytes: int, deadline: float) -> bytes | None:
+    """The body at `url`; None for a 404; raises FetchError for anything else that is not a 200, once a transient
+    failure has been tried ATTEMPTS times."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return http.get(url, deadline=deadline, max_bytes=max_bytes).body
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            if exc.code < 500 or attempt == ATTEMPTS:
+                raise FetchError(f"cannot read {url}: HTTP {exc.code} {exc.reason}") from None
+        except http.TooLarge as exc:
+            raise FetchError(f"cannot read {url}: {exc}") from None
+        except (OSError, ValueError) as exc:
+            if attempt == ATTEMPTS:
+                raise FetchError(f"cannot read {url} ({ATTEMPTS} attempts): {exc}") from None
+        time.sleep(RETRY_WAIT * attempt)
+    raise AssertionError("unreachable")
+
+
+def _published_before(url: str, committed: CompatTable | None, deadline: float) -> str:
+    """Why the site at `url` has published before although it serves no ledger ('' when nothing says so)."""
+    for page in ("index.html", SITE_TABLE):
+        if _get(f"{url}/{page}", 1 << 20, deadline) is not None:
+            return f"{url}/{page} answers"
+    # The committed docs say so only when they were made for a site (with --site-url) and list wheels: docs made
+    # locally, with no site, say nothing about one (this repository's first deploy has such docs).
+    if committed is not None and committed.site_url and any(c.installable for c in committed.cells):
+        return (
+            f"the committed docs/compatibility.json lists {sum(c.installable for c in committed.cells)} installable "
+            f"cell(s) published at {committed.site_url}"
+        )
+    return ""
+
+
+def fetch_site(
+    url: str,
+    site: Path,
+    *,
+    committed: CompatTable | None = None,
+    new_ledger: bool = False,
+    deadline: float = http.DEFAULT_DEADLINE,
+) -> FetchReport:
+    """Copy the live site at `url` into a new version beside `site` and make it live; raises FetchError (exit 9) when
+    it cannot be read, RecordError (exit 7) when its ledger or table is damaged or its ledger is lost."""
+    if problem := site_url_problem(url):
+        raise FetchError(problem)
+    url = url.rstrip("/")
+    body = _get(f"{url}/{RELEASED}", LEDGER_MAX, deadline)
+    if body is None:
+        why = _published_before(url, committed, deadline)
+        if not why:
+            return FetchReport(url, None, notes=(f"no site at {url} yet: nothing released",))
+        if not new_ledger:
+            raise RecordError(
+                f"{url}/{RELEASED}",
+                f"missing (HTTP 404), but the site has published before ({why}). Without its ledger, released bytes "
+                "could change under their filenames. To proceed: if the site moved (a renamed repository; a user "
+                "site is served at https://OWNER.github.io/, without a path), give its URL (the SITE_URL repository "
+                "variable on CI); or put released.json back from the last deployed site (e.g. the Pages artifact of "
+                "the last deploy); or start a new ledger from the wheels its compatibility.json lists with "
+                "`buildmatrix fetch-site --new-ledger`",
+            )
+    try:
+        ledger = parse_ledger(body.decode("utf-8"), f"{url}/{RELEASED}") if body is not None else Ledger()
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"{url}/{RELEASED}", f"not UTF-8 ({exc})") from None
+    table_body = _get(f"{url}/{SITE_TABLE}", TABLE_MAX, deadline)
+    try:
+        table = parse_table(table_body.decode("utf-8")) if table_body is not None else None
+    except ValueError as exc:
+        raise RecordError(f"{url}/{SITE_TABLE}", f"the live site's table is damaged ({exc})") from None
+    if body is None and table is not None:  # --new-ledger: the wheels its table names, checked against it
+        for cell in table.cells:
+            for wheel in cell_wheels(cell) if cell.installable else ():
+                if ledger.get(wheel.path) is None:
+                    ledger.add(wheel.path, wheel.sha256, metadata_sha256="", requires_python=None, when="")
+    return _write(url, site, ledger, table, table_body=table_body, deadline=deadline)
+
+
+def _write(
+    url: str, site: Path, ledger: Ledger, table: CompatTable | None, *, table_body: bytes | None, deadline: float
+) -> FetchReport:
+    notes = []
+    local = live_version(site) or (site if site.is_dir() and not site.is_symlink() else None)
+    mine = read_ledger(local) if local is not None else None
+    if mine is not None:
+        ledger, conflicts = ledger.merged(mine)
+        if conflicts:
+            raise FetchError(
+                f"the live site's ledger and the local one ({local}) disagree on {len(conflicts)} wheel(s): "
+                + "; ".join(conflicts[:5])
+            )
+        notes.append(
+            f"merged with the local site's ledger ({local.name if local else ''}, {len(mine)} wheel(s)); the local "
+            "site stays beside it as a version"
+        )
+    site.parent.mkdir(parents=True, exist_ok=True)
+    version = new_version(site)
+    try:
+        wheels, logs = _fill(version, url, local, ledger, table, table_body=table_body, deadline=deadline)
+    except BaseException:
+        shutil.rmtree(version, ignore_errors=True)  # ours, never live: nothing half-fetched stays
+        raise
+    if site.is_dir() and not site.is_symlink():
+        site.rename(site.with_name(f".{site.name}.legacy"))
+    link(site, version)
+    return FetchReport(url, version, wheels, logs, len(ledger), tuple(notes))
+
+
+def _fill(
+    version: Path,
+    url: str,
+    local: Path | None,
+    ledger: Ledger,
+    table: CompatTable | None,
+    *,
+    table_body: bytes | None,
+    deadline: float,
+) -> tuple[int, int]:
+    """Every wheel the ledger serves (checked against it), the table's logs, the ledger and the table."""
+    wheels = 0
+    for entry in ledger.served():
+        data = _local_copy(local, entry.path, entry.sha256) or _get(f"{url}/{entry.path}", WHEEL_MAX, deadline)
+        if data is None and ledger.upgraded_from == 1:  # schema 1 let failed cells' wheels go: lost, reserved
+            ledger.remove(entry.path, LOST_IN_SCHEMA_1, utc_iso())
+            ledger.wheels[entry.path] = dataclasses.replace(ledger.wheels[entry.path], restorable=True)
+            continue
+        if data is None:
+            raise FetchError(
+                f"{url}/{entry.path}: missing (HTTP 404), but the site's ledger says it released it. Put it back on "
+                f"the site, or withdraw it knowingly (`buildmatrix compat-table --remove {entry.filename} --reason "
+                "...`) on a machine that has the ledger"
+            )
+        if sha256_hex(data) != entry.sha256:
+            raise FetchError(f"{url}/{entry.path}: sha256 {sha256_hex(data)} is not the released {entry.sha256}")
+        write_new(version / entry.path, data)
+        wheels += 1
+    logs = 0
+    for cell in table.cells if table else ():
+        if cell.log and (data := _get(f"{url}/{cell.log}", LOG_MAX, deadline)) is not None:
+            write_new(version / cell.log, data)
+            logs += 1
+    write_new(version / RELEASED, ledger.to_json())
+    if table_body is not None:
+        write_new(version / SITE_TABLE, table_body)
+    mark(version, COMPLETE)
+    os.sync()  # all of it on disk before the link points at it
+    return wheels, logs
+
+
+def _local_copy(local: Path | None, path: str, sha256: str) -> bytes | None:
+    """A wheel the local site already holds with the released bytes (saves a download)."""
+    if local is None:
+        return None
+    try:
+        data = read_regular(local, path)
+    except ValueError:
+        return None
+    return data if sha256_hex(data) == sha256 else None

@@ -1,0 +1,384 @@
+"""Nothing published is lost: an append-only release history (the ledger), results that accumulate over runs, and a
+site history that recovery never deletes. Each case publishes, then checks what is on disk and what a client gets from
+the site served on 127.0.0.1 (the wheel, its PEP 658 metadata, the index pages)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import json
+import shutil
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_wheels import cell_result, make_wheel
+
+from buildmatrix.builder.results import CellResult, WheelRecord
+from buildmatrix.errors import RecordError, UserError
+from buildmatrix.model.cells import expand
+from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.pythons import Python
+from buildmatrix.model.vocab import Cause, FailureClass, Status
+from buildmatrix.publish.index import page_anchors
+from buildmatrix.publish.ledger import RELEASED
+from buildmatrix.publish.site import SiteReport, Withdrawal, publish, write_docs
+from buildmatrix.publish.table import CompatTable
+from buildmatrix.publish.versions import VERSION_MARKER
+
+from conftest import WriteMatrix, run_cli
+
+PUBLISHED = {"2.4": {"3.9", "3.10", "3.11"}, "2.13": {"3.11"}}
+A = "torch2.13-cpu-cp311-drv2"
+B = "torch2.13-cpu-cp311-drv1"
+README_TEXT = "# project\n\n<!-- compat-table:start -->\n<!-- compat-table:end -->\n"
+
+
+class Project:
+    """A project with a matrix, its wheels/ and site; `run` publishes this run's records as compat-table does."""
+
+    def __init__(self, matrix: Matrix) -> None:
+        self.matrix = matrix
+        self.root = matrix.root
+        self.wheels = self.root / "wheels"
+        self.site = self.wheels / "site"
+        (self.root / "README.md").write_text(README_TEXT)
+        self.available = {r: {Python.parse(p) for p in PUBLISHED[r.minor]} for r in matrix.torch}
+        self.cells = {c.id: c for c in expand(matrix, self.available)}
+
+    def record(self, cell_id: str, status: str = "passed", finished: float = 1e9, **changes: object) -> CellResult:
+        result = cell_result(self.cells[cell_id], status, wheels_dir=self.wheels)
+        result.finished = finished
+        result.started = finished - 60
+        for name, value in changes.items():
+            setattr(result, name, value)
+        return result
+
+    def run(self, *results: CellResult, **options: object) -> tuple[CompatTable, SiteReport]:
+        return publish(
+            self.matrix,
+            list(self.cells.values()),
+            list(results),
+            self.available,
+            wheels_dir=self.wheels,
+            site=self.site,
+            docs_root=self.root,
+            **options,  # type: ignore[arg-type]
+        )
+
+    def served(self) -> Iterator[str]:
+        """The live site on 127.0.0.1 while the generator runs."""
+        handler = functools.partial(QuietHandler, directory=str(self.site))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}"
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        body: bytes = response.read()
+        return body
+
+
+def status_of(url: str) -> int:
+    try:
+        get(url)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    return 200
+
+
+@pytest.fixture
+def project(write_matrix: WriteMatrix) -> Project:
+    return Project(load_matrix(write_matrix()))
+
+
+def plugin_wheel(result: CellResult) -> str:
+    assert result.wheel is not None
+    return result.wheel.path
+
+
+def offline_sources(project: Project) -> dict[str, str]:
+    """The environment for `compat-table --offline` on the project: the registry's answer cached, torch 2.13's
+    find-links a directory of the test's own."""
+    import os
+
+    from buildmatrix.model.registry import Registry
+
+    from conftest import REPO
+
+    files = [f"torch-2.4.1-cp3{m}-cp3{m}-manylinux1_x86_64.whl" for m in (9, 10, 11)]
+    cache = Registry(project.root / "build" / "cache" / "registry").cache_path("torch")
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({"files": [{"filename": f, "url": f"https://x.invalid/{f}"} for f in files]}))
+    links = project.root / "links"
+    links.mkdir(exist_ok=True)
+    (links / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    return {**os.environ, "PIP_FIND_LINKS": str(links), "PYTHONPATH": str(REPO)}
+
+
+def check_served(base: str, path: str, data: bytes, yanked: str | None = None) -> None:
+    """What pip and uv get: the wheel with its bytes, its PEP 658 metadata, and the anchors of every index page that
+    must list it (with the sha256 fragment, the metadata hash and the yank)."""
+    assert get(f"{base}/{path}") == data
+    metadata = get(f"{base}/{path}.metadata")
+    assert b"Name: torch-emu" in metadata
+    minor = path.split("/", 1)[0].removeprefix("torch")
+    for page in ("simple/torch-emu/", f"torch{minor}/simple/torch-emu/", f"torch{minor}/"):
+        anchors = [a for a in page_anchors(get(f"{base}/{page}").decode()) if path.rsplit("/", 1)[1] in a["href"]]
+        assert len(anchors) == 1, (page, anchors)
+        assert anchors[0]["href"].endswith(f"#sha256={hashlib.sha256(data).hexdigest()}")
+        assert anchors[0]["data-core-metadata"] == f"sha256={hashlib.sha256(metadata).hexdigest()}"
+        assert anchors[0].get("data-yanked") == yanked
+
+
+# ---- 1. an append-only release history -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("later", ["transient failure", "deterministic failure", "record deleted"])
+def test_a_released_wheel_stays_served_with_its_cells_last_pass(project: Project, later: str) -> None:
+    """Once a cell has published, a later failing run of it (a network blip is enough) once published 0 wheels."""
+    passed = project.record(A)
+    _table, first = project.run(passed)
+    assert first.published
+    path = plugin_wheel(passed)
+    released = (project.wheels / path).read_bytes()
+    if later == "record deleted":
+        results: tuple[CellResult, ...] = ()
+    else:
+        transient = later == "transient failure"
+        failed = project.record(
+            A,
+            "failed",
+            finished=2e9,
+            failure_class=FailureClass.TRANSIENT if transient else FailureClass.DETERMINISTIC,
+            cause=Cause.NETWORK if transient else None,
+        )
+        (project.wheels / path).unlink()  # a fresh CI runner has only the failed cell's tree
+        results = (failed,)
+    table, report = project.run(*results)
+    assert report.published and report.problems == [], report.problems
+    [cell] = [c for c in table.cells if c.id == A]
+    assert cell.status == Status.PASSED and cell.wheel == passed.wheel and cell.recorded == "2001-09-09T01:46:40Z"
+    if later == "record deleted":
+        assert cell.latest is None and report.origins[A].startswith("the live site")
+    else:
+        assert cell.latest is not None and cell.latest.recorded == "2033-05-18T03:33:20Z"
+        assert (
+            cell.latest.failed_step == "smoke"
+            and report.origins[A] == "the live site (" + (report.origins[A].split("(", 1)[1])
+        )
+    for base in project.served():
+        check_served(base, path, released)
+        page = get(f"{base}/index.html").decode()
+        assert "recorded 2001-09-09" in page
+        if later != "record deleted":
+            assert "latest attempt failed 2033-05-18 in smoke" in page
+        shown = json.loads(get(f"{base}/compatibility.json"))
+        [on_site] = [c for c in shown["cells"] if c["id"] == A]
+        assert on_site["status"] == "passed" and on_site["wheel"]["path"] == path
+    ledger = json.loads((project.site / RELEASED).read_text())
+    assert ledger["schema_version"] == 2 and ledger["wheels"][path]["sha256"] == hashlib.sha256(released).hexdigest()
+    readme = (project.root / "README.md").read_text()
+    assert ("✓ 90/92 †" in readme) is (later != "record deleted")
+
+
+def test_a_newer_pass_replaces_the_shown_one_and_the_old_wheel_stays_released(project: Project) -> None:
+    """A new plugin version's wheel enters the index beside the old one; nothing released leaves it."""
+    first = project.record(A)
+    project.run(first)
+    old_path = plugin_wheel(first)
+    old = (project.wheels / old_path).read_bytes()
+    text = project.matrix.path.read_text().replace("version: 0.1.0", "version: 0.2.0")
+    project.matrix.path.write_text(text)
+    newer = Project(load_matrix(project.matrix.path))
+    again = newer.record(A, finished=2e9)
+    new_path = plugin_wheel(again).replace("0.1.0", "0.2.0")
+    wheel = make_wheel(newer.wheels / "torch2.13", "torch-emu", "0.2.0+torch.2.13.drv.2", requires=["emu-driver>=2,<3"])
+    again.wheel = WheelRecord(wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest(), new_path)
+    _table, report = newer.run(again)
+    assert report.published, report.problems
+    for base in newer.served():
+        check_served(base, old_path, old)
+        check_served(base, new_path, wheel.read_bytes())
+
+
+def test_withdrawing_a_wheel_is_explicit_and_recorded(project: Project) -> None:
+    passed = project.record(A)
+    project.run(passed)
+    path = plugin_wheel(passed)
+    data = (project.wheels / path).read_bytes()
+    name = path.rsplit("/", 1)[1]
+    with pytest.raises(UserError, match="give the reason with --reason"):
+        project.run(passed, withdrawals=[Withdrawal(name, " ")])
+    with pytest.raises(UserError, match="is not a wheel this site released"):
+        project.run(passed, withdrawals=[Withdrawal("nothing.whl", "why")])
+    _table, yanked = project.run(passed, withdrawals=[Withdrawal(name, "corrupts tensors on emu:1")])
+    assert yanked.published and f"{path}: yanked (corrupts tensors on emu:1)" in yanked.notes
+    for base in project.served():
+        check_served(base, path, data, yanked="corrupts tensors on emu:1")
+    _table, again = project.run(passed)  # the yank stays: it is in the ledger, not in this run's options
+    assert again.published
+    for base in project.served():
+        check_served(base, path, data, yanked="corrupts tensors on emu:1")
+    _table, removed = project.run(withdrawals=[Withdrawal(path, "built from a bad tag", remove=True)])
+    assert removed.published
+    entry = json.loads((project.site / RELEASED).read_text())["wheels"][path]
+    assert entry["removed"]["reason"] == "built from a bad tag" and entry["sha256"] == hashlib.sha256(data).hexdigest()
+    for base in project.served():
+        assert status_of(f"{base}/{path}") == 404 and status_of(f"{base}/{path}.metadata") == 404
+        assert status_of(f"{base}/simple/torch-emu/") == 404  # no torch-emu wheel is served any more
+        assert name not in get(f"{base}/simple/").decode() + get(f"{base}/index.html").decode()
+    # Its record comes back (the same bytes): a withdrawn wheel is never served again.
+    _table, back = project.run(passed)
+    assert not back.published and "withdrawn on" in back.problems[0] and "never served again" in back.problems[0]
+
+
+def test_a_site_that_published_before_but_lost_its_ledger_stops_the_publish(project: Project) -> None:
+    passed = project.record(A)
+    project.run(passed)
+    live = project.site.resolve()
+    (live / RELEASED).unlink()
+    before = sorted(p.relative_to(live).as_posix() for p in live.rglob("*"))
+    with pytest.raises(RecordError) as stopped:
+        project.run(passed)
+    message = str(stopped.value)
+    assert "missing, but this site has published before" in message and "--new-ledger" in message
+    assert "buildmatrix fetch-site" in message
+    assert sorted(p.relative_to(live).as_posix() for p in live.rglob("*")) == before
+    _table, report = project.run(passed, new_ledger=True)
+    assert report.published and plugin_wheel(passed) in json.loads((project.site / RELEASED).read_text())["wheels"]
+
+
+def test_a_schema_1_ledger_is_upgraded_and_its_lost_wheels_stay_reserved(project: Project) -> None:
+    passed = project.record(A)
+    project.run(passed)
+    path = plugin_wheel(passed)
+    live = project.site.resolve()
+    sha = hashlib.sha256((live / path).read_bytes()).hexdigest()
+    lost = "torch2.13/torch_emu-0.0.9+torch.2.13.drv.2-py3-none-any.whl"
+    (live / RELEASED).write_text(json.dumps({"schema_version": 1, "wheels": {path: sha, lost: "ab" * 32}}))
+    _table, report = project.run(passed)
+    assert report.published, report.problems
+    ledger = json.loads((project.site / RELEASED).read_text())
+    assert ledger["wheels"][path]["metadata_sha256"] and ledger["wheels"][path]["indexes"] == ["2.13"]
+    assert ledger["wheels"][lost]["removed"]["restorable"] is True and ledger["wheels"][lost]["sha256"] == "ab" * 32
+    assert any("schema 1 let it go" in n for n in report.notes)
+
+
+def test_a_damaged_live_table_or_ledger_is_exit_7_naming_it(project: Project) -> None:
+    project.run(project.record(A))
+    live = project.site.resolve()
+    for name, damage in [("compatibility.json", '{"cells": [1'), (RELEASED, '{"schema_version": 2, "wheels": 7}')]:
+        good = (live / name).read_bytes()
+        (live / name).write_text(damage)
+        with pytest.raises(RecordError, match=name):
+            project.run()
+        (live / name).write_bytes(good)
+    (live / "compatibility.json").write_text('{"cells": [1')
+    done = run_cli(project.root, "compat-table", "--offline", timeout=120, env=offline_sources(project))
+    assert done.returncode == RecordError.exit_code and "Traceback" not in done.stderr
+    assert "the live site's table is damaged" in done.stderr
+
+
+# ---- 2. results accumulate -----------------------------------------------------------------------------------------
+
+
+def test_a_partial_build_overlays_the_committed_results(project: Project, tmp_path: Path) -> None:
+    """After building one cell on a fresh clone, the docs once forgot every other cell ('not built')."""
+    machine_one = project.record(A)
+    machine_two = project.record(B)
+    table, _ = project.run(machine_one, machine_two)
+    committed = (project.root / "docs" / "compatibility.json").read_text()
+    # A fresh clone: the committed docs, no wheels/ at all; one cell rebuilt (it passes again, later).
+    shutil.rmtree(project.wheels)
+    clone = Project(load_matrix(project.matrix.path))
+    (clone.root / "README.md").write_text(README_TEXT)
+    write_docs(CompatTable.from_json(committed), clone.root)
+    rebuilt = clone.record(A, finished=2e9)
+    table, report = clone.run(rebuilt)
+    assert report.published, report.problems
+    shown = {c.id: c for c in table.cells}
+    assert shown[A].recorded == "2033-05-18T03:33:20Z" and shown[B].status == Status.PASSED
+    assert report.origins == {**dict.fromkeys(clone.cells, ""), A: "records", B: "docs/compatibility.json"}
+    readme = (clone.root / "README.md").read_text()
+    assert readme.count("✓ 90/92") == 2 and "2 passed" in readme
+    # This machine has no copy of B's wheels: the site shows its result, marked, and links to no missing file.
+    assert report.off_site == (B,)
+    for base in clone.served():
+        page = get(f"{base}/index.html").decode()
+        assert "its wheels are not on this site" in page
+        check_served(base, plugin_wheel(rebuilt), (clone.wheels / plugin_wheel(rebuilt)).read_bytes())
+    # The committed docs keep B's wheels; --check still passes on what was written.
+    docs = json.loads((clone.root / "docs" / "compatibility.json").read_text())
+    assert next(c for c in docs["cells"] if c["id"] == B)["wheel"] is not None
+    check = run_cli(clone.root, "compat-table", "--check", timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_an_older_local_record_never_replaces_a_newer_published_result(project: Project) -> None:
+    project.run(project.record(A, finished=2e9))
+    stale = project.record(A, "failed", finished=1e9)  # an old local record, e.g. from before the last CI run
+    table, report = project.run(stale)
+    [cell] = [c for c in table.cells if c.id == A]
+    assert cell.status == Status.PASSED and cell.latest is None and report.origins[A].startswith("the live site")
+
+
+# ---- 3. the site's history is never deleted ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["link removed", "link dangling"])
+def test_recovery_relinks_the_newest_intact_version_and_released_bytes_stay(project: Project, damage: str) -> None:
+    """With wheels/site gone or dangling, the next publish once deleted every version, the only ledger among them,
+    and then published other bytes under a released filename."""
+    passed = project.record(A)
+    project.run(passed)
+    project.run(passed)  # two versions: the live one and the previous
+    live = project.site.resolve()
+    versions_before = sorted(p.name for p in project.wheels.iterdir() if p.name.startswith(".site."))
+    if damage == "link removed":
+        project.site.unlink()
+    else:
+        project.site.unlink()
+        project.site.symlink_to(".site.404")
+    path = plugin_wheel(passed)
+    released = (live / path).read_bytes()
+    other = make_wheel(project.wheels / "other", "torch-emu", "0.1.0+torch.2.13.drv.2", requires=["different"])
+    rebuilt = project.record(A, finished=2e9)  # a rebuild with other bytes under the released filename
+    shutil.copyfile(other, project.wheels / path)
+    rebuilt.wheel = WheelRecord(other.name, hashlib.sha256(other.read_bytes()).hexdigest(), path)
+    _table, report = project.run(rebuilt)
+    assert not report.published and "a different build" in report.problems[0]
+    assert project.site.resolve() == live and any("linked again" in n for n in report.notes)
+    assert sorted(p.name for p in project.wheels.iterdir() if p.name.startswith(".site.")) == versions_before
+    for base in project.served():
+        check_served(base, path, released)
+
+
+def test_only_versions_we_made_and_marked_are_cleaned_up(project: Project) -> None:
+    passed = project.record(A)
+    for _ in range(5):
+        project.run(passed)
+    ours = sorted(p for p in project.wheels.iterdir() if p.name.startswith(".site."))
+    # The live version and the KEEP previous ones; older ones, superseded by the live ledger, were removed.
+    assert len(ours) == 3 and all((p / VERSION_MARKER).is_file() for p in ours)
+    assert project.site.resolve() == ours[-1]
+    unmarked = project.wheels / ".site.5"
+    unmarked.mkdir()
+    (unmarked / RELEASED).write_text('{"schema_version": 2, "wheels": {}}')
+    for _ in range(3):
+        project.run(passed)
+    assert unmarked.is_dir() and (unmarked / RELEASED).is_file()
