@@ -304,7 +304,7 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
                 continue
             probes[release] = report
             console.print(f"torch {release.version}: {report.verdict()}", highlight=False)
-    text = outdated_markdown(comparison, applied, probes)
+    text = outdated_markdown(comparison, applied, probes, matrix.root)
     report_path = Path(args.report).resolve() if args.report else update.report_path(matrix)
     write_text_atomic(report_path, text)
     console.print(text, highlight=False, markup=False)

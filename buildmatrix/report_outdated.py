@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from buildmatrix.builder.probe import ProbeReport
 from buildmatrix.model.matrix import TorchRelease
@@ -21,8 +22,11 @@ def outdated_markdown(
     comparison: Comparison,
     applied: bool,
     probes: Mapping[TorchRelease, ProbeReport | str] | None = None,
+    root: Path | None = None,
 ) -> str:
-    """probes: per new or moved release, its probe report, or why it was not probed."""
+    """probes: per new or moved release, its probe report, or why it was not probed. A probe's log is named relative
+    to the project `root` (what the workflow's outdated-report artifact holds), never by the machine's absolute path:
+    the report becomes a pull request's body."""
     count = len(comparison.findings)
     lines = ["# matrix.yaml against the torch registry", ""]
     lines.append(f"{count} finding(s)." if count else "matrix.yaml is up to date with its torch sources.")
@@ -53,6 +57,13 @@ def outdated_markdown(
                 lines.append("  - smoke tests that failed")
                 lines += [f"    - {test}" for test in report.failed_tests]
             if report.log is not None and report.status != Status.PASSED:
-                lines.append(f"  - full log: {report.log}")
+                lines.append(f"  - full log: `{_project_path(report.log, root)}`")
         lines.append("")
     return "\n".join(lines)
+
+
+def _project_path(path: Path, root: Path | None) -> str:
+    """`path` relative to the project root when it is inside it (build/probe/torch2.14.1/out/logs/<cell>.log)."""
+    if root is not None and path.is_relative_to(root):
+        return path.relative_to(root).as_posix()
+    return str(path)
