@@ -15,12 +15,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <utility>
 
 #include "../runtime/EmuAllocator.h"
 #include "../runtime/EmuStorage.h"
 #include "Fallback.h"
 #include "Launch.h"
 #include "SparseSupport.h"
+#include "Widen.h"
 
 namespace torch_emu {
 
@@ -227,6 +230,18 @@ void optional_tensor_lists_to_cpu(const c10::OperatorHandle& op, torch::jit::Sta
   }
 }
 
+// The op this thread's fallback is computing in a wider dtype: its widened call comes through the fallback
+// again, and is one run of the op, not two.
+thread_local std::string widened_now;
+
+struct WideningOp {
+  std::string outer;
+  explicit WideningOp(const std::string& key) : outer(std::exchange(widened_now, key)) {}
+  ~WideningOp() { widened_now = outer; }
+  WideningOp(const WideningOp&) = delete;
+  WideningOp& operator=(const WideningOp&) = delete;
+};
+
 }  // namespace
 
 void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -235,17 +250,22 @@ void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_CHECK(!fallback_disabled(), "operator ", key, " has no native emu kernel and the CPU fallback is off "
               "(TORCH_EMU_FALLBACK=error)");
   check_out_devices(op, *stack, key);
-  {
+  if (key != widened_now) {
     std::lock_guard<std::mutex> lock(counts().mu);
     counts().counts[key] += 1;
   }
   emu_generators_to_cpu(op, stack);
   optional_tensor_lists_to_cpu(op, stack);
   // aten's cpu_fallback redispatches to the dense CPU kernel, which sparse arguments do not have.
-  if (has_sparse_argument(op, *stack))
+  if (has_sparse_argument(op, *stack)) {
     sparse_cpu_fallback(op, stack);
-  else
+  } else if (has_narrow_argument(op, *stack)) {
+    // CUDA computes Half, BFloat16 and ComplexHalf where the CPU kernel may not: then computed widened.
+    WideningOp widening(key);
+    cpu_fallback_or_widened(op, stack);
+  } else {
     at::native::cpu_fallback(op, stack);
+  }
 }
 
 std::map<std::string, int64_t> fallback_counts() {

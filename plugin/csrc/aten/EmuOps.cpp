@@ -47,12 +47,16 @@
 #include <c10/core/DefaultDtype.h>
 #include <torch/library.h>
 
+#include <array>
+#include <exception>
+#include <map>
 #include <optional>
 #include <set>
 #include <tuple>
 #include <vector>
 
 #include "Launch.h"
+#include "Widen.h"
 
 namespace torch_emu {
 
@@ -94,22 +98,67 @@ void probe_once(const char* op, c10::ScalarType out, c10::ScalarType a, c10::Sca
   run();
   supported.insert(key);
 }
+// CUDA computes Half, BFloat16 and ComplexHalf where some CPU kernels do not (exp of ComplexHalf): when the CPU
+// kernel refuses a narrow dtype among an op's dtypes but takes the wider ones (Widen.h), the kernel computes in
+// those and writes its result back in the dtype the op returns. Decided once per (op, dtypes) and thread, by the
+// probe; a refusal of the wider dtypes too raises the CPU kernel's error for the caller's dtypes.
+using Dtypes = std::array<c10::ScalarType, 3>;  // out, a, b (Undefined where the op has fewer)
+
+template <typename Probe>
+bool computes_widened(const char* op, const Dtypes& dtypes, const Probe& probe) {
+  thread_local std::map<std::tuple<const char*, int, int, int>, bool> decided;
+  const auto key = std::make_tuple(op, int(dtypes[0]), int(dtypes[1]), int(dtypes[2]));
+  const auto known = decided.find(key);
+  if (known != decided.end()) return known->second;
+  bool widened = false;
+  try {
+    probe(dtypes);
+  } catch (const c10::Error& error) {
+    if (!is_narrow_dtype_refusal(error)) throw;
+    const std::exception_ptr refusal = std::current_exception();
+    try {
+      probe(Dtypes{wider(dtypes[0]), wider(dtypes[1]), wider(dtypes[2])});
+    } catch (const c10::Error&) {
+      std::rethrow_exception(refusal);
+    }
+    widened = true;
+  }
+  decided.emplace(key, widened);
+  return widened;
+}
+
 template <typename K>
-void probe_dtypes(const char* op, c10::ScalarType out, c10::ScalarType a, c10::ScalarType b, const K& k) {
-  probe_once(op, out, a, b, [&] { k(one_on_cpu(out), one_on_cpu(a), one_on_cpu(b)); });
+bool probe_dtypes(const char* op, c10::ScalarType out, c10::ScalarType a, c10::ScalarType b, const K& k) {
+  return computes_widened(op, {out, a, b}, [&](const Dtypes& d) { k(one_on_cpu(d[0]), one_on_cpu(d[1]), one_on_cpu(d[2])); });
 }
 template <typename K>
-void probe_dtypes(const char* op, c10::ScalarType out, c10::ScalarType a, const K& k) {
-  probe_once(op, out, a, c10::ScalarType::Undefined, [&] { k(one_on_cpu(out), one_on_cpu(a)); });
+bool probe_dtypes(const char* op, c10::ScalarType out, c10::ScalarType a, const K& k) {
+  return computes_widened(op, {out, a, c10::ScalarType::Undefined}, [&](const Dtypes& d) { k(one_on_cpu(d[0]), one_on_cpu(d[1])); });
+}
+
+// Kernel side: the view as the kernel computes it (a widened copy when the kernel computes widened).
+Tensor computed(const Tensor& view, bool widened) { return widened ? to_wider(view) : view; }
+// Kernel side: f writes the result into out, or into a widened stand-in whose values go back into out.
+template <typename F>
+void write_into(const Tensor& out, bool widened, const F& f) {
+  if (!widened || !is_narrow(out.scalar_type())) {
+    f(out);
+    return;
+  }
+  Tensor stand_in = at::empty(out.sizes(), out.options().dtype(wider(out.scalar_type())));
+  f(stand_in);
+  out.copy_(stand_in);
 }
 
 // ---- elementwise binary: K(out, a, b) runs the CPU op ----
 template <typename K>
 Tensor binary(const char* op, const Tensor& a, const Tensor& b, c10::ScalarType dtype, K k) {
   const auto device = common_device(op, {&a, &b});
-  probe_dtypes(op, dtype, a.scalar_type(), b.scalar_type(), k);
+  const bool widened = probe_dtypes(op, dtype, a.scalar_type(), b.scalar_type(), k);
   Tensor out = at::empty(at::infer_size(a.sizes(), b.sizes()), on_emu(device, dtype));
-  launch(device, [out = arg(out), a = arg(a), b = arg(b), k] { k(kernel_view(out), kernel_view(a), kernel_view(b)); });
+  launch(device, [out = arg(out), a = arg(a), b = arg(b), k, widened] {
+    write_into(kernel_view(out), widened, [&](Tensor o) { k(o, computed(kernel_view(a), widened), computed(kernel_view(b), widened)); });
+  });
   return out;
 }
 
@@ -117,10 +166,10 @@ template <typename K>
 Tensor& binary_(const char* op, Tensor& self, const Tensor& other, c10::ScalarType result, K k) {
   const auto device = common_device(op, {&self, &other});
   check_inplace(op, self, at::infer_size(self.sizes(), other.sizes()), result);
-  probe_dtypes(op, self.scalar_type(), self.scalar_type(), other.scalar_type(), k);
-  launch(device, [self = arg(self), other = arg(other), k] {
+  const bool widened = probe_dtypes(op, self.scalar_type(), self.scalar_type(), other.scalar_type(), k);
+  launch(device, [self = arg(self), other = arg(other), k, widened] {
     Tensor s = kernel_view(self);
-    k(s, s, kernel_view(other));
+    write_into(s, widened, [&](Tensor o) { k(o, computed(s, widened), computed(kernel_view(other), widened)); });
   });
   return self;
 }
@@ -129,9 +178,11 @@ Tensor& binary_(const char* op, Tensor& self, const Tensor& other, c10::ScalarTy
 template <typename K>
 Tensor unary(const char* op, const Tensor& a, c10::ScalarType dtype, K k) {
   const auto device = common_device(op, {&a});
-  probe_dtypes(op, dtype, a.scalar_type(), k);
+  const bool widened = probe_dtypes(op, dtype, a.scalar_type(), k);
   Tensor out = at::empty(a.sizes(), on_emu(device, dtype));
-  launch(device, [out = arg(out), a = arg(a), k] { k(kernel_view(out), kernel_view(a)); });
+  launch(device, [out = arg(out), a = arg(a), k, widened] {
+    write_into(kernel_view(out), widened, [&](Tensor o) { k(o, computed(kernel_view(a), widened)); });
+  });
   return out;
 }
 
@@ -139,10 +190,10 @@ template <typename K>
 Tensor& unary_(const char* op, Tensor& self, c10::ScalarType result, K k) {
   const auto device = common_device(op, {&self});
   check_inplace(op, self, self.sizes(), result);
-  probe_dtypes(op, self.scalar_type(), self.scalar_type(), k);
-  launch(device, [self = arg(self), k] {
+  const bool widened = probe_dtypes(op, self.scalar_type(), self.scalar_type(), k);
+  launch(device, [self = arg(self), k, widened] {
     Tensor s = kernel_view(self);
-    k(s, s);
+    write_into(s, widened, [&](Tensor o) { k(o, computed(s, widened)); });
   });
   return self;
 }
@@ -234,10 +285,13 @@ c10::ScalarType abs_in_place(c10::ScalarType t) {
   TORCH_CHECK(!c10::isComplexType(t), "In-place abs is not supported for complex tensors.");
   return t;
 }
+// CUDA's abs takes Bool, where it is the identity; the CPU kernel refuses it.
 Tensor abs(const Tensor& a) {
+  if (a.scalar_type() == at::kBool) return unary("abs", a, at::kBool, [](Tensor o, const Tensor& x) { o.copy_(x); });
   return unary("abs", a, magnitude(a.scalar_type()), [](Tensor o, const Tensor& x) { at::abs_out(o, x); });
 }
 Tensor& abs_(Tensor& self) {
+  if (self.scalar_type() == at::kBool) return self;
   return unary_("abs_", self, abs_in_place(self.scalar_type()), [](Tensor o, const Tensor& x) { at::abs_out(o, x); });
 }
 EMU_UNARY(neg, same)  // neg of bool: the CPU probe raises aten's own error (NotImplementedError from 2.15 on)
@@ -320,11 +374,17 @@ Tensor sum_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, co
   const auto device = common_device("sum", {&self});
   const auto dims = wrap_dims(self, dim);
   const auto result = dtype.value_or(c10::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
-  probe_once("sum", result, self.scalar_type(), c10::ScalarType::Undefined, [&] {
-    at::sum_out(as_lvalue(ones_of_rank(self, result).sum(dims, keepdim)), ones_of_rank(self, self.scalar_type()), dims, keepdim, dtype);
+  auto as_computed = [](compat::optional<c10::ScalarType> t, bool widened) {
+    return widened && t.has_value() ? compat::optional<c10::ScalarType>(wider(*t)) : t;
+  };
+  const bool widened = computes_widened("sum", {result, self.scalar_type(), c10::ScalarType::Undefined}, [&](const Dtypes& d) {
+    const bool wide = d[0] != result || d[1] != self.scalar_type();
+    at::sum_out(as_lvalue(ones_of_rank(self, d[0]).sum(dims, keepdim)), ones_of_rank(self, d[1]), dims, keepdim, as_computed(dtype, wide));
   });
   Tensor out = at::empty(reduced_shape(self, dims, keepdim), on_emu(device, result));
-  launch(device, [out = arg(out), self = arg(self), dims, keepdim, dtype] { at::sum_out(as_lvalue(kernel_view(out)), kernel_view(self), dims, keepdim, dtype); });
+  launch(device, [out = arg(out), self = arg(self), dims, keepdim, dtype = as_computed(dtype, widened), widened] {
+    write_into(kernel_view(out), widened, [&](Tensor o) { at::sum_out(o, computed(kernel_view(self), widened), dims, keepdim, dtype); });
+  });
   return out;
 }
 
