@@ -3,7 +3,9 @@
 // whose default kernels raise and which the boxed CPU fallback never sees; so both are native here.
 // Shapes and argument checks are settled on the caller's thread, the arithmetic runs as stream work
 // with ATen's CPU convolution on CPU tensors aliasing device memory (every variant: 1-3d, transposed,
-// groups, dilation; padding modes other than zeros reach us already padded by torch.nn).
+// groups, dilation; padding modes other than zeros reach us already padded by torch.nn). Half and BFloat16
+// convolutions accumulate in Float and round once, as CUDA's cuDNN descriptors ask (the CPU kernels round more
+// often, which Complex Half convolutions, built from three real ones, magnify).
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "Launch.h"
+#include "Widen.h"
 
 namespace torch_emu {
 
@@ -132,7 +135,7 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const compat::opti
   auto options = input.options();
   Tensor out = at::empty(shape, options, memory_format(input, weight));
   launch(device, [out = arg(out), input = arg(input), weight = arg(weight), bias = arg(bias), p] {
-    const Tensor result = at::convolution(kernel_view(input), kernel_view(weight), kernel_view(bias), p.stride, p.padding,
+    const Tensor result = at::convolution(to_wider(kernel_view(input)), to_wider(kernel_view(weight)), to_wider(kernel_view(bias)), p.stride, p.padding,
                                           p.dilation, p.transposed, p.output_padding, p.groups);
     kernel_view(out).copy_(result);
   });
@@ -161,7 +164,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(const Tensor& grad_outpu
   launch(device, [grad_input = arg(grad_input), grad_weight = arg(grad_weight), grad_bias = arg(grad_bias),
                   grad_output = arg(grad_output), input = arg(input), weight = arg(weight), p, channels, output_mask] {
     const std::vector<int64_t> bias_sizes{channels};
-    auto grads = at::convolution_backward(kernel_view(grad_output), kernel_view(input), kernel_view(weight), bias_sizes,
+    auto grads = at::convolution_backward(to_wider(kernel_view(grad_output)), to_wider(kernel_view(input)), to_wider(kernel_view(weight)), bias_sizes,
                                           p.stride, p.padding, p.dilation, p.transposed, p.output_padding, p.groups,
                                           output_mask);
     if (output_mask[0]) kernel_view(grad_input).copy_(std::get<0>(grads));
