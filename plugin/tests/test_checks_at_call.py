@@ -26,6 +26,9 @@ def test_abs_of_complex_is_real_like_cpu():
 @pytest.mark.parametrize("op", [torch.abs, torch.neg, torch.exp, torch.sigmoid, torch.sqrt])
 def test_unary_result_types_match_cpu(op, dtype):  # type: ignore[no-untyped-def]
     x = torch.tensor([1, 0, 1]).to(dtype)
+    if op is torch.abs and dtype == torch.bool:  # CUDA's abs takes Bool, the CPU's refuses it: emu is CUDA's
+        assert torch.equal(op(x.emu()).cpu(), x)
+        return
     try:
         expected = op(x)
     except (RuntimeError, NotImplementedError) as exc:
