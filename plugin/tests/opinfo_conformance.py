@@ -83,6 +83,9 @@ NOT_CLAIMED = {
     "torch.ops.aten._flash_attention_forward": "CUDA's fused attention kernel: no CPU kernel in any dtype",
     "torch.ops.aten._efficient_attention_forward": "CUDA's fused attention kernel: no CPU kernel in any dtype",
 }
+# Sparse emu tensors exist from torch 2.5 (plugin/csrc/aten/SparseSupport.h): before, to_sparse has no emu layout.
+if Version(torch.__version__.split("+")[0]) < Version("2.5"):
+    KNOWN_GAPS["to_sparse"] = "sparse emu tensors need torch >= 2.5"
 # to(..., pin_memory=True / non_blocking) needs pinned host memory: the isPinnedPtr hook (torch 2.5) and the driver's
 # host allocation (API 2.2).
 if Version(torch.__version__.split("+")[0]) < Version("2.5") or not torch_emu.features()["pinned_memory"]:
@@ -108,13 +111,13 @@ REFERENCE_DTYPE = {
     torch.int32: torch.int64,
 }
 
-# Tolerances of a narrow result, in units of the narrow dtype's last place (relative and absolute). Forward: emu and
-# the reference both compute in the wider dtype and round once, but kernels that take the narrow dtype round their
-# intermediates in it, as CUDA's do; the OpInfo's own tolerance for its ComplexHalf reference test (the same
+# Tolerances of a narrow result, in units of the narrow dtype's last place (relative and absolute). Forward: the
+# reference rounds once, but composite ops (bilinear, cov) and kernels that take the narrow dtype round their
+# intermediates in it, on CUDA as on emu; the OpInfo's own tolerance for its ComplexHalf reference test (the same
 # comparison, upstream) is taken where larger. Backward: a gradient passes through several ops, each rounding to the
-# narrow dtype on emu and on CUDA alike, where the reference rounds once.
+# narrow dtype on emu and on CUDA alike.
 EPS = {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7, torch.complex32: 2.0**-10}
-ULPS = {False: 2, True: 8}
+ULPS = {False: 4, True: 8}
 
 
 def tolerance(op: Any, dtype: torch.dtype, backward: bool) -> dict[str, float]:
@@ -272,20 +275,43 @@ def narrow_counterpart(result: torch.dtype, dtype: torch.dtype, wide: torch.dtyp
     return result
 
 
+def first_line(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0][:200]
+
+
+def promoted_with_others(sample: Any, dtype: torch.dtype) -> torch.dtype:
+    """`dtype` promoted with the sample's floating and complex tensors of other dtypes."""
+    flat, _ = tree_flatten((sample.input, sample.args, sample.kwargs))
+    promoted = dtype
+    for t in flat:
+        if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) and t.dim() > 0:
+            promoted = torch.promote_types(promoted, t.dtype)
+    return promoted
+
+
 def compare_cuda_dtype(op: Any, sample: Any, dtype: torch.dtype, backward: bool, values: bool) -> None:
     """Raises AssertionError unless emu computes this CUDA-only (op, dtype) sample as CUDA does: the reference's
     dtypes (cast back as described above), shapes and, if `values`, its values within the narrow dtype's tolerance."""
-    actual = gradients(op, sample) if backward else run(op, sample)  # CUDA computes it: emu raising is a mismatch
-    torch.emu.synchronize()
     wide = REFERENCE_DTYPE.get(dtype, dtype)
     reference, widened = CUDA_REFERENCES.get((op.name, dtype), (op, True))
     convert = (lambda v: on_cpu_in(v, dtype, wide)) if widened else to_cpu
     cpu_sample = type(sample)(convert(sample.input), args=convert(sample.args), kwargs=convert(sample.kwargs))
     try:
+        actual = gradients(op, sample) if backward else run(op, sample)
+        torch.emu.synchronize()
+    except Exception as exc:
+        # CUDA computes the pair: emu raising is a mismatch, unless the reference refuses this sample's values alike
+        # (an integer remainder by zero is a ZeroDivisionError for the CPU in every integer dtype).
+        try:
+            gradients(reference, cpu_sample) if backward else run(reference, cpu_sample)
+        except Exception as reference_exc:
+            if type(reference_exc) is type(exc) and first_line(reference_exc) == first_line(exc):
+                return
+        raise
+    try:
         expected = gradients(reference, cpu_sample) if backward else run(reference, cpu_sample)
     except Exception as exc:
-        first = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0][:200]
-        raise AssertionError(f"no CPU reference in {wide if widened else dtype}: {first}") from None
+        raise AssertionError(f"no CPU reference in {wide if widened else dtype}: {first_line(exc)}") from None
     flat_expected, spec = tree_flatten(expected)
     if backward:  # a gradient has its input's dtype
         targets = [t.dtype if isinstance(t, torch.Tensor) else None for t in leaves(sample)]
@@ -298,6 +324,8 @@ def compare_cuda_dtype(op: Any, sample: Any, dtype: torch.dtype, backward: bool,
             meta = None  # no meta kernel: the narrow counterpart of the reference's dtype
         if meta is not None and len(meta) == len(flat_expected):
             targets = [m.dtype if isinstance(m, torch.Tensor) else None for m in meta]
+        elif promoted_with_others(sample, dtype) != dtype:  # a wider input (Float weights) makes wide results CUDA's
+            targets = [e.dtype if isinstance(e, torch.Tensor) else None for e in flat_expected]
         else:
             targets = [
                 narrow_counterpart(e.dtype, dtype, wide) if isinstance(e, torch.Tensor) else None for e in flat_expected
@@ -374,11 +402,13 @@ def cuda_dtype_pass(op_db: Any, samples_per_op: int, backward: bool) -> dict[str
             except Exception as exc:
                 lines = traceback.format_exception_only(type(exc), exc)
                 mismatches[pair] = "".join(lines).strip().splitlines()[0][:300]
+    gaps = {pair: why for pair, why in mismatches.items() if pair.split(" (")[0] in KNOWN_GAPS}
+    mismatches = {pair: why for pair, why in mismatches.items() if pair not in gaps}
     return {
         "compared": compared,
         "passed": passed,
         "mismatches": mismatches,
-        "known_gaps": {},
+        "known_gaps": gaps,
         "not_claimed": not_claimed,
     }
 

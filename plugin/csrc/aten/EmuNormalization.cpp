@@ -8,6 +8,7 @@
 // returns them in the input's dtype, which also costs the backward its precision).
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/ops/_native_batch_norm_legit_ops.h>
 #include <ATen/ops/native_batch_norm.h>
 #include <ATen/ops/native_batch_norm_backward.h>
 #include <torch/library.h>
@@ -50,6 +51,25 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
   return {std::get<0>(result).to(device, input.scalar_type()), std::get<1>(result).to(device), std::get<2>(result).to(device)};
 }
 
+// The same op as torch.export and torch.compile spell it (running statistics declared mutable): Half and BFloat16
+// through the route above, every other dtype through the CPU fallback.
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm_legit(const Tensor& input, const compat::optional<Tensor>& weight,
+                                                           const compat::optional<Tensor>& bias, Tensor& running_mean,
+                                                           Tensor& running_var, bool training, double momentum, double eps) {
+  if (!is_narrow(input.scalar_type()))
+    return at::native::call_fallback_fn<&emu_fallback, at::_ops::_native_batch_norm_legit>::call(
+        input, weight, bias, running_mean, running_var, training, momentum, eps);
+  return (native_batch_norm)(input, weight, bias, running_mean, running_var, training, momentum, eps);  // emu's, not at::
+}
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm_legit_no_stats(const Tensor& input, const compat::optional<Tensor>& weight,
+                                                                    const compat::optional<Tensor>& bias, bool training,
+                                                                    double momentum, double eps) {
+  if (!is_narrow(input.scalar_type()))
+    return at::native::call_fallback_fn<&emu_fallback, at::_ops::_native_batch_norm_legit_no_stats>::call(
+        input, weight, bias, training, momentum, eps);
+  return (native_batch_norm)(input, weight, bias, compat::optional<Tensor>(), compat::optional<Tensor>(), training, momentum, eps);
+}
+
 // The backward of a Half or BFloat16 normalization, in Float too (the CPU kernel refuses the Float statistics
 // CUDA's forward saves): the input's gradient in the input's dtype, the weight's and bias's in the weight's.
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
@@ -77,6 +97,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", native_batch_norm);
   m.impl("native_batch_norm_backward", native_batch_norm_backward);
+  m.impl("_native_batch_norm_legit", native_batch_norm_legit);
+  m.impl("_native_batch_norm_legit.no_stats", native_batch_norm_legit_no_stats);
 }
 
 }  // namespace torch_emu

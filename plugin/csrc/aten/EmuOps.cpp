@@ -98,35 +98,6 @@ void probe_once(const char* op, c10::ScalarType out, c10::ScalarType a, c10::Sca
   run();
   supported.insert(key);
 }
-// CUDA computes Half, BFloat16 and ComplexHalf where some CPU kernels do not (exp of ComplexHalf): when the CPU
-// kernel refuses a narrow dtype among an op's dtypes but takes the wider ones (Widen.h), the kernel computes in
-// those and writes its result back in the dtype the op returns. Decided once per (op, dtypes) and thread, by the
-// probe; a refusal of the wider dtypes too raises the CPU kernel's error for the caller's dtypes.
-using Dtypes = std::array<c10::ScalarType, 3>;  // out, a, b (Undefined where the op has fewer)
-
-template <typename Probe>
-bool computes_widened(const char* op, const Dtypes& dtypes, const Probe& probe) {
-  thread_local std::map<std::tuple<const char*, int, int, int>, bool> decided;
-  const auto key = std::make_tuple(op, int(dtypes[0]), int(dtypes[1]), int(dtypes[2]));
-  const auto known = decided.find(key);
-  if (known != decided.end()) return known->second;
-  bool widened = false;
-  try {
-    probe(dtypes);
-  } catch (const c10::Error& error) {
-    if (!is_narrow_dtype_refusal(error)) throw;
-    const std::exception_ptr refusal = std::current_exception();
-    try {
-      probe(Dtypes{wider(dtypes[0]), wider(dtypes[1]), wider(dtypes[2])});
-    } catch (const c10::Error&) {
-      std::rethrow_exception(refusal);
-    }
-    widened = true;
-  }
-  decided.emplace(key, widened);
-  return widened;
-}
-
 template <typename K>
 bool probe_dtypes(const char* op, c10::ScalarType out, c10::ScalarType a, c10::ScalarType b, const K& k) {
   return computes_widened(op, {out, a, b}, [&](const Dtypes& d) { k(one_on_cpu(d[0]), one_on_cpu(d[1]), one_on_cpu(d[2])); });
@@ -134,20 +105,6 @@ bool probe_dtypes(const char* op, c10::ScalarType out, c10::ScalarType a, c10::S
 template <typename K>
 bool probe_dtypes(const char* op, c10::ScalarType out, c10::ScalarType a, const K& k) {
   return computes_widened(op, {out, a, c10::ScalarType::Undefined}, [&](const Dtypes& d) { k(one_on_cpu(d[0]), one_on_cpu(d[1])); });
-}
-
-// Kernel side: the view as the kernel computes it (a widened copy when the kernel computes widened).
-Tensor computed(const Tensor& view, bool widened) { return widened ? to_wider(view) : view; }
-// Kernel side: f writes the result into out, or into a widened stand-in whose values go back into out.
-template <typename F>
-void write_into(const Tensor& out, bool widened, const F& f) {
-  if (!widened || !is_narrow(out.scalar_type())) {
-    f(out);
-    return;
-  }
-  Tensor stand_in = at::empty(out.sizes(), out.options().dtype(wider(out.scalar_type())));
-  f(stand_in);
-  out.copy_(stand_in);
 }
 
 // ---- elementwise binary: K(out, a, b) runs the CPU op ----
@@ -443,12 +400,14 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1), " and ",
               b.size(0), "x", b.size(1), ")");
   check_matmul_dtypes("mm", a, b);
-  probe_once("mm", a.scalar_type(), a.scalar_type(), b.scalar_type(), [&] {
-    at::mm_out(as_lvalue(one_on_cpu(a.scalar_type()).view({1, 1})), one_on_cpu(a.scalar_type()).view({1, 1}), one_on_cpu(b.scalar_type()).view({1, 1}));
+  const bool widened = computes_widened("mm", {a.scalar_type(), a.scalar_type(), b.scalar_type()}, [&](const Dtypes& d) {
+    at::mm_out(as_lvalue(one_on_cpu(d[0]).view({1, 1})), one_on_cpu(d[1]).view({1, 1}), one_on_cpu(d[2]).view({1, 1}));
   });
   const auto device = common_device("mm", {&a, &b});
   Tensor out = at::empty({a.size(0), b.size(1)}, on_emu(device, a.scalar_type()));
-  launch(device, [out = arg(out), a = arg(a), b = arg(b)] { at::mm_out(as_lvalue(kernel_view(out)), kernel_view(a), kernel_view(b)); });
+  launch(device, [out = arg(out), a = arg(a), b = arg(b), widened] {
+    write_into(kernel_view(out), widened, [&](Tensor o) { at::mm_out(o, computed(kernel_view(a), widened), computed(kernel_view(b), widened)); });
+  });
   return out;
 }
 
@@ -458,13 +417,14 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "Expected size for first two dimensions of batch2 tensor to be: [",
               a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
   check_matmul_dtypes("bmm", a, b);
-  probe_once("bmm", a.scalar_type(), a.scalar_type(), b.scalar_type(), [&] {
-    at::bmm_out(as_lvalue(one_on_cpu(a.scalar_type()).view({1, 1, 1})), one_on_cpu(a.scalar_type()).view({1, 1, 1}),
-                one_on_cpu(b.scalar_type()).view({1, 1, 1}));
+  const bool widened = computes_widened("bmm", {a.scalar_type(), a.scalar_type(), b.scalar_type()}, [&](const Dtypes& d) {
+    at::bmm_out(as_lvalue(one_on_cpu(d[0]).view({1, 1, 1})), one_on_cpu(d[1]).view({1, 1, 1}), one_on_cpu(d[2]).view({1, 1, 1}));
   });
   const auto device = common_device("bmm", {&a, &b});
   Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, on_emu(device, a.scalar_type()));
-  launch(device, [out = arg(out), a = arg(a), b = arg(b)] { at::bmm_out(as_lvalue(kernel_view(out)), kernel_view(a), kernel_view(b)); });
+  launch(device, [out = arg(out), a = arg(a), b = arg(b), widened] {
+    write_into(kernel_view(out), widened, [&](Tensor o) { at::bmm_out(o, computed(kernel_view(a), widened), computed(kernel_view(b), widened)); });
+  });
   return out;
 }
 
@@ -473,58 +433,75 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const at::Sca
   TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1), " and ",
               b.size(0), "x", b.size(1), ")");
   check_matmul_dtypes("addmm", a, b);
-  probe_once("addmm", self.scalar_type(), a.scalar_type(), b.scalar_type(), [&] {
-    at::addmm_out(as_lvalue(one_on_cpu(a.scalar_type()).view({1, 1})), one_on_cpu(self.scalar_type()).view({1, 1}),
-                  one_on_cpu(a.scalar_type()).view({1, 1}), one_on_cpu(b.scalar_type()).view({1, 1}), beta, alpha);
+  // dtypes: the result's (a's), self's, b's (a's too, checked above)
+  const bool widened = computes_widened("addmm", {a.scalar_type(), self.scalar_type(), b.scalar_type()}, [&](const Dtypes& d) {
+    at::addmm_out(as_lvalue(one_on_cpu(d[0]).view({1, 1})), one_on_cpu(d[1]).view({1, 1}), one_on_cpu(d[0]).view({1, 1}),
+                  one_on_cpu(d[2]).view({1, 1}), beta, alpha);
   });
   const auto device = common_device("addmm", {&self, &a, &b});
   Tensor out = at::empty({a.size(0), b.size(1)}, on_emu(device, a.scalar_type()));
   TORCH_CHECK(at::is_expandable_to(self.sizes(), out.sizes()), "addmm: self of shape ", self.sizes(),
               " cannot broadcast to the result shape ", out.sizes());
-  launch(device, [out = arg(out), self = arg(self), a = arg(a), b = arg(b), beta, alpha] {
-    at::addmm_out(as_lvalue(kernel_view(out)), kernel_view(self), kernel_view(a), kernel_view(b), beta, alpha);
+  launch(device, [out = arg(out), self = arg(self), a = arg(a), b = arg(b), beta, alpha, widened] {
+    write_into(kernel_view(out), widened, [&](Tensor o) {
+      at::addmm_out(o, computed(kernel_view(self), widened), computed(kernel_view(a), widened), computed(kernel_view(b), widened), beta, alpha);
+    });
   });
   return out;
 }
 
 // ---- softmax ----
-Tensor softmax(const Tensor& self, int64_t dim, bool half_to_float) {
-  const auto device = common_device("softmax", {&self});
+// half_to_float (a Half input, a Float result) is CUDA's; computed widened, the input is Float already.
+template <typename K>
+Tensor softmax_like(const char* op, const Tensor& self, int64_t dim, bool half_to_float, const K& k) {
+  const auto device = common_device(op, {&self});
   dim = at::maybe_wrap_dim(dim, self.dim());
   const auto dtype = half_to_float ? at::kFloat : self.scalar_type();
-  probe_once("softmax", dtype, self.scalar_type(), c10::ScalarType::Undefined, [&] {
-    at::_softmax_out(as_lvalue(ones_of_rank(self, dtype)), ones_of_rank(self, self.scalar_type()), dim, half_to_float);
+  const bool widened = computes_widened(op, {dtype, self.scalar_type(), c10::ScalarType::Undefined}, [&](const Dtypes& d) {
+    k(as_lvalue(ones_of_rank(self, d[0])), ones_of_rank(self, d[1]), dim, half_to_float && d[1] == self.scalar_type());
   });
   Tensor out = at::empty(self.sizes(), on_emu(device, dtype));
-  launch(device, [out = arg(out), self = arg(self), dim, half_to_float] { at::_softmax_out(as_lvalue(kernel_view(out)), kernel_view(self), dim, half_to_float); });
+  launch(device, [out = arg(out), self = arg(self), dim, half_to_float, widened, k] {
+    write_into(kernel_view(out), widened, [&](Tensor o) { k(o, computed(kernel_view(self), widened), dim, half_to_float && !widened); });
+  });
   return out;
 }
+Tensor softmax(const Tensor& self, int64_t dim, bool half_to_float) {
+  return softmax_like("softmax", self, dim, half_to_float,
+                      [](Tensor& o, const Tensor& x, int64_t d, bool h) { at::_softmax_out(o, x, d, h); });
+}
 Tensor log_softmax(const Tensor& self, int64_t dim, bool half_to_float) {
-  const auto device = common_device("log_softmax", {&self});
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  const auto dtype = half_to_float ? at::kFloat : self.scalar_type();
-  probe_once("log_softmax", dtype, self.scalar_type(), c10::ScalarType::Undefined, [&] {
-    at::_log_softmax_out(as_lvalue(ones_of_rank(self, dtype)), ones_of_rank(self, self.scalar_type()), dim, half_to_float);
+  return softmax_like("log_softmax", self, dim, half_to_float,
+                      [](Tensor& o, const Tensor& x, int64_t d, bool h) { at::_log_softmax_out(o, x, d, h); });
+}
+
+template <typename K>
+Tensor softmax_backward_like(const char* op, const Tensor& grad, const Tensor& output, int64_t dim, c10::ScalarType input_dtype,
+                             const K& k) {
+  const auto device = common_device(op, {&grad, &output});
+  dim = at::maybe_wrap_dim(dim, grad.dim());
+  const bool widened = computes_widened(op, {input_dtype, grad.scalar_type(), output.scalar_type()}, [&](const Dtypes& d) {
+    k(as_lvalue(ones_of_rank(grad, d[0])), ones_of_rank(grad, d[1]), ones_of_rank(grad, d[2]), dim, d[0]);
   });
-  Tensor out = at::empty(self.sizes(), on_emu(device, dtype));
-  launch(device, [out = arg(out), self = arg(self), dim, half_to_float] { at::_log_softmax_out(as_lvalue(kernel_view(out)), kernel_view(self), dim, half_to_float); });
+  Tensor out = at::empty(grad.sizes(), on_emu(device, input_dtype));
+  launch(device, [out = arg(out), grad = arg(grad), output = arg(output), dim, input_dtype, widened, k] {
+    write_into(kernel_view(out), widened, [&](Tensor o) {
+      k(o, computed(kernel_view(grad), widened), computed(kernel_view(output), widened), dim, o.scalar_type());
+    });
+  });
   return out;
 }
 Tensor softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim, c10::ScalarType input_dtype) {
-  const auto device = common_device("softmax_backward", {&grad, &output});
-  Tensor out = at::empty(grad.sizes(), on_emu(device, input_dtype));
-  launch(device, [out = arg(out), grad = arg(grad), output = arg(output), dim, input_dtype] {
-    at::_softmax_backward_data_out(as_lvalue(kernel_view(out)), kernel_view(grad), kernel_view(output), dim, input_dtype);
-  });
-  return out;
+  return softmax_backward_like("softmax_backward", grad, output, dim, input_dtype,
+                               [](Tensor& o, const Tensor& g, const Tensor& y, int64_t d, c10::ScalarType t) {
+                                 at::_softmax_backward_data_out(o, g, y, d, t);
+                               });
 }
 Tensor log_softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim, c10::ScalarType input_dtype) {
-  const auto device = common_device("log_softmax_backward", {&grad, &output});
-  Tensor out = at::empty(grad.sizes(), on_emu(device, input_dtype));
-  launch(device, [out = arg(out), grad = arg(grad), output = arg(output), dim, input_dtype] {
-    at::_log_softmax_backward_data_out(as_lvalue(kernel_view(out)), kernel_view(grad), kernel_view(output), dim, input_dtype);
-  });
-  return out;
+  return softmax_backward_like("log_softmax_backward", grad, output, dim, input_dtype,
+                               [](Tensor& o, const Tensor& g, const Tensor& y, int64_t d, c10::ScalarType t) {
+                                 at::_log_softmax_backward_data_out(o, g, y, d, t);
+                               });
 }
 
 // ---- indexing and joining ----

@@ -2,11 +2,14 @@
 // emu-to-CPU generator swap for random ops that run through the CPU fallback.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include "../runtime/EmuGenerator.h"
 #include "Fallback.h"
 #include "Launch.h"
+#include "Widen.h"
 
 namespace torch_emu {
 
@@ -14,16 +17,31 @@ namespace {
 
 using at::Tensor;
 
-// Queues `sample(view, cpu_generator)` with a CPU generator seeded from the emu generator now.
-template <typename F>
-Tensor& sample(const char* op, Tensor& self, const compat::optional<at::Generator>& gen, F f) {
+// Queues `sample(view, cpu_generator)` with a CPU generator seeded from the emu generator now. `probe(t, g)` samples
+// a one-element CPU tensor t the same way, at the call: a CPU kernel that refuses the dtype raises here, and one that
+// refuses a narrow dtype CUDA samples in (Half on older releases) samples into a widened stand-in instead (Widen.h).
+// f(view, generator, widened) and probe(view, generator, dtypes) get the dtype of a tensor argument, if the op has one,
+// as second of the dtypes.
+template <typename F, typename P>
+Tensor& sample(const char* op, Tensor& self, const compat::optional<at::Generator>& gen, const Dtypes& dtypes, F f, P probe) {
   const auto device = common_device(op, {&self});
+  const bool widened = computes_widened(op, dtypes, [&](const Dtypes& d) {
+    at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>(0);
+    probe(at::zeros({1}, at::TensorOptions().dtype(d[0])), cpu, d);
+  });
   const uint64_t seed = draw_kernel_seed(gen, device);
-  launch(device, [self = arg(self), seed, f] {
+  launch(device, [self = arg(self), seed, f, widened] {
     at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>(seed);
-    f(kernel_view(self), cpu);
+    write_into(kernel_view(self), widened, [&](Tensor v) { f(v, cpu, widened); });
   });
   return self;
+}
+// A sampler with scalar parameters only: f(view, generator) is its own probe.
+template <typename F>
+Tensor& sample(const char* op, Tensor& self, const compat::optional<at::Generator>& gen, F f) {
+  return sample(
+      op, self, gen, {self.scalar_type(), c10::ScalarType::Undefined, c10::ScalarType::Undefined},
+      [f](Tensor v, const at::Generator& g, bool) { f(v, g); }, [f](Tensor v, const at::Generator& g, const Dtypes&) { f(v, g); });
 }
 
 Tensor& normal_(Tensor& self, double mean, double std, compat::optional<at::Generator> gen) {
@@ -40,7 +58,10 @@ Tensor& bernoulli_float(Tensor& self, double p, compat::optional<at::Generator> 
 }
 Tensor& bernoulli_tensor(Tensor& self, const Tensor& p, compat::optional<at::Generator> gen) {
   common_device("bernoulli_", {&self, &p});
-  return sample("bernoulli_", self, gen, [p = arg(p)](Tensor v, const at::Generator& g) { v.bernoulli_(kernel_view(p), g); });
+  return sample(
+      "bernoulli_.Tensor", self, gen, {self.scalar_type(), p.scalar_type(), c10::ScalarType::Undefined},
+      [p = arg(p)](Tensor v, const at::Generator& g, bool widened) { v.bernoulli_(computed(kernel_view(p), widened), g); },
+      [](Tensor v, const at::Generator& g, const Dtypes& d) { v.bernoulli_(at::full({1}, 0.5, at::TensorOptions().dtype(d[1])), g); });
 }
 Tensor& random_from(Tensor& self, int64_t from, compat::optional<int64_t> to, compat::optional<at::Generator> gen) {
   return sample("random_", self, gen, [from, to](Tensor v, const at::Generator& g) { v.random_(from, to, g); });

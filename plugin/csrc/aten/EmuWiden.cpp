@@ -6,6 +6,7 @@
 #include <ATen/native/TypeProperties.h>
 #include <c10/util/Exception.h>
 
+#include <cctype>
 #include <exception>
 #include <mutex>
 #include <set>
@@ -34,9 +35,19 @@ c10::ScalarType wider(c10::ScalarType t) {
 at::Tensor to_wider(const at::Tensor& t) { return t.defined() && is_narrow(t.scalar_type()) ? t.to(wider(t.scalar_type())) : t; }
 
 bool is_narrow_dtype_refusal(const c10::Error& error) {
-  const std::string message = error.what_without_backtrace();
-  for (const auto t : {c10::ScalarType::Half, c10::ScalarType::BFloat16, c10::ScalarType::ComplexHalf})
-    if (message.find(std::string("not implemented for '") + c10::toString(t) + "'") != std::string::npos) return true;
+  // aten's dispatch macros say "\"abs_cpu\" not implemented for 'ComplexHalf'"; some kernels word it themselves
+  // ("grid_sampler_2d_cpu not implemented for Half", "multinomial is not implemented for half on CPU", "Upsample
+  // backward only support BFloat16 in the lower percision data types on CPU."). A wrong guess costs a widened call
+  // that is refused in turn, after which the original error is raised.
+  std::string message = error.what_without_backtrace();
+  for (char& c : message) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (message.find("lower percision data types") != std::string::npos || message.find("lower precision data types") != std::string::npos)
+    return true;
+  const size_t refusal = message.find("not implemented for");
+  if (refusal == std::string::npos) return false;
+  const std::string dtype = message.substr(refusal + 19, 16);
+  for (const char* name : {"half", "bfloat16", "complexhalf"})
+    if (dtype.find(name) != std::string::npos) return true;
   return false;
 }
 
