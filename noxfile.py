@@ -7,6 +7,7 @@ nox.options.sessions = ["lint", "unit"]
 
 ORCHESTRATION = [".[docker]", "uv"]
 TEST_DEPS = [".[test]", "uv"]
+DOCS_DEPS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10"]  # the same pins as pyproject.toml's docs extra
 PYTHON_TREES = ("buildmatrix", "tests", "driver", "plugin", "examples", "scripts", "noxfile.py")
 
 
@@ -69,7 +70,7 @@ def outdated(session: nox.Session) -> None:
 
 @nox.session
 def schema(session: nox.Session) -> None:
-    """Regenerate matrix.schema.json and docs/reference/matrix-options.md from the declared options (-- --check)."""
+    """Regenerate matrix.schema.json and the generated reference pages in docs/reference/ (-- --check)."""
     session.install(*ORCHESTRATION)
     session.run(
         "python",
@@ -80,8 +81,20 @@ def schema(session: nox.Session) -> None:
         "matrix.schema.json",
         "--reference",
         "docs/reference/matrix-options.md",
+        "--cli",
+        "docs/reference/command-line.md",
+        "--exit-codes",
+        "docs/reference/exit-codes.md",
         *session.posargs,
     )
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the docs (mkdocs --strict) into build/docs-site and serve them on 127.0.0.1:8000 (-- --build-only,
+    -- --site-dir DIR, -- --port N); a failed build leaves the last good site and serves nothing."""
+    session.install(*DOCS_DEPS)
+    session.run("python", "scripts/docs_site.py", *session.posargs)
 
 
 @nox.session

@@ -1,6 +1,6 @@
 """Errors a user can cause, each with the exit code the CLI returns for it: the one error hierarchy.
 
-Every command ends with one of these codes (README.md, "Exit codes", lists them for users):
+Every command ends with one of these codes (docs/reference/exit-codes.md, generated from this module, lists them):
 
     0    success
     1    EXIT_CELLS_FAILED: the command ran, and what it checked failed (a cell, a shim series, the docs, the site)
@@ -28,6 +28,19 @@ from dataclasses import dataclass
 from buildmatrix.model.vocab import Cause, FailureClass
 
 EXIT_CELLS_FAILED = 1
+
+# The codes no error class carries (the classes below declare the others); docs/reference/exit-codes.md is generated
+# from both (buildmatrix/clireference.py).
+EXIT_CODES_BESIDES_ERRORS: tuple[tuple[int, str, str], ...] = (
+    (0, "-", "success"),
+    (
+        EXIT_CELLS_FAILED,
+        "EXIT_CELLS_FAILED",
+        "the command ran and what it checked failed: a cell (`build`, `probe`), a shim series (`patches check`), "
+        "stale docs or a site problem (`compat-table`), a generated file that differs (`schema --check`)",
+    ),
+    (130, "-", "interrupted by Ctrl-C; 128+N when stopped by signal N (SIGTERM: 143); finished cells are recorded"),
+)
 
 
 class UserError(Exception):

@@ -1,5 +1,5 @@
 """The error contract end to end: `python -m buildmatrix` as a subprocess exits with the documented code, prints one
-message naming what is wrong, no traceback, and leaves nothing behind (README.md, "Exit codes")."""
+message naming what is wrong, no traceback, and leaves nothing behind (docs/reference/exit-codes.md)."""
 
 from __future__ import annotations
 

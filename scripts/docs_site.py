@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Build the documentation site with `mkdocs build --strict` and, only when the build passes, put it in place and
+serve it on 127.0.0.1. `nox -s docs` runs this.
+
+    python3 scripts/docs_site.py                      # build into build/docs-site, serve on http://127.0.0.1:8000/
+    python3 scripts/docs_site.py --build-only         # build and place only (CI, the publish job)
+    python3 scripts/docs_site.py --build-only --site-dir wheels/site/docs
+
+MkDocs writes every page before it counts the warnings that fail a strict build, so it builds into a staging
+directory beside the destination: a failed build removes the staging copy and leaves the destination (an older good
+build, or nothing) as it was, and nothing is served. A passing build replaces the destination whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build(config: Path, destination: Path) -> subprocess.CompletedProcess[str]:
+    """Build strictly into a staging directory; on success it replaces `destination`, else nothing changes."""
+    destination = destination.resolve()
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # Material's end-of-life banner is not a build problem
+    try:
+        command = ["mkdocs", "build", "--strict", "--config-file", str(config), "--site-dir", str(staging)]
+        result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        if result.returncode != 0:
+            return result
+        old = destination.with_name(f".{destination.name}.old")
+        if destination.exists():
+            destination.rename(old)  # kept until the new build is in place
+        staging.rename(destination)
+        shutil.rmtree(old, ignore_errors=True)
+        return result
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def serve(directory: Path, port: int) -> None:
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
+        print(f"serving {directory} on http://127.0.0.1:{server.server_port}/ (Ctrl-C stops)", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            server.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build the docs site strictly, then serve it on 127.0.0.1.")
+    parser.add_argument("--config", type=Path, default=ROOT / "mkdocs.yml", help="default: the project's mkdocs.yml")
+    parser.add_argument("--site-dir", type=Path, default=ROOT / "build" / "docs-site", help="where the site goes")
+    parser.add_argument("--build-only", action="store_true", help="build and place the site; do not serve it")
+    parser.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default: 8000; 0: any free one)")
+    args = parser.parse_args(argv)
+    result = build(args.config, args.site_dir)
+    sys.stderr.write(result.stderr)
+    if result.returncode != 0:
+        print(f"the docs build failed; {args.site_dir} is unchanged and nothing is served", file=sys.stderr)
+        return 1
+    print(f"built {args.site_dir}", flush=True)
+    if not args.build_only:
+        serve(args.site_dir, args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
