@@ -191,3 +191,15 @@ def test_a_large_matrix_prints_as_plain_aligned_text() -> None:
     assert [line.split()[0] for line in lines[2:]] == [c.id for c in cells]
     assert len({line.index(" local: ") for line in lines[2:]}) == 1  # one column for the runner, aligned
     assert RICH_ROWS < 10_000
+
+
+def test_publish_puts_the_strictly_built_docs_into_the_site_it_uploads() -> None:
+    """One site: the docs are built (strict) into wheels/site/docs after compat-table made the site, before upload."""
+    steps = JOBS["publish"]["steps"]
+    runs = [s.get("run", "") for s in steps]
+    table = next(i for i, run in enumerate(runs) if "nox -s compat-table" in run)
+    docs = next(i for i, run in enumerate(runs) if "nox -s docs" in run)
+    upload = next(i for i, s in enumerate(steps) if "upload-pages-artifact" in s.get("uses", ""))
+    assert table < docs < upload
+    assert "--build-only --site-dir wheels/site/docs" in runs[docs]
+    assert steps[upload]["with"]["path"] == "wheels/site/"
