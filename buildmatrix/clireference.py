@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 
 from buildmatrix import errors
 
@@ -63,7 +64,7 @@ def _usage(name: str, parser: argparse.ArgumentParser) -> str:
             if action.nargs == "?":
                 parts[-1] = f"[{parts[-1]}]"
         else:
-            parts.append(f"[{spelled}]")
+            parts.append(spelled if action.required else f"[{spelled}]")
     return " ".join(parts)
 
 
@@ -120,9 +121,7 @@ def _error_classes() -> list[type[errors.UserError]]:
 
 def _class_doc(cls: type) -> str:
     doc = " ".join((inspect.getdoc(cls) or "").split())
-    for suffix in (f"Exit code {cls.exit_code}.", f"Exit code {cls.exit_code} unless a subclass says."):  # type: ignore[attr-defined]
-        doc = doc.replace(suffix, "").strip()
-    return doc
+    return re.sub(r"\s*Exit code \d+[^.]*\.", "", doc).strip()  # the table's first column says it
 
 
 def exit_codes() -> list[tuple[str, str, str]]:
