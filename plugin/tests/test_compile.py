@@ -6,6 +6,8 @@ import copy
 import os
 import subprocess
 import sys
+from pathlib import Path
+from types import ModuleType
 from unittest import mock
 
 import pytest
@@ -129,12 +131,31 @@ def test_captured_graphs_carry_the_emu_device(index: int):
     torch.testing.assert_close(out.cpu(), expected.cpu())
 
 
+def inductor_sources(sources: list[str]):
+    """Collects the source of every module Inductor generates while the context is open.
+
+    GraphLowering.save_output_code receives it on torch >= 2.5; 2.1-2.4 have no such hook, so there the module
+    GraphLowering.compile_to_module returns is read back from its file.
+    """
+    from torch._inductor.graph import GraphLowering
+
+    if hasattr(GraphLowering, "save_output_code"):
+        return mock.patch.object(GraphLowering, "save_output_code", sources.append)
+    compile_to_module = GraphLowering.compile_to_module
+
+    def recording(self: GraphLowering) -> ModuleType:
+        module = compile_to_module(self)
+        sources.append(Path(module.__file__).read_text())
+        return module
+
+    return mock.patch.object(GraphLowering, "compile_to_module", recording)
+
+
 @pytest.mark.feature("compile_backend_name")
 def test_backend_named_after_the_device_trains_on_emu(emu_feature_detail):
     skip_unless_ready(dynamo_unavailable())
     import torch._dynamo
     from torch._dynamo.backends.registry import lookup_backend
-    from torch._inductor.graph import GraphLowering
 
     from torch_emu import _inductor_backend
 
@@ -146,7 +167,7 @@ def test_backend_named_after_the_device_trains_on_emu(emu_feature_detail):
     mlp(x, w, b).sum().backward()
     torch._dynamo.reset()
     sources: list[str] = []
-    with mock.patch.object(GraphLowering, "save_output_code", sources.append):
+    with inductor_sources(sources):
         out = torch.compile(mlp, backend="emu")(x.to("emu"), w_emu, b.to("emu"))
         out.sum().backward()
     assert out.device.type == "emu"
@@ -230,7 +251,6 @@ def test_launch_host_kernel_checks_its_arguments_before_queuing():
 def test_default_backend_trains_an_mlp_on_emu(dynamic: bool, emu_feature_detail):
     skip_unless_ready(inductor_device_registry_unavailable())
     import torch._dynamo
-    from torch._inductor.graph import GraphLowering
 
     from torch_emu import _inductor_backend
 
@@ -261,7 +281,7 @@ def test_default_backend_trains_an_mlp_on_emu(dynamic: bool, emu_feature_detail)
             loss.backward()
             return loss
 
-        with mock.patch.object(GraphLowering, "save_output_code", sources.append):  # the code of each compile
+        with inductor_sources(sources):  # the code of each compile
             sources.clear()
             loss = step()
         assert loss.device == torch.device("emu", 1)
