@@ -183,10 +183,7 @@ def require_transformers() -> str:
 
 def on_emu(model: torch.nn.Module) -> torch.nn.Module:
     """The model moved as a user moves it."""
-    moved = model.to("emu")
-    # Until shared parameters survive .to("emu") (issue 27 item 1, helper `tied`), re-tie them; removed with that fix.
-    moved.tie_weights()  # type: ignore[operator]
-    return moved
+    return model.to("emu")  # no re-tying: shared parameters stay shared (test_shared_parameters.py)
 
 
 def to_device(batch: Batch, device: str) -> Batch:
