@@ -152,12 +152,12 @@ class CellKey:
     def torch_minor(self) -> str:
         return f"{self.torch.major}.{self.torch.minor}"
 
-    @property
+    @cached_property
     def python_minor(self) -> str:
         """The Python as matrix.yaml and the tables write it: 3.11, 3.13t."""
         return str(self.python)
 
-    @property
+    @cached_property
     def python_tag(self) -> str:
         """Its interpreter's ABI tag: cp311, cp313t."""
         return self.python.tag

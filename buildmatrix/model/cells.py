@@ -125,15 +125,19 @@ def _wheel_name(cell: Cell) -> tuple[str, str]:
     return (cell.key.label, cell.python_tag)
 
 
-def _same_wheel(key: str, cell: Cell, cells: list[Cell], problems: _Problems) -> bool:
-    """A cell whose plugin wheel would have another cell's file name (the label does not tell them apart)."""
-    twin = next((c for c in cells if _wheel_name(c) == _wheel_name(cell)), None)
+def _same_wheel(key: str, cell: Cell, kept: dict[tuple[str, str], Cell], problems: _Problems) -> bool:
+    """A cell whose plugin wheel would have the file name of a cell kept before it (the label does not tell them
+    apart); a cell without a twin is kept. `kept` is keyed by wheel name: one lookup per cell, so 10 000 cells stay
+    linear."""
+    twin = kept.get(_wheel_name(cell))
     if twin is not None:
         problems.add(
             key,
             f"{cell.id} and {twin.id} would publish one wheel file name (label '{cell.key.label}', {cell.python_tag}): "
             "plugin.label must tell them apart (a {variant} or an SDK field), or one of them must go",
         )
+    else:
+        kept[_wheel_name(cell)] = cell
     return twin is not None
 
 
@@ -155,15 +159,17 @@ def expand(matrix: Matrix, available_pythons: Mapping[TorchRelease, set[Python]]
         if not any(rule_matches(rule, c) for c in cells):
             problems.add(f"exclude[{index}]", "matches no cell of the matrix (allowed: a rule that removes one)")
     cells = [c for c in cells if not any(rule_matches(rule, c) for rule in matrix.exclude)]
-    kept: list[Cell] = []
+    by_wheel: dict[tuple[str, str], Cell] = {}  # the cells kept, in order (dicts keep insertion order)
     for cell in cells:
-        if not _same_wheel("plugin.label", cell, kept, problems):
-            kept.append(cell)
+        _same_wheel("plugin.label", cell, by_wheel, problems)
     for index, rule in enumerate(matrix.include):
-        added = [c for c in _include(index, rule, matrix, available_pythons, problems) if c not in kept]
+        present = set(by_wheel.values())
+        added = [c for c in _include(index, rule, matrix, available_pythons, problems) if c not in present]
         for cell in added:
-            if not _same_wheel(f"include[{index}]", cell, kept, problems):
-                kept.append(cell)
+            # Against the cells before the rule and those the same rule added before it: a rule without a variant
+            # adds a cell per variant of the minor, and those share one wheel name.
+            _same_wheel(f"include[{index}]", cell, by_wheel, problems)
+    kept = list(by_wheel.values())
     if not kept and not problems.found:
         key = "exclude" if matrix.exclude else "torch"
         problems.add(key, "the matrix expands to no cell at all")
