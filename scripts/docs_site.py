@@ -6,6 +6,9 @@ serve it on 127.0.0.1. `nox -s docs` runs this.
     python3 scripts/docs_site.py --build-only         # build and place only (CI, the publish job)
     python3 scripts/docs_site.py --build-only --site-dir wheels/site/docs
 
+Before MkDocs runs, the pages generated from the code (options, command line, exit codes) are checked against what
+`buildmatrix schema` makes now: a stale reference fails the build like a broken link.
+
 MkDocs writes every page before it counts the warnings that fail a strict build, so it builds into a staging
 directory beside the destination: a failed build removes the staging copy and leaves the destination (an older good
 build, or nothing) as it was, and nothing is served. A passing build replaces the destination whole.
@@ -27,8 +30,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+GENERATED = {  # `buildmatrix schema` option -> page, relative to the docs directory
+    "--reference": "reference/matrix-options.md",
+    "--cli": "reference/command-line.md",
+    "--exit-codes": "reference/exit-codes.md",
+}
+
+
+def stale_references(docs: Path) -> subprocess.CompletedProcess[str]:
+    """`buildmatrix schema --check` over the generated pages of `docs`: exit status 1 when one differs."""
+    pages = [arg for option, page in GENERATED.items() for arg in (option, str(docs / page))]
+    return subprocess.run(
+        [sys.executable, "-m", "buildmatrix", "schema", *pages, "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def build(config: Path, destination: Path) -> subprocess.CompletedProcess[str]:
     """Build strictly into a staging directory; on success it replaces `destination`, else nothing changes."""
+    checked = stale_references(config.resolve().parent / "docs")
+    if checked.returncode != 0:
+        return subprocess.CompletedProcess(checked.args, 1, checked.stdout, checked.stdout + checked.stderr)
     destination = destination.resolve()
     destination.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
