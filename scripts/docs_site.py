@@ -5,9 +5,11 @@ serve it on 127.0.0.1. `nox -s docs` runs this.
     python3 scripts/docs_site.py                      # build into build/docs-site, serve on http://127.0.0.1:8000/
     python3 scripts/docs_site.py --build-only         # build and place only (CI, the publish job)
     python3 scripts/docs_site.py --build-only --site-dir wheels/site/docs
+    python3 scripts/docs_site.py --write-sessions     # regenerate docs/reference/nox-sessions.md from noxfile.py
 
-Before MkDocs runs, the pages generated from the code (options, command line, exit codes) are checked against what
-`buildmatrix schema` makes now: a stale reference fails the build like a broken link.
+Before MkDocs runs, the pages generated from the code (options, command line, exit codes: `buildmatrix schema`; the
+nox sessions: this script, from noxfile.py) are checked against what their generators make now: a stale reference
+fails the build like a broken link.
 
 MkDocs writes every page before it counts the warnings that fail a strict build, so it builds into a staging
 directory beside the destination: a failed build removes the staging copy and leaves the destination (an older good
@@ -17,6 +19,7 @@ build, or nothing) as it was, and nothing is served. A passing build replaces th
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import functools
 import http.server
@@ -28,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SESSIONS_PAGE = "reference/nox-sessions.md"
 
 
 GENERATED = {  # `buildmatrix schema` option -> page, relative to the docs directory
@@ -37,16 +41,57 @@ GENERATED = {  # `buildmatrix schema` option -> page, relative to the docs direc
 }
 
 
+def _session_name(function: ast.FunctionDef) -> str | None:
+    for decorator in function.decorator_list:
+        call = decorator if isinstance(decorator, ast.Call) else None
+        target = call.func if call else decorator
+        if isinstance(target, ast.Attribute) and target.attr == "session":
+            for keyword in call.keywords if call else []:
+                if keyword.arg == "name" and isinstance(keyword.value, ast.Constant):
+                    return str(keyword.value.value)
+            return function.name
+    return None
+
+
+def sessions_markdown(noxfile: Path) -> str:
+    """The nox sessions page: every session of noxfile.py, in its order, with its docstring."""
+    lines = [
+        "# nox sessions",
+        "",
+        "<!-- generated from noxfile.py by `python3 scripts/docs_site.py --write-sessions`; do not edit -->",
+        "",
+        "Each session installs what it needs into an environment of its own; most call the "
+        "[command line](command-line.md) and pass it the arguments after `--`, e.g. "
+        "`nox -s build-matrix -- --torch 2.13`. `nox` alone runs the default sessions (lint and the fast tests).",
+        "",
+        "| session | what it does |",
+        "|---|---|",
+    ]
+    for node in ast.parse(noxfile.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef) and (name := _session_name(node)) is not None:
+            doc = " ".join((ast.get_docstring(node) or "").split()).replace("|", "\\|")
+            lines.append(f"| `nox -s {name}` | {doc} |")
+    return "\n".join(lines) + "\n"
+
+
 def stale_references(docs: Path) -> subprocess.CompletedProcess[str]:
-    """`buildmatrix schema --check` over the generated pages of `docs`: exit status 1 when one differs."""
+    """`buildmatrix schema --check` over the generated pages of `docs`, and the sessions page against noxfile.py:
+    exit status 1 when one differs."""
     pages = [arg for option, page in GENERATED.items() for arg in (option, str(docs / page))]
-    return subprocess.run(
+    checked = subprocess.run(
         [sys.executable, "-m", "buildmatrix", "schema", *pages, "--check"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
     )
+    sessions = docs / SESSIONS_PAGE
+    if not sessions.is_file() or sessions.read_text(encoding="utf-8") != sessions_markdown(ROOT / "noxfile.py"):
+        message = (
+            f"{sessions} is not what noxfile.py's sessions give; run python3 scripts/docs_site.py --write-sessions"
+        )
+        return subprocess.CompletedProcess(checked.args, 1, checked.stdout + message + "\n", checked.stderr)
+    return checked
 
 
 def build(config: Path, destination: Path) -> subprocess.CompletedProcess[str]:
@@ -87,7 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site-dir", type=Path, default=ROOT / "build" / "docs-site", help="where the site goes")
     parser.add_argument("--build-only", action="store_true", help="build and place the site; do not serve it")
     parser.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default: 8000; 0: any free one)")
+    parser.add_argument("--write-sessions", action="store_true", help="regenerate the nox sessions page and stop")
     args = parser.parse_args(argv)
+    if args.write_sessions:
+        page = ROOT / "docs" / SESSIONS_PAGE
+        page.write_text(sessions_markdown(ROOT / "noxfile.py"), encoding="utf-8")
+        print(f"wrote {page.relative_to(ROOT)}")
+        return 0
     result = build(args.config, args.site_dir)
     sys.stderr.write(result.stderr)
     if result.returncode != 0:

@@ -80,6 +80,14 @@ def test_schema_command_writes_and_checks_the_generated_pages(tmp_path: Path) ->
     assert codes.read_text() == "stale\n"  # --check writes nothing
 
 
+def test_nox_sessions_page_is_generated_from_the_noxfile() -> None:
+    site = load_script("docs_site")
+    page = (DOCS / site.SESSIONS_PAGE).read_text(encoding="utf-8")
+    assert page == site.sessions_markdown(REPO / "noxfile.py"), "run `python3 scripts/docs_site.py --write-sessions`"
+    for name in ("build-matrix", "tests", "docs", "docker-tests"):
+        assert f"| `nox -s {name}` |" in page
+
+
 def test_benchmarks_page_is_generated_from_the_saved_outputs() -> None:
     page = load_script("benchmarks_page")
     assert page.PAGE.read_text(encoding="utf-8") == page.page(), "run `python3 scripts/benchmarks_page.py`"
@@ -237,6 +245,9 @@ def damage(root: Path, how: str) -> None:
         index.write_text(index.read_text() + "\nSee [an option](reference/matrix-options.md#opt-no-such-option).\n")
     elif how == "missing page":
         (root / "docs" / "how-to" / "rerun-cell.md").unlink()  # still in mkdocs.yml's nav (and linked)
+    elif how == "stale sessions page":  # noxfile.py says otherwise now
+        page = root / "docs" / "reference" / "nox-sessions.md"
+        page.write_text(page.read_text().replace("Fast tests", "Quick tests"))
     elif how == "stale reference":  # the code says otherwise now
         page = root / "docs" / "reference" / "command-line.md"
         page.write_text(page.read_text().replace("cells built at once", "builds at once"))
@@ -245,7 +256,9 @@ def damage(root: Path, how: str) -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("how", ["broken link", "broken anchor", "missing page", "page not in nav", "stale reference"])
+@pytest.mark.parametrize(
+    "how", ["broken link", "broken anchor", "missing page", "page not in nav", "stale reference", "stale sessions page"]
+)
 def test_strict_build_fails_and_leaves_the_last_good_site_and_serves_nothing(tmp_path: Path, how: str) -> None:
     root = docs_copy(tmp_path / "src")
     site = tmp_path / "site"
