@@ -14,6 +14,8 @@ torch_emu/_build_info.py records what it was built against for the import-time g
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,50 @@ library = CppExtension(
 library.libraries = [name for name in library.libraries if name != "torch_python"]
 
 
+# The library's own compile and link flags. distutils starts from the building interpreter's sysconfig: its CFLAGS,
+# CCSHARED and LDSHARED, which for a pyenv Python carry -Wl,-rpath to that Python's lib/ (and Debian's add flags of
+# their own). Right for that Python's extension modules, but this library is none: with them its bytes (and its
+# RUNPATH) depended on which Python built it. The environment's CFLAGS, CXXFLAGS, CPPFLAGS and LDFLAGS still count:
+# they are the builder's (the build matrix maps its work directory out of __FILE__ strings with them).
+COMPILE_FLAGS = ["-fPIC", "-DNDEBUG", "-pthread", "-Wall"]
+LINK_FLAGS = ["-shared", "-pthread"]
+
+
+def environment_flags(*names: str) -> list[str]:
+    return [flag for name in names for flag in shlex.split(os.environ.get(name, ""))]
+
+
+def torch_prefix_maps(build_temp: str) -> list[str]:
+    """__FILE__ in torch's inline headers (TORCH_CHECK, TORCH_INTERNAL_ASSERT) names the header's path, which runs
+    through the building environment's lib/pythonX.Y/site-packages: map torch's directory to `torch`. Twice: as the
+    compiler is given it (absolute), and relative to the directory it compiles in, which is how ccache hands it over
+    when the build directory is under CCACHE_BASEDIR."""
+    torch_dir = str(Path(torch.__file__).resolve().parent)
+    relative = os.path.relpath(torch_dir, os.path.realpath(build_temp))
+    return [f"-ffile-prefix-map={torch_dir}=torch", f"-ffile-prefix-map={relative}=torch"]
+
+
+class BuildLibrary(BuildExtension.with_options(use_ninja=True, no_python_abi_suffix=True)):  # type: ignore[misc]
+    """BuildExtension (ninja, torch's ABI and C++ standard flags) without the building Python's own flags;
+    no_python_abi_suffix: libtorch_emu.so, not libtorch_emu.cpython-311-x86_64-linux-gnu.so (it is no Python module)."""
+
+    def build_extensions(self) -> None:
+        maps = torch_prefix_maps(self.build_temp)
+        # The *_cxx commands exist in setuptools >= 72's distutils, which links C++ with linker_so_cxx (LDCXXSHARED).
+        # torch's ninja build takes its C++ flags from compiler_so.
+        commands = {
+            "compiler_so": [*COMPILE_FLAGS, *environment_flags("CPPFLAGS", "CFLAGS"), *maps],
+            "compiler_so_cxx": [*COMPILE_FLAGS, *environment_flags("CPPFLAGS", "CXXFLAGS"), *maps],
+            "linker_so": [*LINK_FLAGS, *environment_flags("LDFLAGS")],
+            "linker_so_cxx": [*LINK_FLAGS, *environment_flags("LDFLAGS")],
+        }
+        for name, flags in commands.items():
+            command = getattr(self.compiler, name, None)
+            if command:
+                self.compiler.set_executable(name, [command[0], *flags])
+        super().build_extensions()
+
+
 class PlatformWheel(bdist_wheel):  # type: ignore[misc]
     """py3-none-<platform>: no CPython API in the compiled part, so any CPython 3 (free-threaded too) can load it."""
 
@@ -91,11 +137,7 @@ setup(
     packages=["torch_emu", "torch_emu.contrib"],
     py_modules=["torch_emu_autoload"],
     ext_modules=[library],
-    # no_python_abi_suffix: libtorch_emu.so, not libtorch_emu.cpython-311-x86_64-linux-gnu.so (it is no Python module).
-    cmdclass={
-        "build_ext": BuildExtension.with_options(use_ninja=True, no_python_abi_suffix=True),
-        "bdist_wheel": PlatformWheel,
-    },
+    cmdclass={"build_ext": BuildLibrary, "bdist_wheel": PlatformWheel},
     python_requires=">=3.8",
     install_requires=[
         f"torch=={torch_minor}.*",

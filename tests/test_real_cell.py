@@ -113,3 +113,63 @@ def test_page_command_installs_the_real_wheel_beside_torch_2_13(real_cells: Path
         assert doctor.returncode == 0 and "verdict: OK" in doctor.stdout, doctor.stdout + doctor.stderr
     finally:
         server.shutdown()
+
+
+def other_installation(series: str, used: Path) -> Path | None:
+    """A CPython of `series` from another installation than `used` (a Debian one beside pyenv's, or the reverse),
+    looked for the way the local runner looks: each PATH directory, then pyenv."""
+    import os
+
+    from buildmatrix.builder.interpreters import find_interpreter
+    from buildmatrix.errors import InterpreterNotFound
+    from buildmatrix.model.pythons import Python
+
+    python = Python.parse(series)
+    searches = [(directory, None) for directory in os.environ.get("PATH", "").split(os.pathsep) if directory]
+    for path_env, pyenv_root in [*searches, ("", "auto")]:
+        try:
+            found = find_interpreter(python, path_env=path_env, pyenv_root=pyenv_root).executable
+        except InterpreterNotFound:
+            continue
+        if found.resolve() != used.resolve():
+            return found
+    return None
+
+
+def test_another_python_builds_the_same_wheel(real_cells: Path, tmp_path: Path) -> None:
+    """One build per torch ABI serves every Python only if the building Python leaves nothing in the bytes: built
+    again by another CPython 3.11 installation (its own sysconfig flags, prefix and LDSHARED), the 2.13 wheel is the
+    same file, byte for byte."""
+    import os
+
+    from buildmatrix.builder.interpreters import find_interpreter
+    from buildmatrix.model.pythons import Python
+
+    from conftest import copy_project, run_cli
+
+    used = find_interpreter(Python.parse("3.11")).executable  # as real_cells' run chose, in this same environment
+    other = other_installation("3.11", used)
+    if other is None:
+        pytest.skip(f"one CPython 3.11 installation only ({used}): no second interpreter to build with")
+    first = copy_project(tmp_path / "project")
+    chosen = tmp_path / "interpreter"  # first on PATH: the local runner takes it
+    chosen.mkdir()
+    (chosen / "python3.11").symlink_to(other)
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(chosen), os.environ.get("PATH", "")]),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH")])),
+    }
+    done = run_cli(
+        first, "build", "--matrix", str(first / "matrix.yaml"), "--torch", "2.13", "--python", "3.11", "--sdk", "2",
+        "--runner", "local", env=env,
+    )  # fmt: skip
+    cell = "torch2.13-cpu-cp311-drv2"
+    again = json.loads((first / "wheels" / "results" / "cells" / f"{cell}.json").read_text())
+    log = (first / "wheels" / again["log"]).read_text()
+    assert done.returncode == 0 and again["status"] == "passed", done.stdout + done.stderr + log[-4000:]
+    assert str(chosen / "python3.11") in log  # the build environment was made from the other interpreter
+    record = json.loads((real_cells / "wheels" / "results" / "cells" / f"{cell}.json").read_text())
+    assert again["wheel"]["filename"] == record["wheel"]["filename"]
+    rebuilt = (first / "wheels" / again["wheel"]["path"]).read_bytes()
+    assert rebuilt == (real_cells / "wheels" / record["wheel"]["path"]).read_bytes(), (used, other)

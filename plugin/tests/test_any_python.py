@@ -5,6 +5,7 @@ py3-none-<platform> and installs on every CPython 3 the torch release supports, 
 """
 
 import importlib.metadata
+import re
 import shutil
 import subprocess
 import sys
@@ -36,6 +37,19 @@ def test_the_library_needs_neither_libpython_nor_torch_python():
     needed = [line for line in binutils("readelf", "-d", str(LIBRARY)).splitlines() if "(NEEDED)" in line]
     assert any("libc10.so" in line for line in needed), needed
     assert [line for line in needed if "libpython" in line or "libtorch_python" in line] == []
+
+
+def test_the_library_names_no_python_installation():
+    """Any Python of the release builds the same bytes, so one build serves them all: no RUNPATH into the building
+    Python's prefix (a pyenv Python's LDSHARED adds -Wl,-rpath to its lib/), and no path through its
+    lib/pythonX.Y/site-packages (__FILE__ in torch's inline headers names the header's path)."""
+    dynamic = binutils("readelf", "-d", str(LIBRARY)).splitlines()
+    runpaths = [line.split("[", 1)[1].rstrip("]") for line in dynamic if "(RUNPATH)" in line or "(RPATH)" in line]
+    entries = [entry for runpath in runpaths for entry in runpath.split(":")]
+    assert entries and all(entry.startswith("$ORIGIN/") for entry in entries), runpaths  # the driver, beside it
+    text = binutils("strings", "-a", str(LIBRARY)).splitlines()
+    assert any("torch_emu" in line for line in text), "strings found no 'torch_emu' (the op namespace): it read nothing"
+    assert sorted(line for line in set(text) if re.search(r"site-packages|python3\.\d+|cpython-3\d+", line)) == []
 
 
 def test_the_wheel_is_tagged_for_any_python():
