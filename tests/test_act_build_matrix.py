@@ -139,6 +139,16 @@ def test_failed_cell_is_merged_and_published_as_failed(tiny_world: tuple[ActWorl
     assert statuses == {TINY_CELLS[0]: "failed", TINY_CELLS[1]: "passed"}, statuses
 
 
+def test_deployed_site_serves_the_docs_beside_the_install_page(
+    tiny_world: tuple[ActWorld, Path], tiny_push: ActRun
+) -> None:
+    """One site: the publish job built the documentation (strict) into it, so Pages serves it under /docs/."""
+    world, _work = tiny_world
+    assert b"buildmatrix" in served(world, "docs/index.html")
+    assert b"merge-results" in served(world, "docs/reference/command-line/index.html")
+    assert b"install and compatibility" in served(world, "index.html")
+
+
 def test_deployed_site_equals_a_single_machine_build(
     tiny_world: tuple[ActWorld, Path], tiny_push: ActRun, tmp_path: Path
 ) -> None:
