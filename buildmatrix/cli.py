@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from rich.text import Text
 
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import EXIT_CELLS_FAILED, ResourceError, UserError
+from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import Cell, Selection, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.registry import DEFAULT_INDEX, Registry, published_pythons
@@ -27,21 +29,43 @@ from buildmatrix.util.failures import is_resource_error, resource_message
 from buildmatrix.util.process import CHILDREN
 
 if TYPE_CHECKING:
+    from buildmatrix.builder.results import BuildResult, CellResult
     from buildmatrix.builder.runners.select import RunnerPlan
 
 
-def load_cells(args: argparse.Namespace) -> tuple[Matrix, list[Cell], Registry]:
+@dataclass(frozen=True)
+class Loaded:
+    """The matrix, its builds (planned from every cell, so a selection never changes one), the selected cells."""
+
+    matrix: Matrix
+    cells: list[Cell]  # selected
+    builds: dict[str, Build]  # every build of the matrix, by id
+    registry: Registry
+
+    def builds_of(self, cells: list[Cell]) -> list[Build]:
+        return [self.builds[i] for i in dict.fromkeys(c.build.id for c in cells)]
+
+
+def load_cells(args: argparse.Namespace) -> Loaded:
     matrix = load_matrix(Path(args.matrix).resolve())
     registry = Registry(
         Workspace.for_root(matrix.root).cache_dir / "registry",
         offline=args.offline,
         refresh=getattr(args, "force", False),  # build --force: the registry's answers are a cache too
     )
-    cells = expand(matrix, published_pythons(matrix, registry))
+    available = published_pythons(matrix, registry)
+    cells = expand(matrix, available)
+    builds = plan_builds(matrix, cells, available)
     selection = Selection(
         tuple(args.torch or ()), tuple(args.python or ()), tuple(args.sdk or ()), tuple(args.variant or ())
     )
-    return matrix, selection.apply(cells), registry
+    selected = selection.apply(cells)
+    if getattr(args, "build", None):
+        unknown = [b for b in args.build if b not in builds]
+        if unknown:
+            raise UserError(f"--build {unknown[0]}: no such build (the matrix's: {', '.join(builds)})")
+        selected = [c for c in selected if c.build.id in args.build]
+    return Loaded(matrix, selected, builds, registry)
 
 
 def at_least(minimum: int) -> Callable[[str], int]:
@@ -68,42 +92,51 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         "--sdk", action="append", metavar="V", help='only these SDK versions ("2" selects every 2.x; repeatable)'
     )
     parser.add_argument("--variant", action="append", metavar="NAME", help="only these torch variants (repeatable)")
+    parser.add_argument(
+        "--build", action="append", metavar="ID", help="only the cells of these builds, e.g. torch2.13-cpu-drv2"
+    )
 
 
 def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix import report_matrix
 
-    matrix, cells, _registry = load_cells(args)
+    loaded = load_cells(args)
+    matrix, cells = loaded.matrix, loaded.cells
+    builds = loaded.builds_of(cells)
     if args.github:
-        # Each cell's runner as `build` would choose it on this machine (the plan job's: the Pythons setup-python
-        # gave it); a cell no runner can build stops the plan, before any job starts.
-        report_matrix.check_github_limit(cells)
-        plan = runner_plan(matrix, cells, args)
+        # Each build's and cell's runner as `build` would choose it on this machine (the plan job's: the Pythons
+        # setup-python gave it); one no runner can make stops the plan, before any job starts.
+        report_matrix.check_github_limit(cells, builds)
+        plan = runner_plan(matrix, cells, args, builds)
         plan.check()
-        runners = {c.id: r for c in cells if (r := plan.choice(c).runner) is not None}
-        print(json.dumps(report_matrix.github_matrix(cells, runners)))
+        runners = {p: r for p, c in plan.by_python.items() if (r := c.runner) is not None}
+        print(json.dumps(report_matrix.github_matrix(cells, builds, runners)))
     elif args.json:
         print(json.dumps([c.as_dict() for c in cells], indent=2))
     else:
-        plan = runner_plan(matrix, cells, args)
+        plan = runner_plan(matrix, cells, args, builds)
         sdk_name = matrix.sdk.name if matrix.sdk is not None else None
         reasons = {c.id: plan.choice(c).reason for c in cells}
+        build_reasons = {b.id: plan.choice_for(b.python).reason for b in builds}
         if len(cells) > report_matrix.RICH_ROWS:
             print(report_matrix.cells_text(cells, reasons, sdk_name))
         else:
             console.print(report_matrix.cells_table(cells, reasons, sdk_name))
-        console.print(f"{len(cells)} cell(s)")
+        console.print(report_matrix.builds_table(builds, build_reasons, sdk_name))
+        console.print(f"{len(cells)} cell(s), {len(builds)} build(s)")
         for problem in plan.problems:
             console.print(Text.assemble(("cannot build: ", "red"), problem))
     return 0
 
 
-def runner_plan(matrix: Matrix, cells: list[Cell], args: argparse.Namespace) -> RunnerPlan:
-    """Each cell's runner and why (--runner, else matrix.yaml's runner), with this machine's interpreters."""
+def runner_plan(matrix: Matrix, cells: list[Cell], args: argparse.Namespace, builds: list[Build]) -> RunnerPlan:
+    """Each cell's and build's runner and why (--runner, else matrix.yaml's runner), with this machine's
+    interpreters."""
     from buildmatrix.builder.runners.local import LocalRunner
     from buildmatrix.builder.runners.select import plan_runners
 
-    return plan_runners(cells, matrix, RunnerName(args.runner or matrix.runner), LocalRunner())
+    asked = RunnerName(args.runner or matrix.runner)
+    return plan_runners(cells, matrix, asked, LocalRunner(), [b.python for b in builds])
 
 
 def cmd_build(args: argparse.Namespace, console: Console) -> int:
@@ -114,29 +147,42 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder.workspace import RunLock
     from buildmatrix.progress import ProgressDisplay, summary_table
 
-    matrix, cells, registry = load_cells(args)
+    loaded = load_cells(args)
+    matrix, cells, registry = loaded.matrix, loaded.cells, loaded.registry
     if not cells:
         raise UserError("the selection matches no cell of the matrix; `buildmatrix matrix` lists them")
-    plan = runner_plan(matrix, cells, args)
-    for line in report_matrix.runner_plan_lines(cells, {c.id: plan.choice(c).reason for c in cells}):
+    builds = loaded.builds_of(cells)
+    # --prebuilt makes no build: only the cells need a runner here
+    plan = runner_plan(matrix, [] if args.builds_only else cells, args, [] if args.prebuilt else builds)
+    reasons = {} if args.builds_only else {c.id: plan.choice(c).reason for c in cells}
+    if not args.prebuilt:
+        reasons |= {f"build {b.id}": plan.choice_for(b.python).reason for b in builds}
+    for line in report_matrix.runner_plan_lines(list(reasons), reasons):
         console.print(line, highlight=False, markup=False)
     # Before anything is written: a cell no runner can build, or a runner that cannot start, stops the run here.
     runners, why = runners_for(plan, matrix)
-    by_cell = {c.id: runners[choice] for c in cells if (choice := plan.choice(c).runner) is not None}
-    cell_runners = CellRunners(next(iter(runners.values())), by_cell)
-    console.print(f"[bold]{len(cells)} cell(s)[/bold], {why}, {args.jobs} job(s)")
+    by_python = {p: runners[c.runner] for p, c in plan.by_python.items() if c.runner is not None}
+    cell_runners = CellRunners(next(iter(runners.values())), by_python)
+    made = "testing builds made elsewhere" if args.prebuilt else f"{len(builds)} build(s)"
+    console.print(f"[bold]{len(cells)} cell(s)[/bold], {made}, {why}, {args.jobs} job(s)")
     workspace = Workspace.for_root(matrix.root)
-    options = RunOptions(jobs=args.jobs, fail_fast=args.fail_fast, force=args.force, retries=args.retries)
-    with RunLock(workspace), ProgressDisplay(console, cells) as display:
-        engine = Engine(matrix, workspace, cell_runners, registry, progress=display.update)
+    options = RunOptions(
+        jobs=args.jobs, fail_fast=args.fail_fast, force=args.force, retries=args.retries, prebuilt=args.prebuilt
+    )
+    shown = [] if args.prebuilt else builds
+    with RunLock(workspace), ProgressDisplay(console, [] if args.builds_only else cells, shown) as display:
+        engine = Engine(matrix, workspace, cell_runners, registry, progress=display.update, builds=loaded.builds)
         with stop_on_signals(engine.interrupt) as stopped_by:
-            results = engine.run(cells, options)
+            results = engine.run(cells, options, builds_only=args.builds_only)
     if engine.orphans_ended:
         console.print(f"ended {engine.orphans_ended} process(es) left running by an earlier run that was killed")
-    console.print(summary_table(results))
+    made_builds = [engine.build_results[b.id] for b in builds if b.id in engine.build_results]
+    console.print(summary_table(results, made_builds))
     for cell_id, damage in engine.damaged.items():
         console.print(Text.assemble((cell_id, "yellow"), f" rebuilt: its record was damaged ({damage})"))
-    failed = [r for r in results if r.status != Status.PASSED]
+    failed: list[CellResult | BuildResult] = [r for r in results if r.status != Status.PASSED]
+    if args.builds_only:
+        failed = [b for b in made_builds if b.status != Status.PASSED]
     for result in failed:
         log_path = workspace.wheels_dir / (result.log or "")
         error = result.error or ""
@@ -413,19 +459,13 @@ def cmd_engine(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_schema(args: argparse.Namespace, console: Console) -> int:
-    """matrix.schema.json and the reference pages generated from the code: options (from the declared options
-    table), the command line (from this module's parser) and the exit codes (from the error hierarchy)."""
-    from buildmatrix.clireference import cli_markdown, exit_codes_markdown
+    """matrix.schema.json and the options reference page, generated from the declared options table."""
     from buildmatrix.model.reference import reference_markdown
     from buildmatrix.model.schema import schema_json
 
-    generators: list[tuple[str | None, Callable[[], str]]] = [
-        (args.schema, schema_json),
-        (args.reference, reference_markdown),
-        (args.cli, lambda: cli_markdown(build_parser())),
-        (args.exit_codes, exit_codes_markdown),
+    outputs = [
+        (Path(p), text) for p, text in ((args.schema, schema_json()), (args.reference, reference_markdown())) if p
     ]
-    outputs = [(Path(p), make()) for p, make in generators if p]
     if not outputs:
         print(schema_json(), end="")
         return 0
@@ -441,15 +481,41 @@ def cmd_schema(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def add_build_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    build = sub.add_parser("build", help="build and smoke-test the selected cells")
+    add_common(build)
+    build.add_argument("--jobs", "-j", type=at_least(1), default=1, help="cells built at once (default: %(default)s)")
+    build.add_argument("--fail-fast", action="store_true", help="start no new cell after a failure")
+    build.add_argument(
+        "--force", action="store_true", help="rebuild cells whose inputs are unchanged, and the caches they use"
+    )
+    build.add_argument(
+        "--retries",
+        type=at_least(0),
+        default=1,
+        metavar="N",
+        help="retry a transient failure (network, timeout, signal, full disk) N more times (default: %(default)s)",
+    )
+    build.add_argument("--runner", choices=[r.value for r in RunnerName], help="default: matrix.yaml's runner")
+    made = build.add_mutually_exclusive_group()
+    made.add_argument(
+        "--builds-only", action="store_true", help="make the selected cells' builds, test no cell (a CI build job)"
+    )
+    made.add_argument(
+        "--prebuilt",
+        action="store_true",
+        help="test the cells with the builds already in wheels/ (a CI cell job), never build; a missing build fails",
+    )
+    build.set_defaults(func=cmd_build)
+
+
 def add_schema_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     schema = sub.add_parser(
         "schema",
-        help="matrix.schema.json and the reference pages generated from the code (default: schema to stdout)",
+        help="matrix.schema.json and the options reference page, from the declared options (default: schema to stdout)",
     )
     schema.add_argument("--schema", metavar="FILE", help="write the JSON Schema here (e.g. matrix.schema.json)")
-    schema.add_argument("--reference", metavar="FILE", help="write the options reference page (Markdown) here")
-    schema.add_argument("--cli", metavar="FILE", help="write the command-line reference page here, from the parser")
-    schema.add_argument("--exit-codes", metavar="FILE", help="write the exit codes page here, from the error classes")
+    schema.add_argument("--reference", metavar="FILE", help="write the Markdown reference page here")
     schema.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file differs")
     schema.set_defaults(func=cmd_schema)
 
@@ -572,7 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="buildmatrix",
         description="Build and test a PyTorch extension or backend across a torch x Python (x SDK) matrix.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
 
     matrix = sub.add_parser("matrix", help="show the expanded cells")
@@ -587,22 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     matrix.set_defaults(func=cmd_matrix)
 
-    build = sub.add_parser("build", help="build and smoke-test the selected cells")
-    add_common(build)
-    build.add_argument("--jobs", "-j", type=at_least(1), default=1, help="cells built at once (default: %(default)s)")
-    build.add_argument("--fail-fast", action="store_true", help="start no new cell after a failure")
-    build.add_argument(
-        "--force", action="store_true", help="rebuild cells whose inputs are unchanged, and the caches they use"
-    )
-    build.add_argument(
-        "--retries",
-        type=at_least(0),
-        default=1,
-        metavar="N",
-        help="retry a transient failure (network, timeout, signal, full disk) N more times (default: %(default)s)",
-    )
-    build.add_argument("--runner", choices=[r.value for r in RunnerName], help="default: matrix.yaml's runner")
-    build.set_defaults(func=cmd_build)
+    add_build_parser(sub)
 
     patches = sub.add_parser("patches", help="check, edit and refresh the per-release shim series")
     patches.add_argument("action", choices=("check", "edit", "refresh"))

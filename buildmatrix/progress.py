@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from buildmatrix.builder.results import CellResult
+from buildmatrix.builder.results import BuildResult, CellResult
+from buildmatrix.model.builds import Build
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.vocab import FailureClass, Status
 
@@ -26,9 +27,10 @@ STYLE = {
 class ProgressDisplay:
     """A live table on a terminal; one line per event elsewhere (CI logs)."""
 
-    def __init__(self, console: Console, cells: list[Cell]) -> None:
+    def __init__(self, console: Console, cells: list[Cell], builds: list[Build] | None = None) -> None:
         self.console = console
-        self.state = {cell.id: ("queued", time.monotonic()) for cell in cells}
+        names = [*(f"build {b.id}" for b in builds or ()), *(cell.id for cell in cells)]
+        self.state = {name: ("queued", time.monotonic()) for name in names}
         self.lock = threading.Lock()
         self.live: Live | None = (
             Live(self._table(), console=console, refresh_per_second=4, transient=True) if console.is_terminal else None
@@ -53,7 +55,7 @@ class ProgressDisplay:
 
     def _table(self) -> Table:
         table = Table(title="buildmatrix build")
-        table.add_column("cell")
+        table.add_column("build or cell")
         table.add_column("state")
         now = time.monotonic()
         for cell_id, (what, since) in self.state.items():
@@ -63,7 +65,7 @@ class ProgressDisplay:
         return table
 
 
-def failure_kind(result: CellResult) -> str:
+def failure_kind(result: CellResult | BuildResult) -> str:
     """'deterministic', 'transient: timeout', 'interrupted'...: whether a rerun can change the outcome, and why."""
     if result.status == Status.INTERRUPTED:
         return "interrupted: rebuilt next run"
@@ -72,10 +74,20 @@ def failure_kind(result: CellResult) -> str:
     return "deterministic" if result.failure_class else "recorded before failure classes"
 
 
-def summary_table(results: list[CellResult]) -> Table:
+def summary_table(results: list[CellResult], builds: list[BuildResult] | None = None) -> Table:
+    """The run's builds (what each made) and cells (what each tested)."""
     table = Table(title="summary")
-    for column in ("cell", "status", "smoke (pass/fail/skip)", "time", "wheel"):
+    for column in ("build or cell", "status", "smoke (pass/fail/skip)", "time", "wheel"):
         table.add_column(column)
+    for build in builds or ():
+        style = STYLE.get(build.status, "yellow")
+        status = (
+            build.status
+            if build.status == Status.PASSED
+            else f"{build.status} ({build.failed_step}; {failure_kind(build).split(',')[0]})"
+        )
+        wheel = build.wheel.filename if build.wheel else "-"
+        table.add_row(f"build {build.id}", f"[{style}]{status}[/{style}]", "-", f"{build.seconds:.0f} s", wheel)
     for result in results:
         style = STYLE.get(result.status, "yellow")
         smoke = result.smoke

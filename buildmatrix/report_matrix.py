@@ -1,14 +1,16 @@
-"""Pure views of the expanded cells: a table for people, a strategy matrix for GitHub Actions."""
+"""Pure views of the expanded cells and their builds: tables for people, strategy matrices for GitHub Actions."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.table import Table
 
 from buildmatrix.errors import MatrixTooLarge
+from buildmatrix.model.builds import Build
 from buildmatrix.model.cells import Cell
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import RunnerName
 
 
@@ -17,7 +19,8 @@ def cells_table(cells: list[Cell], runners: Mapping[str, str] | None = None, sdk
     names the SDK column (none without an SDK)."""
     table = Table(title="build matrix")
     sdk_name: tuple[str, ...] = (sdk,) if sdk else ()
-    for column in ("cell", "torch", "variant", "python", *sdk_name, "patches", *(("runner",) if runners else ())):
+    columns = ("cell", "torch", "variant", "python", *sdk_name, "patches", "build", *(("runner",) if runners else ()))
+    for column in columns:
         table.add_column(column)
     for row in _rows(cells, runners, sdk):
         table.add_row(*row)
@@ -35,14 +38,25 @@ def _rows(cells: list[Cell], runners: Mapping[str, str] | None, sdk: str | None)
         row = cell.as_dict()
         extra = (runners.get(cell.id, "-"),) if runners else ()
         sdk_value = (row["sdk"],) if sdk else ()
-        rows.append((row["id"], row["torch"], row["variant"], row["python"], *sdk_value, row["patches"] or "-", *extra))
+        rows.append(
+            (
+                row["id"],
+                row["torch"],
+                row["variant"],
+                row["python"],
+                *sdk_value,
+                row["patches"] or "-",
+                cell.build.id,
+                *extra,
+            )
+        )
     return rows
 
 
 def cells_text(cells: list[Cell], runners: Mapping[str, str] | None = None, sdk: str | None = None) -> str:
     """The same table as cells_table, as plain text in aligned columns (linear in the cells)."""
     sdk_name: tuple[str, ...] = (sdk,) if sdk else ()
-    head = ("cell", "torch", "variant", "python", *sdk_name, "patches", *(("runner",) if runners else ()))
+    head = ("cell", "torch", "variant", "python", *sdk_name, "patches", "build", *(("runner",) if runners else ()))
     rows = [head, *_rows(cells, runners, sdk)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = ["  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip() for row in rows]
@@ -50,11 +64,43 @@ def cells_text(cells: list[Cell], runners: Mapping[str, str] | None = None, sdk:
     return "\n".join(lines)
 
 
-def runner_plan_lines(cells: list[Cell], runners: Mapping[str, str]) -> list[str]:
-    """Which runner builds which cells and why, one line per reason: "local: /usr/bin/python3.11: torch2.13-..."."""
+def builds_table(builds: list[Build], runners: Mapping[str, str] | None = None, sdk: str | None = None) -> Table:
+    """The builds, one row each: what it is built against, with which Python, for which cells (and which runner)."""
+    table = Table(title="builds")
+    sdk_name: tuple[str, ...] = (sdk,) if sdk else ()
+    for column in (
+        "build",
+        "torch",
+        "variant",
+        "built with",
+        *sdk_name,
+        "wheel label",
+        "cells",
+        *(("runner",) if runners else ()),
+    ):
+        table.add_column(column)
+    for build in builds:
+        sdk_value = (str(build.key.sdk),) if sdk_name else ()
+        extra = (runners.get(build.id, "-"),) if runners else ()
+        table.add_row(
+            build.id,
+            str(build.release.version),
+            build.release.variant,
+            str(build.python),
+            *sdk_value,
+            build.key.label,
+            str(len(build.cells)),
+            *extra,
+        )
+    return table
+
+
+def runner_plan_lines(names: list[str], runners: Mapping[str, str]) -> list[str]:
+    """Which runner makes which builds and tests which cells, and why, one line per reason:
+    "local: /usr/bin/python3.11: build torch2.13-cpu-drv2, torch2.13-cpu-cp311-drv2"."""
     by_reason: dict[str, list[str]] = {}
-    for cell in cells:
-        by_reason.setdefault(runners[cell.id], []).append(cell.id)
+    for name in names:
+        by_reason.setdefault(runners[name], []).append(name)
     return [f"{reason}: {', '.join(ids)}" for reason, ids in by_reason.items()]
 
 
@@ -62,20 +108,38 @@ def runner_plan_lines(cells: list[Cell], runners: Mapping[str, str]) -> list[str
 GITHUB_MATRIX_LIMIT = 256
 
 
-def check_github_limit(cells: list[Cell]) -> None:
-    """Raise MatrixTooLarge beyond what one GitHub Actions matrix runs."""
-    if len(cells) > GITHUB_MATRIX_LIMIT:
-        raise MatrixTooLarge(
-            f"{len(cells)} cells, but a GitHub Actions matrix runs at most {GITHUB_MATRIX_LIMIT} jobs; narrow the "
-            "selection (--torch, --python, --sdk, --variant) and run the workflow once per part"
-        )
+def check_github_limit(cells: Sequence[Cell], builds: Sequence[Build] = ()) -> None:
+    """Raise MatrixTooLarge beyond what one GitHub Actions matrix runs (the cells' and the builds' are two)."""
+    for count, what in ((len(cells), "cells"), (len(builds), "builds")):
+        if count > GITHUB_MATRIX_LIMIT:
+            raise MatrixTooLarge(
+                f"{count} {what}, but a GitHub Actions matrix runs at most {GITHUB_MATRIX_LIMIT} jobs; narrow the "
+                "selection (--torch, --python, --sdk, --variant) and run the workflow once per part"
+            )
 
 
-def github_matrix(cells: list[Cell], runners: Mapping[str, RunnerName]) -> dict[str, Any]:
-    """A strategy.matrix object: one include entry per cell, with the arguments that select it, the runner that
-    builds it (cell id -> runner, as chosen for the machine planning), its job name and its artifact's name;
-    raises MatrixTooLarge beyond what one GitHub Actions matrix runs."""
-    check_github_limit(cells)
+def build_artifact(build_id: str) -> str:
+    return f"build-{build_id}"
+
+
+def github_matrix(cells: list[Cell], builds: list[Build], runners: Mapping[Python, RunnerName]) -> dict[str, Any]:
+    """Two strategy.matrix objects, `builds` and `cells`: one include entry per build (the arguments that make it
+    alone, its runner, its artifact) and per cell (the arguments that select it, tested with its build's artifact:
+    --prebuilt), each with the runner chosen for its Python on the machine planning; raises MatrixTooLarge beyond
+    what one GitHub Actions matrix runs."""
+    check_github_limit(cells, builds)
+    made = [
+        {
+            "build": build.id,
+            "torch_version": str(build.release.version),
+            "variant": build.release.variant,
+            "python": str(build.python),
+            "runner": str(runners[build.python]),
+            "artifact": build_artifact(build.id),
+            "args": f"--build {build.id} --builds-only",
+        }
+        for build in builds
+    ]
     include = []
     for cell in cells:
         row = cell.as_dict()
@@ -89,9 +153,12 @@ def github_matrix(cells: list[Cell], runners: Mapping[str, RunnerName]) -> dict[
                 "python": row["python"],
                 **sdk,
                 "variant": row["variant"],
-                "runner": str(runners[cell.id]),
+                "runner": str(runners[cell.python]),
                 "artifact": f"cell-{row['id']}",
-                "args": f"--torch {row['torch_minor']} --python {row['python']}{sdk_args} --variant {row['variant']}",
+                "build": cell.build.id,
+                "build_artifact": build_artifact(cell.build.id),
+                "args": f"--torch {row['torch_minor']} --python {row['python']}{sdk_args} --variant {row['variant']} "
+                "--prebuilt",
             }
         )
-    return {"include": include}
+    return {"builds": {"include": made}, "cells": {"include": include}}

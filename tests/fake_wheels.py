@@ -133,3 +133,23 @@ def cell_result(
             )
             result.wheel = record(wheels_dir, plugin)
     return result
+
+
+def fake_torch(directory: Path, version: str, pythons: Sequence[str]) -> list[Path]:
+    """Stand-ins for torch wheels, one per CPython (cp311-cp311-manylinux_2_28_x86_64...), so the runners' tests can
+    make and test builds across several Pythons in seconds: pure Python, with what a build reads of torch (its version,
+    its C++ ABI) and no libraries. Only the projects' tiny fixture is built against them, never a real plugin."""
+    import platform
+
+    machine = platform.machine()
+    files = {
+        "torch/__init__.py": f"__version__ = {version!r}\nfrom torch import _C, version  # noqa: F401\n",
+        "torch/_C.py": "_GLIBCXX_USE_CXX11_ABI = True\n",
+        "torch/version.py": f"__version__ = {version!r}\ncuda = None\n",
+    }
+    made = []
+    for python in pythons:
+        tag = Python.parse(python).tag
+        wheel = make_wheel(directory, "torch", version, tag=f"{tag}-{tag}-manylinux_2_28_{machine}", extra_files=files)
+        made.append(wheel)
+    return made

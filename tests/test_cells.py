@@ -157,13 +157,18 @@ def test_cell_key_round_trips_and_is_what_records_hold(write_matrix: WriteMatrix
 
 
 def test_cell_key_differs_for_an_older_matrix(write_matrix: WriteMatrix) -> None:
-    """Same id, other torch patch release, SDK version or label scheme: not the same cell."""
+    """Same id, other torch patch release, SDK version, label scheme or build: not the same cell."""
     matrix = load_matrix(write_matrix())
     key = expand(matrix, available(matrix))[0].key
     assert key.sdk is not None
     assert replace(key, torch=V("2.4.0")).id == key.id and replace(key, torch=V("2.4.0")) != key
     assert replace(key, sdk=V(f"{key.sdk.major}.99")) != key
-    assert replace(key, label="pt24").id == key.id and replace(key, label="pt24") != key
+    relabeled = replace(key, label="pt24", built_by=replace(key.build, label="pt24"))
+    assert relabeled.id == key.id and relabeled != key
+    shared = replace(key, built_by=replace(key.build, python=None))  # one build for every Python now
+    assert shared.id == key.id and shared != key and shared.build.id == "torch2.4-cuda-drv1"
+    with pytest.raises(ValueError, match="is not its build's label"):
+        replace(key, label="pt24")
 
 
 @pytest.mark.parametrize(

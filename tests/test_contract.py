@@ -15,7 +15,8 @@ from buildmatrix.builder.smoke import pytest_args
 from buildmatrix.builder.toolenv import build_requirements, project_build_requires, torch_constraints
 from buildmatrix.builder.wheelcheck import check_plugin_wheel, read_metadata
 from buildmatrix.errors import MatrixError, StepFailed
-from buildmatrix.model.cells import Cell, expand
+from buildmatrix.model.builds import Build, plan_builds
+from buildmatrix.model.cells import expand
 from buildmatrix.model.contract import CheckContract, SmokeContract, TorchPin
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.pythons import Python
@@ -179,11 +180,13 @@ def test_smoke_arguments_come_from_the_matrix(tmp_path: Path) -> None:
     assert declared[-1] == f"--f={tmp_path / 'f.json'}"
 
 
-def _cell(write_matrix: WriteMatrix) -> Cell:
+def _cell(write_matrix: WriteMatrix) -> Build:
+    """The build of the first torch 2.4 cell (the wheel check is a build's)."""
     matrix = load_matrix(write_matrix())
-    return next(
+    cell = next(
         c for c in expand(matrix, {r: {Python.parse("3.11")} for r in matrix.torch}) if c.id.startswith("torch2.4")
     )
+    return plan_builds(matrix, [cell])[cell.build.id]
 
 
 def test_the_torch_pin_and_build_info_are_checked_only_where_declared(

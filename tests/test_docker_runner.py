@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +16,25 @@ import pytest
 from packaging.version import Version
 
 from buildmatrix.builder.engine import judge_smoke
-from buildmatrix.builder.runners.base import CellJob, RunnerOutput
-from buildmatrix.builder.runners.docker import UV_CACHE, DockerRunner, cell_container, failed_phase, sdk_cache_dir
+from buildmatrix.builder.runners.base import BuildJob, CellJob, CellOutput
+from buildmatrix.builder.runners.docker import (
+    UV_CACHE,
+    DockerRunner,
+    build_container,
+    cell_mounts,
+    failed_phase,
+    sdk_cache_dir,
+    smoke_command,
+    smoke_env_command,
+    smoke_result,
+)
 from buildmatrix.builder.runners.select import runner_for_cell
 from buildmatrix.builder.sdkwheels import SdkWheels
 from buildmatrix.builder.toolenv import reproducible_env
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.docker import oci
 from buildmatrix.errors import EngineUnavailable, StepFailed
+from buildmatrix.model.builds import plan_builds
 from buildmatrix.model.cells import expand, make_cell
 from buildmatrix.model.matrix import SdkVersion, load_matrix
 from buildmatrix.model.pythons import Python
@@ -126,52 +137,90 @@ def test_failed_phase_is_the_last_cibuildwheel_phase_reached(log: str, phase: st
     assert failed_phase(log) == phase
 
 
-def docker_job(write_matrix: WriteMatrix, tmp_path: Path, extra: str = "") -> CellJob:
+def docker_jobs(write_matrix: WriteMatrix, tmp_path: Path, extra: str = "") -> tuple[BuildJob, CellJob]:
+    """The last cell's build job and its cell job, as the engine hands them to the Docker runner."""
     matrix = load_matrix(write_matrix(VALID + extra))
-    cell = expand(matrix, {r: {Python.parse("3.11")} for r in matrix.torch})[-1]
+    cells = expand(matrix, {r: {Python.parse("3.11")} for r in matrix.torch})
+    cell = cells[-1]
+    build = plan_builds(matrix, cells)[cell.build.id]
     work = tmp_path / "work"
     (work / "out" / "smoke").mkdir(parents=True)
     log = tmp_path / "cell.log"
     log.write_text("cibuildwheel: building\n$ python cell.py smoke\nFAILED tests/test_x.py::test_y\n")
-    return CellJob(cell, matrix, Workspace.for_root(matrix.root), work, tmp_path, tmp_path, log, ())
+    workspace = Workspace.for_root(matrix.root)
+    wheel = workspace.wheels_dir / "torch2.13" / "torch_emu-0.1.0+torch.2.13.drv.2-py3-none-linux_x86_64.whl"
+    sdk_wheel = workspace.wheels_dir / "driver" / "emu_driver-2.1.0-py3-none-any.whl"
+    return (
+        BuildJob(build, matrix, workspace, work, tmp_path, log, ()),
+        CellJob(cell, matrix, workspace, work, tmp_path, log, ("/links",), wheel, sdk_wheel),
+    )
 
 
-def test_cells_share_the_hosts_uv_cache(write_matrix: WriteMatrix, tmp_path: Path) -> None:
-    # One uv cache for every cell, local or in any image: torch's ~3 GB is downloaded once. uv copies out of it
-    # (UV_LINK_MODE=copy): a hardlink cannot cross the bind mount.
-    job = docker_job(write_matrix, tmp_path)
+def test_builds_and_cells_share_the_hosts_uv_cache(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    # One uv cache for every build and cell, local or in any image: torch's ~3 GB is downloaded once. uv copies out
+    # of it (UV_LINK_MODE=copy): a hardlink cannot cross the bind mount.
+    build_job, cell_job = docker_jobs(write_matrix, tmp_path)
     uv_cache = tmp_path / "host-uv-cache"
     driver = tmp_path / "driver" / "tiny_driver-2.1.0-py3-none-any.whl"
     helper = tmp_path / "helper" / "cell.py"
-    container = cell_container(job, "buildmatrix-builder:x", driver, tmp_path / "cache", helper, uv_cache=uv_cache)
+    container = build_container(
+        build_job, "buildmatrix-builder:x", driver, tmp_path / "cache", helper, uv_cache=uv_cache
+    )
     assert f"--volume={uv_cache}:{UV_CACHE}:rw" in container.create_args
     env = {a.split("=", 2)[1]: a.split("=", 2)[2] for a in container.create_args if a.startswith("--env=")}
     assert env["UV_CACHE_DIR"] == UV_CACHE and env["UV_LINK_MODE"] == "copy", env
+    # cibuildwheel only builds and repairs: each cell tests the wheel in a container of its own
+    assert "CIBW_TEST_COMMAND" not in container.cibw_env and "CIBW_TEST_REQUIRES" not in container.cibw_env
+    mounts, cell_env = cell_mounts(cell_job, uv_cache)
+    assert (uv_cache, UV_CACHE, "rw") in mounts and cell_env["UV_CACHE_DIR"] == UV_CACHE
+    assert (cell_job.workspace.wheels_dir.resolve(), "/wheels", "ro") in mounts  # the build's wheels, read-only
 
 
-def test_smoke_requirements_reach_cibuildwheel_one_each(write_matrix: WriteMatrix, tmp_path: Path) -> None:
-    # cibuildwheel shlex-splits CIBW_TEST_REQUIRES: a requirement with a marker must arrive as one, and the cell's
-    # torch picks the requirements declared for it.
+def test_a_cell_installs_its_torch_its_builds_wheels_and_its_smoke_requirements(
+    write_matrix: WriteMatrix, tmp_path: Path
+) -> None:
+    # One requirement each (a requirement with a marker stays one argument), the cell's torch picking its own.
     marker = "transformers==5.24.0; python_version >= '3.11'"
-    job = docker_job(
+    _, job = docker_jobs(
         write_matrix,
         tmp_path,
         f'smoke:\n  requires: [pytest]\n  requires-for:\n    - {{torch: ">=2.6", requires: ["{marker}"]}}\n'
         '    - {torch: "<2.6", requires: ["transformers==4.57.6"]}\n',
     )
-    driver = tmp_path / "driver" / "tiny_driver-2.1.0-py3-none-any.whl"
-    helper = tmp_path / "cell.py"
-    container = cell_container(job, "buildmatrix-builder:x", driver, tmp_path / "cache", helper, uv_cache=tmp_path)
+    command = smoke_env_command(job)
+    assert command[command.index("--python") + 1] == "/opt/python/cp311-cp311/bin/python"
+    requirements = command[command.index("--") + 1 :]
     expected = ["pytest", marker] if job.cell.torch.version >= Version("2.6") else ["pytest", "transformers==4.57.6"]
-    assert shlex.split(container.cibw_env["CIBW_TEST_REQUIRES"]) == expected
+    assert requirements == [
+        f"torch=={job.cell.torch.requirement_version}",
+        "/wheels/torch2.13/torch_emu-0.1.0+torch.2.13.drv.2-py3-none-linux_x86_64.whl",
+        "/wheels/driver/emu_driver-2.1.0-py3-none-any.whl",
+        *expected,
+    ]
+    assert smoke_command(job)[:3] == ["/out/smoke-env/bin/python", "/buildmatrix/cell.py", "smoke"]
+
+
+def test_a_free_threaded_cell_runs_on_its_free_threaded_interpreter(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    build_job, job = docker_jobs(write_matrix, tmp_path)
+    threaded = replace(job, cell=replace(job.cell, python=Python.parse("3.13t")))
+    command = smoke_env_command(threaded)
+    assert command[command.index("--python") + 1] == "/opt/python/cp313-cp313t/bin/python"
+    # a per-Python build of 3.13t: cibuildwheel builds its identifier once asked to
+    key = replace(build_job.build.key, python=Python.parse("3.13t"))
+    threaded_build = replace(build_job, build=replace(build_job.build, key=key, python=Python.parse("3.13t")))
+    container = build_container(threaded_build, "x", None, tmp_path, tmp_path / "cell.py", uv_cache=tmp_path)
+    assert container.cibw_env["CIBW_BUILD"] == "cp313t-manylinux_x86_64"
+    assert container.cibw_env["CIBW_ENABLE"] == "cpython-freethreading"
+    plain = build_container(build_job, "x", None, tmp_path, tmp_path / "cell.py", uv_cache=tmp_path)
+    assert plain.cibw_env["CIBW_BUILD"] == "cp311-manylinux_x86_64" and "CIBW_ENABLE" not in plain.cibw_env
 
 
 @pytest.mark.parametrize(("exit_code", "passed"), [("0", True), ("1", False), (None, False)])
-def test_the_docker_runner_hands_the_engine_what_cibuildwheel_left(
+def test_the_docker_runner_hands_the_engine_what_the_smoke_container_left(
     write_matrix: WriteMatrix, tmp_path: Path, exit_code: str | None, passed: bool
 ) -> None:
-    """cibuildwheel's test command wrote reports and pytest's exit code; the engine judges them like a local run."""
-    job = docker_job(write_matrix, tmp_path)
+    """cell.py smoke wrote reports and pytest's exit code; the engine judges them like a local run."""
+    build_job, job = docker_jobs(write_matrix, tmp_path)
     smoke = job.workdir / "out" / "smoke"
     failures = 0 if passed else 1
     (smoke / "junit.xml").write_text(f'<testsuite tests="3" failures="{failures}" errors="0" skipped="0"/>')
@@ -179,9 +228,9 @@ def test_the_docker_runner_hands_the_engine_what_cibuildwheel_left(
     if exit_code is not None:
         (smoke / "exit-code").write_text(exit_code + "\n")
     (job.workdir / "out" / "provided-symbols.txt").write_text("emuMalloc emuFree\n_ZN3c10\n")
-    assert DockerRunner().provided_symbols(job) == {"emuMalloc", "emuFree", "_ZN3c10"}
-    output = RunnerOutput()
-    run = DockerRunner().run_smoke(job, output)
+    assert DockerRunner().provided_symbols(build_job) == {"emuMalloc", "emuFree", "_ZN3c10"}
+    output = CellOutput()
+    run = smoke_result(job)
     if passed:
         judge_smoke(run, output)
         assert output.smoke is not None and output.smoke.passed == 3 and output.features == {"tiny": "passed"}

@@ -1,6 +1,7 @@
-"""The GitHub Actions fan-out, simulated here: separate clones each build one cell of the plan, sharing nothing
-but the uv cache and ccache; their wheels/ trees are merged with merge-results exactly as the workflow's merge job does,
-and the published site must equal, in wheels, hashes and table, the one a single machine builds.
+"""The GitHub Actions fan-out, simulated here: separate clones each make one build of the plan, then separate clones
+each test one cell with its build's artifact (--prebuilt), sharing nothing but the uv cache and ccache; the cells'
+wheels/ trees are merged with merge-results exactly as the workflow's merge job does, and the published site must
+equal, in wheels, hashes and table, the one a single machine builds.
 
 The tiny fixture runs by default with the integration tests; the real plugin on the torch 2.13 cells is marked slow.
 """
@@ -80,7 +81,8 @@ def clone(origin: Path, dest: Path) -> Path:
 
 @dataclass
 class FanOut:
-    plan: list[dict[str, str]]
+    plan: list[dict[str, str]]  # the cells' entries
+    builds: list[dict[str, str]]  # the builds' entries
     machines: list[Path]  # one clone per cell
     artifacts: list[Path]  # what each machine uploaded, as the merge job downloads it
     merger: Path  # the merge job's clone: merged wheels/ and the site
@@ -89,14 +91,25 @@ class FanOut:
 
 
 def fan_out(origin: Path, work: Path) -> FanOut:
-    """Plan, build each cell in its own clone, merge as the workflow does; and one single-machine build to compare."""
+    """Plan, make each build and test each cell in its own clone, merge as the workflow does; and one single-machine
+    build to compare."""
     seconds: dict[str, float] = {}
     planner = clone(origin, work / "plan")
-    plan = json.loads(ok(cli(planner, "matrix", "--github")))["include"]
+    matrices = json.loads(ok(cli(planner, "matrix", "--github")))
+    plan, builds = matrices["cells"]["include"], matrices["builds"]["include"]
+    for entry in builds:
+        start = time.monotonic()
+        machine = clone(origin, work / "builders" / entry["build"])
+        ok(cli(machine, "build", *entry["args"].split(), "--runner", "local"))
+        seconds[f"build {entry['build']}"] = time.monotonic() - start
+        # upload-artifact of wheels/ (without site/)
+        shutil.copytree(machine / "wheels", work / "uploads" / entry["artifact"], ignore=shutil.ignore_patterns("site"))
     machines, artifacts = [], []
     for entry in plan:
         start = time.monotonic()
         machine = clone(origin, work / "machines" / entry["cell"])
+        # download-artifact of its build, by name, into wheels/
+        shutil.copytree(work / "uploads" / entry["build_artifact"], machine / "wheels")
         ok(cli(machine, "build", *entry["args"].split(), "--runner", "local"))
         seconds[entry["cell"]] = time.monotonic() - start
         # upload-artifact of wheels/ (without site/), then download-artifact into artifacts/<name>/
@@ -114,7 +127,7 @@ def fan_out(origin: Path, work: Path) -> FanOut:
     ok(cli(single, "build", "--runner", "local"))
     ok(cli(single, "compat-table"))
     seconds["single machine"] = time.monotonic() - start
-    return FanOut(plan, machines, artifacts, merger, single, seconds)
+    return FanOut(plan, builds, machines, artifacts, merger, single, seconds)
 
 
 def assert_same_fanout(fanned: Path, single: Path) -> None:
@@ -146,12 +159,17 @@ def tiny_fanout(tmp_path_factory: pytest.TempPathFactory) -> tuple[FanOut, Path]
     return fan_out(origin, work), work
 
 
-def test_each_clone_builds_only_its_cell(tiny_fanout: tuple[FanOut, Path]) -> None:
-    fan, _ = tiny_fanout
+def test_each_clone_tests_only_its_cell_with_its_build(tiny_fanout: tuple[FanOut, Path]) -> None:
+    fan, work = tiny_fanout
     assert [e["cell"] for e in fan.plan] == TINY_CELLS
+    assert [e["build"] for e in fan.builds] == TINY_CELLS  # the tiny plugin is a C extension: a build per Python
+    for entry in fan.builds:  # a build job tests no cell
+        assert not list((work / "uploads" / entry["artifact"] / "results").glob("cells/*.json"))
     for entry, machine in zip(fan.plan, fan.machines, strict=True):
         records = sorted(p.stem for p in (machine / "wheels" / "results" / "cells").glob("*.json"))
         assert records == [entry["cell"]]
+        log = (machine / "wheels" / "logs" / "builds" / f"{entry['build']}.log").read_text()
+        assert log.count("attempt 1") == 1  # the build job's log, downloaded: the cell's machine built nothing
 
 
 def test_merged_site_equals_the_single_machine_site(tiny_fanout: tuple[FanOut, Path]) -> None:

@@ -114,7 +114,8 @@ def test_hung_smoke_is_killed_by_its_timeout_then_rebuilt(tiny: Path) -> None:
     assert "transient: timeout" in result.stdout
     assert "# timed out after 5 s in step smoke" in (tiny / "wheels" / failed["log"]).read_text()
     assert wait_gone(mark) == [], "the hung pytest or its sleep outlived the timeout"
-    assert not (tiny / "wheels" / "torch2.13").exists()  # nothing published
+    # the build's wheel is published (its build passed); the cell that timed out testing it is not installable
+    assert record(tiny, DRV2, "builds")["status"] == "passed" and failed["wheel"] is not None
 
     (tiny / "plugin" / "tests" / "HANG_SMOKE").unlink()
     (tiny / "matrix.yaml").write_text(MATRIX)  # timeouts are no cell input: the same inputs hash as before
@@ -129,7 +130,7 @@ def test_signal_stops_the_run_and_kills_every_child(tiny: Path, signum: signal.S
     (tiny / "plugin" / "HANG_BUILD").write_text("")
     env, mark = marker()
     proc = start_build(tiny, env, "--sdk", "2")
-    wait_for_line(proc, f"{DRV2}: build\n")
+    wait_for_line(proc, f"build {DRV2}: build\n")
     deadline = time.monotonic() + 60
     while not any(" sleep 600" in p for p in living(mark)) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -160,7 +161,7 @@ def test_sigkill_leaves_orphans_that_the_next_run_ends(tiny: Path) -> None:
     (tiny / "plugin" / "HANG_BUILD").write_text("")
     env, mark = marker()
     proc = start_build(tiny, env, "--sdk", "2")
-    wait_for_line(proc, f"{DRV2}: build\n")
+    wait_for_line(proc, f"build {DRV2}: build\n")
     deadline = time.monotonic() + 60
     while not any(" sleep 600" in p for p in living(mark)) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -225,9 +226,9 @@ def test_network_blip_is_transient_then_rerun_and_retry_succeed(
     retried = build(tiny, "--sdk", "2", "--force")
     assert retried.returncode == 0, retried.stdout + retried.stderr
     assert handler.served == [503, 200]
-    assert record(tiny, DRV2)["status"] == "passed" and record(tiny, DRV2)["attempts"] == 2
-    assert f"{DRV2}: retry 2" in retried.stdout
-    log = (tiny / "wheels" / "logs" / f"{DRV2}.log").read_text()
+    assert record(tiny, DRV2)["status"] == "passed" and record(tiny, DRV2, "builds")["attempts"] == 2
+    assert f"build {DRV2}: retry 2" in retried.stdout
+    log = (tiny / "wheels" / "logs" / "builds" / f"{DRV2}.log").read_text()
     assert "attempt 1" in log and "attempt 2" in log and "503" in log  # the failed attempt's log is kept
 
 
@@ -253,7 +254,7 @@ def test_full_disk_fails_the_cell_as_transient(tiny: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     failed = record(tiny, DRV2)
     assert failed["failure_class"] == "transient" and failed["cause"] == "disk-full", failed
-    assert failed["attempts"] == 2  # retried once within the run, and the disk was still full
+    assert record(tiny, DRV2, "builds")["attempts"] == 2  # retried once within the run: the disk was still full
     assert "no space left on the device of" in failed["error"] and "free space" in failed["error"]
     assert not (tiny / "wheels" / "torch2.13").exists()
     assert [p for p in (tiny / "wheels").rglob("*") if p.suffix == ".tmp"] == []
@@ -274,7 +275,9 @@ def test_full_disk_while_publishing_leaves_nothing_half_written(tiny: Path) -> N
     failed = record(tiny, DRV2)
     assert (failed["failed_step"], failed["failure_class"], failed["cause"]) == ("publish", "transient", "disk-full")
     # the record names the directory as the project does (its published error reads the same from any checkout)
-    assert failed["error"].startswith("cannot write wheels/torch2.13/tiny_plugin-") and "free space" in failed["error"]
+    made = record(tiny, DRV2, "builds")
+    assert made["error"].startswith("cannot write wheels/torch2.13/tiny_plugin-") and "free space" in made["error"]
+    assert failed["error"] == f"build {DRV2} failed in step publish: {made['error']}"
     assert left == ["filler"]  # no partial wheel, no temporary file
     assert failed["wheel"] is None
 
@@ -300,4 +303,5 @@ def test_read_only_wheels_stops_the_run_with_one_line(tiny: Path) -> None:
     assert len(error) == 1 and "Traceback" not in result.stderr, result.stderr
     assert f"cannot write {wheels}" in error[0] and "Read-only file system; remount it read-write" in error[0]
     assert not (tiny / "build" / "matrix" / "cells").exists()  # no cell started
+    assert not (tiny / "build" / "matrix" / "builds").exists()  # nor any build
     assert "Traceback" not in site.stderr and site.returncode != 0, site.stderr

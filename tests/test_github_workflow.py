@@ -15,6 +15,7 @@ import yaml
 from packaging.version import Version
 
 from buildmatrix.errors import MatrixTooLarge
+from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import Cell, expand, make_cell
 from buildmatrix.model.matrix import SdkVersion, TorchRelease, WheelSource, load_matrix
 from buildmatrix.model.pythons import Python
@@ -35,42 +36,68 @@ def project_cells() -> list[Cell]:
     return expand(matrix, available_from_table(table, matrix))
 
 
-def local(cells: list[Cell]) -> dict[str, RunnerName]:
-    """Every cell on the local runner (which runner a cell gets is tested in test_github_matrix_runners)."""
-    return {cell.id: RunnerName.LOCAL for cell in cells}
+def project_builds(cells: list[Cell]) -> list[Build]:
+    return list(plan_builds(load_matrix(ROOT / "matrix.yaml"), cells).values())
+
+
+def local(cells: list[Cell], builds: list[Build] = ()) -> dict[Python, RunnerName]:  # type: ignore[assignment]
+    """Every Python on the local runner (which runner a Python gets is tested in test_github_matrix_runners)."""
+    return dict.fromkeys([*(c.python for c in cells), *(b.python for b in builds)], RunnerName.LOCAL)
+
+
+def fanout() -> dict[str, Any]:
+    cells = project_cells()
+    builds = project_builds(cells)
+    return github_matrix(cells, builds, local(cells, builds))
 
 
 def test_project_matrix_fits_one_workflow_run_with_unique_names() -> None:
-    include = github_matrix(project_cells(), local(project_cells()))["include"]
-    assert 0 < len(include) <= GITHUB_MATRIX_LIMIT
-    for key in ("cell", "artifact"):
-        names = [entry[key] for entry in include]
-        assert len(set(names)) == len(names), f"duplicate {key} names"
-    # Artifact names may not hold characters upload-artifact refuses.
-    assert all(re.fullmatch(r"cell-[A-Za-z0-9._-]+", entry["artifact"]) for entry in include)
+    matrices = fanout()
+    for part, key, prefix in (("cells", "cell", "cell"), ("builds", "build", "build")):
+        include = matrices[part]["include"]
+        assert 0 < len(include) <= GITHUB_MATRIX_LIMIT
+        for name in (key, "artifact"):
+            names = [entry[name] for entry in include]
+            assert len(set(names)) == len(names), f"duplicate {name} names"
+        # Artifact names may not hold characters upload-artifact refuses.
+        assert all(re.fullmatch(rf"{prefix}-[A-Za-z0-9._-]+", entry["artifact"]) for entry in include)
+    builds = {entry["artifact"] for entry in matrices["builds"]["include"]}
+    assert {entry["build_artifact"] for entry in matrices["cells"]["include"]} == builds  # every build has a cell
 
 
-def test_every_matrix_key_the_workflow_reads_is_in_every_entry() -> None:
-    expressions = re.findall(r"\$\{\{(.*?)\}\}", WORKFLOW_PATH.read_text())
+@pytest.mark.parametrize(("job", "part", "must"), [("build", "builds", "build"), ("cell", "cells", "cell")])
+def test_every_matrix_key_a_job_reads_is_in_every_entry(job: str, part: str, must: str) -> None:
+    expressions = re.findall(r"\$\{\{(.*?)\}\}", yaml.safe_dump(JOBS[job]))
     used = {key for expression in expressions for key in re.findall(r"\bmatrix\.(\w+)", expression)}
-    assert {"cell", "args", "artifact", "python", "torch", "torch_version", "variant", "runner"} <= used
-    for entry in github_matrix(project_cells(), local(project_cells()))["include"]:
-        assert used <= set(entry), f"{entry['cell']} lacks {used - set(entry)}"
+    assert {must, "args", "artifact", "python", "torch_version", "variant", "runner"} <= used
+    for entry in fanout()[part]["include"]:
+        assert used <= set(entry), f"{entry[must]} lacks {used - set(entry)}"
 
 
-def test_entry_args_select_exactly_their_cell() -> None:
+def test_entry_args_select_exactly_their_cell_or_build() -> None:
+    from buildmatrix.cli import build_parser
+
     cells = project_cells()
-    for cell, entry in zip(cells, github_matrix(cells, local(cells))["include"], strict=True):
+    matrices = fanout()
+    for cell, entry in zip(cells, matrices["cells"]["include"], strict=True):
         assert entry["args"].split() == [
             "--torch",
             cell.torch.minor,
             "--python",
-            f"{cell.python.major}.{cell.python.minor}",
+            str(cell.python),
             "--sdk",
             str(cell.sdk.version if cell.sdk else ""),
             "--variant",
             cell.torch.variant,
+            "--prebuilt",
         ]
+        assert entry["build"] == cell.build.id
+    for entry in matrices["builds"]["include"]:
+        assert entry["args"].split() == ["--build", entry["build"], "--builds-only"]
+        args = build_parser().parse_args(
+            ["build", "--matrix", str(ROOT / "matrix.yaml"), "--offline", *entry["args"].split()]
+        )
+        assert args.builds_only and args.build == [entry["build"]]
 
 
 def test_planning_fails_beyond_the_job_limit() -> None:
@@ -78,11 +105,13 @@ def test_planning_fails_beyond_the_job_limit() -> None:
     release = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
     sdk = SdkVersion(Version("2.1"), "drv2")
     cells = [make_cell(matrix, release, Python.parse(f"3.{n}"), sdk) for n in range(GITHUB_MATRIX_LIMIT + 1)]
-    assert len(github_matrix(cells[:GITHUB_MATRIX_LIMIT], local(cells))["include"]) == GITHUB_MATRIX_LIMIT
+    builds = list(plan_builds(matrix, cells).values())  # one for all: torch_emu's wheel serves every Python
+    fits = github_matrix(cells[:GITHUB_MATRIX_LIMIT], builds, local(cells, builds))
+    assert len(fits["cells"]["include"]) == GITHUB_MATRIX_LIMIT and len(fits["builds"]["include"]) == 1
     with pytest.raises(
         MatrixTooLarge, match=f"{GITHUB_MATRIX_LIMIT + 1} cells, but a GitHub Actions matrix runs at most"
     ):
-        github_matrix(cells, local(cells))
+        github_matrix(cells, builds, local(cells, builds))
 
 
 @pytest.mark.parametrize("job", sorted(JOBS))
@@ -98,8 +127,13 @@ def test_every_job_has_a_timeout_and_least_privilege(job: str) -> None:
 def test_workflow_level_practice() -> None:
     assert WORKFLOW["permissions"] == {}
     assert "group" in WORKFLOW["concurrency"] and "cancel-in-progress" in WORKFLOW["concurrency"]
-    assert JOBS["cell"]["strategy"]["fail-fast"] is False
-    assert JOBS["cell"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    for job, part in (("build", "builds"), ("cell", "cells")):
+        assert JOBS[job]["strategy"]["fail-fast"] is False
+        assert JOBS[job]["strategy"]["matrix"] == f"${{{{ fromJSON(needs.plan.outputs.{part}) }}}}"
+    # a cell runs after its build even when it failed (the cell then records the build's failure), never before
+    assert JOBS["cell"]["needs"] == ["plan", "build"] and "!cancelled()" in JOBS["cell"]["if"]
+    download = next(s for s in JOBS["cell"]["steps"] if "download-artifact" in s.get("uses", ""))
+    assert download["with"] == {"name": "${{ matrix.build_artifact }}", "path": "wheels"}
     for job in ("publish", "deploy"):
         text = yaml.safe_dump(JOBS[job])
         assert "refs/heads/main" in text, f"{job} publishes from main only"

@@ -61,8 +61,9 @@ def build(
     )
 
 
-def record(root: Path, cell: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((root / "wheels" / "results" / "cells" / f"{cell}.json").read_text())
+def record(root: Path, name: str, kind: str = "cells") -> dict[str, Any]:
+    """A cell's record (kind "builds": a build's; the tiny plugin is per Python, so its builds have its cells' ids)."""
+    data: dict[str, Any] = json.loads((root / "wheels" / "results" / kind / f"{name}.json").read_text())
     return data
 
 
@@ -80,15 +81,16 @@ def test_green_build_then_noop_rerun(tiny: Path) -> None:
         assert result["smoke"] == {"passed": 3, "failed": 0, "skipped": 0, "errors": 0}
         assert result["features"] == {"tiny": "passed"}
         assert result["torch_build"]["version"] == "2.13.0+cpu" and result["torch_build"]["cxx11_abi"] is True
-        assert [s["name"] for s in result["steps"]] == [
+        assert [s["name"] for s in result["steps"]] == ["source", "check", "smoke-env", "smoke"]
+        made = record(tiny, cell, "builds")
+        assert made["wheel"] == result["wheel"] and result["cell"]["build"]["id"] == cell
+        assert [s["name"] for s in made["steps"]] == [
             "source",
             "interpreter",
             "sdk",
             "build-env",
             "build",
             "check",
-            "smoke-env",
-            "smoke",
             "publish",
         ]
     assert wheel_files(tiny) == [
@@ -99,15 +101,16 @@ def test_green_build_then_noop_rerun(tiny: Path) -> None:
     ]
     summary = json.loads((tiny / "wheels" / "results" / "summary.json").read_text())
     assert summary["counts"] == {"passed": 2, "failed": 0}
-    # A passed cell's scratch (environments, patched tree) is gone once its wheel is published.
+    # A passed build's and cell's scratch (environments, patched tree) are gone once they are recorded.
     assert not any((tiny / "build" / "matrix" / "cells" / cell).exists() for cell in CELLS)
+    assert not any((tiny / "build" / "matrix" / "builds" / cell).exists() for cell in CELLS)
 
     mtimes = {p: p.stat().st_mtime_ns for p in (tiny / "wheels").rglob("*.whl")}
     start = time.monotonic()
     again = build(tiny)
     elapsed = time.monotonic() - start
     assert again.returncode == 0, again.stdout + again.stderr
-    assert again.stdout.count("up-to-date") == 2
+    assert again.stdout.count("up-to-date") == 4  # two builds, two cells
     assert elapsed < 30, f"no-op rerun took {elapsed:.1f} s"
     assert mtimes == {p: p.stat().st_mtime_ns for p in (tiny / "wheels").rglob("*.whl")}
 
@@ -131,7 +134,7 @@ def test_started_through_nox_or_directly_builds_once(tiny: Path, tmp_path: Path)
     assert str(session) not in json.dumps(made["inputs"])
     directly = build(tiny, "--sdk", "2")
     assert directly.returncode == 0, directly.stdout + directly.stderr
-    assert directly.stdout.count("up-to-date") == 1
+    assert directly.stdout.count("up-to-date") == 2  # its build and its cell
     assert record(tiny, CELLS[1]) == made
 
 
@@ -144,12 +147,12 @@ def test_broken_cell_fails_alone(tiny: Path) -> None:
     assert "broken on purpose" in (tiny / "wheels" / broken["log"]).read_text()
     assert fine["status"] == "passed" and fine["wheel"]["filename"].endswith(".whl")
     assert f"{CELLS[0]} failed in build" in result.stdout
-    cells_dir = tiny / "build" / "matrix" / "cells"
-    assert (cells_dir / CELLS[0] / "tree").is_dir() and not (
-        cells_dir / CELLS[1]
+    builds_dir = tiny / "build" / "matrix" / "builds"
+    assert (builds_dir / CELLS[0] / "tree").is_dir() and not (
+        builds_dir / CELLS[1]
     ).exists()  # failed ones stay to inspect
     # The failure is recorded for these inputs: a rerun does not rebuild it, --force does.
-    assert build(tiny).stdout.count("up-to-date") == 2
+    assert build(tiny).stdout.count("up-to-date") == 4
 
 
 def test_failing_smoke_suite_keeps_counts(tiny: Path) -> None:
@@ -158,7 +161,7 @@ def test_failing_smoke_suite_keeps_counts(tiny: Path) -> None:
     assert result.returncode == 1
     failed = record(tiny, CELLS[1])
     assert failed["failed_step"] == "smoke" and failed["smoke"]["failed"] == 1 and failed["smoke"]["passed"] == 2
-    assert failed["wheel"] is None
+    assert failed["wheel"] == record(tiny, CELLS[1], "builds")["wheel"]  # the wheel it tested, and failed
 
 
 def test_fail_fast_starts_no_new_cell(tiny: Path) -> None:
@@ -179,11 +182,11 @@ def test_sigkill_mid_run_then_clean_resume(tiny: Path) -> None:
         start_new_session=True,
         env=ENV,
     )
-    # Kill while the second cell is being built: the first is recorded, the second is half done.
+    # Kill while the second cell's build is made: the first build and cell are recorded, the second half done.
     deadline = time.monotonic() + 600
     assert proc.stdout is not None
     for line in proc.stdout:
-        if line.startswith(f"{CELLS[1]}: build-env") or time.monotonic() > deadline:
+        if line.startswith(f"build {CELLS[1]}: build-env") or time.monotonic() > deadline:
             break
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

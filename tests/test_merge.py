@@ -175,7 +175,7 @@ def test_what_the_destination_holds_must_agree_too(whole: Path, machines: list[P
             "wheel.path: '../outside.whl' is not a plain relative path",
         ),
         (lambda r: r.__setitem__("wheel", None), "passed but its record names no plugin wheel"),
-        (lambda r: r.__setitem__("schema_version", 0), "schema_version: 0 is not 2"),
+        (lambda r: r.__setitem__("schema_version", 0), "schema_version: 0 is not 3"),
     ],
 )
 def test_bad_records_are_named(machines: list[Path], tmp_path: Path, damage, expected: str) -> None:  # type: ignore[no-untyped-def]

@@ -119,10 +119,11 @@ def test_free_threaded_cells_are_chosen_like_the_others(write_matrix: WriteMatri
     ]
     assert [c.id for c in Selection(python=("cp313",)).apply(cells)] == ["torch2.10-cuda-cp313"]
     # an image serves the Python it lists, the free-threaded build apart from the GIL one
-    assert image_for(cells[1], matrix).name == "trixie" and image_for(cells[2], matrix).name == "trixie-ft"
+    assert image_for(cells[1].python, None, matrix).name == "trixie"
+    assert image_for(cells[2].python, None, matrix).name == "trixie-ft"
     assert serving_image(P("3.13t"), matrix) is not None and serving_image(P("3.12"), matrix) is None
     with pytest.raises(InterpreterNotFound, match=r"no image in matrix.yaml serves Python 3\.12"):
-        image_for(cells[0], matrix)
+        image_for(cells[0].python, None, matrix)
 
 
 def test_a_free_threaded_python_the_release_does_not_publish_is_located(write_matrix: WriteMatrix) -> None:

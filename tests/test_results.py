@@ -67,9 +67,33 @@ def test_record_keeps_its_format(tmp_path: Path) -> None:
         "sdk": "2.1",
         "label": "torch.2.13.drv.2",
         "patches": "pre-2.7,extra",
+        "build": {
+            "id": "torch2.13-cpu-cp311-drv2",
+            "torch": "2.13.0",
+            "variant": "cpu",
+            "python": "3.11",
+            "sdk": "2.1",
+            "label": "torch.2.13.drv.2",
+        },
     }
-    assert record["schema_version"] == 2 and record["sdk_wheel"]["path"] == "driver/emu_driver-2.1.0-py3-none-any.whl"
+    assert record["schema_version"] == 3 and record["sdk_wheel"]["path"] == "driver/emu_driver-2.1.0-py3-none-any.whl"
     assert record["status"] == "passed" and record["runner"] == "local" and "patches" not in record
+
+
+def test_a_record_of_schema_2_is_read_as_3(tmp_path: Path) -> None:
+    """Before builds were apart from cells, each cell built its own wheel: that is the build a record of 2 names."""
+    store = ResultStore(tmp_path)
+    original = result(A, 1.0)
+    store.save(original)
+    data = json.loads(store.path(A.id).read_text())
+    data["schema_version"] = 2
+    del data["cell"]["build"]
+    store.path(A.id).write_text(json.dumps(data))
+    assert store.load(A.id) == original and original.cell.build.id == A.id
+    data["cell"]["build"] = {"id": "torch2.13-cpu-drv2"}
+    store.path(A.id).write_text(json.dumps(data))
+    with pytest.raises(RecordError, match="a record of schema 2 names no build"):
+        store.load(A.id)
 
 
 def test_a_record_of_schema_1_is_read_as_2(tmp_path: Path) -> None:
@@ -79,7 +103,7 @@ def test_a_record_of_schema_1_is_read_as_2(tmp_path: Path) -> None:
     store.save(original)
     data = json.loads(store.path(A.id).read_text())
     data["schema_version"] = 1
-    del data["cell"]["sdk"], data["cell"]["label"]
+    del data["cell"]["sdk"], data["cell"]["label"], data["cell"]["build"]
     data["cell"]["driver"] = "2.1"
     data["driver_wheel"] = data.pop("sdk_wheel")
     store.path(A.id).write_text(json.dumps(data))
@@ -146,7 +170,7 @@ def damage(data: dict, how: str) -> str:  # type: ignore[type-arg]
         ("truncated", "not valid JSON"),
         ("smoke-type", "smoke.passed: expected a count"),
         ("steps-type", "steps: expected a list, got str"),
-        ("old-schema", "schema_version: 0 is not 2 (or 1, read as it)"),
+        ("old-schema", "schema_version: 0 is not 3 (or 2 or 1, read as it)"),
         ("status", "status: 'green' is not one of passed, failed"),
         ("runner", "runner: 'cloud' is not one of local, docker"),
         ("step-status", "steps[0].status: 'maybe' is not one of passed"),
@@ -212,17 +236,20 @@ def test_merge_of_a_hostile_cell_id_writes_nothing(tmp_path: Path) -> None:
 def test_build_rebuilds_a_cell_whose_record_is_damaged_and_says_why(tmp_path: Path) -> None:
     from test_engine import setup_project
 
+    from buildmatrix.builder.results import BuildResult
     from buildmatrix.builder.runners.local import LocalRunner
 
     engine, cells = setup_project(tmp_path)
     engine.runner = LocalRunner()  # a real interpreter, so the cell can be planned
-    [planned] = engine.plan(cells)
+    [build] = engine.builds_of(cells)
+    made = BuildResult(cells[0].build, "h" * 64, {}, RunnerName.LOCAL)  # its build failed with these inputs
+    planned = engine.plan_cell(cells[0], build, made)
     engine.store.save(
         CellResult(cell=cells[0].key, inputs_hash=planned.inputs_hash, inputs=planned.inputs, runner=RunnerName.LOCAL)
     )
-    assert engine.plan(cells)[0].reusable is not None and engine.damaged == {}
+    assert engine.plan_cell(cells[0], build, made).reusable is not None and engine.damaged == {}
     path = engine.store.path(cells[0].id)
     path.write_text(path.read_text()[:-40])  # truncated, e.g. by a full disk
-    [replanned] = engine.plan(cells)
+    replanned = engine.plan_cell(cells[0], build, made)
     assert replanned.reusable is None  # rebuilt, never silently "not built"
     assert str(engine.damaged[cells[0].id]).startswith(f"{path}: not valid JSON")

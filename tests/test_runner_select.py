@@ -66,7 +66,7 @@ def test_auto_keeps_local_pythons_local_and_sends_the_others_to_their_image(
 ) -> None:
     matrix, cells = project_cells(write_matrix)
     plan = plan_runners(cells, matrix, RunnerName.AUTO, interpreters)
-    local = f"local: {interpreters.interpreter(cells[1]).executable}"
+    local = f"local: {interpreters.interpreter(cells[1].python).executable}"
     assert reasons(cells[1:], plan) == {
         "torch2.4-cuda-cp311-drv2": local,
         "torch2.13-cpu-cp311-drv2": local,

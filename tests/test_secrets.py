@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.runners.base import CellJob
-from buildmatrix.builder.runners.docker import cell_container
+from buildmatrix.builder.runners.base import BuildJob
+from buildmatrix.builder.runners.docker import build_container
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.docker import oci
 from buildmatrix.errors import StepFailed
+from buildmatrix.model.builds import plan_builds
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.pythons import Python
@@ -136,12 +137,11 @@ def test_cibuildwheel_container_arguments_hold_no_secret(tmp_path: Path, monkeyp
         "runner: docker\n"
     )
     matrix = load_matrix(root / "matrix.yaml")
-    [cell] = expand(matrix, {r: {Python.parse("3.11")} for r in matrix.torch})
+    cells = expand(matrix, {r: {Python.parse("3.11")} for r in matrix.torch})
+    [build] = plan_builds(matrix, cells).values()
     workspace = Workspace.for_root(root)
-    job = CellJob(
-        cell, matrix, workspace, tmp_path / "work", root / "plugin", root / "plugin" / "tests", tmp_path / "log", ()
-    )
-    container = cell_container(  # the no-SDK shape of the tiny project: no SDK wheel to mount
+    job = BuildJob(build, matrix, workspace, tmp_path / "work", root / "plugin", tmp_path / "log", ())
+    container = build_container(  # the no-SDK shape of the tiny project: no SDK wheel to mount
         job,
         "buildmatrix-builder:x",
         None,

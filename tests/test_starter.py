@@ -30,7 +30,7 @@ def test_init_in_an_empty_project_gives_a_matrix_that_loads(tmp_path: Path) -> N
     assert matrix.plugin.smoke_tests == project / "tests"
     assert matrix.contract.build.version_env == "MY_EXT_VERSION"
     workflow = yaml.safe_load((project / WORKFLOW).read_text())
-    assert set(workflow["jobs"]) == {"plan", "cell", "merge", "publish", "deploy"}
+    assert set(workflow["jobs"]) == {"plan", "build", "cell", "merge", "publish", "deploy"}
     noxfile = (project / "noxfile.py").read_text()
     assert '"buildmatrix[docker]"' in noxfile and "def build_matrix" in noxfile
     compile(noxfile, "noxfile.py", "exec")

@@ -305,19 +305,21 @@ def test_compat_table_with_a_record_holding_a_5000_digit_integer_is_exit_7(tmp_p
 def test_a_damaged_record_of_any_kind_is_rebuilt_by_build(tmp_path: Path) -> None:
     from test_engine import setup_project
 
-    from buildmatrix.builder.results import CellResult
+    from buildmatrix.builder.results import BuildResult, CellResult
     from buildmatrix.builder.runners.base import CellRunners
     from buildmatrix.builder.runners.local import LocalRunner
     from buildmatrix.model.vocab import RunnerName
 
     engine, [cell] = setup_project(tmp_path)
     engine.runners = CellRunners(LocalRunner(), {})  # a real interpreter, so the cell can be planned
-    [first] = engine.plan([cell])
+    [build] = engine.builds_of([cell])
+    made = BuildResult(cell.build, "h" * 64, {}, RunnerName.LOCAL)  # its build failed with these inputs
+    first = engine.plan_cell(cell, build, made)
     engine.store.save(CellResult(cell.key, first.inputs_hash, first.inputs, RunnerName.LOCAL, finished=1.0))
-    assert engine.plan([cell])[0].reusable is not None  # a deterministic failure of the same inputs is kept
+    assert engine.plan_cell(cell, build, made).reusable is not None  # a deterministic failure is kept
     path = engine.store.path(cell.id)
     path.write_text(path.read_text().replace('"finished": 1.0', '"finished": ' + "7" * 5000))
-    [planned] = engine.plan([cell])
+    planned = engine.plan_cell(cell, build, made)
     assert planned.reusable is None and "an integer of 5000 digits" in str(engine.damaged[cell.id])
 
 

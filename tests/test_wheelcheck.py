@@ -12,7 +12,8 @@ from packaging.version import Version
 
 from buildmatrix.builder.wheelcheck import check_plugin_wheel, installs_on
 from buildmatrix.errors import StepFailed
-from buildmatrix.model.cells import Cell, expand
+from buildmatrix.model.builds import Build, plan_builds
+from buildmatrix.model.cells import expand
 from buildmatrix.model.contract import CheckContract, TorchPin
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.pythons import Python
@@ -24,13 +25,15 @@ CHECK = CheckContract(TorchPin.RELEASE_LINE, "torch_emu/_build_info.py")
 BUILD_INFO = "TORCH_VERSION = '2.4.1'\nDRIVER_API = '2.1'\n"
 
 
-def cell_2_4(write_matrix: WriteMatrix) -> Cell:
+def cell_2_4(write_matrix: WriteMatrix) -> Build:
+    """The build of the cell torch2.4-cuda-cp311-drv2 (the wheel check is a build's)."""
     matrix = load_matrix(write_matrix())
     cells = expand(matrix, {r: {Python.parse("3.11")} for r in matrix.torch})
-    return next(c for c in cells if c.id == "torch2.4-cuda-cp311-drv2")
+    cell = next(c for c in cells if c.id == "torch2.4-cuda-cp311-drv2")
+    return plan_builds(matrix, [cell])[cell.build.id]
 
 
-def plugin_wheel(directory: Path, cell: Cell, torch_pin: str) -> Path:
+def plugin_wheel(directory: Path, cell: Build, torch_pin: str) -> Path:
     return make_wheel(
         directory,
         "torch-emu",
@@ -94,7 +97,7 @@ def test_a_py3_none_wheel_serves_the_cell_like_its_own_cpython_tag(write_matrix:
 
 
 @pytest.mark.parametrize("tag", ["cp312-cp312-linux_x86_64", "cp311-cp311t-linux_x86_64", "py2-none-linux_x86_64"])
-def test_a_wheel_the_cells_python_cannot_install_fails(write_matrix: WriteMatrix, tmp_path: Path, tag: str) -> None:
+def test_a_wheel_the_builds_python_cannot_install_fails(write_matrix: WriteMatrix, tmp_path: Path, tag: str) -> None:
     cell = cell_2_4(write_matrix)
     wheel = make_wheel(
         tmp_path,
@@ -106,7 +109,7 @@ def test_a_wheel_the_cells_python_cannot_install_fails(write_matrix: WriteMatrix
     )
     with pytest.raises(StepFailed) as info:
         check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=V010, check=CHECK)
-    assert f"its tags ({tag}) do not install on the cell's Python 3.11 (cp311)" in info.value.message
+    assert f"its tags ({tag}) do not install on the Python it was built with, 3.11 (cp311)" in info.value.message
     assert wheel.is_file()
 
 

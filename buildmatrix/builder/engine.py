@@ -1,4 +1,5 @@
-"""Runs the selected cells through their runners: skips unchanged ones, isolates failures, records every result."""
+"""Runs the selected cells: makes each build they need once, then tests each cell's wheel in its own clean
+environment; skips what is up to date, isolates failures, records every build and cell."""
 
 from __future__ import annotations
 
@@ -8,63 +9,59 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from packaging.version import Version
 
-from buildmatrix.builder.buildcode import ENGINE_MODULES, PACKAGE_DIR, build_code
+from buildmatrix.builder.planning import Inputs, PlannedBuild, PlannedCell, digest, up_to_date
 from buildmatrix.builder.recordparse import RecordRules
 from buildmatrix.builder.relabel import relabel_wheel
-from buildmatrix.builder.results import CellResult, ResultStore, WheelRecord
-from buildmatrix.builder.runners.base import CellJob, CellRunners, Runner, RunnerOutput, SmokeRun
-from buildmatrix.builder.smoke import read_features, read_junit
-from buildmatrix.builder.sourcetree import (
-    PatchSeries,
-    apply_series,
-    copy_pristine,
-    release_series,
-    write_plugin_version,
+from buildmatrix.builder.results import BuildResult, CellResult, ResultStore, WheelRecord
+from buildmatrix.builder.runners.base import (
+    BuildJob,
+    BuildOutput,
+    CellJob,
+    CellOutput,
+    CellRunners,
+    Runner,
+    SmokeRun,
 )
+from buildmatrix.builder.smoke import read_features, read_junit
+from buildmatrix.builder.sourcetree import apply_series, copy_pristine, release_series, write_plugin_version
 from buildmatrix.builder.steps import StepRecorder
-from buildmatrix.builder.wheelcheck import check_plugin_wheel, unresolved_against
+from buildmatrix.builder.wheelcheck import check_plugin_wheel, installs_on, unresolved_against
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import Interrupted, RecordError, ResourceError, StepFailed, UserError
+from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import Cell
-from buildmatrix.model.matrix import Matrix
+from buildmatrix.model.matrix import Matrix, TorchRelease
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import Cause, FailureClass, Status
+from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status
 from buildmatrix.util.atomic import copy_file_atomic
 from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
-from buildmatrix.util.fingerprint import file_sha256, files_hash, inputs_hash, tree_hash
+from buildmatrix.util.fingerprint import file_sha256
 from buildmatrix.util.paths import regular_file
 from buildmatrix.util.process import CHILDREN, kill_orphans
 
 log = logging.getLogger(__name__)
 
-# Events for whoever displays progress: (cell id, what) with what in
+# Events for whoever displays progress: (what, event). `what` is a cell id, or "build <build id>"; event is
 # "queued" | "up-to-date" | "<step name>" | "retry <n>" | "passed" | "failed" | "interrupted".
 ProgressCallback = Callable[[str, str], None]
+BUILD = "build "  # the prefix of a build's name in progress events
 
 
 @dataclass(frozen=True)
 class RunOptions:
     jobs: int = 1
     fail_fast: bool = False
-    force: bool = False  # rebuild even when inputs are unchanged, and the shared caches the cells use
-    retries: int = 1  # extra tries within the run for a cell that fails transiently (network, timeout, ...)
-
-
-@dataclass
-class PlannedCell:
-    cell: Cell
-    inputs: dict[str, Any]
-    inputs_hash: str
-    reusable: CellResult | None  # a stored result for the same inputs
-    problem: str | None = None  # why the cell cannot even be planned (e.g. no interpreter)
+    force: bool = False  # rebuild and retest even when inputs are unchanged, and the shared caches they use
+    retries: int = 1  # extra tries within the run for a build or cell that fails transiently (network, timeout...)
+    prebuilt: bool = False  # test with the builds already in wheels/ (a CI cell job), never build
 
 
 class Engine:
@@ -75,16 +72,21 @@ class Engine:
         runner: Runner | CellRunners,
         registry: Registry,
         progress: ProgressCallback | None = None,
+        *,
+        builds: Mapping[str, Build] | None = None,
     ) -> None:
-        """runner: one runner for every cell, or each cell's (CellRunners: one run drives several runners)."""
+        """runner: one runner for everything, or one per Python (CellRunners). builds: the matrix's builds
+        (model.builds.plan_builds of the whole expansion); None: planned from the cells given to run."""
         self.matrix = matrix
         self.workspace = workspace
         self.runners = runner if isinstance(runner, CellRunners) else CellRunners(runner)
         self.registry = registry
-        self.progress = progress or (lambda cell_id, what: None)
+        self.progress = progress or (lambda what, event: None)
+        self.builds = builds
         self.store = ResultStore(workspace.results_dir, RecordRules.of(matrix))
-        self._shared_hashes: dict[str, dict[str, str]] = {}  # by runner name
-        self.damaged: dict[str, RecordError] = {}  # cells rebuilt because their record was damaged
+        self.inputs = Inputs(matrix)
+        self.damaged: dict[str, RecordError] = {}  # builds ("build <id>") and cells rebuilt: their record was damaged
+        self.build_results: dict[str, BuildResult] = {}  # the run's builds, made or up to date
         self.orphans_ended = 0  # processes (and containers) an earlier, SIGKILLed run left behind, ended by this one
         self._stop = threading.Event()
 
@@ -96,91 +98,77 @@ class Engine:
     @runner.setter
     def runner(self, runner: Runner) -> None:
         self.runners = CellRunners(runner)
+        self.inputs = Inputs(self.matrix)
+
+    @property
+    def needs_sdk_wheel(self) -> bool:
+        return self.matrix.sdk is not None and self.matrix.sdk.builds_wheel
 
     # ---- planning ---------------------------------------------------------
-    def shared_inputs(self, runner: Runner | None = None) -> dict[str, str]:
-        """The inputs every cell of a runner shares: the sources, and the engine's and that runner's build code."""
-        runner = runner or self.runner
-        if runner.name not in self._shared_hashes:
-            sdk = self.matrix.sdk
-            self._shared_hashes[runner.name] = {
-                "plugin_tree": tree_hash(self.matrix.plugin.source, generated=self.matrix.contract.build.generated),
-                **(
-                    {"sdk_tree": tree_hash(sdk.source, generated=self.matrix.contract.build.generated)}
-                    if sdk is not None and sdk.source is not None
-                    else {}
-                ),
-                "build_code": tree_hash(PACKAGE_DIR, include=build_code((*ENGINE_MODULES, *runner.build_modules))),
-            }
-        return self._shared_hashes[runner.name]
-
-    def series(self, cell: Cell) -> list[PatchSeries]:
-        return release_series(self.matrix, cell.torch)
-
-    def plan(self, cells: list[Cell], force: bool = False) -> list[PlannedCell]:
-        planned = []
+    def builds_of(self, cells: list[Cell]) -> list[Build]:
+        """The builds the cells test, each once, in the order of their first cell."""
+        known = self.builds if self.builds is not None else plan_builds(self.matrix, cells)
+        out: dict[str, Build] = {}
         for cell in cells:
-            problem = None
-            runner = self.runners.of(cell)
-            try:
-                python = runner.python_identity(cell)
-            except UserError as exc:
-                python, problem = "missing", str(exc)
-            patch_files = [p for s in self.series(cell) for p in sorted(s.directory.iterdir()) if p.is_file()]
-            inputs: dict[str, Any] = {
-                "cell": cell.as_dict(),
-                "plugin_version": str(self.matrix.plugin.version),
-                "torch_requirement": cell.torch.requirement_version,
-                "wheel_source": cell.torch.wheels.describe(),
-                "python": python,
-                "runner": runner.name,
-                "patches": files_hash(patch_files),
-                "smoke_requires": list(self.matrix.contract.smoke.requirements_for(cell.torch.version)),
-                **self.shared_inputs(runner),
-            }
-            digest = inputs_hash(inputs)
-            try:
-                stored = None if force or problem else self.store.load(cell.id)
-            except RecordError as exc:
-                stored = None  # rebuilt, and the CLI's summary says why
-                self.damaged[cell.id] = exc
-            if stored is not None and not self._reusable(stored, digest):
-                stored = None
-            planned.append(PlannedCell(cell, inputs, digest, stored, problem))
-        return planned
+            build = known.get(cell.build.id)
+            if build is None:  # given a plan of another matrix: plan this cell's build alone
+                build = plan_builds(self.matrix, [cell])[cell.build.id]
+            out.setdefault(build.id, build)
+        return list(out.values())
 
-    def _reusable(self, stored: CellResult, digest: str) -> bool:
-        if stored.inputs_hash != digest:
-            return False
-        if stored.status == Status.PASSED:
-            # A passed cell is only up to date if every file its record names is still there: its wheels unchanged
-            # (the plugin's and a wheel SDK's, each against its sha256), its log a regular file.
-            return self._files_intact(stored)
-        # The same inputs fail the same way (--force retries); a network blip, a timeout or a stop says nothing
-        # about the inputs, so those cells are tried again.
-        return stored.status != Status.INTERRUPTED and stored.failure_class != FailureClass.TRANSIENT
+    def plan_build(self, build: Build, force: bool = False, prebuilt: bool = False) -> PlannedBuild:
+        runner = self.runners.of(build.python)
+        problem = None
+        try:
+            python = runner.python_identity(build.python)
+        except UserError as exc:
+            python, problem = "missing", str(exc)
+        inputs = self.inputs.of_build(build, runner, python)
+        wanted = digest(inputs)
+        try:
+            stored = None if force or (problem and not prebuilt) else self.store.load_build(build.id)
+        except RecordError as exc:
+            stored = None
+            self.damaged[f"{BUILD}{build.id}"] = exc
+        if prebuilt:  # made by another job of the same checkout: its record is the build, whatever this machine has
+            reusable = stored if stored is not None and self._usable_prebuilt(stored) else None
+        else:
+            reusable = (
+                stored
+                if stored is not None and up_to_date(stored, wanted, self._wheels, self.needs_sdk_wheel)
+                else None
+            )
+        return PlannedBuild(build, inputs, wanted, reusable, problem)
 
-    def _files_intact(self, stored: CellResult) -> bool:
-        needs_sdk_wheel = self.matrix.sdk is not None and self.matrix.sdk.builds_wheel
-        if stored.wheel is None or (needs_sdk_wheel and stored.sdk_wheel is None):
-            return False
-        for wheel in (w for w in (stored.wheel, stored.sdk_wheel) if w is not None):
-            try:
-                path = regular_file(self.workspace.wheels_dir, wheel.path)
-            except ValueError:
-                return False
-            if file_sha256(path) != wheel.sha256:
-                return False
-        if stored.log is not None:
-            try:
-                regular_file(self.workspace.wheels_dir, stored.log)
-            except ValueError:
-                return False
-        return True
+    def _usable_prebuilt(self, stored: BuildResult) -> bool:
+        from buildmatrix.builder.planning import files_intact
+
+        return stored.status != Status.PASSED or files_intact(stored, self._wheels, self.needs_sdk_wheel)
+
+    def plan_cell(self, cell: Cell, build: Build, made: BuildResult, force: bool = False) -> PlannedCell:
+        runner = self.runners.of(cell.python)
+        problem = None
+        try:
+            python = runner.python_identity(cell.python)
+        except UserError as exc:
+            python, problem = "missing", str(exc)
+        inputs = self.inputs.of_cell(cell, made, runner, python)
+        wanted = digest(inputs)
+        try:
+            stored = None if force or problem else self.store.load(cell.id)
+        except RecordError as exc:
+            stored = None
+            self.damaged[cell.id] = exc
+        ok = stored is not None and up_to_date(stored, wanted, self._wheels, self.needs_sdk_wheel)
+        return PlannedCell(cell, build, inputs, wanted, stored if ok else None, problem)
+
+    @property
+    def _wheels(self) -> Path:
+        return self.workspace.wheels_dir
 
     # ---- running ----------------------------------------------------------
     def interrupt(self, reason: str) -> None:
-        """Stop the run (Ctrl-C, SIGTERM): no new cell or step starts, every child process tree is killed now."""
+        """Stop the run (Ctrl-C, SIGTERM): no new build, cell or step starts, every child process tree is killed."""
         self._stop.set()
         CHILDREN.stop(reason)
 
@@ -192,10 +180,11 @@ class Engine:
         return ended
 
     def preflight(self) -> None:
-        """Raise ResourceError, before any cell starts, when a directory the run writes cannot be written."""
+        """Raise ResourceError, before anything starts, when a directory the run writes cannot be written."""
         for directory in (
             self.workspace.results_dir / "cells",
-            self.workspace.logs_dir,
+            self.workspace.results_dir / "builds",
+            self.workspace.logs_dir / "builds",
             self.workspace.build_dir,
             self.workspace.cache_dir,
         ):
@@ -207,83 +196,113 @@ class Engine:
             except OSError as exc:
                 raise ResourceError(resource_message(exc, directory)) from None
 
-    def run(self, cells: list[Cell], options: RunOptions) -> list[CellResult]:
-        """Run the cells; raises ResourceError (after stopping the others) when results can no longer be written."""
+    def run(self, cells: list[Cell], options: RunOptions, builds_only: bool = False) -> list[CellResult]:
+        """Run the cells (and their builds; builds_only: the builds alone, returning no cell); raises ResourceError
+        (after stopping the others) when results can no longer be written."""
         self.preflight()
         CHILDREN.owner = str(self.workspace.build_dir.resolve())
         # The run lock is held: anything still carrying our owner mark was left by a run that was SIGKILLed.
         self.orphans_ended = len(kill_orphans(CHILDREN.owner)) + self._sweep()
         try:
-            return self._run(cells, options)
+            return _Run(self, cells, options, builds_only).go()
         finally:
             self._sweep()  # containers whose clients were killed (timeout, stop) outlive them
             CHILDREN.owner = None
             CHILDREN.reset()  # every child is gone by now; a later run in this process may start its own
 
-    def _run(self, cells: list[Cell], options: RunOptions) -> list[CellResult]:
-        planned = self.plan(cells, force=options.force)
-        results: dict[str, CellResult] = {}
-        todo = []
-        for item in planned:
-            if item.reusable is not None:
-                results[item.cell.id] = item.reusable
-                self.progress(item.cell.id, "up-to-date")
-            else:
-                todo.append(item)
-                self.progress(item.cell.id, "queued")
-        fatal: ResourceError | None = None
-        with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-            pending: dict[Future[CellResult], tuple[PlannedCell, int]] = {}
-            queue = [(item, 1) for item in todo]
-            while queue or pending:
-                while queue and len(pending) < max(1, options.jobs) and not self._stop.is_set():
-                    item, attempt = queue.pop(0)
-                    pending[pool.submit(self.run_cell, item, attempt, options.force)] = (item, attempt)
-                if not pending:
-                    break
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    item, attempt = pending.pop(future)
-                    try:
-                        result = future.result()
-                    except ResourceError as exc:
-                        fatal = fatal or exc
-                        self.interrupt("a resource fault")
-                        continue
-                    results[item.cell.id] = result
-                    retry = result.status == Status.FAILED and result.failure_class == FailureClass.TRANSIENT
-                    if retry and attempt <= options.retries and not self._stop.is_set():
-                        queue.insert(0, (item, attempt + 1))
-                        self.progress(item.cell.id, f"retry {attempt + 1}")
-                    elif result.status == Status.FAILED and options.fail_fast:
-                        self._stop.set()
-                        queue.clear()
-        if fatal is not None:
-            raise fatal
-        ordered = [results[p.cell.id] for p in planned if p.cell.id in results]
-        try:
-            self.store.write_summary(*self.store.scan())
-        except OSError as exc:
-            raise ResourceError(resource_message(exc, self.store.directory)) from None
-        return ordered
-
-    def _start_log(self, cell: Cell, attempt: int) -> Path:
-        log_file = self.workspace.logs_dir / f"{cell.id}.log"
+    def _start_log(self, log_file: Path, header: str, attempt: int) -> None:
         started = time.strftime("%Y-%m-%d %H:%M:%S")
         try:
             log_file.parent.mkdir(parents=True, exist_ok=True)
             with log_file.open("a" if attempt > 1 else "w") as handle:  # a retry keeps the failed attempt's log
-                handle.write(
-                    f"# {cell.id}: {self.runners.of(cell).name} runner, attempt {attempt}, started {started}\n"
-                )
+                handle.write(f"# {header}, attempt {attempt}, started {started}\n")
         except OSError as exc:
             raise ResourceError(resource_message(exc, log_file)) from None
-        return log_file
 
-    def run_cell(self, item: PlannedCell, attempt: int = 1, force: bool = False) -> CellResult:
-        """Build one cell and record it; raises ResourceError only when its log or record cannot be written."""
+    def build_log(self, build_id: str) -> Path:
+        return self.workspace.logs_dir / "builds" / f"{build_id}.log"
+
+    def run_build(self, item: PlannedBuild, attempt: int = 1, force: bool = False) -> BuildResult:
+        """Make one build and record it; raises ResourceError only when its log or record cannot be written."""
+        build = item.build
+        runner = self.runners.of(build.python)
+        result = BuildResult(
+            build=build.key,
+            inputs_hash=item.inputs_hash,
+            inputs=item.inputs,
+            runner=runner.name,
+            python=str(build.python),
+            attempts=attempt,
+            patches=build.release.patches,
+        )
+        log_file = self.build_log(build.id)
+        self._start_log(log_file, f"build {build.id} for {len(build.cells)} cell(s): {runner.name} runner", attempt)
+        result.log = str(log_file.relative_to(self._wheels))
+        steps = StepRecorder(result, self.progress, f"{BUILD}{build.id}")
+        output = BuildOutput()
+        workdir = self.workspace.build_dir / "builds" / build.id
+        try:
+            if item.problem:
+                with steps.step("interpreter"):
+                    raise StepFailed("interpreter", item.problem)
+            _fresh(workdir)
+            with steps.step("source"):
+                plugin_tree, result.inputs["applied_patches"] = self._patched_source(build.release, workdir)
+                version = Version(f"{self.matrix.plugin.version}+{build.key.label}")
+                if self.matrix.contract.build.version_file:
+                    write_plugin_version(plugin_tree, self.matrix.contract.build.version_file, version)
+            source = self.registry.source(build.release)
+            sdk_version = str(build.sdk.version) if build.sdk is not None else None
+            job = BuildJob(
+                build,
+                self.matrix,
+                self.workspace,
+                workdir,
+                plugin_tree,
+                log_file,
+                source.find_links,
+                source.index_urls,
+                force=force,
+                build_env=self.matrix.contract.build.environment(version, sdk_version),
+            )
+            runner.build(job, steps, output)
+            with steps.step("check"):
+                check_built_wheel(job, output, runner)
+            with steps.step("publish"):
+                assert output.plugin_wheel is not None
+                result.wheel = self._publish(
+                    output.plugin_wheel, self.workspace.plugin_wheel_dir(build.key.torch_minor)
+                )
+                sdk = self.matrix.sdk
+                if sdk is not None and sdk.builds_wheel:
+                    assert output.sdk_wheel is not None
+                    result.sdk_wheel = self._publish(output.sdk_wheel, self.workspace.sdk_wheel_dir(sdk.name))
+            result.status = Status.PASSED
+            shutil.rmtree(workdir, ignore_errors=True)  # environments are scratch; a failed build's stays to inspect
+        except Exception as exc:  # a failed step, or anything outside one: only this build (and its cells) fails
+            _record_failure(result, exc, log_file, workdir, self.workspace.root)
+        finally:
+            result.torch_build = output.torch_build
+            result.finished = time.time()
+            try:
+                self.store.save_build(result)
+            except OSError as exc:
+                raise ResourceError(resource_message(exc, self.store.directory)) from None
+            self.progress(f"{BUILD}{build.id}", result.status)
+        return result
+
+    def _patched_source(self, release: TorchRelease, workdir: Path) -> tuple[Path, list[str]]:
+        """The pristine source copied to workdir/tree with the release's shim series: the copy, and the patches."""
+        tree_root = workdir / "tree"
+        tree = copy_pristine(self.matrix.plugin.source, tree_root, self.matrix.contract.build.generated)
+        applied = apply_series(release_series(self.matrix, release), tree_root, self.matrix.plugin.source.name)
+        return tree, applied
+
+    def run_cell(self, item: PlannedCell, made: BuildResult, attempt: int = 1) -> CellResult:
+        """Test one cell with its build's wheel (or fail it with its build's failure) and record it; raises
+        ResourceError only when its log or record cannot be written."""
         cell = item.cell
-        runner = self.runners.of(cell)
+        runner = self.runners.of(cell.python)
         result = CellResult(
             cell=cell.key,
             inputs_hash=item.inputs_hash,
@@ -292,59 +311,32 @@ class Engine:
             attempts=attempt,
             patches=cell.torch.patches,
         )
-        log_file = self._start_log(cell, attempt)
-        result.log = str(log_file.relative_to(self.workspace.wheels_dir))
+        log_file = self.workspace.logs_dir / f"{cell.id}.log"
+        build_log = self.build_log(made.id)
+        self._start_log(
+            log_file,
+            f"{cell.id}: {runner.name} runner, testing build {made.id} (log: {build_log.relative_to(self._wheels)})",
+            attempt,
+        )
+        result.log = str(log_file.relative_to(self._wheels))
+        result.torch_build = dict(made.torch_build)
         steps = StepRecorder(result, self.progress)
-        output = RunnerOutput()
+        output = CellOutput()
         workdir = self.workspace.cell_dir(cell.id)
         try:
-            if item.problem:
-                with steps.step("interpreter"):
-                    raise StepFailed("interpreter", item.problem)
-            if workdir.exists():
-                shutil.rmtree(workdir)  # scratch from an earlier or interrupted run
-            workdir.mkdir(parents=True)
-            with steps.step("source"):
-                tree_root = workdir / "tree"
-                plugin_tree = copy_pristine(self.matrix.plugin.source, tree_root, self.matrix.contract.build.generated)
-                applied = apply_series(self.series(cell), tree_root, self.matrix.plugin.source.name)
-                result.inputs["applied_patches"] = applied
-                version = Version(f"{self.matrix.plugin.version}+{cell.local_version_label}")
-                if self.matrix.contract.build.version_file:
-                    write_plugin_version(plugin_tree, self.matrix.contract.build.version_file, version)
-            smoke_tests = plugin_tree / self.matrix.plugin.smoke_tests.relative_to(self.matrix.plugin.source)
-            source = self.registry.source(cell.torch)
-            job = CellJob(
-                cell,
-                self.matrix,
-                self.workspace,
-                workdir,
-                plugin_tree,
-                smoke_tests,
-                log_file,
-                source.find_links,
-                source.index_urls,
-                force=force,
-                build_env=self.matrix.contract.build.environment(version, str(cell.sdk.version) if cell.sdk else None),
-            )
-            build_and_smoke(runner, job, steps, output)
-            with steps.step("publish"):
-                self._publish_wheels(cell, output, result)
-            result.status = Status.PASSED
-            # The wheel, log and record are published; the environments (GBs of hard links into the uv cache,
-            # which keep pruned cache entries alive) are scratch. A failed cell keeps its directory for inspection.
-            shutil.rmtree(workdir, ignore_errors=True)
+            if made.status != Status.PASSED or made.wheel is None:
+                _fail_with_build(result, made, log_file, build_log)
+            else:
+                self._test_cell(
+                    item=item, made=made, runner=runner, steps=steps, output=output, workdir=workdir, log_file=log_file
+                )
+                result.status = Status.PASSED
+                shutil.rmtree(workdir, ignore_errors=True)
         except Exception as exc:  # a failed step, or anything outside one: only this cell fails
-            _record_failure(result, exc, log_file, workdir)
-            if result.error:
-                # Published on the page: paths inside the project as the project names them, so the same failure
-                # reads the same from any checkout (a CI job's workspace, a clone).
-                result.error = result.error.replace(f"{self.workspace.root}{os.sep}", "")
+            _record_failure(result, exc, log_file, workdir, self.workspace.root)
         finally:
             result.smoke = output.smoke
             result.features = output.features
-            result.torch_build = output.torch_build
-            result.variants_claimed = output.variants_claimed
             result.finished = time.time()
             try:
                 self.store.save(result)
@@ -353,23 +345,224 @@ class Engine:
             self.progress(cell.id, result.status)
         return result
 
-    def _publish_wheels(self, cell: Cell, output: RunnerOutput, result: CellResult) -> None:
-        """The plugin wheel into wheels/torch<minor>/, a wheel SDK's into wheels/<sdk name>/."""
-        assert output.plugin_wheel is not None
-        result.wheel = self._publish(output.plugin_wheel, self.workspace.plugin_wheel_dir(cell.torch.minor))
-        sdk = self.matrix.sdk
-        if sdk is not None and sdk.builds_wheel:
-            assert output.sdk_wheel is not None
-            result.sdk_wheel = self._publish(output.sdk_wheel, self.workspace.sdk_wheel_dir(sdk.name))
+    def _test_cell(
+        self,
+        *,
+        item: PlannedCell,
+        made: BuildResult,
+        runner: Runner,
+        steps: StepRecorder,
+        output: CellOutput,
+        workdir: Path,
+        log_file: Path,
+    ) -> None:
+        cell, result = item.cell, steps.result
+        assert made.wheel is not None and isinstance(result, CellResult)
+        if item.problem:
+            with steps.step("interpreter"):
+                raise StepFailed("interpreter", item.problem)
+        _fresh(workdir)
+        with steps.step("source"):  # the cell's own release's patched copy: its smoke tests
+            tree, _ = self._patched_source(cell.torch, workdir)
+            smoke_tests = tree / self.matrix.plugin.smoke_tests.relative_to(self.matrix.plugin.source)
+        with steps.step("check"):
+            wheel = regular_file(self._wheels, made.wheel.path)
+            if file_sha256(wheel) != made.wheel.sha256:
+                raise StepFailed("check", f"{made.wheel.path} is not the wheel build {made.id} recorded (sha256)")
+            from packaging.utils import parse_wheel_filename
+
+            tags = parse_wheel_filename(made.wheel.filename)[3]
+            if not installs_on(tags, cell.python):
+                shown = ", ".join(sorted(map(str, tags)))
+                raise StepFailed(
+                    "check",
+                    f"{made.wheel.filename} ({shown}), the wheel of build {made.id}, does not install on Python "
+                    f"{cell.python} ({cell.python_tag}): pip and uv refuse it there; build this Python apart "
+                    "(build.per-python) or leave it out of the matrix",
+                )
+            result.wheel, result.sdk_wheel = made.wheel, made.sdk_wheel
+        sdk_wheel = regular_file(self._wheels, made.sdk_wheel.path) if made.sdk_wheel is not None else None
+        source = self.registry.source(cell.torch)
+        job = CellJob(
+            cell,
+            self.matrix,
+            self.workspace,
+            workdir,
+            smoke_tests,
+            log_file,
+            source.find_links,
+            wheel,
+            sdk_wheel,
+            source.index_urls,
+        )
+        runner.prepare_smoke(job, steps)
+        with steps.step("smoke"):
+            judge_smoke(runner.run_smoke(job), output)
+        result.variants_claimed = [cell.torch.variant]
 
     def _publish(self, built: Path, directory: Path) -> WheelRecord:
         dest = directory / built.name
         copy_file_atomic(built, dest)
-        return WheelRecord(built.name, file_sha256(dest), str(dest.relative_to(self.workspace.wheels_dir)))
+        return WheelRecord(built.name, file_sha256(dest), str(dest.relative_to(self._wheels)))
 
 
-def _record_failure(result: CellResult, exc: Exception, log_file: Path, workdir: Path) -> None:
-    """Fill in how a cell failed: its step, message, class and cause (interrupted cells are not failures)."""
+class _Run:
+    """One run's scheduling: builds first in the queue; as a build ends, its cells go to the front (a release's
+    cells are tested while its torch is fresh in the caches); `jobs` builds and cells at a time, each build once."""
+
+    def __init__(self, engine: Engine, cells: list[Cell], options: RunOptions, builds_only: bool = False) -> None:
+        self.engine, self.cells, self.options, self.builds_only = engine, cells, options, builds_only
+        self.results: dict[str, CellResult] = {}
+        self.queue: deque[tuple[PlannedBuild | PlannedCell, int]] = deque()
+        self.by_build: dict[str, list[Cell]] = {}
+        self.builds: dict[str, Build] = {}
+        self.fatal: ResourceError | None = None
+
+    def go(self) -> list[CellResult]:
+        engine, options = self.engine, self.options
+        for build in engine.builds_of(self.cells):
+            self.builds[build.id] = build
+        for cell in self.cells:
+            self.by_build.setdefault(cell.build.id, []).append(cell)
+        for build in self.builds.values():
+            planned = engine.plan_build(build, force=options.force, prebuilt=options.prebuilt)
+            if planned.reusable is not None:
+                engine.build_results[build.id] = planned.reusable
+                engine.progress(f"{BUILD}{build.id}", "up-to-date")
+                self.build_ready(build.id, front=False)
+            elif options.prebuilt:
+                engine.build_results[build.id] = _not_prebuilt(planned)
+                self.build_ready(build.id, front=False)
+            else:
+                self.queue.append((planned, 1))
+                engine.progress(f"{BUILD}{build.id}", "queued")
+        self.schedule()
+        if self.fatal is not None:
+            raise self.fatal
+        ordered = [self.results[c.id] for c in self.cells if c.id in self.results]
+        store = engine.store
+        try:
+            cells, damaged = store.scan()
+            builds, damaged_builds = store.scan_builds()
+            store.write_summary(cells, damaged + damaged_builds, builds)
+        except OSError as exc:
+            raise ResourceError(resource_message(exc, store.directory)) from None
+        return ordered
+
+    def build_ready(self, build_id: str, front: bool) -> None:
+        """Plan the build's cells now that it is made (or failed): up-to-date ones are done, the others queued."""
+        engine, made = self.engine, self.engine.build_results[build_id]
+        if self.builds_only:
+            return
+        todo = []
+        for cell in self.by_build.get(build_id, []):
+            planned = engine.plan_cell(cell, self.builds[build_id], made, force=self.options.force)
+            if planned.reusable is not None:
+                self.results[cell.id] = planned.reusable
+                engine.progress(cell.id, "up-to-date")
+            elif made.status != Status.PASSED:
+                # Nothing to test: the cell is recorded as its build ended (failed or interrupted) at once, also in a
+                # run that is stopping, so every cell of a failed build says why.
+                try:
+                    self.results[cell.id] = engine.run_cell(planned, made)
+                except ResourceError as exc:
+                    self.fatal = self.fatal or exc
+                    engine.interrupt("a resource fault")
+            else:
+                todo.append((planned, 1))
+                engine.progress(cell.id, "queued")
+        if front:
+            self.queue.extendleft(reversed(todo))
+        else:
+            self.queue.extend(todo)
+
+    def schedule(self) -> None:
+        engine, options = self.engine, self.options
+        jobs = max(1, options.jobs)
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            pending: dict[Future[BuildResult | CellResult], tuple[PlannedBuild | PlannedCell, int]] = {}
+            while self.queue or pending:
+                while self.queue and len(pending) < jobs and not engine._stop.is_set():
+                    item, attempt = self.queue.popleft()
+                    pending[self.submit(pool, item, attempt)] = (item, attempt)
+                if not pending:
+                    break
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    item, attempt = pending.pop(future)
+                    try:
+                        result = future.result()
+                    except ResourceError as exc:
+                        self.fatal = self.fatal or exc
+                        engine.interrupt("a resource fault")
+                        continue
+                    self.finished(item, attempt, result)
+
+    def submit(
+        self, pool: ThreadPoolExecutor, item: PlannedBuild | PlannedCell, attempt: int
+    ) -> Future[BuildResult | CellResult]:
+        engine = self.engine
+        if isinstance(item, PlannedBuild):
+            return pool.submit(engine.run_build, item, attempt, self.options.force)
+        return pool.submit(engine.run_cell, item, engine.build_results[item.build.id], attempt)
+
+    def finished(self, item: PlannedBuild | PlannedCell, attempt: int, result: BuildResult | CellResult) -> None:
+        engine, options = self.engine, self.options
+        retry = result.status == Status.FAILED and result.failure_class == FailureClass.TRANSIENT
+        name = f"{BUILD}{result.id}" if isinstance(item, PlannedBuild) else result.id
+        if retry and attempt <= options.retries and not engine._stop.is_set():
+            self.queue.appendleft((item, attempt + 1))
+            engine.progress(name, f"retry {attempt + 1}")
+            return
+        if result.status == Status.FAILED and options.fail_fast:
+            engine._stop.set()
+            self.queue.clear()
+        if isinstance(result, BuildResult):
+            engine.build_results[result.id] = result
+            self.build_ready(result.id, front=True)
+        else:
+            self.results[result.id] = result
+
+
+def _fresh(workdir: Path) -> None:
+    if workdir.exists():
+        shutil.rmtree(workdir)  # scratch from an earlier or interrupted run
+    workdir.mkdir(parents=True)
+
+
+def _not_prebuilt(planned: PlannedBuild) -> BuildResult:
+    """What a cell job is told when the build it tests is not in wheels/ (never saved: the build's own job makes it)."""
+    build = planned.build
+    return BuildResult(
+        build.key,
+        planned.inputs_hash,
+        planned.inputs,
+        RunnerName(planned.inputs["runner"]),
+        status=Status.FAILED,
+        failed_step="setup",
+        error=f"build {build.id} is not in wheels/results/builds/ (--prebuilt tests the builds another job made; "
+        "download its artifact into wheels/ first, or build without --prebuilt)",
+        failure_class=FailureClass.DETERMINISTIC,
+    )
+
+
+def _fail_with_build(result: CellResult, made: BuildResult, log_file: Path, build_log: Path) -> None:
+    """The cell fails as its build did: the build's step, message, class and cause, and its log copied into the
+    cell's (so the cell's own log says why, wherever it is read)."""
+    result.status = Status.INTERRUPTED if made.status == Status.INTERRUPTED else Status.FAILED
+    result.failed_step = made.failed_step or "build"
+    result.error = f"build {made.id} failed in step {result.failed_step}: {made.error or 'no error recorded'}"
+    result.error_tail = made.error_tail
+    result.failure_class = made.failure_class or FailureClass.DETERMINISTIC
+    result.cause = made.cause
+    text = build_log.read_text(errors="replace") if build_log.is_file() else "(the build's log is missing)\n"
+    _append(log_file, f"# build {made.id} failed; its log follows\n{text}\n# FAILED: {result.error}\n")
+
+
+def _record_failure(
+    result: CellResult | BuildResult, exc: Exception, log_file: Path, workdir: Path, project: Path
+) -> None:
+    """Fill in how a build or cell failed: its step, message, class and cause (interrupted ones are not failures)."""
     result.status = Status.FAILED
     result.failed_step = result.steps[-1].name if result.steps else "setup"
     result.failure_class = FailureClass.DETERMINISTIC
@@ -386,13 +579,17 @@ def _record_failure(result: CellResult, exc: Exception, log_file: Path, workdir:
         result.failure_class = FailureClass.TRANSIENT
         result.cause = Cause.DISK_FULL if exc.errno in DISK_FULL_ERRNOS else Cause.NOT_WRITABLE
     else:  # a bug or a bad path outside any step
-        log.debug("cell %s failed outside a step", result.id, exc_info=exc)
+        log.debug("%s failed outside a step", result.id, exc_info=exc)
         result.error = f"{type(exc).__name__}: {exc}"
+    if result.error:
+        # Published on the page: paths inside the project as the project names them, so the same failure reads the
+        # same from any checkout (a CI job's workspace, a clone).
+        result.error = result.error.replace(f"{project}{os.sep}", "")
     _append(log_file, f"\n# {result.status.upper()} in step {result.failed_step}: {result.error}\n")
 
 
 def _append(log_file: Path, text: str) -> None:
-    """Best effort: the cell's record says the same, and a full disk must not hide the real failure."""
+    """Best effort: the record says the same, and a full disk must not hide the real failure."""
     try:
         with log_file.open("a") as handle:
             handle.write(text)
@@ -400,27 +597,17 @@ def _append(log_file: Path, text: str) -> None:
         pass
 
 
-def build_and_smoke(runner: Runner, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
-    """The runner builds, the engine checks the wheel, the runner runs the smoke suite and the engine judges it."""
-    runner.build(job, steps, output)
-    with steps.step("check"):
-        check_built_wheel(job, output, runner)
-    runner.prepare_smoke(job, steps, output)
-    with steps.step("smoke"):
-        judge_smoke(runner.run_smoke(job, output), output)
-
-
-def check_built_wheel(job: CellJob, output: RunnerOutput, runner: Runner) -> None:
-    """The plugin wheel is the cell's (name, version and label, pins, the torch it was built against) and every
-    symbol it leaves undefined is provided by the cell's torch or SDK; raises StepFailed("check", ...)."""
+def check_built_wheel(job: BuildJob, output: BuildOutput, runner: Runner) -> None:
+    """The plugin wheel is the build's (name, version and label, pins, the torch it was built against) and every
+    symbol it leaves undefined is provided by the build's torch or SDK; raises StepFailed("check", ...)."""
     assert output.plugin_wheel is not None
     matrix = job.matrix
-    if matrix.contract.build.relabel:  # the project's build fixed its own version: give the wheel the cell's
-        version = Version(f"{matrix.plugin.version}+{job.cell.local_version_label}")
+    if matrix.contract.build.relabel:  # the project's build fixed its own version: give the wheel the build's
+        version = Version(f"{matrix.plugin.version}+{job.build.key.label}")
         output.plugin_wheel = relabel_wheel(output.plugin_wheel, version, job.workdir / "relabeled")
     facts = check_plugin_wheel(
         output.plugin_wheel,
-        job.cell,
+        job.build,
         matrix.plugin.distribution,
         matrix.sdk.distribution if matrix.sdk is not None and matrix.sdk.builds_wheel else None,
         plugin_version=matrix.plugin.version,
@@ -432,11 +619,10 @@ def check_built_wheel(job: CellJob, output: RunnerOutput, runner: Runner) -> Non
         raise StepFailed(
             "check", f"{len(missing)} symbol(s) not provided by torch {output.torch_build.get('version')}: {shown}"
         )
-    output.variants_claimed = [job.cell.torch.variant]
     output.torch_build["built_with"] = facts
 
 
-def judge_smoke(run: SmokeRun, output: RunnerOutput) -> None:
+def judge_smoke(run: SmokeRun, output: CellOutput) -> None:
     """Record the smoke counts and features; a failed run fails the cell with its counts (a transient failure, a
     timeout or a signal, is raised as it is: the counts so far say nothing about the plugin)."""
     output.smoke = read_junit(run.junit)

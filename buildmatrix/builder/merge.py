@@ -1,5 +1,8 @@
 """Merges wheels/ trees built on several machines into one, checking every wheel against its record first.
 
+A tree holds cell records (results/cells/) and build records (results/builds/): a CI cell job's tree carries its
+build's record, log and wheel beside its own record, so the same build arrives from every cell of it, byte-identical.
+
 The trees come from other machines (CI artifacts): nothing in them is trusted. Only regular files reached through no
 symlink are read (a log linked to /etc/passwd is refused, never copied and published), records are parsed as
 untrusted (recordparse), and nothing is written through a symlink in the destination.
@@ -11,7 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from buildmatrix.builder.recordparse import RecordRules
-from buildmatrix.builder.results import CellResult, ResultStore, WheelRecord, read_record
+from buildmatrix.builder.results import (
+    BuildResult,
+    CellResult,
+    ResultStore,
+    WheelRecord,
+    read_build_record,
+    read_record,
+)
 from buildmatrix.errors import MergeError, RecordError
 from buildmatrix.model.vocab import Status
 from buildmatrix.util.atomic import copy_file_atomic, write_text_atomic
@@ -34,10 +44,10 @@ class TreeFile:
 
 @dataclass(frozen=True)
 class TreeRecord:
-    """One cell's record as found in a tree: the parsed result and its exact bytes."""
+    """One cell's or build's record as found in a tree: the parsed result and its exact bytes."""
 
     tree: Path
-    result: CellResult
+    result: CellResult | BuildResult
     text: str
 
 
@@ -45,7 +55,8 @@ class TreeRecord:
 class MergePlan:
     """What the merged tree will hold; only made when no tree has a problem."""
 
-    records: dict[str, TreeRecord] = field(default_factory=dict)
+    records: dict[str, TreeRecord] = field(default_factory=dict)  # cells, by id
+    builds: dict[str, TreeRecord] = field(default_factory=dict)  # builds, by id
     files: dict[str, TreeFile] = field(default_factory=dict)
 
 
@@ -73,15 +84,22 @@ class _Planner:
         self.rules = rules
 
     def add_tree(self, tree: Path, required: bool) -> None:
-        cells_dir = tree / "results" / "cells"
+        cells_dir, builds_dir = tree / "results" / "cells", tree / "results" / "builds"
         if not tree.is_dir():
             if required:
                 self.problems.append(f"{tree}: no such directory (expected a wheels/ tree made by `build`)")
             return
-        for part in (tree / "results", cells_dir):
+        for part in (tree / "results", cells_dir, builds_dir):
             if part.is_symlink() or (part.exists() and not part.is_dir()):
                 self.problems.append(f"{part}: not a directory of the tree (a symlink or a file); refused")
                 return
+        for path in sorted(builds_dir.iterdir()) if builds_dir.is_dir() else []:
+            if path.name.startswith(".") and path.name.endswith(".tmp"):
+                continue
+            if path.suffix != ".json":
+                self.problems.append(f"{path}: not a build record (results/builds/ holds <build id>.json only)")
+                continue
+            self.add_build(tree, path)
         records = sorted(cells_dir.iterdir()) if cells_dir.is_dir() else []
         if not records:
             if required:
@@ -119,12 +137,34 @@ class _Planner:
         for item in files:
             self.add_file(item, result.id)
 
-    def record_files(self, tree: Path, path: Path, result: CellResult) -> list[TreeFile] | None:
+    def add_build(self, tree: Path, path: Path) -> None:
+        try:
+            result = read_build_record(tree, f"results/builds/{path.name}", expected_id=path.stem, rules=self.rules)
+            text = path.read_text(encoding="utf-8")
+        except RecordError as exc:
+            self.problems.append(str(exc))
+            return
+        files = self.record_files(tree, path, result)
+        if files is None:
+            return
+        earlier = self.plan.builds.get(result.id)
+        if earlier is not None and earlier.text != text:
+            self.problems.append(
+                f"build {result.id}: {earlier.tree} and {tree} hold different records "
+                f"({_describe(earlier.result)} vs {_describe(result)}); every cell of a build must test the one "
+                f"its build job made: keep one (delete the other's results/builds/{result.id}.json) and merge again"
+            )
+            return
+        self.plan.builds[result.id] = TreeRecord(tree, result, text)
+        for item in files:
+            self.add_file(item, f"build {result.id}")
+
+    def record_files(self, tree: Path, path: Path, result: CellResult | BuildResult) -> list[TreeFile] | None:
         """The wheels and log a record names, each checked against the tree; None (and problems) if any is wrong."""
         found: list[TreeFile] = []
         ok = True
         if result.status == Status.PASSED and result.wheel is None:
-            self.problems.append(f"{path}: cell {result.id} passed but its record names no plugin wheel")
+            self.problems.append(f"{path}: {result.id} passed but its record names no plugin wheel")
             ok = False
         wheels: list[tuple[str, WheelRecord]] = [
             (kind, record) for kind, record in (("wheel", result.wheel), ("SDK wheel", result.sdk_wheel)) if record
@@ -144,7 +184,7 @@ class _Planner:
             digest = file_sha256(file)
             if digest != record.sha256:
                 self.problems.append(
-                    f"{file}: sha256 {digest} is not the {record.sha256} the record of cell {result.id} names"
+                    f"{file}: sha256 {digest} is not the {record.sha256} the record of {result.id} names"
                 )
                 ok = False
                 continue
@@ -170,7 +210,7 @@ class _Planner:
         self.plan.files.setdefault(item.rel, item)
 
 
-def _describe(result: CellResult) -> str:
+def _describe(result: CellResult | BuildResult) -> str:
     sha = result.wheel.sha256[:12] if result.wheel else "no wheel"
     return f"{result.status}, inputs {result.inputs_hash[:12]}, {sha}"
 
@@ -186,7 +226,9 @@ def plan_merge(sources: list[Path], into: Path, rules: RecordRules | None = None
             planner.problems.append(f"{source}: is the destination itself")
             continue
         planner.add_tree(source, required=True)
-    for rel in sorted({*planner.plan.files, *(f"results/cells/{cell}.json" for cell in planner.plan.records)}):
+    records = [f"results/cells/{cell}.json" for cell in planner.plan.records]
+    records += [f"results/builds/{build}.json" for build in planner.plan.builds]
+    for rel in sorted({*planner.plan.files, *records}):
         if problem := _destination_problem(into, rel):
             planner.problems.append(problem)
     if planner.problems:
@@ -220,10 +262,14 @@ def merge_wheel_trees(sources: list[Path], into: Path, rules: RecordRules | None
             copy_file_atomic(item.path, dest)
             copied += 1
     store = ResultStore(into / "results")
+    for record in plan.builds.values():
+        if record.tree != into:
+            write_text_atomic(store.build_path(record.result.id), record.text)
     for record in plan.records.values():
         if record.tree != into:
             write_text_atomic(store.path(record.result.id), record.text)  # the exact bytes: a re-merge compares them
-    merged = [plan.records[cell_id].result for cell_id in sorted(plan.records)]
-    store.write_summary(merged)
+    merged = [r for cell_id in sorted(plan.records) if isinstance(r := plan.records[cell_id].result, CellResult)]
+    builds = [r for build_id in sorted(plan.builds) if isinstance(r := plan.builds[build_id].result, BuildResult)]
+    store.write_summary(merged, builds=builds)
     wheels = {r.path for c in merged for r in (c.wheel, c.sdk_wheel) if r is not None}
     return MergeReport(merged, len(wheels), copied)

@@ -22,13 +22,13 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.errors import RecordError
-from buildmatrix.model.cellkey import CellKey
+from buildmatrix.model.cellkey import BuildKey, CellKey
 from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status, Step
 from buildmatrix.util.paths import name_problem, relative_path_problem
 from buildmatrix.util.wheelname import parse_wheel
 
 if TYPE_CHECKING:
-    from buildmatrix.builder.results import CellResult
+    from buildmatrix.builder.results import BuildResult, CellResult
     from buildmatrix.model.matrix import Matrix
     from buildmatrix.model.pythons import Python
 
@@ -184,7 +184,11 @@ def _exact_keys(data: Mapping[str, Any], allowed: set[str], required: set[str], 
 
 
 def _cell(value: Any, key: str) -> CellKey:
-    cell = _str_map(value, key)
+    data = dict(_object(value, key))
+    build = data.pop("build", None)
+    cell: dict[str, Any] = _str_map(data, key)
+    if build is not None:
+        cell["build"] = _build_form(build, f"{key}.build")
     if "id" not in cell:
         raise _Bad(f"{key}: has no id")
     problem = name_problem(cell["id"])
@@ -192,6 +196,21 @@ def _cell(value: Any, key: str) -> CellKey:
         raise _Bad(f"{key}.id: {cell['id']!r:.80} {problem}")
     try:
         return CellKey.from_dict(cell)
+    except ValueError as exc:
+        raise _Bad(f"{key}.{exc}") from None
+
+
+def _build_form(value: Any, key: str) -> dict[str, str]:
+    build = _str_map(value, key)
+    problem = name_problem(build.get("id", ""))
+    if problem:
+        raise _Bad(f"{key}.id: {build.get('id')!r:.80} {problem}")
+    return build
+
+
+def _build_key(value: Any, key: str) -> BuildKey:
+    try:
+        return BuildKey.from_dict(_build_form(value, key))
     except ValueError as exc:
         raise _Bad(f"{key}.{exc}") from None
 
@@ -329,7 +348,7 @@ def _own_cell(result: CellResult, rules: RecordRules | None) -> None:
     cell_id = result.id
     if result.log is not None and result.log != f"logs/{cell_id}.log":
         raise _Bad(f"log: {result.log!r:.80} is not this cell's log (logs/{cell_id}.log)")
-    minor, sdk = result.cell.torch_minor, result.cell.sdk
+    sdk = result.cell.sdk
     if result.wheel is not None:
         version = parse_wheel(result.wheel.filename)[1]
         label = result.cell.local_version_label
@@ -338,15 +357,16 @@ def _own_cell(result: CellResult, rules: RecordRules | None) -> None:
                 f"wheel.filename: {result.wheel.filename} is not a wheel of cell {cell_id} "
                 f"(its local label is not +{label})"
             )
-        if result.wheel.path != f"torch{minor}/{result.wheel.filename}":
-            raise _Bad(f"wheel.path: {result.wheel.path!r} is not torch{minor}/{result.wheel.filename}")
+        built = result.cell.build.torch_minor  # a stable-ABI build's wheel lives with the release it was built against
+        if result.wheel.path != f"torch{built}/{result.wheel.filename}":
+            raise _Bad(f"wheel.path: {result.wheel.path!r} is not torch{built}/{result.wheel.filename}")
         if rules is not None:
             _check_plugin_wheel(result, rules)
     if result.sdk_wheel is not None:
         _check_sdk_wheel(result, sdk, rules)
 
 
-def _check_sdk_wheel(result: CellResult, sdk: Version | None, rules: RecordRules | None) -> None:
+def _check_sdk_wheel(result: CellResult | BuildResult, sdk: Version | None, rules: RecordRules | None) -> None:
     """A wheel SDK's wheel: of the cell's SDK major, in the SDK's directory (wheels/<sdk name>/), of its
     distribution."""
     assert result.sdk_wheel is not None
@@ -456,10 +476,14 @@ def parse_record(
         record = _object(data, "record")
         if record.get("schema_version") == 1:
             record = migrate_v1(record)
+        if record.get("schema_version") == 2:  # each cell built its own wheel: a cell form without `build` says so
+            if isinstance(record.get("cell"), dict) and "build" in record["cell"]:
+                raise _Bad("cell.build: a record of schema 2 names no build")
+            record = {**record, "schema_version": RESULT_SCHEMA_VERSION}
         if record.get("schema_version") != RESULT_SCHEMA_VERSION:
             raise _Bad(
-                f"schema_version: {record.get('schema_version')!r:.20} is not {RESULT_SCHEMA_VERSION} (or 1, read "
-                "as it)"
+                f"schema_version: {record.get('schema_version')!r:.20} is not {RESULT_SCHEMA_VERSION} (or 2 or 1, "
+                "read as it)"
             )
         known = {f.name for f in fields(CellResult)} - {"patches"}  # patches are part of the cell's record form
         required = {f.name for f in fields(CellResult) if f.name in ("cell", "inputs_hash", "inputs", "runner")}
@@ -469,6 +493,66 @@ def parse_record(
         if expected_id is not None and result.id != expected_id:
             raise _Bad(f"cell.id: {result.id!r} is not {expected_id!r}, the cell this file is named after")
         _own_cell(result, rules)
+    except _Bad as exc:
+        raise RecordError(source, str(exc)) from None
+    return result
+
+
+# One parser per field of BuildResult.
+BUILD_PARSERS: dict[str, Callable[[Any, str], Any]] = {
+    **{k: v for k, v in PARSERS.items() if k not in ("cell", "smoke", "features", "variants_claimed")},
+    "build": _build_key,
+    "python": lambda v, k: _str(v, k, 16),
+    "patches": lambda v, k: tuple(_str_list(v, k)),
+}
+
+
+def _own_build(result: BuildResult, rules: RecordRules | None) -> None:
+    """A build record names its own log and wheels: the wheel labelled as its key says, where its release's are."""
+    if result.log is not None and result.log != f"logs/builds/{result.id}.log":
+        raise _Bad(f"log: {result.log!r:.80} is not this build's log (logs/builds/{result.id}.log)")
+    if result.wheel is not None:
+        name, version, _build, tags = parse_wheel(result.wheel.filename)
+        if version.local != result.build.label:
+            raise _Bad(f"wheel.filename: {result.wheel.filename} is not labelled +{result.build.label}")
+        minor = result.build.torch_minor
+        if result.wheel.path != f"torch{minor}/{result.wheel.filename}":
+            raise _Bad(f"wheel.path: {result.wheel.path!r} is not torch{minor}/{result.wheel.filename}")
+        if rules is not None and name != canonicalize_name(rules.plugin_distribution):
+            raise _Bad(f"wheel.filename: {result.wheel.filename} is not a wheel of {rules.plugin_distribution}")
+        from buildmatrix.builder.wheelcheck import installs_on
+
+        if result.build.python is not None and not installs_on(tags, result.build.python):
+            raise _Bad(f"wheel.filename: {result.wheel.filename}: its tags do not install on {result.build.python}")
+    if result.sdk_wheel is not None:
+        _check_sdk_wheel(result, result.build.sdk, rules)
+
+
+def parse_build_record(
+    text: str, source: str, expected_id: str | None = None, rules: RecordRules | None = None
+) -> BuildResult:
+    """The BuildResult in `text`; raises RecordError naming the file and the bad key."""
+    from buildmatrix.builder.results import RESULT_SCHEMA_VERSION, BuildResult
+
+    if len(text) > MAX_RECORD_BYTES:
+        raise RecordError(source, f"{len(text)} characters; a record is at most {MAX_RECORD_BYTES}")
+    try:
+        data = load_json(text)
+    except _Bad as exc:
+        raise RecordError(source, f"not a record ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise RecordError(source, f"not valid JSON ({exc}); truncated or damaged") from None
+    try:
+        record = _object(data, "record")
+        if record.get("schema_version") != RESULT_SCHEMA_VERSION:
+            raise _Bad(f"schema_version: {record.get('schema_version')!r:.20} is not {RESULT_SCHEMA_VERSION}")
+        known = {f.name for f in fields(BuildResult)}
+        _exact_keys(record, known, {"build", "inputs_hash", "inputs", "runner"}, "record")
+        values = {k: BUILD_PARSERS[k](v, k) if k in BUILD_PARSERS else v for k, v in record.items()}
+        result = BuildResult(**values)
+        if expected_id is not None and result.id != expected_id:
+            raise _Bad(f"build.id: {result.id!r} is not {expected_id!r}, the build this file is named after")
+        _own_build(result, rules)
     except _Bad as exc:
         raise RecordError(source, str(exc)) from None
     return result

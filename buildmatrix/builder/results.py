@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from buildmatrix.errors import RecordError
-from buildmatrix.model.cellkey import CellKey
+from buildmatrix.model.cellkey import BuildKey, CellKey
 from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status
 from buildmatrix.util.atomic import write_text_atomic
 from buildmatrix.util.paths import name_problem, read_regular
@@ -17,9 +17,10 @@ from buildmatrix.util.paths import name_problem, read_regular
 if TYPE_CHECKING:
     from buildmatrix.builder.recordparse import RecordRules
 
-# 2: the SDK axis is general (cell `sdk` and `label`, `sdk_wheel`); records of 1 (`driver`, `driver_wheel`, the fixed
-# label scheme) are still read: recordparse migrates them.
-RESULT_SCHEMA_VERSION = 2
+# 3: builds apart from cells (a cell's `cell.build` names the build whose wheel it tested; build records in
+# results/builds/). 2: the SDK axis is general (cell `sdk` and `label`, `sdk_wheel`). Records of 2 (each cell built its
+# own wheel) and 1 (`driver`, `driver_wheel`, the fixed label scheme) are still read: recordparse migrates them.
+RESULT_SCHEMA_VERSION = 3
 
 
 @dataclass
@@ -108,8 +109,61 @@ class CellResult:
         return parse_record(text, source, expected_id, rules)
 
 
+@dataclass
+class BuildResult:
+    """What happened to one build: the wheel it made (or how it failed), which every cell of the build tests."""
+
+    build: BuildKey
+    inputs_hash: str
+    inputs: dict[str, Any]
+    runner: RunnerName
+    python: str = ""  # the interpreter it ran on, e.g. "3.11" (one of its cells' Pythons for a wheel of every Python)
+    status: Status = Status.FAILED
+    failed_step: str | None = None
+    error: str | None = None
+    error_tail: str | None = None
+    failure_class: FailureClass | None = None
+    cause: Cause | None = None
+    attempts: int = 1
+    steps: list[StepResult] = field(default_factory=list)
+    torch_build: dict[str, Any] = field(default_factory=dict)  # the torch it was built against, and the wheel's facts
+    wheel: WheelRecord | None = None
+    sdk_wheel: WheelRecord | None = None  # a wheel SDK's wheel it was built against (its cells install it too)
+    log: str | None = None  # logs/builds/<id>.log
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+    patches: tuple[str, ...] = ()  # the shim series applied, in order
+    schema_version: int = RESULT_SCHEMA_VERSION
+
+    @property
+    def id(self) -> str:
+        return self.build.id
+
+    @property
+    def seconds(self) -> float:
+        return sum(step.seconds for step in self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["build"] = self.build.to_dict()
+        data["patches"] = list(self.patches)
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(
+        cls, text: str, source: str, expected_id: str | None = None, rules: RecordRules | None = None
+    ) -> BuildResult:
+        from buildmatrix.builder.recordparse import parse_build_record
+
+        return parse_build_record(text, source, expected_id, rules)
+
+
 class ResultStore:
-    """One record per cell in <dir>/cells/<id>.json, written atomically; a summary merges them."""
+    """One record per cell in <dir>/cells/<id>.json and per build in <dir>/builds/<id>.json, written atomically; a
+    summary merges them."""
 
     def __init__(self, directory: Path, rules: RecordRules | None = None) -> None:
         self.directory = directory
@@ -123,6 +177,34 @@ class ResultStore:
 
     def save(self, result: CellResult) -> None:
         write_text_atomic(self.path(result.id), result.to_json() + "\n")
+
+    def build_path(self, build_id: str) -> Path:
+        problem = name_problem(build_id)
+        if problem:  # a build id from a record must never lead out of builds/
+            raise RecordError(str(self.directory / "builds"), f"build id {build_id!r:.80} {problem}")
+        return self.directory / "builds" / f"{build_id}.json"
+
+    def save_build(self, result: BuildResult) -> None:
+        write_text_atomic(self.build_path(result.id), result.to_json() + "\n")
+
+    def load_build(self, build_id: str) -> BuildResult | None:
+        """The build's record, None when there is none; raises RecordError when it is damaged."""
+        path = self.build_path(build_id)
+        if not path.exists() and not path.is_symlink():
+            return None
+        return read_build_record(self.directory / "builds", f"{build_id}.json", build_id, self.rules)
+
+    def scan_builds(self) -> tuple[list[BuildResult], list[RecordError]]:
+        out, damaged = [], []
+        for path in sorted((self.directory / "builds").glob("*.json")):
+            try:
+                result = self.load_build(path.stem)
+            except RecordError as exc:
+                damaged.append(exc)
+                continue
+            if result is not None:
+                out.append(result)
+        return out, damaged
 
     def load(self, cell_id: str) -> CellResult | None:
         """The cell's record, None when there is none; raises RecordError when it is damaged."""
@@ -155,9 +237,14 @@ class ResultStore:
             )
         return results
 
-    def write_summary(self, results: list[CellResult], damaged: list[RecordError] | None = None) -> Path:
+    def write_summary(
+        self,
+        results: list[CellResult],
+        damaged: list[RecordError] | None = None,
+        builds: list[BuildResult] | None = None,
+    ) -> Path:
         path = self.directory / "summary.json"
-        write_text_atomic(path, summary_json(results, damaged or []))
+        write_text_atomic(path, summary_json(results, damaged or [], builds or []))
         return path
 
 
@@ -178,7 +265,25 @@ def read_record(
     return CellResult.from_json(text, source, expected_id=expected_id, rules=rules)
 
 
-def summary_json(results: list[CellResult], damaged: list[RecordError] | None = None) -> str:
+def read_build_record(
+    base: Path, relative: str, expected_id: str | None = None, rules: RecordRules | None = None
+) -> BuildResult:
+    """The build record at base/relative, read as untrusted as a cell's (read_record)."""
+    from buildmatrix.builder.recordparse import MAX_RECORD_BYTES
+
+    source = str(base / relative)
+    try:
+        text = read_regular(base, relative, MAX_RECORD_BYTES).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(source, f"not UTF-8 ({exc}); a record is written as UTF-8 JSON") from None
+    except ValueError as exc:
+        raise RecordError(source, f"unreadable: {exc}") from None
+    return BuildResult.from_json(text, source, expected_id=expected_id, rules=rules)
+
+
+def summary_json(
+    results: list[CellResult], damaged: list[RecordError] | None = None, builds: list[BuildResult] | None = None
+) -> str:
     counts = {str(s): sum(r.status == s for r in results) for s in (Status.PASSED, Status.FAILED)}
     interrupted = sum(r.status == Status.INTERRUPTED for r in results)
     if interrupted:  # only then, so summaries of runs that were never stopped keep their shape
@@ -187,6 +292,7 @@ def summary_json(results: list[CellResult], damaged: list[RecordError] | None = 
         "schema_version": RESULT_SCHEMA_VERSION,
         "counts": counts,
         "cells": {r.id: r.to_dict() for r in sorted(results, key=lambda r: r.id)},
+        "builds": {b.id: b.to_dict() for b in sorted(builds or [], key=lambda b: b.id)},
     }
     if damaged:
         body["damaged"] = {exc.source: exc.problem for exc in damaged}

@@ -1,4 +1,4 @@
-"""Times and records the steps of one cell."""
+"""Times and records the steps of one build or cell."""
 
 from __future__ import annotations
 
@@ -6,25 +6,29 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from buildmatrix.builder.results import CellResult, StepResult
+from buildmatrix.builder.results import BuildResult, CellResult, StepResult
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.vocab import Cause, FailureClass, Status
 from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
 from buildmatrix.util.process import CHILDREN
 
-ProgressCallback = Callable[[str, str], None]  # (cell id, step name)
+ProgressCallback = Callable[[str, str], None]  # (what: a cell id or "build <id>", step name)
 
 
 class StepRecorder:
-    def __init__(self, result: CellResult, progress: ProgressCallback | None = None) -> None:
+    def __init__(
+        self, result: CellResult | BuildResult, progress: ProgressCallback | None = None, name: str | None = None
+    ) -> None:
+        """name: what progress calls the build or cell (default: its id)."""
         self.result = result
         self.progress = progress
+        self.name = name or result.id
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
         CHILDREN.check(name)  # a stopping run starts no new step
         if self.progress:
-            self.progress(self.result.id, name)
+            self.progress(self.name, name)
         start = time.monotonic()
         try:
             yield

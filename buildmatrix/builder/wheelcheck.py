@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.errors import StepFailed
-from buildmatrix.model.cells import Cell
+from buildmatrix.model.builds import Build
 from buildmatrix.model.contract import CheckContract, TorchPin
 from buildmatrix.model.pythons import Python
 from buildmatrix.util.process import run_captured
@@ -60,7 +60,7 @@ def installs_on(wheel_tags: frozenset[Tag], python: Python) -> bool:
 
 def check_plugin_wheel(
     wheel: Path,
-    cell: Cell,
+    build: Build,
     distribution: str,
     sdk_distribution: str | None,
     *,
@@ -69,40 +69,40 @@ def check_plugin_wheel(
 ) -> dict[str, Any]:
     """Raises StepFailed naming what is wrong; returns the wheel's build facts ({} without check.build-info).
 
-    sdk_distribution: a wheel SDK's distribution, which the wheel must pin to the cell's SDK major (None: no SDK
+    sdk_distribution: a wheel SDK's distribution, which the wheel must pin to the build's SDK major (None: no SDK
     wheel to pin)."""
     name, version, _build, tags = parse_wheel_filename(wheel.name)
     problems = []
-    if not installs_on(tags, cell.python):
+    if not installs_on(tags, build.python):
         problems.append(
-            f"its tags ({', '.join(sorted(map(str, tags)))}) do not install on the cell's Python {cell.python} "
-            f"({cell.python_tag})"
+            f"its tags ({', '.join(sorted(map(str, tags)))}) do not install on the Python it was built with, "
+            f"{build.python} ({build.python.tag})"
         )
     if name != canonicalize_name(distribution):
         problems.append(f"distribution is {name}, expected {distribution}")
     if Version(version.public) != plugin_version:
         problems.append(f"version is {version.public}, matrix.yaml's plugin.version is {plugin_version}")
-    if version.local != cell.local_version_label:
-        problems.append(f"local version label is '{version.local}', expected '{cell.local_version_label}'")
+    if version.local != build.key.label:
+        problems.append(f"local version label is '{version.local}', expected '{build.key.label}'")
     requirements = [Requirement(r) for r in read_metadata(wheel).get("Requires-Dist", [])]
     by_name = {canonicalize_name(r.name): r for r in requirements}
     torch_req = by_name.get(canonicalize_name("torch"))
     # A release-line pin, not a range: vendor builds (2.4.0a0+nv24.07) satisfy ==2.4.* but not >=2.4,<2.5.
-    line_pin = SpecifierSet(f"=={cell.torch.minor}.*")
+    line_pin = SpecifierSet(f"=={build.release.minor}.*")
     if check.torch_pin == TorchPin.RELEASE_LINE and (
         torch_req is None or torch_req.specifier != line_pin or torch_req.marker is not None
     ):
         problems.append(f"Requires-Dist for torch is '{torch_req}', expected 'torch{line_pin}' (check.torch-pin)")
-    if sdk_distribution is not None and cell.sdk is not None:
+    if sdk_distribution is not None and build.sdk is not None:
         sdk_req = by_name.get(canonicalize_name(sdk_distribution))
-        next_major = Version(f"{cell.sdk.major + 1}")
+        next_major = Version(f"{build.sdk.major + 1}")
         if (
             sdk_req is None
-            or not sdk_req.specifier.contains(cell.sdk.version)
+            or not sdk_req.specifier.contains(build.sdk.version)
             or sdk_req.specifier.contains(next_major)
         ):
             problems.append(
-                f"Requires-Dist for {sdk_distribution} is '{sdk_req}', expected a pin to {cell.sdk.major}.x"
+                f"Requires-Dist for {sdk_distribution} is '{sdk_req}', expected a pin to {build.sdk.major}.x"
             )
     facts = read_build_info(wheel, check.build_info) if check.build_info else {}
     if check.build_info:
@@ -111,10 +111,10 @@ def check_plugin_wheel(
             built_torch: Version | None = Version(str(recorded))
         except InvalidVersion:
             built_torch = None
-        if built_torch is None or built_torch.public != str(cell.torch.version):
+        if built_torch is None or built_torch.public != str(build.release.version):
             problems.append(
-                f"built against torch {recorded} ({check.build_info}: {check.build_info_torch}), the cell's torch is "
-                f"{cell.torch.requirement_version}"
+                f"built against torch {recorded} ({check.build_info}: {check.build_info_torch}), the build's torch is "
+                f"{build.release.requirement_version}"
             )
     if problems:
         raise StepFailed("check", "; ".join(problems))

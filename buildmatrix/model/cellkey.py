@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -119,26 +119,129 @@ class Naming:
         values = torch_fields(release) | (sdk_fields(sdk) if sdk is not None else {})
         return self.label.render(values)
 
-    def key(self, release: TorchRelease, python: Python, sdk: SdkVersion | None) -> CellKey:
+    def key(
+        self, release: TorchRelease, python: Python, sdk: SdkVersion | None, build: BuildKey | None = None
+    ) -> CellKey:
+        """The cell's key; `build` is the build whose wheel it tests (model/builds.build_key), by default a build of
+        its own (its release, its Python)."""
         version = sdk.version if sdk is not None else None
-        return CellKey(
-            release.version,
-            release.variant,
-            python,
-            version,
-            self.sdk_tag(version) if version is not None else "",
-            self.local_label(release, version),
-        )
+        tag = self.sdk_tag(version) if version is not None else ""
+        label = build.label if build is not None else self.local_label(release, version)
+        return CellKey(release.version, release.variant, python, version, tag, label, build)
+
+
+def _strings(data: Mapping[str, Any], names: tuple[str, ...], what: str) -> dict[str, str]:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{what}: expected a mapping with {', '.join(names)}, got {data!r:.60}")
+    fields: dict[str, str] = {}
+    for name in (*names, *(("sdk",) if "sdk" in data else ())):
+        value = data.get(name)
+        if not isinstance(value, str):
+            raise ValueError(f"{name}: expected a string, got {value!r:.60}")
+        fields[name] = value
+    if not VARIANT_NAME.fullmatch(fields["variant"]):
+        raise ValueError(f"variant: {fields['variant']!r:.60} is not a variant name (e.g. cpu, cu121, rocm6.2)")
+    if not LOCAL_LABEL.fullmatch(fields["label"]):
+        raise ValueError(f"label: {fields['label']!r:.60} is not a PEP 440 local label (e.g. torch.2.13)")
+    return fields
+
+
+def _version(fields: Mapping[str, str], name: str) -> Version | None:
+    if name not in fields:
+        return None
+    try:
+        return Version(fields[name])
+    except InvalidVersion:
+        raise ValueError(f"{name}: {fields[name]!r:.60} is not a version") from None
+
+
+def _python(text: str) -> Python:
+    try:
+        return Python.parse(text)
+    except ValueError as exc:
+        raise ValueError(f"python: {exc}") from None
+
+
+def _sdk_tag(full_id: str, base: str) -> str:
+    """The SDK part of an id that starts with `base` (what the other fields make); raises ValueError otherwise."""
+    tag = full_id.removeprefix(f"{base}-") if full_id.startswith(f"{base}-") else ""
+    if not PLAIN_NAME.fullmatch(tag):
+        raise ValueError(f"id: {full_id!r:.80} is not {base}-<sdk part>, the id its torch, variant and python make")
+    return tag
+
+
+@dataclass(frozen=True)
+class BuildKey:
+    """What makes a wheel's bytes (model/builds.py decides which cells share one): the torch release and variant it
+    is built against, the interpreter's minor and ABI for a project whose wheel depends on the Python (None: one
+    wheel for every Python), the SDK version, whether it is built against the LibTorch stable ABI (then it serves the
+    later releases too), and the wheel's local label. Sources, patches and the plugin version are its inputs."""
+
+    torch: Version
+    variant: str
+    python: Python | None
+    sdk: Version | None
+    sdk_tag: str
+    label: str
+    stable: bool = False
+
+    @property
+    def torch_minor(self) -> str:
+        return f"{self.torch.major}.{self.torch.minor}"
+
+    @property
+    def id(self) -> str:
+        """torch2.13-cpu-drv2 (one wheel for every Python), torch2.13-cpu-cp311-drv2 (per Python), torch2.10-cuda-stable
+        (a stable-ABI build): names its log, record and CI job."""
+        parts = [f"torch{self.torch_minor}", self.variant]
+        parts += ["stable"] if self.stable else []
+        parts += [self.python.tag] if self.python is not None else []
+        parts += [self.sdk_tag] if self.sdk is not None else []
+        return "-".join(parts)
+
+    def to_dict(self) -> dict[str, str]:
+        """The record form (a build record's `build`, a cell record's `cell.build`); from_dict reads it back."""
+        data = {"id": self.id, "torch": str(self.torch), "variant": self.variant}
+        if self.python is not None:
+            data["python"] = str(self.python)
+        if self.sdk is not None:
+            data["sdk"] = str(self.sdk)
+        if self.stable:
+            data["stable"] = "true"
+        return {**data, "label": self.label}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BuildKey:
+        """Parse the record form; raises ValueError starting with the bad field's name."""
+        fields = _strings(data, ("id", "torch", "variant", "label"), "build")
+        unknown = sorted(set(data) - {"id", "torch", "variant", "label", "python", "sdk", "stable"})
+        if unknown:
+            raise ValueError(f"{unknown[0]}: not a field of a build")
+        stable = data.get("stable", "false")
+        if stable not in ("true", "false"):
+            raise ValueError(f"stable: expected 'true' or 'false', got {stable!r:.20}")
+        python = data.get("python")
+        if python is not None and not isinstance(python, str):
+            raise ValueError(f"python: expected a string, got {python!r:.60}")
+        torch, sdk = _version(fields, "torch"), _version(fields, "sdk")
+        assert torch is not None
+        parsed = _python(python) if python is not None else None
+        key = cls(torch, fields["variant"], parsed, None, "", fields["label"], stable == "true")
+        if sdk is not None:
+            key = replace(key, sdk=sdk, sdk_tag=_sdk_tag(fields["id"], key.id))
+        if fields["id"] != key.id:
+            raise ValueError(f"id: {fields['id']!r:.80} is not {key.id!r}, the id its other fields make")
+        return key
 
 
 @dataclass(frozen=True)
 class CellKey:
     """What identifies a cell from the matrix through result records to the compat table.
 
-    Equal keys mean the same build inputs as far as the published table cares: the exact torch release and
-    variant, the Python minor, the SDK version (none without an SDK) and the wheel's local label. A record made for
-    an older matrix (another torch patch release, another SDK version, another label scheme) has a different key,
-    so it never describes a current cell.
+    Equal keys mean the same cell testing the same build: the exact torch release and variant, the Python (minor,
+    free-threaded or not), the SDK version (none without an SDK), and the build whose wheel it tests (its key holds
+    the wheel's local label). A record made for an older matrix (another torch patch release, another SDK version,
+    another label scheme or build layout) has a different key, so it never describes a current cell.
     """
 
     torch: Version
@@ -146,7 +249,21 @@ class CellKey:
     python: Python  # the minor, with the GIL or free-threaded
     sdk: Version | None  # the SDK version; None: the project has no SDK
     sdk_tag: str  # the SDK's part of the id ("drv2"); "" without an SDK
-    label: str  # the plugin wheel's PEP 440 local label
+    label: str  # the plugin wheel's PEP 440 local label: its build's
+    # The build whose wheel it tests; given None, a build of its own (its release and Python: records of schema 2).
+    built_by: BuildKey | None = None
+
+    def __post_init__(self) -> None:
+        if self.built_by is None:  # always set after construction, so equal cells compare equal
+            own = BuildKey(self.torch, self.variant, self.python, self.sdk, self.sdk_tag, self.label)
+            object.__setattr__(self, "built_by", own)
+        elif self.built_by.label != self.label:
+            raise ValueError(f"label: {self.label!r} is not its build's label {self.built_by.label!r}")
+
+    @property
+    def build(self) -> BuildKey:
+        assert self.built_by is not None  # set by __post_init__
+        return self.built_by
 
     @cached_property  # asked for in every loop over cells: computed once per key
     def torch_minor(self) -> str:
@@ -170,12 +287,12 @@ class CellKey:
 
     @property
     def local_version_label(self) -> str:
-        """PEP 440 local label of the plugin wheel built in this cell."""
+        """PEP 440 local label of the plugin wheel the cell tests (its build's)."""
         return self.label
 
-    def to_dict(self, patches: tuple[str, ...] = ()) -> dict[str, str]:
+    def to_dict(self, patches: tuple[str, ...] = ()) -> dict[str, Any]:
         """The record form (result records, `matrix --json`, the inputs hash); from_dict reads it back."""
-        data = {
+        data: dict[str, Any] = {
             "id": self.id,
             "torch": str(self.torch),
             "torch_minor": self.torch_minor,
@@ -184,44 +301,27 @@ class CellKey:
         }
         if self.sdk is not None:
             data["sdk"] = str(self.sdk)
-        return {**data, "label": self.label, "patches": ",".join(patches)}
+        return {**data, "label": self.label, "patches": ",".join(patches), "build": self.build.to_dict()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CellKey:
-        """Parse the record form; raises ValueError starting with the bad field's name ("sdk: ...")."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"cell: expected a mapping with id, torch, variant, python and label, got {data!r:.60}")
-        fields: dict[str, str] = {}
-        for name in ("id", "torch", "variant", "python", "label", *(("sdk",) if "sdk" in data else ())):
-            value = data.get(name)
-            if not isinstance(value, str):
-                raise ValueError(f"{name}: expected a string, got {value!r:.60}")
-            fields[name] = value
-        if not VARIANT_NAME.fullmatch(fields["variant"]):
-            raise ValueError(f"variant: {fields['variant']!r:.60} is not a variant name (e.g. cpu, cu121, rocm6.2)")
-        if not LOCAL_LABEL.fullmatch(fields["label"]):
-            raise ValueError(f"label: {fields['label']!r:.60} is not a PEP 440 local label (e.g. torch.2.13)")
-        versions: dict[str, Version] = {}
-        for name in ("torch", "sdk"):
-            if name in fields:
-                try:
-                    versions[name] = Version(fields[name])
-                except InvalidVersion:
-                    raise ValueError(f"{name}: {fields[name]!r:.60} is not a version") from None
-        try:
-            python = Python.parse(fields["python"])
-        except ValueError as exc:
-            raise ValueError(f"python: {exc}") from None
-        sdk = versions.get("sdk")
-        base = cls(versions["torch"], fields["variant"], python, None, "", fields["label"]).id
-        tag = ""
-        if sdk is not None:
-            tag = fields["id"].removeprefix(f"{base}-") if fields["id"].startswith(f"{base}-") else ""
-            if not PLAIN_NAME.fullmatch(tag):
-                raise ValueError(
-                    f"id: {fields['id']!r:.80} is not {base}-<sdk part>, the id its torch, variant and python make"
-                )
-        key = cls(versions["torch"], fields["variant"], python, sdk, tag, fields["label"])
+        """Parse the record form (without `build`: a record of schema 2, whose cell built its own wheel); raises
+        ValueError starting with the bad field's name ("sdk: ...", "build.id: ...")."""
+        fields = _strings(data, ("id", "torch", "variant", "python", "label"), "cell")
+        torch, sdk = _version(fields, "torch"), _version(fields, "sdk")
+        assert torch is not None
+        python = _python(fields["python"])
+        build = None
+        if data.get("build") is not None:
+            try:
+                build = BuildKey.from_dict(data["build"])
+            except ValueError as exc:
+                raise ValueError(f"build.{exc}") from None
+            if build.sdk != sdk:
+                raise ValueError(f"build.sdk: {build.sdk} is not the cell's SDK {sdk}")
+        base = cls(torch, fields["variant"], python, None, "", fields["label"]).id
+        tag = _sdk_tag(fields["id"], base) if sdk is not None else ""
+        key = cls(torch, fields["variant"], python, sdk, tag, fields["label"], build)
         if fields["id"] != key.id:
             raise ValueError(f"id: {fields['id']!r:.80} is not {key.id!r}, the id its torch, variant and python make")
         return key

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from buildmatrix.errors import MatrixError, Problem
-from buildmatrix.model.cellkey import CellKey
+from buildmatrix.model.builds import build_key
+from buildmatrix.model.cellkey import BuildKey, CellKey
 from buildmatrix.model.matrix import CellRule, Matrix, SdkVersion, TorchRelease
 from buildmatrix.model.pythons import Python
 
@@ -36,6 +37,11 @@ class Cell:
         return self.key.python_tag
 
     @property
+    def build(self) -> BuildKey:
+        """The build whose wheel this cell tests."""
+        return self.key.build
+
+    @property
     def local_version_label(self) -> str:
         """PEP 440 local label of the plugin wheel built in this cell."""
         return self.key.local_version_label
@@ -45,7 +51,8 @@ class Cell:
 
 
 def make_cell(matrix: Matrix, release: TorchRelease, python: Python, sdk: SdkVersion | None) -> Cell:
-    return Cell(release, python, sdk, matrix.naming.key(release, python, sdk))
+    """The cell, named, with the build whose wheel it tests (model/builds.py)."""
+    return Cell(release, python, sdk, matrix.naming.key(release, python, sdk, build_key(matrix, release, python, sdk)))
 
 
 def rule_matches(rule: CellRule, cell: Cell) -> bool:
@@ -120,24 +127,32 @@ def _include(
     return out
 
 
-def _wheel_name(cell: Cell) -> tuple[str, str]:
-    """What a cell's plugin wheel's file name is made of, beyond the project's name and version."""
-    return (cell.key.label, cell.python_tag)
+def _wheel_name(build: BuildKey) -> tuple[str, str]:
+    """What a build's wheel's file name is made of, beyond the project's name and version: its label, and the
+    Python's tag when there is a build per Python (a wheel for every Python names none: py3-none, abi3)."""
+    return (build.label, build.python.tag if build.python is not None else "")
 
 
-def _same_wheel(key: str, cell: Cell, kept: dict[tuple[str, str], Cell], problems: _Problems) -> bool:
-    """A cell whose plugin wheel would have the file name of a cell kept before it (the label does not tell them
-    apart); a cell without a twin is kept. `kept` is keyed by wheel name: one lookup per cell, so 10 000 cells stay
-    linear."""
-    twin = kept.get(_wheel_name(cell))
+def _same_wheel(
+    key: str, cell: Cell, kept: list[Cell], by_wheel: dict[tuple[str, str], Cell], problems: _Problems
+) -> bool:
+    """A cell whose build's wheel would have the file name of another build's, one a cell kept before it tests (the
+    label does not tell them apart); a cell without such a twin is kept. `by_wheel` maps each wheel name to the first
+    cell kept with it: one lookup per cell, so 10 000 cells stay linear."""
+    twin = by_wheel.get(_wheel_name(cell.build))
+    if twin is not None and twin.build == cell.build:
+        twin = None  # cells of one build test one wheel
     if twin is not None:
+        python = f", {cell.build.python.tag}" if cell.build.python is not None else ", one wheel for every Python"
         problems.add(
             key,
-            f"{cell.id} and {twin.id} would publish one wheel file name (label '{cell.key.label}', {cell.python_tag}): "
-            "plugin.label must tell them apart (a {variant} or an SDK field), or one of them must go",
+            f"{cell.id} and {twin.id} would publish one wheel file name from two builds, {cell.build.id} and "
+            f"{twin.build.id} (label '{cell.key.label}'{python}): plugin.label must tell them apart (a {{variant}} "
+            "or an SDK field), build.per-variant: false can make them one build, or one of them must go",
         )
     else:
-        kept[_wheel_name(cell)] = cell
+        by_wheel.setdefault(_wheel_name(cell.build), cell)
+        kept.append(cell)
     return twin is not None
 
 
@@ -159,17 +174,17 @@ def expand(matrix: Matrix, available_pythons: Mapping[TorchRelease, set[Python]]
         if not any(rule_matches(rule, c) for c in cells):
             problems.add(f"exclude[{index}]", "matches no cell of the matrix (allowed: a rule that removes one)")
     cells = [c for c in cells if not any(rule_matches(rule, c) for rule in matrix.exclude)]
-    by_wheel: dict[tuple[str, str], Cell] = {}  # the cells kept, in order (dicts keep insertion order)
+    kept: list[Cell] = []
+    by_wheel: dict[tuple[str, str], Cell] = {}  # by wheel name, the first cell kept with it
     for cell in cells:
-        _same_wheel("plugin.label", cell, by_wheel, problems)
+        _same_wheel("plugin.label", cell, kept, by_wheel, problems)
     for index, rule in enumerate(matrix.include):
-        present = set(by_wheel.values())
+        present = set(kept)
         added = [c for c in _include(index, rule, matrix, available_pythons, problems) if c not in present]
         for cell in added:
             # Against the cells before the rule and those the same rule added before it: a rule without a variant
             # adds a cell per variant of the minor, and those share one wheel name.
-            _same_wheel(f"include[{index}]", cell, by_wheel, problems)
-    kept = list(by_wheel.values())
+            _same_wheel(f"include[{index}]", cell, kept, by_wheel, problems)
     if not kept and not problems.found:
         key = "exclude" if matrix.exclude else "torch"
         problems.add(key, "the matrix expands to no cell at all")

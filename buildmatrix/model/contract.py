@@ -42,6 +42,10 @@ class BuildContract:
     project_requires: bool = True  # install the project's own [build-system].requires too
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     generated: frozenset[str] = frozenset()  # file names the build writes into its own tree
+    # What the wheel's bytes depend on beyond the torch release and SDK version (model/builds.py).
+    per_python: bool = True  # the interpreter's minor and ABI (a C extension using the CPython API)
+    per_variant: bool = True  # the torch release's variant (cpu, cu121...), not only its version
+    stable_abi: Version | None = None  # from this torch release on, one build against the oldest serves the later
 
     def environment(self, version: Version, sdk_version: str | None) -> dict[str, str]:
         """The variables a cell's build gets: the declared ones, its version and SDK version where asked for."""
@@ -145,7 +149,18 @@ def _section(reader: OptionReader, node: Node) -> bool:
 
 def _build(reader: OptionReader, node: Node) -> BuildContract:
     _section(reader, node)
-    names = ("version-file", "version-env", "sdk-version-env", "relabel", "requires", "project-requires", "generated")
+    names = (
+        "version-file",
+        "version-env",
+        "sdk-version-env",
+        "relabel",
+        "requires",
+        "project-requires",
+        "generated",
+        "per-python",
+        "per-variant",
+        "stable-abi",
+    )
     values = {name: reader.parse(reader.child(node, name)) for name in names}
     env = {}
     for name, entry in reader.entries(reader.child(node, "env"), "variable name"):
@@ -164,6 +179,9 @@ def _build(reader: OptionReader, node: Node) -> BuildContract:
         project_requires=values["project-requires"] is not False,
         env=MappingProxyType(env),
         generated=frozenset(values["generated"] or ()),
+        per_python=values["per-python"] is not False,
+        per_variant=values["per-variant"] is not False,
+        stable_abi=values["stable-abi"],
     )
 
 

@@ -587,6 +587,32 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         default=(),
         example='generated: ["_build_info.py", "VERSION"]',
     ),
+    Option(
+        "build.per-python",
+        Kind.BOOLEAN,
+        "`true`: the wheel depends on the Python it is built with (a C extension using the CPython API): one build "
+        "per Python (and free-threaded or not). `false`: one wheel serves every Python (`py3-none`, or `abi3` for "
+        "the Pythons with a GIL): one build per torch release (and SDK version), tested on each cell's Python in a "
+        "clean environment of its own.",
+        default=True,
+    ),
+    Option(
+        "build.per-variant",
+        Kind.BOOLEAN,
+        "`true`: the wheel depends on the torch release's variant (a CUDA extension): one build per variant. "
+        "`false`: the variants of one release share one build (against its first entry in `torch:`), tested on "
+        "each variant's cells.",
+        default=True,
+    ),
+    Option(
+        "build.stable-abi",
+        Kind.VERSION,
+        "The first torch release the project builds against the LibTorch stable ABI (`TORCH_TARGET_VERSION`): "
+        "every release of the matrix from this one on is served by one build, made against the oldest of them, and "
+        "each still gets its own test cells. The releases before it are built one by one.",
+        default_doc="none: one build per release",
+        example='stable-abi: "2.10"',
+    ),
     Option("check", Kind.MAPPING, "What the check step requires of each built wheel.", default={}),
     Option(
         "check.torch-pin",

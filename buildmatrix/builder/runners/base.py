@@ -1,7 +1,9 @@
 """The interface every runner implements, and what it gets and gives back.
 
-A runner does only what differs between runners: it builds the wheels, says which symbols the cell's torch and
-SDK provide, and runs the smoke suite. The engine checks the wheel and judges the smoke run, for every runner.
+A runner does only what differs between runners: it builds a build's wheels, says which symbols the build's torch
+and SDK provide, and makes a cell's clean environment and runs the smoke suite there. The engine checks the wheel and
+judges the smoke run, for every runner. A build and the cells testing its wheel may run on different runners (a
+build on this machine's Python 3.11, a cell in the image that serves 3.14).
 """
 
 from __future__ import annotations
@@ -15,39 +17,61 @@ from buildmatrix.builder.results import SmokeCounts
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import StepFailed
+from buildmatrix.model.builds import Build
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import Matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import RunnerName
 
 
 @dataclass(frozen=True)
+class BuildJob:
+    """Everything a runner needs for one build; the patched source is prepared before the runner starts."""
+
+    build: Build
+    matrix: Matrix
+    workspace: Workspace
+    workdir: Path  # scratch directory of this build, empty at start
+    plugin_tree: Path  # patched copy of plugin/
+    log_file: Path
+    find_links: tuple[str, ...]  # where the build's torch wheel is found, beyond the registry
+    index_urls: tuple[str, ...] = ()  # extra indexes holding its torch (PyTorch's own, for its CPU builds)
+    force: bool = False  # --force: rebuild the shared caches this build uses (SDK wheel) rather than trust them
+    # What the build gets in its environment (matrix.yaml's build.env, build.version-env, build.sdk-version-env).
+    build_env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class CellJob:
-    """Everything a runner needs for one cell; the patched source is prepared before the runner starts."""
+    """Everything a runner needs to test one cell: its build's wheels, and the cell's own copy of the smoke tests."""
 
     cell: Cell
     matrix: Matrix
     workspace: Workspace
     workdir: Path  # scratch directory of this cell, empty at start
-    plugin_tree: Path  # patched copy of plugin/
-    smoke_tests: Path  # the patched copy's smoke tests
+    smoke_tests: Path  # the smoke tests of the cell's patched copy of the source
     log_file: Path
     find_links: tuple[str, ...]  # where the cell's torch wheel is found, beyond the registry
-    index_urls: tuple[str, ...] = ()  # extra indexes holding the cell's torch (PyTorch's own, for its CPU builds)
-    force: bool = False  # --force: rebuild the shared caches this cell uses (SDK wheel) rather than trust them
-    # What the build gets in its environment (matrix.yaml's build.env, build.version-env, build.sdk-version-env).
-    build_env: Mapping[str, str] = field(default_factory=dict)
+    plugin_wheel: Path  # the build's wheel, as published in wheels/
+    sdk_wheel: Path | None = None  # the wheel SDK's wheel the build was made against
+    index_urls: tuple[str, ...] = ()
 
 
 @dataclass
-class RunnerOutput:
-    """Filled in by the runner as steps complete, so a failed cell still reports what it got."""
+class BuildOutput:
+    """Filled in by the runner as a build's steps complete, so a failed build still reports what it got."""
 
     plugin_wheel: Path | None = None
-    sdk_wheel: Path | None = None  # a wheel SDK's wheel the cell was built and tested with
+    sdk_wheel: Path | None = None  # a wheel SDK's wheel the build was made against
+    torch_build: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CellOutput:
+    """What a cell's test left: the smoke counts and features."""
+
     smoke: SmokeCounts | None = None
     features: dict[str, str] = field(default_factory=dict)
-    torch_build: dict[str, Any] = field(default_factory=dict)
-    variants_claimed: list[str] = field(default_factory=list)
 
 
 def the_one_wheel(dist: Path) -> Path:
@@ -71,44 +95,47 @@ class SmokeRun:
 class Runner(Protocol):
     name: RunnerName
     # The modules of this package that only this runner runs, by name ("buildmatrix.builder.runners.local"): with
-    # what they import, and what the engine imports, they are the cell's build code (a cell input).
+    # what they import, and what the engine imports, they are the build code (an input of builds and cells).
     build_modules: ClassVar[tuple[str, ...]]
 
-    def python_identity(self, cell: Cell) -> str:
-        """The exact interpreter a cell would use (part of the cell's inputs); raises UserError when there is none."""
+    def python_identity(self, python: Python) -> str:
+        """The interpreter a build or cell of this Python would use, as its inputs name it (its minor and ABI, and
+        what provides it: never a path); raises UserError when there is none."""
 
     def sweep(self, owner: str) -> int:
         """End what runs over `owner` left running outside their process trees (containers); returns how many."""
 
-    def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
-        """Build the plugin wheel (and a wheel SDK's) for job.cell in the runner's own steps, filling output
-        (plugin_wheel, sdk_wheel, torch_build); raises StepFailed."""
+    def build(self, job: BuildJob, steps: StepRecorder, output: BuildOutput) -> None:
+        """Build the plugin wheel (and a wheel SDK's) in the runner's own steps, filling output (plugin_wheel,
+        sdk_wheel, torch_build); raises StepFailed."""
 
-    def provided_symbols(self, job: CellJob) -> set[str]:
-        """The dynamic symbols the cell's torch and SDK libraries define: what the plugin may leave undefined.
+    def provided_symbols(self, job: BuildJob) -> set[str]:
+        """The dynamic symbols the build's torch and SDK libraries define: what the plugin may leave undefined.
         Called by the engine's check step, after build."""
 
-    def prepare_smoke(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
-        """Whatever the smoke run needs beyond the build, in the runner's own steps (a clean environment)."""
+    def prepare_smoke(self, job: CellJob, steps: StepRecorder) -> None:
+        """A clean environment with the cell's torch, the build's wheels and the smoke requirements, in the runner's
+        own steps."""
 
-    def run_smoke(self, job: CellJob, output: RunnerOutput) -> SmokeRun:
-        """Run the smoke suite against the built wheels, inside the engine's smoke step, which judges the run."""
+    def run_smoke(self, job: CellJob) -> SmokeRun:
+        """Run the smoke suite against the installed wheels, inside the engine's smoke step, which judges the run."""
 
 
 @dataclass(frozen=True)
 class CellRunners:
-    """Which runner builds each cell of one engine run: the cells by_cell names get theirs, the others the default."""
+    """Which runner makes each build and tests each cell of one engine run: by Python (the plan chooses per Python),
+    the default for the Pythons `by_python` does not name."""
 
     default: Runner
-    by_cell: Mapping[str, Runner] = field(default_factory=dict)
+    by_python: Mapping[Python, Runner] = field(default_factory=dict)
 
-    def of(self, cell: Cell) -> Runner:
-        return self.by_cell.get(cell.id, self.default)
+    def of(self, python: Python) -> Runner:
+        return self.by_python.get(python, self.default)
 
     def all(self) -> list[Runner]:
         """Every runner of the run, each once."""
         out: list[Runner] = []
-        for runner in (self.default, *self.by_cell.values()):
+        for runner in (self.default, *self.by_python.values()):
             if not any(runner is known for known in out):
                 out.append(runner)
         return out

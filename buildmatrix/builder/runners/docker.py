@@ -1,4 +1,5 @@
-"""The Docker runner: cibuildwheel builds, repairs and smoke-tests each cell inside a locally made builder image."""
+"""The Docker runner: cibuildwheel builds and repairs each build's wheel inside a locally made builder image; each cell
+is tested in a clean environment of its own, in a container of the image that serves its Python."""
 
 from __future__ import annotations
 
@@ -13,22 +14,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from buildmatrix.builder.runners.base import CellJob, RunnerOutput, SmokeRun, the_one_wheel
+from packaging.version import Version
+
+from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, SmokeRun, the_one_wheel
 from buildmatrix.builder.sdkwheels import SdkBuild, SdkWheels
 from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_requirements, reproducible_env, torch_constraints, uv_cache_dir
+from buildmatrix.builder.workspace import Workspace
 from buildmatrix.docker import oci
 from buildmatrix.docker.images import CELL_HELPER, DATA_DIR, HOST_CA_BUNDLE, ImageBuilder, ImagePlan, plan_image
 from buildmatrix.errors import InterpreterNotFound, StepFailed, UserError
-from buildmatrix.model.cells import Cell
-from buildmatrix.model.matrix import BuildImage, Matrix
+from buildmatrix.model.matrix import BuildImage, Matrix, SdkVersion
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import RunnerName
 from buildmatrix.util.fingerprint import file_sha256, tree_hash
 from buildmatrix.util.process import run_logged
 
 # Where the runner's mounts appear inside the container.
 FIND_LINKS, SDK, OUT, CACHE, HELPER = "/find-links", "/sdk", "/out", "/cache", "/buildmatrix"
+WHEELS = "/wheels"  # the project's wheels/ (read-only): a cell installs its build's wheels from there
 UV_CACHE = "/uv-cache"  # the host's uv cache (the local runner's), shared by every cell
 # cibuildwheel's progress lines, mapped to our step names: the last one seen before a failure names the failed step.
 CIBW_PHASES = (
@@ -49,39 +54,40 @@ class CellContainer:
     secret_env: dict[str, str] = field(default_factory=dict)  # for cibuildwheel's environment, never its arguments
 
 
-def image_for(cell: Cell, matrix: Matrix) -> BuildImage:
+def image_for(python: Python, sdk: SdkVersion | None, matrix: Matrix) -> BuildImage:
     """The image that provides the cell's system SDK version (sdk.versions[].provided-by), else the first image of
     matrix.yaml that lists the cell's Python (3.13t is not 3.13: a free-threaded interpreter is an image's own
     entry); raises InterpreterNotFound naming them all."""
-    provider = cell.sdk.provided_by if cell.sdk is not None else ""
+    provider = sdk.provided_by if sdk is not None else ""
     for image in matrix.images:
-        if image.name == provider and cell.python in image.python:
+        if image.name == provider and python in image.python:
             return image
     for image in matrix.images:
-        if cell.python in image.python and not (provider and any(i.name == provider for i in matrix.images)):
+        if python in image.python and not (provider and any(i.name == provider for i in matrix.images)):
             return image
     listed = ", ".join(f"{i.name} ({', '.join(str(v) for v in i.python)})" for i in matrix.images) or "none"
     raise InterpreterNotFound(
-        f"no image in {matrix.path.name} serves Python {cell.python} (images: {listed}); "
+        f"no image in {matrix.path.name} serves Python {python} (images: {listed}); "
         f"add it to an image's python list or add an image, e.g. "
         f'`trixie: {{base: "debootstrap:trixie", python: ["3.13"]}}`'
     )
 
 
-def python_tag(cell: Cell) -> str:
-    """cibuildwheel's identifier prefix: cp311, cp313t (a free-threaded build)."""
-    return cell.python.tag
+def python_dir(python: Python) -> str:
+    """Where a builder image has the interpreter, as cibuildwheel expects it: /opt/python/cp311-cp311,
+    /opt/python/cp313-cp313t."""
+    return f"/opt/python/{python.with_gil.tag}-{python.tag}"
 
 
-def cell_container(
-    job: CellJob, image_tag: str, sdk_wheel: Path | None, cache: Path, helper: Path, *, uv_cache: Path
+def build_container(
+    job: BuildJob, image_tag: str, sdk_wheel: Path | None, cache: Path, helper: Path, *, uv_cache: Path
 ) -> CellContainer:
     """Mounts (find-links and a wheel SDK's wheel read-only, caches and /out writable) and cibuildwheel's CIBW_*
-    settings.
+    settings for one build (cibuildwheel builds and repairs; the cells test the wheel, each in its own container).
 
     uv_cache is the host's uv cache: uv in the container copies out of it (UV_LINK_MODE=copy, since hardlinks cannot
     cross the bind mount), so a release's wheels downloaded by any cell, local or in any image, serve all of them."""
-    cell, out = job.cell, job.workdir / "out"
+    build, out = job.build, job.workdir / "out"
     find_links = [location.removeprefix("file://") for location in job.find_links]
     mounts = [(Path(p), f"{FIND_LINKS}/{i}", "ro") for i, p in enumerate(find_links)]
     mounts += [(sdk_wheel.parent, SDK, "ro")] if sdk_wheel is not None else []
@@ -122,7 +128,7 @@ def cell_container(
     create_args += env_args
     sdk = job.matrix.sdk
     sdk_package = sdk.distribution.replace("-", "_").replace(".", "_") if sdk is not None and sdk.builds_wheel else ""
-    torch_req = f"torch=={cell.torch.requirement_version}"
+    torch_req = f"torch=={build.release.requirement_version}"
     before_build = [
         "python",
         f"{HELPER}/{helper.name}",
@@ -146,28 +152,20 @@ def cell_container(
         "{dest_dir}",
         *[a for p in excludes for a in ("--exclude", p)],
     ]
-    smoke_dir = Path(OUT) / "smoke"
-    pytest = pytest_args(
-        smoke_dir / "smoke-tests", smoke_dir / "junit.xml", smoke_dir / "features.json", job.matrix.contract.smoke
-    )
-    test = ["python", f"{HELPER}/{helper.name}", "smoke", "--exit-code", str(smoke_dir / "exit-code"), "--", *pytest]
     engine = "docker; create_args: " + " ".join(shlex.quote(a) for a in create_args) + "; disable_host_mount: true"
     cibw = {
         "CIBW_PLATFORM": "linux",
         "CIBW_ARCHS_LINUX": "x86_64",
-        "CIBW_BUILD": f"{python_tag(cell)}-manylinux_x86_64",
+        "CIBW_BUILD": f"{build.python.tag}-manylinux_x86_64",
         "CIBW_MANYLINUX_X86_64_IMAGE": image_tag,
         "CIBW_CONTAINER_ENGINE": engine,
         # No isolation: the plugin's setup.py imports the cell's torch, installed by before_build.
         "CIBW_BUILD_FRONTEND": "build[uv]; args: --no-isolation",
         "CIBW_BEFORE_BUILD": shlex.join(before_build),
         "CIBW_REPAIR_WHEEL_COMMAND": " ".join(_quote_keep_braces(repair)),
-        # cibuildwheel shlex-splits this: quoted, a requirement with a marker stays one.
-        "CIBW_TEST_REQUIRES": shlex.join(job.matrix.contract.smoke.requirements_for(cell.torch.version)),
-        "CIBW_TEST_COMMAND": shlex.join(test),
         "CIBW_BUILD_VERBOSITY": "1",
     }
-    if cell.python.free_threaded:  # cibuildwheel builds free-threaded identifiers only when enabled (3.13t)
+    if build.python.free_threaded:  # cibuildwheel builds free-threaded identifiers only when enabled (3.13t)
         cibw["CIBW_ENABLE"] = "cpython-freethreading"
     return CellContainer(tuple(create_args), cibw, secret_env)
 
@@ -250,6 +248,7 @@ class DockerRunner:
         self._guard = threading.Lock()
         self._plans: dict[tuple[str, str], ImagePlan] = {}
         self._uv_cache: Path | None = None
+        self._tags: dict[str, str] = {}  # the image each cell's environment was made in, by cell id
 
     def uv_cache(self) -> Path:
         """The host's uv cache (asked of uv once per run), created if missing so Docker does not make it root-only."""
@@ -263,30 +262,45 @@ class DockerRunner:
         """Remove the containers runs over `owner` left behind (a killed client leaves its container running)."""
         return oci.remove_owned_containers(owner) if oci.server_version(timeout=10) else 0
 
-    def plan(self, cell: Cell, matrix: Matrix) -> ImagePlan:
-        image = image_for(cell, matrix)
+    def plan(self, python: Python, sdk: SdkVersion | None, matrix: Matrix) -> ImagePlan:
+        image = image_for(python, sdk, matrix)
         key = (str(matrix.path), image.name)
-        if key not in self._plans:
-            self._plans[key] = plan_image(image, self.ca_bundle, os.environ)
-        return self._plans[key]
+        with self._guard:
+            if key not in self._plans:
+                self._plans[key] = plan_image(image, self.ca_bundle, os.environ)
+            return self._plans[key]
 
-    def python_identity(self, cell: Cell) -> str:
-        """Part of the cell's inputs: the Python and, by content, the image and in-container helper that build it."""
+    def python_identity(self, python: Python, sdk: SdkVersion | None = None) -> str:
+        """Part of a build's or cell's inputs: the Python and, by content, the image and in-container helper."""
         if self.matrix is None:
             # Without the matrix (the CLI does not hand it over yet) the recipes' content stands for the image.
-            return f"cpython-{cell.python} in buildmatrix images {tree_hash(DATA_DIR)[:12]}"
+            return f"cpython-{python} in buildmatrix images {tree_hash(DATA_DIR)[:12]}"
         helper_hash = file_sha256(CELL_HELPER)[:12] if CELL_HELPER.is_file() else "missing"
-        return f"cpython-{cell.python} in {self.plan(cell, self.matrix).tag} (cell.py {helper_hash})"
+        return f"cpython-{python} in {self.plan(python, sdk, self.matrix).tag} (cell.py {helper_hash})"
 
-    def _builder(self, job: CellJob) -> ImageBuilder:
-        cache = job.workspace.cache_dir / "docker"
-        return self._builders.setdefault(cache, ImageBuilder(cache, self.ca_bundle))
+    def _builder(self, workspace: Workspace) -> ImageBuilder:
+        cache = workspace.cache_dir / "docker"
+        with self._guard:
+            return self._builders.setdefault(cache, ImageBuilder(cache, self.ca_bundle))
 
-    def _sdk_wheel(self, job: CellJob, image_tag: str, log: Path) -> Path | None:
-        """The cell's SDK wheel built in image_tag (one built on the host may need a newer libstdc++ than the image
+    def _image(self, python: Python, sdk: SdkVersion | None, job: BuildJob | CellJob, *, force: bool) -> str:
+        """The image serving this Python (and system SDK version), made if missing; raises StepFailed("image")."""
+        try:
+            plan = self.plan(python, sdk, job.matrix)
+        except InterpreterNotFound as exc:
+            raise StepFailed("image", str(exc)) from None
+        tag = self._builder(job.workspace).ensure(plan, job.log_file, force=force)
+        if oci.image_platform(tag) != oci.PLATFORM:
+            raise StepFailed(
+                "image", f"{tag} is {oci.image_platform(tag) or 'missing'}, not {oci.PLATFORM}; cibuildwheel would pull"
+            )
+        return tag
+
+    def _sdk_wheel(self, job: BuildJob, image_tag: str, log: Path) -> Path | None:
+        """The build's SDK wheel built in image_tag (one built on the host may need a newer libstdc++ than the image
         has); None for a system SDK or none."""
         sdk = job.matrix.sdk
-        if sdk is None or not sdk.builds_wheel or job.cell.sdk is None:
+        if sdk is None or not sdk.builds_wheel or job.build.sdk is None:
             return None
         uv_cache = self.uv_cache()
         with self._guard:
@@ -299,23 +313,13 @@ class DockerRunner:
                     sdk, directory, build=build, generated=job.matrix.contract.build.generated
                 )
             wheels = self._sdk_wheels[image_tag]
-        return wheels.wheel(job.cell.sdk, log, force=job.force)
+        return wheels.wheel(job.build.sdk, log, force=job.force)
 
-    def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
-        """Image, SDK wheel (a wheel SDK), then cibuildwheel: it builds, repairs and also runs the smoke suite
-        (run_smoke reads what it left)."""
-        cell, log = job.cell, job.log_file
+    def build(self, job: BuildJob, steps: StepRecorder, output: BuildOutput) -> None:
+        """Image, SDK wheel (a wheel SDK), then cibuildwheel: it builds and repairs the wheel."""
+        build, log = job.build, job.log_file
         with steps.step("image"):
-            try:
-                plan = self.plan(cell, job.matrix)
-            except InterpreterNotFound as exc:
-                raise StepFailed("image", str(exc)) from None
-            tag = self._builder(job).ensure(plan, log, force=job.force)
-            if oci.image_platform(tag) != oci.PLATFORM:
-                raise StepFailed(
-                    "image",
-                    f"{tag} is {oci.image_platform(tag) or 'missing'}, not {oci.PLATFORM}; cibuildwheel would pull",
-                )
+            tag = self._image(build.python, build.sdk, job, force=job.force)
         if job.matrix.sdk is not None and job.matrix.sdk.builds_wheel:
             with steps.step("sdk"):
                 output.sdk_wheel = self._sdk_wheel(job, tag, log)
@@ -326,19 +330,13 @@ class DockerRunner:
             out.mkdir(parents=True, exist_ok=True)
             cache = job.workspace.cache_dir / "docker" / "cache"
             cache.mkdir(parents=True, exist_ok=True)
-            sdk = job.matrix.sdk
-            sdk_pin = f"{sdk.distribution}=={_wheel_version(sdk_wheel)}\n" if sdk and sdk_wheel else ""
             (out / "constraints.txt").write_text(
-                f"torch=={cell.torch.requirement_version}\n"
-                + sdk_pin
-                + "".join(f"{line}\n" for line in torch_constraints(cell.torch.version))
+                _constraints(job.matrix, build.release.requirement_version, build.release.version, sdk_wheel)
             )
-            stage_tests(job.smoke_tests, out / "smoke")
-            container = cell_container(job, tag, sdk_wheel, cache, CELL_HELPER, uv_cache=self.uv_cache())
+            container = build_container(job, tag, sdk_wheel, cache, CELL_HELPER, uv_cache=self.uv_cache())
             env = {**oci.client_env(), **container.secret_env, **container.cibw_env}
-            start = (
-                log.stat().st_size
-            )  # earlier steps' output (uv's "Building wheel..." for the SDK) is not cibuildwheel's
+            # earlier steps' output (uv's "Building wheel..." for the SDK) is not cibuildwheel's
+            start = log.stat().st_size
             try:
                 run_logged(
                     "build",
@@ -346,8 +344,7 @@ class DockerRunner:
                     log,
                     cwd=job.plugin_tree,
                     env=env,
-                    # cibuildwheel runs build-env, build, smoke-env and smoke in one go
-                    timeout=sum(job.matrix.timeouts[s] for s in ("build-env", "build", "smoke-env", "smoke")),
+                    timeout=sum(job.matrix.timeouts[s] for s in ("build-env", "build")),
                 )
             except StepFailed as exc:
                 with log.open("rb") as handle:
@@ -364,19 +361,124 @@ class DockerRunner:
             output.torch_build = json.loads((out / "torch-facts.json").read_text())
             output.torch_build["image"] = tag
 
-    def provided_symbols(self, job: CellJob) -> set[str]:
-        """Listed by cell.py inside the container, where the cell's torch and SDK were installed."""
+    def provided_symbols(self, job: BuildJob) -> set[str]:
+        """Listed by cell.py inside the container, where the build's torch and SDK were installed."""
         return set((job.workdir / "out" / "provided-symbols.txt").read_text().split())
 
-    def prepare_smoke(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
-        """Nothing: cibuildwheel made its clean test environment during build."""
+    def prepare_smoke(self, job: CellJob, steps: StepRecorder) -> None:
+        """The cell's image, then a clean environment of the cell's Python in it (kept in the cell's scratch, so the
+        smoke run's container finds it) with the cell's torch and its build's wheels, as a user installs them."""
+        cell, log = job.cell, job.log_file
+        with steps.step("image"):
+            self._tags[cell.id] = self._image(cell.python, cell.sdk, job, force=False)
+        with steps.step("smoke-env"):
+            out = job.workdir / "out"
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "constraints.txt").write_text(
+                _constraints(job.matrix, cell.torch.requirement_version, cell.torch.version, job.sdk_wheel)
+            )
+            stage_tests(job.smoke_tests, out / "smoke")
+            mounts, env = cell_mounts(job, self.uv_cache())
+            oci.run_container(
+                self._tags[cell.id],
+                smoke_env_command(job),
+                "smoke-env",
+                log,
+                mounts=mounts,
+                env=env,
+                timeout=job.matrix.timeouts["smoke-env"],
+            )
 
-    def run_smoke(self, job: CellJob, output: RunnerOutput) -> SmokeRun:
-        """What cibuildwheel's test command (cell.py smoke) left: the reports and pytest's exit code."""
-        smoke = job.workdir / "out" / "smoke"
-        code = (smoke / "exit-code").read_text().strip() if (smoke / "exit-code").is_file() else "missing"
-        failure = None if code == "0" else StepFailed("smoke", f"pytest exit code {code}", _pytest_tail(job.log_file))
-        return SmokeRun(smoke / "junit.xml", smoke / "features.json", failure, detail=f"pytest exit code {code}")
+    def run_smoke(self, job: CellJob) -> SmokeRun:
+        """pytest in the cell's environment, in its image; the exit code is read back, never raised."""
+        mounts, env = cell_mounts(job, self.uv_cache())
+        try:
+            oci.run_container(
+                self._tags[job.cell.id],
+                smoke_command(job),
+                "smoke",
+                job.log_file,
+                mounts=mounts,
+                env=env,
+                timeout=job.matrix.timeouts["smoke"],
+            )
+        except StepFailed as exc:  # the container itself failed (a timeout, a signal): not pytest's verdict
+            smoke = job.workdir / "out" / "smoke"
+            return SmokeRun(smoke / "junit.xml", smoke / "features.json", exc)
+        return smoke_result(job)
+
+
+def cell_mounts(job: CellJob, uv_cache: Path) -> tuple[list[tuple[Path, str, str]], dict[str, str]]:
+    """A cell's container: the project's wheels/ and find-links read-only, its scratch /out, the shared uv cache."""
+    out = job.workdir / "out"
+    find_links = [location.removeprefix("file://") for location in job.find_links]
+    mounts = [(Path(p), f"{FIND_LINKS}/{i}", "ro") for i, p in enumerate(find_links)]
+    mounts += [
+        (job.workspace.wheels_dir.resolve(), WHEELS, "ro"),
+        (out, OUT, "rw"),
+        (uv_cache, UV_CACHE, "rw"),
+        (CELL_HELPER.parent, HELPER, "ro"),
+    ]
+    links = [f"{FIND_LINKS}/{i}" for i in range(len(find_links))]
+    env = {
+        "UV_FIND_LINKS": ",".join(links),
+        "PIP_FIND_LINKS": " ".join(links),
+        "UV_CACHE_DIR": UV_CACHE,
+        "UV_LINK_MODE": "copy",
+        **({"UV_EXTRA_INDEX_URL": " ".join(job.index_urls)} if job.index_urls else {}),
+    }
+    from buildmatrix.docker.images import passed_env
+
+    env.update(passed_env(os.environ))
+    return mounts, env
+
+
+def _inside(job: CellJob, wheel: Path) -> str:
+    """Where the container sees a wheel of the project's wheels/."""
+    return f"{WHEELS}/{wheel.resolve().relative_to(job.workspace.wheels_dir.resolve()).as_posix()}"
+
+
+def smoke_env_command(job: CellJob) -> list[str]:
+    """cell.py smoke-env: the cell's interpreter, its torch, its build's wheels and its smoke requirements."""
+    cell = job.cell
+    return [
+        "python3",
+        f"{HELPER}/{CELL_HELPER.name}",
+        "smoke-env",
+        "--python",
+        f"{python_dir(cell.python)}/bin/python",
+        "--env",
+        f"{OUT}/smoke-env",
+        "--constraints",
+        f"{OUT}/constraints.txt",
+        "--",
+        f"torch=={cell.torch.requirement_version}",
+        *(_inside(job, w) for w in (job.plugin_wheel, job.sdk_wheel) if w is not None),
+        *job.matrix.contract.smoke.requirements_for(cell.torch.version),
+    ]
+
+
+def smoke_command(job: CellJob) -> list[str]:
+    """cell.py smoke, on the cell's environment's Python: pytest's exit code goes to /out/smoke/exit-code."""
+    smoke = Path(OUT) / "smoke"
+    pytest = pytest_args(smoke / "smoke-tests", smoke / "junit.xml", smoke / "features.json", job.matrix.contract.smoke)
+    command = [f"{OUT}/smoke-env/bin/python", f"{HELPER}/{CELL_HELPER.name}", "smoke", "--exit-code"]
+    return [*command, str(smoke / "exit-code"), "--", *pytest]
+
+
+def smoke_result(job: CellJob) -> SmokeRun:
+    """What the smoke container left: the reports and pytest's exit code (missing: it never ran)."""
+    smoke = job.workdir / "out" / "smoke"
+    code = (smoke / "exit-code").read_text().strip() if (smoke / "exit-code").is_file() else "missing"
+    failure = None if code == "0" else StepFailed("smoke", f"pytest exit code {code}", _pytest_tail(job.log_file))
+    return SmokeRun(smoke / "junit.xml", smoke / "features.json", failure, detail=f"pytest exit code {code}")
+
+
+def _constraints(matrix: Matrix, torch_requirement: str, torch: Version, sdk_wheel: Path | None) -> str:
+    """What every install of a build or cell must keep to: its torch, its SDK wheel, torch's own constraints."""
+    sdk = matrix.sdk
+    sdk_pin = f"{sdk.distribution}=={_wheel_version(sdk_wheel)}\n" if sdk and sdk_wheel else ""
+    return f"torch=={torch_requirement}\n" + sdk_pin + "".join(f"{line}\n" for line in torch_constraints(torch))
 
 
 def _wheel_version(wheel: Path) -> str:

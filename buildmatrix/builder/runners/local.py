@@ -1,4 +1,4 @@
-"""The local runner: isolated uv environments on this machine, one for building and a clean one for smoke tests."""
+"""The local runner: isolated uv environments on this machine, one for a build and a clean one for each cell."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ import threading
 from pathlib import Path
 from typing import ClassVar
 
+from packaging.version import Version
+
 from buildmatrix.builder.interpreters import Interpreter, find_interpreter
-from buildmatrix.builder.runners.base import CellJob, RunnerOutput, SmokeRun, the_one_wheel
+from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, SmokeRun, the_one_wheel
 from buildmatrix.builder.sdkwheels import SdkWheels
 from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_requirements, compile_env, find_uv, torch_constraints
 from buildmatrix.builder.wheelcheck import provided_symbols
 from buildmatrix.errors import StepFailed
-from buildmatrix.model.cells import Cell
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import RunnerName
 from buildmatrix.util.process import run_logged
 
@@ -39,25 +41,25 @@ class LocalRunner:
         self._sdk_wheels: SdkWheels | None = None
         self._sdk_guard = threading.Lock()
 
-    def interpreter(self, cell: Cell) -> Interpreter:
-        key = str(cell.python)
+    def interpreter(self, python: Python) -> Interpreter:
+        key = str(python)
         if key not in self._interpreters:
-            self._interpreters[key] = find_interpreter(cell.python, self._search_path, self._pyenv_root)
+            self._interpreters[key] = find_interpreter(python, self._search_path, self._pyenv_root)
         return self._interpreters[key]
 
     def sweep(self, owner: str) -> int:
         """Nothing of a local cell lives outside its process tree."""
         return 0
 
-    def python_identity(self, cell: Cell) -> str:
+    def python_identity(self, python: Python) -> str:
         """The interpreter's minor and ABI (cpython-3.11, cpython-3.13t): not its path or patch release, which differ
         between machines and between pyenv and the system's Python without changing what a build makes."""
-        return f"cpython-{self.interpreter(cell).python}"
+        return f"cpython-{self.interpreter(python).python}"
 
-    def _sdk_wheel(self, job: CellJob, uv: str, log: Path) -> Path | None:
-        """The cell's SDK wheel, built once per version (a wheel SDK only; None for a system SDK or none)."""
+    def _sdk_wheel(self, job: BuildJob, uv: str, log: Path) -> Path | None:
+        """The build's SDK wheel, built once per version (a wheel SDK only; None for a system SDK or none)."""
         sdk = job.matrix.sdk
-        if sdk is None or not sdk.builds_wheel or job.cell.sdk is None:
+        if sdk is None or not sdk.builds_wheel or job.build.sdk is None:
             return None
         with self._sdk_guard:  # --jobs N: one cache object, so its per-version locks are shared by all cells
             if self._sdk_wheels is None:
@@ -69,15 +71,14 @@ class LocalRunner:
                     timeout=job.matrix.timeouts["sdk"],
                     generated=job.matrix.contract.build.generated,
                 )
-        return self._sdk_wheels.wheel(job.cell.sdk, log, force=job.force)
+        return self._sdk_wheels.wheel(job.build.sdk, log, force=job.force)
 
-    def build(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
+    def build(self, job: BuildJob, steps: StepRecorder, output: BuildOutput) -> None:
         uv = find_uv()
-        cell = job.cell
         log = job.log_file
 
         with steps.step("interpreter"):
-            interpreter = self.interpreter(cell)
+            interpreter = self.interpreter(job.build.python)
         if job.matrix.sdk is not None and job.matrix.sdk.builds_wheel:
             with steps.step("sdk"):
                 output.sdk_wheel = self._sdk_wheel(job, uv, log)
@@ -99,9 +100,9 @@ class LocalRunner:
                     "install",
                     "--python",
                     _python(build_env),
-                    *_torch_sources(job),
-                    *_constraints(job),
-                    _torch_requirement(job),
+                    *_torch_sources(job.find_links, job.index_urls),
+                    *_constraints(job.build.release.version, job.workdir),
+                    f"torch=={job.build.release.requirement_version}",
                     *sdk_wheels,
                     *build_requirements(job.matrix),
                 ],
@@ -131,7 +132,7 @@ class LocalRunner:
             )
             output.plugin_wheel = the_one_wheel(dist)
 
-    def provided_symbols(self, job: CellJob) -> set[str]:
+    def provided_symbols(self, job: BuildJob) -> set[str]:
         """What torch's libraries and the SDK's define: a wheel SDK as installed in the cell's build environment, a
         system SDK in its declared library directories."""
         site = _site_packages(job.workdir / "build-env")
@@ -142,18 +143,17 @@ class LocalRunner:
             sdk_libs = [Path(d) for d in sdk.library_dirs]
         return provided_symbols([site / "torch" / "lib", *sdk_libs])
 
-    def prepare_smoke(self, job: CellJob, steps: StepRecorder, output: RunnerOutput) -> None:
-        """A clean environment with torch and the cell's wheels only (plugin, and a wheel SDK's), as a user installs
-        them."""
+    def prepare_smoke(self, job: CellJob, steps: StepRecorder) -> None:
+        """A clean environment with the cell's torch and its build's wheels only (plugin, and a wheel SDK's), as a
+        user installs them."""
         uv, log = find_uv(), job.log_file
-        assert output.plugin_wheel is not None
         smoke_env = job.workdir / "smoke-env"
         with steps.step("smoke-env"):
             if smoke_env.exists():
                 shutil.rmtree(smoke_env)
             run_logged(
                 "smoke-env",
-                [uv, "venv", "--quiet", "--python", self.interpreter(job.cell).executable, smoke_env],
+                [uv, "venv", "--quiet", "--python", self.interpreter(job.cell.python).executable, smoke_env],
                 log,
                 timeout=job.matrix.timeouts["smoke-env"],
             )
@@ -165,18 +165,18 @@ class LocalRunner:
                     "install",
                     "--python",
                     _python(smoke_env),
-                    *_torch_sources(job),
-                    *_constraints(job),
-                    _torch_requirement(job),
-                    str(output.plugin_wheel),
-                    *([str(output.sdk_wheel)] if output.sdk_wheel is not None else []),
+                    *_torch_sources(job.find_links, job.index_urls),
+                    *_constraints(job.cell.torch.version, job.workdir),
+                    f"torch=={job.cell.torch.requirement_version}",
+                    str(job.plugin_wheel),
+                    *([str(job.sdk_wheel)] if job.sdk_wheel is not None else []),
                     *job.matrix.contract.smoke.requirements_for(job.cell.torch.version),
                 ],
                 log,
                 timeout=job.matrix.timeouts["smoke-env"],
             )
 
-    def run_smoke(self, job: CellJob, output: RunnerOutput) -> SmokeRun:
+    def run_smoke(self, job: CellJob) -> SmokeRun:
         run_dir = job.workdir / "smoke"
         run_dir.mkdir(parents=True, exist_ok=True)
         tests = stage_tests(job.smoke_tests, run_dir)
@@ -194,26 +194,22 @@ class LocalRunner:
         return SmokeRun(junit, features)
 
 
-def _torch_requirement(job: CellJob) -> str:
-    return f"torch=={job.cell.torch.requirement_version}"
-
-
-def _constraints(job: CellJob) -> list[str]:
-    """--constraint FILE with what the cell's torch cannot work with (toolenv.torch_constraints), when anything."""
-    lines = torch_constraints(job.cell.torch.version)
+def _constraints(torch: Version, workdir: Path) -> list[str]:
+    """--constraint FILE with what this torch cannot work with (toolenv.torch_constraints), when anything."""
+    lines = torch_constraints(torch)
     if not lines:
         return []
-    path = job.workdir / "constraints.txt"
+    path = workdir / "constraints.txt"
     path.write_text("".join(f"{line}\n" for line in lines))
     return ["--constraint", str(path)]
 
 
-def _torch_sources(job: CellJob) -> list[str]:
-    """Where uv finds the cell's torch beyond the registry."""
-    links = [arg for location in job.find_links for arg in ("--find-links", location)]
+def _torch_sources(find_links: tuple[str, ...], index_urls: tuple[str, ...]) -> list[str]:
+    """Where uv finds the torch beyond the registry."""
+    links = [arg for location in find_links for arg in ("--find-links", location)]
     # uv's default first-index strategy takes torch from the first index that has it: the extra one, never a
     # look-alike on the registry.
-    return links + [arg for url in job.index_urls for arg in ("--extra-index-url", url)]
+    return links + [arg for url in index_urls for arg in ("--extra-index-url", url)]
 
 
 def _python(env: Path) -> Path:

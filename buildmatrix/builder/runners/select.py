@@ -36,16 +36,22 @@ class RunnerPlan:
 
     asked: RunnerName
     choices: Mapping[str, RunnerChoice]  # by cell id
+    by_python: Mapping[Python, RunnerChoice]  # every Python of the run: its cells' and its builds'
+
     problems: tuple[str, ...] = ()  # one per Python, e.g. "no interpreter for 3.14: build it with --runner docker ..."
     local: LocalRunner = field(default_factory=LocalRunner, compare=False)  # the interpreters it found, for the run
 
     def choice(self, cell: Cell) -> RunnerChoice:
         return self.choices[cell.id]
 
+    def choice_for(self, python: Python) -> RunnerChoice:
+        """The runner of a Python (a build's): the one its cells get."""
+        return self.by_python[python]
+
     @property
     def runners(self) -> tuple[RunnerName, ...]:
         """The runners the plan uses, local first."""
-        used = {c.runner for c in self.choices.values() if c.runner is not None}
+        used = {c.runner for c in self.by_python.values() if c.runner is not None}
         return tuple(name for name in (RunnerName.LOCAL, RunnerName.DOCKER) if name in used)
 
     def check(self) -> None:
@@ -65,9 +71,8 @@ def _images(matrix: Matrix) -> str:
     return f"images: {listed}" if listed else f"no images in {matrix.path.name}"
 
 
-def _choose(cell: Cell, asked: RunnerName, matrix: Matrix, local: LocalRunner) -> RunnerChoice:
-    """The runner for every cell of the cell's Python: what was asked, else where an interpreter or an image is."""
-    python = cell.python
+def _choose(python: Python, asked: RunnerName, matrix: Matrix, local: LocalRunner) -> RunnerChoice:
+    """The runner for every build and cell of a Python: what was asked, else where an interpreter or an image is."""
     image = serving_image(python, matrix)
     if asked == RunnerName.DOCKER:
         if image is None:
@@ -76,7 +81,7 @@ def _choose(cell: Cell, asked: RunnerName, matrix: Matrix, local: LocalRunner) -
             )
         return RunnerChoice(RunnerName.DOCKER, f"docker: asked for; image {image.name} serves {python}")
     try:
-        found = local.interpreter(cell)
+        found = local.interpreter(python)
     except InterpreterNotFound as exc:
         if image is not None and asked == RunnerName.LOCAL:
             return RunnerChoice(
@@ -88,17 +93,26 @@ def _choose(cell: Cell, asked: RunnerName, matrix: Matrix, local: LocalRunner) -
     return RunnerChoice(RunnerName.LOCAL, f"local: {found.executable}")
 
 
-def plan_runners(cells: Iterable[Cell], matrix: Matrix, asked: RunnerName, local: LocalRunner) -> RunnerPlan:
-    """Each cell's runner and why; local interpreters are looked up once per Python (through `local`, which the run
-    then uses, so the plan and the build see the same interpreter). Writes nothing; never raises for a cell."""
+def plan_runners(
+    cells: Iterable[Cell],
+    matrix: Matrix,
+    asked: RunnerName,
+    local: LocalRunner,
+    build_pythons: Iterable[Python] = (),
+) -> RunnerPlan:
+    """Each cell's runner and why, and each Python's (build_pythons: the Pythons the cells' builds run on); local
+    interpreters are looked up once per Python (through `local`, which the run then uses, so the plan and the run see
+    the same interpreter). Writes nothing; never raises for a cell."""
     by_python: dict[Python, RunnerChoice] = {}
     choices = {}
+    cells = list(cells)
+    for python in [*(c.python for c in cells), *build_pythons]:
+        if python not in by_python:
+            by_python[python] = _choose(python, asked, matrix, local)
     for cell in cells:
-        if cell.python not in by_python:
-            by_python[cell.python] = _choose(cell, asked, matrix, local)
         choices[cell.id] = by_python[cell.python]
     problems = tuple(c.reason for c in by_python.values() if c.runner is None)
-    return RunnerPlan(asked, choices, problems, local)
+    return RunnerPlan(asked, choices, by_python, problems, local)
 
 
 def runners_for(plan: RunnerPlan, matrix: Matrix) -> tuple[dict[RunnerName, Runner], str]:
@@ -126,7 +140,7 @@ def _docker(plan: RunnerPlan, matrix: Matrix) -> tuple[Runner, str]:
     if problem and plan.asked == RunnerName.DOCKER:
         raise _no_engine("--runner docker", problem, "or use --runner local")
     if problem:
-        wanted = "; ".join(sorted({c.reason for c in plan.choices.values() if c.runner == RunnerName.DOCKER}))
+        wanted = "; ".join(sorted({c.reason for c in plan.by_python.values() if c.runner == RunnerName.DOCKER}))
         raise _no_engine(wanted, problem, "or leave those Pythons out (--python)")
     cibuildwheel_command()  # raises UserError with the install command
     asked = "asked for; " if plan.asked == RunnerName.DOCKER else ""

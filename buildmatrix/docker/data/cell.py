@@ -1,5 +1,5 @@
-"""Runs inside a builder container for cibuildwheel's hooks (before_build, repair, test) and to build an SDK's wheel;
-stdlib only, Python 3.9+.
+"""Runs inside a builder container for cibuildwheel's hooks (before_build, repair), to build an SDK's wheel, and to
+make a cell's clean environment and run its smoke suite there; stdlib only, Python 3.9+.
 
 Package data of buildmatrix (buildmatrix/docker/data/), mounted read-only at /buildmatrix/cell.py by the Docker runner;
 results go to the host through /out. It runs on the image's Pythons (3.9 and later), hence os.path rather than pathlib
@@ -108,6 +108,21 @@ def sdk_wheel(args: argparse.Namespace) -> None:
             run(["auditwheel", "repair", "--wheel-dir", args.dest_dir, wheel])
 
 
+def smoke_env(args: argparse.Namespace) -> None:
+    """A cell's clean environment: a venv of the cell's interpreter (its image's /opt/python/cpXY-cpXY[t]) holding its
+    torch, its build's wheels and the smoke requirements, kept to the cell's constraints; nothing else."""
+    if os.path.exists(args.env):
+        shutil.rmtree(args.env)
+    if shutil.which("uv"):
+        run(["uv", "venv", "--quiet", "--python", args.python, args.env])
+        python = os.path.join(args.env, "bin", "python")
+        run(["uv", "pip", "install", "--python", python, "--constraint", args.constraints, *args.requirements])
+    else:
+        run([args.python, "-m", "venv", args.env])
+        python = os.path.join(args.env, "bin", "python")
+        run([python, "-m", "pip", "install", "--constraint", args.constraints, *args.requirements])
+
+
 def smoke(args: argparse.Namespace) -> None:
     """Runs the smoke suite and records its exit code; never fails, so the host reads the counts and decides."""
     os.makedirs(os.path.dirname(args.exit_code), exist_ok=True)
@@ -135,13 +150,25 @@ def main() -> None:
     build = sub.add_parser("sdk-wheel")
     build.add_argument("source")
     build.add_argument("dest_dir")
+    env = sub.add_parser("smoke-env")
+    env.add_argument("--python", required=True, help="the cell's interpreter in this image")
+    env.add_argument("--env", required=True, help="where the environment is made")
+    env.add_argument("--constraints", required=True)
+    env.add_argument("requirements", nargs="+")
     test = sub.add_parser("smoke")
     test.add_argument("--exit-code", required=True)
     test.add_argument("pytest", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     if args.command == "smoke" and args.pytest[:1] == ["--"]:
         args.pytest = args.pytest[1:]
-    {"before-build": before_build, "repair": repair, "sdk-wheel": sdk_wheel, "smoke": smoke}[args.command](args)
+    commands = {
+        "before-build": before_build,
+        "repair": repair,
+        "sdk-wheel": sdk_wheel,
+        "smoke-env": smoke_env,
+        "smoke": smoke,
+    }
+    commands[args.command](args)
 
 
 if __name__ == "__main__":
