@@ -459,13 +459,19 @@ def cmd_engine(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_schema(args: argparse.Namespace, console: Console) -> int:
-    """matrix.schema.json and the options reference page, generated from the declared options table."""
+    """matrix.schema.json and the reference pages generated from the code: options (from the declared options
+    table), the command line (from this module's parser) and the exit codes (from the error hierarchy)."""
+    from buildmatrix.clireference import cli_markdown, exit_codes_markdown
     from buildmatrix.model.reference import reference_markdown
     from buildmatrix.model.schema import schema_json
 
-    outputs = [
-        (Path(p), text) for p, text in ((args.schema, schema_json()), (args.reference, reference_markdown())) if p
+    generators: list[tuple[str | None, Callable[[], str]]] = [
+        (args.schema, schema_json),
+        (args.reference, reference_markdown),
+        (args.cli, lambda: cli_markdown(build_parser())),
+        (args.exit_codes, exit_codes_markdown),
     ]
+    outputs = [(Path(p), make()) for p, make in generators if p]
     if not outputs:
         print(schema_json(), end="")
         return 0
@@ -512,10 +518,12 @@ def add_build_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 def add_schema_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     schema = sub.add_parser(
         "schema",
-        help="matrix.schema.json and the options reference page, from the declared options (default: schema to stdout)",
+        help="matrix.schema.json and the reference pages generated from the code (default: schema to stdout)",
     )
     schema.add_argument("--schema", metavar="FILE", help="write the JSON Schema here (e.g. matrix.schema.json)")
-    schema.add_argument("--reference", metavar="FILE", help="write the Markdown reference page here")
+    schema.add_argument("--reference", metavar="FILE", help="write the options reference page (Markdown) here")
+    schema.add_argument("--cli", metavar="FILE", help="write the command-line reference page here, from the parser")
+    schema.add_argument("--exit-codes", metavar="FILE", help="write the exit codes page here, from the error classes")
     schema.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file differs")
     schema.set_defaults(func=cmd_schema)
 
@@ -638,7 +646,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="buildmatrix",
         description="Build and test a PyTorch extension or backend across a torch x Python (x SDK) matrix.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True)
 
     matrix = sub.add_parser("matrix", help="show the expanded cells")

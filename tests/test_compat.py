@@ -37,7 +37,7 @@ from buildmatrix.publish.table import (
     stale_problems,
 )
 
-from conftest import REPO, WriteMatrix
+from conftest import REPO, VALID, WriteMatrix
 
 PUBLISHED = {"2.4": {"3.9", "3.10", "3.11"}, "2.13": {"3.11"}}
 
@@ -371,3 +371,19 @@ def test_docs_say_when_recorded_wheels_carry_an_older_label_scheme(write_matrix:
     text = install_section(recorded)
     assert "earlier local-label scheme (e.g. `torch-emu==0.1.0+torch2.13.drv2`)" in text
     assert "pip install torch-emu==0.1.0+torch2.13.drv2 emu-driver==2.1.0+emu" in text  # the wheels that exist
+
+
+def test_the_table_names_the_build_a_cell_shares(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    """A cell testing a build shared with other cells names it in the table; a cell with a build of its own (every
+    table before builds were shared) names none, so those tables stay byte-identical."""
+    shared = load_matrix(write_matrix(VALID + "build: {per-python: false}\n"))
+    cells = by_id(cells_of(shared)[0])
+    cell = cells["torch2.4-cuda-cp310-drv1"]
+    table = table_for(shared, [cell_result(cell, wheels_dir=tmp_path)])
+    data = json.loads(table.to_json())
+    [row] = [c for c in data["cells"] if c["id"] == cell.id]
+    assert row["build"]["id"] == "torch2.4-cuda-drv1" == cell.build.id
+    assert CompatTable.from_json(table.to_json()) == table
+    own = load_matrix(write_matrix())
+    rows = json.loads(table_for(own, []).to_json())["cells"]
+    assert rows and not any("build" in c for c in rows)

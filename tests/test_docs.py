@@ -178,8 +178,9 @@ def test_matrix_output_matches_the_tutorial(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     [shown] = [b for b in fenced_blocks(DOCS / "tutorial" / "first-cell.md", "text") if "build matrix" in b]
     assert "nox -s matrix -- --torch 2.13 --python 3.11" in (DOCS / "tutorial" / "first-cell.md").read_text()
-    assert table_rows(done.stdout) == table_rows(shown) and len(table_rows(shown)) == 2
-    assert shown.strip().splitlines()[-1] == "2 cell(s)" and "2 cell(s)" in done.stdout.splitlines()
+    assert table_rows(done.stdout) == table_rows(shown) and len(table_rows(shown)) == 4  # 2 cells, their 2 builds
+    count = "2 cell(s), 2 build(s)"
+    assert shown.strip().splitlines()[-1] == count and count in done.stdout.splitlines()
 
 
 def test_doctor_output_matches_the_install_page(tmp_path: Path) -> None:

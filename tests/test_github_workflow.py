@@ -220,6 +220,7 @@ def test_a_large_matrix_prints_as_plain_aligned_text() -> None:
         "python",
         "driver",
         "patches",
+        "build",
         "runner",
     ]
     assert [line.split()[0] for line in lines[2:]] == [c.id for c in cells]

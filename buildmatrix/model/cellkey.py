@@ -255,8 +255,7 @@ class CellKey:
 
     def __post_init__(self) -> None:
         if self.built_by is None:  # always set after construction, so equal cells compare equal
-            own = BuildKey(self.torch, self.variant, self.python, self.sdk, self.sdk_tag, self.label)
-            object.__setattr__(self, "built_by", own)
+            object.__setattr__(self, "built_by", self.own_build)
         elif self.built_by.label != self.label:
             raise ValueError(f"label: {self.label!r} is not its build's label {self.built_by.label!r}")
 
@@ -264,6 +263,11 @@ class CellKey:
     def build(self) -> BuildKey:
         assert self.built_by is not None  # set by __post_init__
         return self.built_by
+
+    @property
+    def own_build(self) -> BuildKey:
+        """The build of this cell alone (its release and Python), as every cell had before builds were shared."""
+        return BuildKey(self.torch, self.variant, self.python, self.sdk, self.sdk_tag, self.label)
 
     @cached_property  # asked for in every loop over cells: computed once per key
     def torch_minor(self) -> str:

@@ -112,6 +112,8 @@ class CompatCell:
         data: dict[str, Any] = {"id": self.id, "release": self.release, "python": self.python}
         if self.key.sdk is not None:
             data["sdk"] = self.sdk
+        if self.key.build != self.key.own_build:  # the wheel of a build shared with other cells (absent: its own)
+            data["build"] = self.key.build.to_dict()
         data |= {
             "label": self.key.label,
             "status": self.status,
@@ -156,6 +158,7 @@ class CompatCell:
                 "python": data["python"],
                 "label": data["label"],
                 **sdk,
+                **({"build": data["build"]} if "build" in data else {}),
             }
         )
         if data["id"] != key.id:
