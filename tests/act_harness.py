@@ -464,10 +464,8 @@ class ActRun:
         return only
 
     def results(self) -> dict[str, str]:
-        """job id (with the matrix's `cell`, if any) -> success or failure, for every job that ran."""
-        return {
-            job.job_id + (f" {job.matrix['cell']}" if "cell" in job.matrix else ""): job.result for job in self.jobs
-        }
+        """job id (with the matrix's `cell`, else its `build`, if any) -> success or failure, for every job that ran."""
+        return {job.job_id + _entry(job.matrix): job.result for job in self.jobs}
 
     def summary(self) -> str:
         return f"act exit {self.returncode} after {self.seconds:.0f} s; jobs: {json.dumps(self.results())}"
@@ -632,3 +630,11 @@ def runs_on_labels(workflow: Path) -> set[str]:
 def act_world(root: Path, **kwargs: Any) -> Iterator[ActWorld]:
     with ActWorld(root, **kwargs) as world:
         yield world
+
+
+def _entry(matrix: Mapping[str, Any]) -> str:
+    """How a matrix job's entry is named in results(): its cell (a cell job), else its build (a build job)."""
+    for key in ("cell", "build"):
+        if key in matrix:
+            return f" {matrix[key]}"
+    return ""
