@@ -133,3 +133,62 @@ def test_upload_several_search_paths_are_laid_out_from_their_common_ancestor(tmp
 def test_upload_a_lone_file_lands_at_the_artifact_root(tmp_path: Path) -> None:
     tree(tmp_path, "tmp/artifact.tar")
     assert chosen(tmp_path, [str(tmp_path / "tmp" / "artifact.tar")]) == (["artifact.tar"], "tmp")
+
+
+# --- the cache stand-in's keys, as actions/cache matches them ---------------------------------------------------
+
+CACHE = STANDINS / "actions" / "cache" / "cache_standin.py"
+
+
+def cache_step(tmp_path: Path, action: str, **inputs: str) -> tuple[int, dict[str, str], str]:
+    """Run the cache stand-in's restore or save as a job step would; returns its exit code, outputs and output."""
+    import subprocess
+
+    output = tmp_path / "output"
+    output.write_text("")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "GITHUB_WORKSPACE": str(tmp_path / "workspace"),
+        "GITHUB_OUTPUT": str(output),
+        "ACT_STANDIN_CACHES": str(tmp_path / "store"),
+        **{f"INPUT_{name.upper()}": value for name, value in inputs.items()},
+    }
+    if action == "restore":
+        env = {"INPUT_RESTORE_KEYS": "", "INPUT_FAIL_ON_CACHE_MISS": "false", "INPUT_LOOKUP_ONLY": "false", **env}
+    done = subprocess.run(
+        [sys.executable, str(CACHE), action], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    outputs = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    return done.returncode, outputs, done.stdout + done.stderr
+
+
+def test_cache_keys_match_exactly_then_by_newest_prefix_and_entries_never_change(tmp_path: Path) -> None:
+    cached = tmp_path / "home" / ".cache" / "thing"
+    cached.mkdir(parents=True)
+    for key, content in (("deps-a-1", "first"), ("deps-a-2", "second")):
+        (cached / "file").write_text(content)
+        assert cache_step(tmp_path, "save", path="~/.cache/thing", key=key)[0] == 0
+    (cached / "file").write_text("third")
+    code, _out, said = cache_step(tmp_path, "save", path="~/.cache/thing", key="deps-a-1")
+    assert code == 0 and "Unable to reserve cache with key deps-a-1" in said  # the first entry stays
+    (cached / "file").unlink()
+
+    code, outputs, _said = cache_step(tmp_path, "restore", path="~/.cache/thing", key="deps-a-1")
+    assert (code, outputs["cache-hit"], (cached / "file").read_text()) == (0, "true", "first")
+    code, outputs, _said = cache_step(
+        tmp_path, "restore", path="~/.cache/thing", key="deps-b-9", restore_keys="deps-b-\ndeps-a-"
+    )
+    assert (outputs["cache-hit"], outputs["cache-matched-key"], (cached / "file").read_text()) == (
+        "false",
+        "deps-a-2",
+        "second",
+    )
+    # Entries are scoped by their paths: the same key for another path is another cache.
+    code, outputs, said = cache_step(tmp_path, "restore", path="~/.cache/other", key="deps-a-1")
+    assert (code, outputs["cache-hit"], outputs["cache-matched-key"]) == (0, "false", "")
+    assert "Cache not found for input keys: deps-a-1" in said
+    code, _outputs, said = cache_step(
+        tmp_path, "restore", path="~/.cache/other", key="deps-a-1", fail_on_cache_miss="true"
+    )
+    assert code != 0 and "fail-on-cache-miss" in said

@@ -2,8 +2,8 @@
 
 Store layout: <store>/<version>/<sha256 of the key>/ holding entry.json (key, paths, created, used) and data/<n>/,
 the n-th path of the entry. version is a hash of the list of paths (the real cache's version also covers the
-paths, so a restore with other paths misses). Trees are hard-linked where the file system allows and copied
-otherwise, keeping symlinks as symlinks; entries are written beside the store and renamed in whole.
+paths, so a restore with other paths misses). Trees are copied both ways (symlinks kept as symlinks), so nothing a
+job does to its files reaches a stored entry; entries are written beside the store and renamed in whole.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def entries(version: Path) -> list[dict[str, object]]:
     return found
 
 
-def link_tree(source: Path, dest: Path) -> int:
-    """Hard-link (else copy) every file of source into dest, keeping symlinks; returns the number of files."""
+def copy_tree(source: Path, dest: Path) -> int:
+    """Copy every file of source into dest, keeping symlinks as symlinks; returns the number of files."""
     if source.is_symlink() or source.is_file():
         dest.parent.mkdir(parents=True, exist_ok=True)
         place(source, dest)
@@ -68,10 +68,9 @@ def place(source: Path, dest: Path) -> None:
     if source.is_symlink():
         dest.symlink_to(source.readlink())
         return
-    try:
-        os.link(source, dest)
-    except OSError:
-        shutil.copy2(source, dest)
+    # A copy, never a hard link: a job that rewrites a restored file in place (ccache's statistics, a tool's
+    # own cache) would otherwise change the stored entry, which must stay as it was saved.
+    shutil.copy2(source, dest)
 
 
 def write_output(**values: str) -> None:
@@ -107,7 +106,7 @@ def restore() -> None:
         write_output(cache_hit="false", cache_primary_key=key, cache_matched_key="")
         return
     if os.environ["INPUT_LOOKUP_ONLY"] != "true":
-        files = sum(link_tree(Path(str(matched["dir"])) / "data" / str(n), resolve(p)) for n, p in enumerate(paths))
+        files = sum(copy_tree(Path(str(matched["dir"])) / "data" / str(n), resolve(p)) for n, p in enumerate(paths))
         print(f"Cache restored from key: {matched['key']} ({files} files)")
     touch(matched)
     write_output(
@@ -131,7 +130,7 @@ def save() -> None:
         return
     version.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".saving-", dir=version))
-    files = sum(link_tree(source, staging / "data" / str(n)) for n, source in present)
+    files = sum(copy_tree(source, staging / "data" / str(n)) for n, source in present)
     now = time.time()
     (staging / "entry.json").write_text(json.dumps({"key": key, "paths": paths, "created": now, "used": now}))
     try:
