@@ -63,14 +63,16 @@ def copy_tree(source: Path, dest: Path) -> int:
 
 
 def place(source: Path, dest: Path) -> None:
-    if dest.is_symlink() or dest.is_file():
-        dest.unlink()
+    """Copy one file or symlink into place in one rename: the jobs of an act run share one HOME, so two of them may
+    restore the same entry into the same directory at once."""
+    temporary = dest.with_name(f".{dest.name}.standin-{os.getpid()}")
     if source.is_symlink():
-        dest.symlink_to(source.readlink())
-        return
-    # A copy, never a hard link: a job that rewrites a restored file in place (ccache's statistics, a tool's
-    # own cache) would otherwise change the stored entry, which must stay as it was saved.
-    shutil.copy2(source, dest)
+        temporary.symlink_to(source.readlink())
+    else:
+        # A copy, never a hard link: a job that rewrites a restored file in place (ccache's statistics, a tool's
+        # own cache) would otherwise change the stored entry, which must stay as it was saved.
+        shutil.copy2(source, temporary)
+    temporary.replace(dest)
 
 
 def write_output(**values: str) -> None:
