@@ -238,3 +238,14 @@ def test_publish_puts_the_strictly_built_docs_into_the_site_it_uploads() -> None
     assert table < docs < upload
     assert "--build-only --site-dir wheels/site/docs" in runs[docs]
     assert steps[upload]["with"]["path"] == "wheels/site/"
+
+
+def test_the_workflow_buildmatrix_init_writes_is_this_one() -> None:
+    """`buildmatrix init` gives adopters this workflow (its own header and name, their sources in the ccache key),
+    so what the act runs prove of ours holds for theirs (tests/test_act_build_matrix.py)."""
+    template = (ROOT / "buildmatrix" / "templates" / "workflow.yml").read_text()
+    ours = WORKFLOW_PATH.read_text()
+    ours_body = ours[ours.index("\non:") :].replace(
+        "hashFiles('plugin/**', 'driver/**', 'patches/**')", "hashFiles(@SOURCE_GLOBS@)"
+    )
+    assert template[template.index("\non:") :] == ours_body

@@ -34,6 +34,13 @@ def test_init_in_an_empty_project_gives_a_matrix_that_loads(tmp_path: Path) -> N
     noxfile = (project / "noxfile.py").read_text()
     assert '"buildmatrix[docker]"' in noxfile and "def build_matrix" in noxfile
     compile(noxfile, "noxfile.py", "exec")
+    # Every session the workflow runs is one the starter noxfile declares (the workflow is ours, which runs ours).
+    import re
+
+    sessions = set(re.findall(r'@nox\.session\(name="([\w-]+)"\)', noxfile))
+    sessions |= set(re.findall(r"@nox\.session\n(?:@[^\n]*\n)*def (\w+)\(", noxfile))
+    run = set(re.findall(r"nox (?:-R )?-s ([\w-]+)", (project / WORKFLOW).read_text()))
+    assert run and run <= sessions, run - sessions
 
 
 def test_init_reads_the_project_it_is_given(tmp_path: Path) -> None:

@@ -32,3 +32,21 @@ def compat_table(session: nox.Session) -> None:
     """Compatibility table, install page and wheel index in wheels/site/ (-- --site-url URL)."""
     session.install(*BUILDMATRIX)
     session.run("buildmatrix", "compat-table", *session.posargs)
+
+
+@nox.session(name="fetch-site")
+def fetch_site(session: nox.Session) -> None:
+    """Copy the live site's release history into wheels/site, the base compat-table publishes on (-- --site-url URL)."""
+    session.install(*BUILDMATRIX)
+    session.run("buildmatrix", "fetch-site", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation of mkdocs.yml, built strictly: `-- --build-only --site-dir DIR` writes it into DIR (the
+    workflow's publish job puts it under the site's /docs/); without --build-only it is served on 127.0.0.1:8000."""
+    session.install("mkdocs")
+    if "--build-only" in session.posargs:
+        session.run("mkdocs", "build", "--strict", *(arg for arg in session.posargs if arg != "--build-only"))
+    else:
+        session.run("mkdocs", "serve", "--strict", "--dev-addr", "127.0.0.1:8000", *session.posargs)
