@@ -2,6 +2,11 @@
 
 The tool cache ($RUNNER_TOOL_CACHE/Python/<X.Y.Z>/x64/bin/pythonX.Y) is what the runner's image offers; a version it
 lacks fails the step with the real action's message, because a hosted runner would download it and this one cannot.
+
+PATH gets, for each version, its environment's bin and, right behind it, the tool cache's x64/bin (the directory the
+real action puts on PATH). `python`, `pip` and what a job installs are the environment's; a program that looks for an
+interpreter that is not a virtual environment's, as `buildmatrix build` does, finds the tool cache's pythonX.Y, the
+one it finds on a hosted runner, instead of skipping to whatever pythonX.Y the host has further down PATH.
 """
 
 from __future__ import annotations
@@ -64,7 +69,9 @@ def main() -> None:
             if index == len(specs) - 1 and not (env / "bin" / "pip").exists():
                 # pip where it is the default Python, the one a job's `python -m pip` reaches
                 subprocess.run([str(env / "bin" / "python"), "-m", "ensurepip", "--default-pip"], check=True)
-            # act prepends each line of $GITHUB_PATH: the last version written comes first, as `python`
+            # act prepends each line of $GITHUB_PATH: the last line written comes first, so the environment's bin
+            # ends up before the tool cache's, and the last version listed before the others, as `python`
+            path_file.write(f"{directory / 'bin'}\n")
             path_file.write(f"{env / 'bin'}\n")
             print(f"Python {full} from {directory} in {env}")
             outputs = f"python-version={full}\npython-path={env / 'bin' / 'python'}\n"
