@@ -121,7 +121,7 @@ def test_push_runs_plan_cells_merge_publish_and_deploys_to_the_stand_in(tiny_pus
     }, tiny_push.summary() + "\n" + tiny_push.output[-6000:]
     assert tiny_push.returncode != 0  # act reports the failed job, as GitHub marks the run failed
     plan = [
-        json.loads(line.split("matrix=", 1)[1])
+        json.loads(line.split("cells=", 1)[1])
         for line in tiny_push.job("plan").log.splitlines()
         if "::set-output:: cells=" in line
     ]
