@@ -25,6 +25,27 @@ def requires_torch(spec: str, what: str = ""):
     return pytest.mark.skipif(TORCH not in SpecifierSet(spec), reason=f"not available: {needs}, this is {TORCH}")
 
 
+def torch_save_unavailable() -> str | None:
+    """Why torch.save cannot write even a CPU tensor here, or None.
+
+    torch 2.5 assigns pickler.persistent_id on the C Pickler, which CPython 3.13 made read-only: every torch.save
+    raises AttributeError on that release and Python, whatever the device (torch 2.6 subclasses the Pickler instead).
+    """
+    import io
+
+    try:
+        torch.save(torch.zeros(1), io.BytesIO())
+    except Exception as exc:
+        return f"not available: torch {TORCH} cannot torch.save a CPU tensor on Python {PYTHON}: {_first_line(exc)}"
+    return None
+
+
+def requires_torch_save():
+    """Runs the test only where torch.save works for the CPU; elsewhere it is 'not available' with torch's error."""
+    reason = torch_save_unavailable()
+    return pytest.mark.skipif(reason is not None, reason=reason or "")
+
+
 def requires_driver(major: int, what: str):
     return pytest.mark.skipif(
         major > DRIVER_MAJOR,

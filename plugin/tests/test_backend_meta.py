@@ -4,6 +4,7 @@ import io
 
 import pytest
 import torch
+from smoke_gates import requires_torch_save
 
 import torch_emu
 
@@ -46,6 +47,7 @@ def _skip_unless_torch_serializes_backend_meta() -> None:
         )
 
 
+@requires_torch_save()
 def test_survives_save_and_load():
     _skip_unless_torch_serializes_backend_meta()
     y = torch.load(_saved(META))
@@ -73,6 +75,7 @@ def test_torch_set_and_get_tensor_metadata():
     assert torch._utils.get_tensor_metadata(x.detach()) == TORCH_META
 
 
+@requires_torch_save()
 def test_torch_metadata_survives_save_and_load():
     _skip_unless_torch_serializes_backend_meta()
     x = torch.arange(4.0, device="emu")
@@ -98,6 +101,7 @@ def test_copy_backend_meta():
     assert torch_emu.backend_meta(dst) == META
 
 
+@requires_torch_save()
 def test_load_under_fake_tensor_mode_accepts_the_metadata():
     try:
         from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode

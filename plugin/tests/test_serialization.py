@@ -4,8 +4,9 @@ import io
 
 import pytest
 import torch
+from smoke_gates import requires_torch_save
 
-pytestmark = pytest.mark.feature("serialization")
+pytestmark = [pytest.mark.feature("serialization"), requires_torch_save()]
 
 
 def round_trip(obj, **load_kwargs):

@@ -13,7 +13,7 @@ import io
 
 import pytest
 import torch
-from smoke_gates import requires_torch
+from smoke_gates import requires_torch, requires_torch_save
 from torch import nn
 
 pytestmark = pytest.mark.feature("shared parameters")
@@ -230,6 +230,7 @@ def test_encoder_decoder_adamw_steps_match_cpu():
     assert runs[1] == pytest.approx(runs[0], rel=1e-4, abs=1e-5)
 
 
+@requires_torch_save()
 def test_load_state_dict_keeps_the_tie(language_model):  # type: ignore[no-untyped-def]
     torch.manual_seed(1)
     trained = TiedLanguageModel()
