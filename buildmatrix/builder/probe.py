@@ -135,7 +135,7 @@ class ProbeReport:
 
 
 def _plugin_relative(path: str) -> str:
-    """Compiler paths look like ../../csrc/aten/EmuOps.cpp or /abs/.../tree/plugin/csrc/...: keep csrc/..."""
+    """Compiler paths look like ../../csrc/aten/Ops.cpp or /abs/.../tree/plugin/csrc/...: keep csrc/..."""
     if "/torch/include/" in path:
         return "torch/include/" + path.split("/torch/include/", 1)[1]
     index = path.find("csrc/")

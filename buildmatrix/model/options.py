@@ -513,7 +513,7 @@ _OPTIONS: tuple[Option, ...] = (
 )
 
 
-# ---- the plugin contract: what the tool assumes of a project, declared (torch_emu's values are in its matrix.yaml) --
+# ---- the plugin contract: what the tool assumes of a project, declared (a project's values are in its matrix.yaml) --
 CONTRACT_OPTIONS: tuple[Option, ...] = (
     Option(
         "patches",
