@@ -230,7 +230,7 @@ def test_github_plan_gives_each_cell_the_runner_build_would(tmp_path: Path) -> N
     root = tiny_project(tmp_path, '["3.11", "3.14"]')
     planned = cli(root, tmp_path, "matrix", "--github")
     assert planned.returncode == 0, planned.stdout + planned.stderr
-    runners = {entry["cell"]: entry["runner"] for entry in json.loads(planned.stdout)["include"]}
+    runners = {entry["cell"]: entry["runner"] for entry in json.loads(planned.stdout)["cells"]["include"]}
     assert runners == {"torch2.13-cpu-cp311-drv2": "local", "torch2.13-cpu-cp314-drv2": "docker"}
 
     (tmp_path / "unserved").mkdir()

@@ -29,6 +29,7 @@ runner: local
 """
     + TINY_CONTRACT
 )
+BUILD = "torch2.13-cpu-cp311"  # a build per Python (the default): its id names the Python
 CELL = "torch2.13-cpu-cp311"
 WHEEL = "tiny_plugin-0.1.0+torch.2.13-cp311-cp311-linux_x86_64.whl"
 
@@ -68,17 +69,12 @@ def test_no_sdk_shape_builds_and_publishes_with_no_sdk_part(tmp_path: Path) -> N
         "python": "3.11",
         "label": "torch.2.13",
         "patches": "",
+        "build": {"id": BUILD, "torch": "2.13.0", "variant": "cpu", "python": "3.11", "label": "torch.2.13"},
     }
-    assert [s["name"] for s in record["steps"]] == [
-        "source",
-        "interpreter",
-        "build-env",
-        "build",
-        "check",
-        "smoke-env",
-        "smoke",
-        "publish",
-    ]
+    assert [s["name"] for s in record["steps"]] == ["source", "check", "smoke-env", "smoke"]
+    made = json.loads((root / "wheels" / "results" / "builds" / f"{BUILD}.json").read_text())
+    assert made["status"] == "passed" and made["wheel"] == record["wheel"] and made["sdk_wheel"] is None
+    assert [s["name"] for s in made["steps"]] == ["source", "interpreter", "build-env", "build", "check", "publish"]
     wheels = sorted(p.relative_to(root / "wheels").as_posix() for p in (root / "wheels").rglob("*.whl"))
     assert wheels == [f"torch2.13/{WHEEL}"]
 
