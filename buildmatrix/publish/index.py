@@ -22,6 +22,7 @@ import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name
@@ -30,6 +31,9 @@ from buildmatrix.builder.results import WheelRecord
 from buildmatrix.publish.pagescan import anchors
 from buildmatrix.publish.table import CompatCell, CompatTable
 from buildmatrix.util.wheelname import parse_wheel
+
+if TYPE_CHECKING:
+    from buildmatrix.publish.ledger import Released
 
 
 @dataclass(frozen=True)
@@ -237,6 +241,20 @@ def _check_page(
     return problems, listed
 
 
+def released_wheel(w: Released) -> IndexedWheel:
+    """A ledger entry as the index serves it."""
+    return IndexedWheel(
+        project_of(w.filename),
+        w.filename,
+        w.path,
+        w.sha256,
+        w.metadata_sha256,
+        w.requires_python,
+        w.indexes,
+        w.yanked,
+    )
+
+
 def served_wheels(table: CompatTable, site: Path) -> list[IndexedWheel]:
     """What the site's ledger serves (every entry not removed); without a ledger, the installable cells' wheels."""
     from buildmatrix.publish.ledger import RELEASED, parse_ledger
@@ -244,19 +262,7 @@ def served_wheels(table: CompatTable, site: Path) -> list[IndexedWheel]:
     ledger_file = site / RELEASED
     if ledger_file.is_file():
         ledger = parse_ledger(ledger_file.read_text(encoding="utf-8"), str(ledger_file))
-        return [
-            IndexedWheel(
-                project_of(w.filename),
-                w.filename,
-                w.path,
-                w.sha256,
-                w.metadata_sha256,
-                w.requires_python,
-                w.indexes,
-                w.yanked,
-            )
-            for w in ledger.served()
-        ]
+        return [released_wheel(w) for w in ledger.served()]
     out: dict[str, IndexedWheel] = {}
     for cell in table.cells:
         if cell.installable:

@@ -27,8 +27,8 @@ from buildmatrix.publish.index import (
     IndexedWheel,
     cell_wheels,
     index_pages,
-    project_of,
     read_metadata,
+    released_wheel,
     requires_python,
     sha256_hex,
 )
@@ -550,20 +550,7 @@ def _write_site(
                 f"{len(off_site)} passed cell(s) shown without their wheels, which this machine has no copy of "
                 "(their results come from an earlier table; `buildmatrix fetch-site` copies the live site's)"
             )
-        indexed = [
-            IndexedWheel(
-                project_of(w.filename),
-                w.filename,
-                w.path,
-                w.sha256,
-                w.metadata_sha256,
-                w.requires_python,
-                w.indexes,
-                w.yanked,
-            )
-            for w in staged.ledger.served()
-            if w.path in staged.paths
-        ]
+        indexed = [released_wheel(w) for w in staged.ledger.served() if w.path in staged.paths]
         pages = index_pages(shown, indexed)
         for page in pages:
             write_new(staging / page.path, page.html)
