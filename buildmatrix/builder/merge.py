@@ -122,20 +122,9 @@ class _Planner:
         except RecordError as exc:
             self.problems.append(str(exc))
             return
-        files = self.record_files(tree, path, result)
-        if files is None:
-            return
-        earlier = self.plan.records.get(result.id)
-        if earlier is not None and earlier.text != text:
-            self.problems.append(
-                f"cell {result.id}: {earlier.tree} and {tree} hold different records "
-                f"({_describe(earlier.result)} vs {_describe(result)}); "
-                f"keep one of the two (delete the other's results/cells/{result.id}.json) and merge again"
-            )
-            return
-        self.plan.records[result.id] = TreeRecord(tree, result, text)
-        for item in files:
-            self.add_file(item, result.id)
+        advice = f"keep one of the two (delete the other's results/cells/{result.id}.json)"
+        clash = f"cell {result.id}"
+        self._take(tree, path, result, text, self.plan.records, owner=result.id, clash=clash, advice=advice)
 
     def add_build(self, tree: Path, path: Path) -> None:
         try:
@@ -144,20 +133,39 @@ class _Planner:
         except RecordError as exc:
             self.problems.append(str(exc))
             return
+        advice = (
+            "every cell of a build must test the one its build job made: keep one "
+            f"(delete the other's results/builds/{result.id}.json)"
+        )
+        owner = f"build {result.id}"
+        self._take(tree, path, result, text, self.plan.builds, owner=owner, clash=owner, advice=advice)
+
+    def _take(
+        self,
+        tree: Path,
+        path: Path,
+        result: CellResult | BuildResult,
+        text: str,
+        taken: dict[str, TreeRecord],
+        *,
+        owner: str,
+        clash: str,
+        advice: str,
+    ) -> None:
+        """A checked record joins the plan with its files, unless another tree holds different bytes for its id."""
         files = self.record_files(tree, path, result)
         if files is None:
             return
-        earlier = self.plan.builds.get(result.id)
+        earlier = taken.get(result.id)
         if earlier is not None and earlier.text != text:
             self.problems.append(
-                f"build {result.id}: {earlier.tree} and {tree} hold different records "
-                f"({_describe(earlier.result)} vs {_describe(result)}); every cell of a build must test the one "
-                f"its build job made: keep one (delete the other's results/builds/{result.id}.json) and merge again"
+                f"{clash}: {earlier.tree} and {tree} hold different records "
+                f"({_describe(earlier.result)} vs {_describe(result)}); {advice} and merge again"
             )
             return
-        self.plan.builds[result.id] = TreeRecord(tree, result, text)
+        taken[result.id] = TreeRecord(tree, result, text)
         for item in files:
-            self.add_file(item, f"build {result.id}")
+            self.add_file(item, owner)
 
     def record_files(self, tree: Path, path: Path, result: CellResult | BuildResult) -> list[TreeFile] | None:
         """The wheels and log a record names, each checked against the tree; None (and problems) if any is wrong."""
