@@ -151,3 +151,22 @@ def answers():  # type: ignore[no-untyped-def]
     served = Answers()
     yield served
     served.close()
+
+
+def headless_chromium(width: int, height: int):  # type: ignore[no-untyped-def]
+    """Debian's Chromium through its chromedriver, headless, offline, at width x height (skips without selenium)."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--window-size={width},{height}",
+    ):
+        options.add_argument(flag)
+    return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path="/usr/bin/chromedriver"))

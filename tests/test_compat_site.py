@@ -31,7 +31,7 @@ from buildmatrix.model.pythons import Python
 from buildmatrix.publish.site import write_site
 from buildmatrix.publish.table import CompatTable, any_torch_command, build_table, install_choice
 
-from conftest import VALID, WriteMatrix
+from conftest import VALID, WriteMatrix, headless_chromium
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 # The shared test matrix (torch 2.4.1 and the 2.13.0 CPU build, drivers 1.4 and 2.1) with only the running Python.
@@ -190,24 +190,9 @@ def page_links(driver: object, base: str) -> list[str]:
 @pytest.mark.integration
 @pytest.mark.browser
 def test_install_page_in_chromium(served: Served) -> None:
-    webdriver = pytest.importorskip("selenium.webdriver")
+    browser = headless_chromium(1280, 1600)
     from selenium.webdriver.support.ui import Select
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1280,1600",
-    ):
-        options.add_argument(flag)
-    service = webdriver.ChromeService(executable_path="/usr/bin/chromedriver")
-    browser = webdriver.Chrome(options=options, service=service)
     try:
         browser.get(f"{served.url}/index.html")
         command = browser.find_element("id", "command")

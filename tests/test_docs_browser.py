@@ -21,7 +21,7 @@ import pytest
 from buildmatrix.publish.page import site_page
 from buildmatrix.publish.table import CompatTable
 
-from conftest import REPO
+from conftest import REPO, headless_chromium
 
 WIDTH, HEIGHT = 1280, 800  # what the screenshots show: the first screen of a laptop
 
@@ -59,21 +59,7 @@ def site_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    webdriver = pytest.importorskip("selenium.webdriver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--window-size={WIDTH},{HEIGHT}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path="/usr/bin/chromedriver"))
+    driver = headless_chromium(WIDTH, HEIGHT)
     try:
         yield driver
     finally:
