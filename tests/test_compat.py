@@ -19,6 +19,7 @@ from buildmatrix.publish.index import check_coverage, page_anchors, read_metadat
 from buildmatrix.publish.markdown import (
     README_END,
     README_START,
+    features_table,
     grid,
     install_section,
     readme_section,
@@ -158,6 +159,25 @@ def test_features_per_release_from_results(write_matrix: WriteMatrix) -> None:
         "event_timing": FeatureSupport(FeatureState.PARTIAL, "driver 2 only"),
         "events": FeatureSupport(FeatureState.AVAILABLE),
     }
+
+
+def test_markdown_features_say_why_a_release_lacks_one(write_matrix: WriteMatrix) -> None:
+    """The committed docs give the reason the page gives: a footnote per distinct reason, shared by the releases."""
+    matrix = load_matrix(write_matrix())
+    cells = by_id(cells_of(matrix)[0])
+    needs = "not available: transformers 5 needs torch >= 2.6 | pinned"
+    results = [
+        cell_result(cells["torch2.13-cpu-cp311-drv1"], features={"models": needs, "named": "not available"}),
+        cell_result(cells["torch2.13-cpu-cp311-drv2"], features={"models": needs, "named": "not available"}),
+        cell_result(cells["torch2.4-cuda-cp310-drv1"], features={"models": needs, "named": "passed"}),
+    ]
+    text = features_table(table_for(matrix, results))
+    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| `")}
+    assert rows["| `models`"].count("\N{EN DASH} \\[1\\]") == 2  # one reason, one footnote, both releases
+    assert "\\[2\\]" not in text
+    assert "\N{EN DASH} |" in rows["| `named`"]  # no reason recorded: the mark alone
+    assert "- \\[1\\] transformers 5 needs torch &gt;= 2.6 \\| pinned" in text.splitlines()  # escaped, one line
+    assert text.count("transformers 5 needs") == 1
 
 
 def test_install_choice_exact_and_nearest(write_matrix: WriteMatrix, tmp_path: Path) -> None:

@@ -178,20 +178,40 @@ def features_table(table: CompatTable) -> str:
     if not names:
         return "No cell has run the smoke suite yet, so no feature is known.\n"
     rows = ["| feature | " + " | ".join(md(r.label) for r in measured) + " |", "|---|" + "---|" * len(measured)]
+    reasons: dict[str, int] = {}  # why a release lacks a feature -> its footnote number, in order of first use
     for name in names:
         marks = []
         for release in measured:
             support = release.features.get(name)
             if support is None:
                 marks.append("?")
-                continue
-            mark = FEATURE_MARKS[support.state]
-            marks.append(f"{mark} {md(support.note)}".strip() if support.state != FeatureState.NOT_AVAILABLE else mark)
+            elif support.state == FeatureState.NOT_AVAILABLE:
+                marks.append(not_available_mark(support.note, reasons))
+            else:
+                marks.append(f"{FEATURE_MARKS[support.state]} {md(support.note)}".strip())
         rows.append(f"| {md_code(name)} | " + " | ".join(marks) + " |")
     unmeasured = [md(r.label) for r in table.releases if not r.features]
     tail = f"\nNot measured yet (no cell ran): {', '.join(unmeasured)}.\n" if unmeasured else ""
     key = f"\n✓ available, ◐ {partial_words(table)}, {NOT_AVAILABLE_MARK} not available in this release, ✗ failed.\n"
-    return "\n".join(rows) + "\n" + key + tail
+    return "\n".join(rows) + "\n" + key + reasons_list(reasons) + tail
+
+
+def not_available_mark(reason: str, reasons: dict[str, int]) -> str:
+    """The mark of a feature a release lacks, with the number of its reason's footnote: a reason is often long and
+    shared by several releases (a package that needs a newer torch), so the table cell holds the mark and "[2]" and the reason
+    is written once under the table. No reason recorded: the mark alone."""
+    if not reason:
+        return NOT_AVAILABLE_MARK
+    number = reasons.setdefault(reason, len(reasons) + 1)
+    return f"{NOT_AVAILABLE_MARK} \\[{number}\\]"
+
+
+def reasons_list(reasons: dict[str, int]) -> str:
+    """The footnotes of not_available_mark: why each release lacks what it lacks."""
+    if not reasons:
+        return ""
+    lines = [f"- \\[{number}\\] {md(reason)}" for reason, number in reasons.items()]
+    return "\nNot available because:\n\n" + "\n".join(lines) + "\n"
 
 
 def newest_sdk(table: CompatTable) -> str:
