@@ -198,8 +198,8 @@ def features_table(table: CompatTable) -> str:
 
 def not_available_mark(reason: str, reasons: dict[str, int]) -> str:
     """The mark of a feature a release lacks, with the number of its reason's footnote: a reason is often long and
-    shared by several releases (a package that needs a newer torch), so the table cell holds the mark and "[2]" and the reason
-    is written once under the table. No reason recorded: the mark alone."""
+    shared by several releases (a package that needs a newer torch), so the table cell holds the mark and "[2]",
+    and the reason is written once under the table. No reason recorded: the mark alone."""
     if not reason:
         return NOT_AVAILABLE_MARK
     number = reasons.setdefault(reason, len(reasons) + 1)
