@@ -9,6 +9,7 @@ from buildmatrix.publish.table import (
     CompatCell,
     CompatTable,
     any_torch_command,
+    free_threaded_note,
     install_commands,
     partial_words,
     release_index_command,
@@ -133,6 +134,7 @@ def legend(table: CompatTable) -> str:
         f"{len(table.cells) - len(built)} not built. "
         f"✓ passed (smoke tests passed/total), ✗ failed (in the named step), {NOT_IN_MATRIX} not in the matrix "
         "(torch publishes no wheel for that Python, or matrix.yaml excludes it).\n"
+        + (f"{free_threaded_note(table)}\n" if free_threaded_note(table) else "")
         + (CLASSES_NOTE if any(c.failure for c in table.cells) else "")
         + (LATEST_FAILED_NOTE if any(c.latest for c in table.cells) else "")
     )

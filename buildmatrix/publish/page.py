@@ -19,6 +19,7 @@ from buildmatrix.publish.table import (
     CompatTable,
     all_choices,
     any_torch_command,
+    free_threaded_note,
     partial_words,
     smoke_summary,
 )
@@ -249,6 +250,7 @@ def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Colle
             f'<p class="note" id="look-alike">{_e(look_alike_note(table))}</p>',
             "<h2>Cells</h2>",
             cells_table(table, logs),
+            *([f'<p class="note" id="free-threaded">{_e(note)}</p>'] if (note := free_threaded_note(table)) else []),
             "<h2>Features per torch release</h2>",
             features_html(table),
             f"<p>✓ available, ◐ {partial_words(table)}, {NOT_AVAILABLE_MARK} not available in this release, "

@@ -17,6 +17,7 @@ from packaging.utils import InvalidWheelFilename
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.builder.results import CellResult, SmokeCounts, WheelRecord
+from buildmatrix.builder.wheelcheck import installs_on
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.cellkey import CellKey
 from buildmatrix.model.cells import Cell, expand
@@ -751,8 +752,11 @@ class Installable:
         self.order = {r.key: i for i, r in enumerate(table.releases)}
         self.by_sdk: dict[str, dict[int, list[CompatCell]]] = {}
         self.by_release: dict[int, list[CompatCell]] = {}
+        self.wheels: dict[tuple[str, str], set[WheelRecord]] = {}  # (release, SDK column) -> its published wheels
         for cell in table.cells:
             if cell.installable:
+                assert cell.wheel is not None
+                self.wheels.setdefault((cell.release, cell.sdk), set()).add(cell.wheel)
                 position = self.order[cell.release]
                 self.by_sdk.setdefault(cell.sdk, {}).setdefault(position, []).append(cell)
                 self.by_release.setdefault(position, []).append(cell)
@@ -772,6 +776,20 @@ class Installable:
                     key=lambda c: (_python_distance(c.python, python), -_python(c.python).minor, c.id),
                 )
         return None
+
+    def refusing_wheel(self, release: str, python: str, sdk: str = "") -> WheelRecord | None:
+        """The release's published plugin wheel when every one it has in this SDK column refuses `python` by its tags
+        (a cp313-cp313 or cp39-abi3 wheel on a free-threaded 3.13t: abi3 does not cover free-threaded builds); None
+        when one installs there, or the release has none yet."""
+        wheels = self.wheels.get((release, sdk))
+        if not wheels or any(_installs(w.filename, python) for w in wheels):
+            return None
+        return min(wheels, key=lambda w: w.filename)
+
+
+@lru_cache(maxsize=4096)
+def _installs(filename: str, python: str) -> bool:
+    return installs_on(parse_wheel(filename)[3], _python(python))
 
 
 def nearest_cell(table: CompatTable, release: str, python: str, sdk: str = "") -> CompatCell | None:
@@ -818,7 +836,22 @@ def install_choice(
         reason = f"not in the matrix ({why})"
     else:
         reason = str(Status.NOT_BUILT) if exact.status == Status.NOT_BUILT else f"failed in step {exact.failed_step}"
-    near = (installable or Installable(table)).nearest(release, python, sdk)
+    installable = installable or Installable(table)
+    near = installable.nearest(release, python, sdk)
+    refused = installable.refusing_wheel(release, python, sdk)
+    if refused is not None:
+        # Any command would fail on this Python (or install a wheel built for another): none is offered, only why.
+        tags = ", ".join(sorted(map(str, parse_wheel(refused.filename)[3])))
+        chosen = _python(python)
+        kind = f"a free-threaded Python {python}" if chosen.free_threaded else f"Python {python}"
+        note = (
+            f"{_choice_words(table, rel, python, sdk)}: {reason}. Refused: torch {rel.version}'s wheel "
+            f"{refused.filename} ({tags}) does not install on {kind} ({chosen.tag}); pip and uv refuse it there"
+        )
+        if near is not None:
+            nearest = _choice_words(table, table.release(near.release), near.python, near.sdk)
+            note += f". Nearest supported choice: {nearest}"
+        return InstallChoice(release, python, sdk, None, False, note)
     if near is None:
         note = f"{_choice_words(table, rel, python, sdk)}: {reason}; no wheel is published yet"
         return InstallChoice(release, python, sdk, None, False, note)
@@ -849,6 +882,18 @@ def all_choices(table: CompatTable, site: str = SITE_PLACEHOLDER) -> list[Instal
         for p in table.pythons
         for column in table.columns
     ]
+
+
+def free_threaded_note(table: CompatTable) -> str:
+    """What a free-threaded column means ('' when the table has none): the page and the docs say it once."""
+    columns = [p for p in table.pythons if _python(p).free_threaded]
+    if not columns:
+        return ""
+    named = ", ".join(f"Python {p}" for p in columns)
+    return (
+        f"{named}: CPython's free-threaded build (no GIL), a column of its own: a cell there tests the wheel on that "
+        "interpreter, and a release's wheel that does not install there is refused, never offered."
+    )
 
 
 def partial_words(table: CompatTable) -> str:
