@@ -300,12 +300,17 @@ def test_damaged_registry_cache_is_an_error_naming_it(write_matrix: WriteMatrix,
 @pytest.fixture
 def project_copy(tmp_path: Path) -> Path:
     root = copy_project(tmp_path / "project")
-    # The registry answer for every release of the real matrix, offline: CPython 3.9 to 3.15 wheels each.
+    # The registry answer for every release of the real matrix, offline: CPython 3.9 to 3.15 wheels each, and the
+    # free-threaded cp313t ones torch publishes for 2.7 to 2.12.
     matrix = load_matrix(root / "matrix.yaml")
     files = [
         f"torch-{r.version}-cp3{m}-cp3{m}-manylinux_2_28_x86_64.whl"
         for r in matrix.torch
         for m in (9, 10, 11, 12, 13, 14, 15)
+    ] + [
+        f"torch-{r.version}-cp313-cp313t-manylinux_2_28_x86_64.whl"
+        for r in matrix.torch
+        if (2, 7) <= r.version.release[:2] <= (2, 12)
     ]
     (root / "build" / "cache" / "registry").mkdir(parents=True)
     Registry(root / "build" / "cache" / "registry").cache_path("torch").write_text(
