@@ -33,7 +33,7 @@ from buildmatrix.builder.runners.base import (
 from buildmatrix.builder.smoke import read_features, read_junit
 from buildmatrix.builder.sourcetree import apply_series, copy_pristine, release_series, write_plugin_version
 from buildmatrix.builder.steps import StepRecorder
-from buildmatrix.builder.wheelcheck import check_plugin_wheel, installs_on, unresolved_against
+from buildmatrix.builder.wheelcheck import check_cell_pin, check_plugin_wheel, installs_on, unresolved_against
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import Interrupted, RecordError, ResourceError, StepFailed, UserError
 from buildmatrix.model.builds import Build, plan_builds
@@ -380,6 +380,7 @@ class Engine:
                     f"{cell.python} ({cell.python_tag}): pip and uv refuse it there; build this Python apart "
                     "(build.per-python) or leave it out of the matrix",
                 )
+            check_cell_pin(wheel, cell.torch.version, made.id)
             result.wheel, result.sdk_wheel = made.wheel, made.sdk_wheel
         sdk_wheel = regular_file(self._wheels, made.sdk_wheel.path) if made.sdk_wheel is not None else None
         source = self.registry.source(cell.torch)

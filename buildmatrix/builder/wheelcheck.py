@@ -87,12 +87,10 @@ def check_plugin_wheel(
     requirements = [Requirement(r) for r in read_metadata(wheel).get("Requires-Dist", [])]
     by_name = {canonicalize_name(r.name): r for r in requirements}
     torch_req = by_name.get(canonicalize_name("torch"))
-    # A release-line pin, not a range: vendor builds (2.4.0a0+nv24.07) satisfy ==2.4.* but not >=2.4,<2.5.
-    line_pin = SpecifierSet(f"=={build.release.minor}.*")
-    if check.torch_pin == TorchPin.RELEASE_LINE and (
-        torch_req is None or torch_req.specifier != line_pin or torch_req.marker is not None
-    ):
-        problems.append(f"Requires-Dist for torch is '{torch_req}', expected 'torch{line_pin}' (check.torch-pin)")
+    if check.torch_pin == TorchPin.RELEASE_LINE:
+        problem = torch_pin_problem(torch_req, build)
+        if problem:
+            problems.append(problem)
     if sdk_distribution is not None and build.sdk is not None:
         sdk_req = by_name.get(canonicalize_name(sdk_distribution))
         next_major = Version(f"{build.sdk.major + 1}")
@@ -112,13 +110,55 @@ def check_plugin_wheel(
         except InvalidVersion:
             built_torch = None
         if built_torch is None or built_torch.public != str(build.release.version):
+            serving = (
+                f" (the stable-ABI build for torch {', '.join(map(str, build.torch_releases))})"
+                if build.key.stable
+                else ""
+            )
             problems.append(
                 f"built against torch {recorded} ({check.build_info}: {check.build_info_torch}), the build's torch is "
-                f"{build.release.requirement_version}"
+                f"{build.release.requirement_version}{serving}"
             )
     if problems:
         raise StepFailed("check", "; ".join(problems))
     return facts
+
+
+def torch_pin_problem(torch_req: Requirement | None, build: Build) -> str | None:
+    """What is wrong with the wheel's Requires-Dist for torch under `check.torch-pin: release-line`, or None.
+
+    An ordinary build pins its release line, not a range: vendor builds (2.4.0a0+nv24.07) satisfy ==2.4.* but not
+    >=2.4,<2.5. A stable-ABI build (build.stable-abi) starts at its release line (`torch>=X.Y`) and must admit every
+    release it serves, nothing older."""
+    minor = build.release.minor
+    if not build.key.stable:
+        line_pin = SpecifierSet(f"=={minor}.*")
+        if torch_req is None or torch_req.specifier != line_pin or torch_req.marker is not None:
+            return f"Requires-Dist for torch is '{torch_req}', expected 'torch{line_pin}' (check.torch-pin)"
+        return None
+    expected = f"torch>={minor} (a stable-ABI build for torch {', '.join(map(str, build.torch_releases))})"
+    if torch_req is None or torch_req.marker is not None:
+        return f"Requires-Dist for torch is '{torch_req}', expected '{expected}' (check.torch-pin)"
+    spec = torch_req.specifier
+    excluded = [v for v in build.torch_releases if not spec.contains(v, prereleases=True)]
+    if excluded:
+        return (
+            f"Requires-Dist for torch is '{torch_req}', which excludes torch {', '.join(map(str, excluded))} that "
+            f"this build serves; expected '{expected}' (check.torch-pin)"
+        )
+    # From the release line built against on (X.Y.0 in), nothing before it (X.(Y-1)'s last out).
+    version = build.release.version
+    start = Version(f"{version.major}.{version.minor}.0")
+    before = (
+        Version(f"{version.major}.{version.minor - 1}.999")
+        if version.minor > 0
+        else Version(f"{version.major - 1}.999.999")
+    )
+    if not spec.contains(start, prereleases=True) or spec.contains(before, prereleases=True):
+        return (
+            f"Requires-Dist for torch is '{torch_req}', expected '{expected}': from torch {minor} on (check.torch-pin)"
+        )
+    return None
 
 
 def _dynamic_symbols(library: Path, undefined: bool) -> set[str]:
@@ -163,3 +203,51 @@ def unresolved_against(wheel: Path, provided: set[str]) -> list[str]:
                     if symbol not in provided:
                         missing.add(symbol)
     return sorted(missing)
+
+
+def check_cell_pin(wheel: Path, torch_version: Version, build_id: str) -> None:
+    """The build's wheel must admit the cell's torch (a stable-ABI build serves several releases; a record made before
+    a release joined the matrix may not): raises StepFailed("check", ...) before anything is installed."""
+    requirements = [Requirement(r) for r in read_metadata(wheel).get("Requires-Dist", [])]
+    for requirement in requirements:
+        torch = canonicalize_name(requirement.name) == "torch" and requirement.marker is None
+        if torch and not requirement.specifier.contains(torch_version, prereleases=True):
+            raise StepFailed(
+                "check",
+                f"{wheel.name}, the wheel of build {build_id}, requires '{requirement}', which excludes this "
+                f"cell's torch {torch_version}: installing it would replace the cell's torch; rebuild it "
+                "(buildmatrix build --force) so its pin covers every release it serves",
+            )
+
+
+def installed_versions(site_packages: Path) -> dict[str, Version]:
+    """The distributions installed in an environment, by canonical name, read from its *.dist-info/METADATA."""
+    found: dict[str, Version] = {}
+    for metadata in sorted(site_packages.glob("*.dist-info/METADATA")):
+        message = Parser().parsestr(metadata.read_text(errors="replace"), headersonly=True)
+        name, version = message.get("Name"), message.get("Version")
+        if name and version:
+            try:
+                found[canonicalize_name(name)] = Version(version)
+            except InvalidVersion:
+                continue
+    return found
+
+
+def check_installed(site_packages: Path, torch_requirement: str, distribution: str, plugin_wheel: Path) -> None:
+    """After the smoke environment is made: it holds the cell's own torch (exactly, never another one a wheel's pin
+    pulled in) and the build's plugin wheel; raises StepFailed("smoke-env", ...)."""
+    installed = installed_versions(site_packages)
+    wanted_torch = SpecifierSet(f"=={torch_requirement}")  # as the install asked: 2.10.0 admits 2.10.0+cu128
+    wanted_plugin = parse_wheel_filename(plugin_wheel.name)[1]
+    problems = []
+    torch = installed.get("torch")
+    if torch is None or not wanted_torch.contains(torch, prereleases=True):
+        problems.append(f"torch {torch or '(none)'} is installed, the cell's torch is {torch_requirement}")
+    plugin = installed.get(canonicalize_name(distribution))
+    if plugin != wanted_plugin:
+        problems.append(f"{distribution} {plugin or '(none)'} is installed, the build's wheel is {plugin_wheel.name}")
+    if problems:
+        raise StepFailed(
+            "smoke-env", f"the smoke environment ({site_packages}) is not the cell's: {'; '.join(problems)}"
+        )

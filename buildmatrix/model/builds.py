@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from packaging.version import Version
+
 from buildmatrix.errors import MatrixError, Problem
 from buildmatrix.model.cellkey import BuildKey
 from buildmatrix.model.matrix import Matrix, SdkVersion, TorchRelease
@@ -69,6 +71,9 @@ class Build:
     python: Python  # the interpreter the build runs on (key.python for a per-Python project)
     sdk: SdkVersion | None
     cells: tuple[str, ...]  # ids of the matrix's cells that test its wheel, in matrix order
+    # The torch versions its cells test, oldest first: the release it is built against alone, but for a stable-ABI
+    # build (key.stable), whose wheel must install with each of them.
+    serves: tuple[Version, ...] = ()
 
     @property
     def id(self) -> str:
@@ -82,6 +87,11 @@ class Build:
     def as_dict(self) -> dict[str, object]:
         """What `buildmatrix matrix --json` shows of it."""
         return {**self.key.to_dict(), "python_built_with": str(self.python), "cells": list(self.cells)}
+
+    @property
+    def torch_releases(self) -> tuple[Version, ...]:
+        """The torch versions its wheel must install with: those of its cells, else the one it is built against."""
+        return self.serves or (self.release.version,)
 
 
 class _Cellish(Protocol):
@@ -147,7 +157,8 @@ def plan_builds(
                 )
             )
             continue
-        out[key.id] = Build(key, release, python, members[0].sdk, tuple(c.id for c in members))
+        serves = tuple(sorted({c.torch.version for c in members}))
+        out[key.id] = Build(key, release, python, members[0].sdk, tuple(c.id for c in members), serves)
     if problems:
         raise MatrixError(problems)
     return out

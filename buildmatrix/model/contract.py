@@ -26,7 +26,7 @@ FEATURES_PLACEHOLDER = "{features}"
 class TorchPin(StrEnum):
     """How a wheel's Requires-Dist must name torch."""
 
-    RELEASE_LINE = "release-line"  # torch==X.Y.*
+    RELEASE_LINE = "release-line"  # torch==X.Y.* (a stable-ABI build: torch>=X.Y)
     NONE = "none"
 
 

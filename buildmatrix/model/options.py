@@ -609,7 +609,10 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         Kind.VERSION,
         "The first torch release the project builds against the LibTorch stable ABI (`TORCH_TARGET_VERSION`): "
         "every release of the matrix from this one on is served by one build, made against the oldest of them, and "
-        "each still gets its own test cells. The releases before it are built one by one.",
+        "each still gets its own test cells, which install that wheel with their own torch. The releases before it "
+        "are built one by one. The wheel's torch pin must admit every release it serves (`check.torch-pin`); it is "
+        "listed on the index of each of them. With `build.per-variant: true` each variant has a stable build of "
+        "its own.",
         default_doc="none: one build per release",
         example='stable-abi: "2.10"',
     ),
@@ -618,7 +621,9 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         "check.torch-pin",
         Kind.CHOICE,
         "How the wheel's Requires-Dist must name torch: `release-line` (`torch==X.Y.*`, which vendor builds of the "
-        "release satisfy too) or `none` (not checked).",
+        "release satisfy too; a stable-ABI build's, see `build.stable-abi`, from its release line on, `torch>=X.Y`, "
+        "admitting every release it serves) or `none` (not checked). Each cell also refuses a wheel whose pin "
+        "excludes its torch, and checks that its clean environment kept its own torch.",
         default="release-line",
         allowed=("release-line", "none"),
     ),
@@ -626,7 +631,7 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         "check.build-info",
         Kind.RELATIVE_PATH,
         "A Python module inside the wheel recording what it was built against (constant assignments); its torch "
-        "version must be the cell's.",
+        "version must be the build's (for a stable-ABI build, the oldest release it serves).",
         default_doc="none: not checked",
         example="build-info: my_ext/_build_info.py",
     ),

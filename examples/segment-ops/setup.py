@@ -4,7 +4,9 @@
   e.g. 0.1.0+pt2.13), else the plain release below.
 - torch >= 2.10 builds against the LibTorch stable ABI (SEGOPS_STABLE_ABI, TORCH_TARGET_VERSION 2.10): one such build
   loads on every later release. Older releases get an ordinary build. SEGOPS_STABLE_ABI=0 or 1 forces a mode.
-- segops/_build_info.py records what the wheel was built against; Requires-Dist pins torch's release line.
+- segops/_build_info.py records what the wheel was built against. Requires-Dist pins torch's release line for an
+  ordinary build (torch==2.7.*), and says `torch>=2.10` for a stable-ABI build made against 2.10: it installs with
+  every later release (its lower bound is the release built against, the oldest one its builder tested).
 """
 
 from __future__ import annotations
@@ -51,6 +53,6 @@ setup(
     ],
     cmdclass={"build_ext": BuildExtension},
     python_requires=">=3.9",
-    install_requires=[f"torch=={torch_minor}.*"],
+    install_requires=[f"torch>={torch_minor}" if stable else f"torch=={torch_minor}.*"],
     zip_safe=False,
 )

@@ -21,6 +21,7 @@ from buildmatrix.builder.sdkwheels import SdkBuild, SdkWheels
 from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_requirements, reproducible_env, torch_constraints, uv_cache_dir
+from buildmatrix.builder.wheelcheck import check_installed
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.docker import oci
 from buildmatrix.docker.images import CELL_HELPER, DATA_DIR, HOST_CA_BUNDLE, ImageBuilder, ImagePlan, plan_image
@@ -388,6 +389,10 @@ class DockerRunner:
                 env=env,
                 timeout=job.matrix.timeouts["smoke-env"],
             )
+            found = sorted((out / "smoke-env" / "lib").glob("python3.*/site-packages"))
+            if not found:
+                raise StepFailed("smoke-env", f"no site-packages in {out / 'smoke-env'}")
+            check_installed(found[0], cell.torch.requirement_version, job.matrix.plugin.distribution, job.plugin_wheel)
 
     def run_smoke(self, job: CellJob) -> SmokeRun:
         """pytest in the cell's environment, in its image; the exit code is read back, never raised."""

@@ -16,7 +16,7 @@ from buildmatrix.builder.sdkwheels import SdkWheels
 from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_requirements, compile_env, find_uv, torch_constraints
-from buildmatrix.builder.wheelcheck import provided_symbols
+from buildmatrix.builder.wheelcheck import check_installed, provided_symbols
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import RunnerName
@@ -174,6 +174,12 @@ class LocalRunner:
                 ],
                 log,
                 timeout=job.matrix.timeouts["smoke-env"],
+            )
+            check_installed(
+                _site_packages(smoke_env),
+                job.cell.torch.requirement_version,
+                job.matrix.plugin.distribution,
+                job.plugin_wheel,
             )
 
     def run_smoke(self, job: CellJob) -> SmokeRun:
