@@ -68,14 +68,33 @@ def test_smoke_requirements_can_depend_on_the_torch_release(write_matrix: WriteM
             + '    - {torch: "2.13", requires: ["transformers==5.24.0; python_version >= \'3.11\'", tokenizers]}\n'
         )
     ).contract.smoke
-    assert smoke.requirements_for(Version("2.4.1")) == ("pytest", "numpy", "transformers==4.57.6")
-    assert smoke.requirements_for(Version("2.13.0+cpu")) == (
+    gil = Python.parse("3.11")
+    assert smoke.requirements_for(Version("2.4.1"), gil) == ("pytest", "numpy", "transformers==4.57.6")
+    assert smoke.requirements_for(Version("2.13.0+cpu"), gil) == (
         "pytest",
         "numpy",
         "transformers==5.24.0; python_version >= '3.11'",
         "tokenizers",
     )
-    assert smoke.requirements_for(Version("2.14.1")) == ("pytest", "numpy")
+    assert smoke.requirements_for(Version("2.14.1"), gil) == ("pytest", "numpy")
+    # A rule without free-threaded: counts on both builds.
+    assert smoke.requirements_for(Version("2.4.1"), Python.parse("3.13t"))[-1] == "transformers==4.57.6"
+
+
+def test_smoke_requirements_can_leave_out_free_threaded_pythons(write_matrix: WriteMatrix) -> None:
+    """A package with no free-threaded wheel (tokenizers' abi3 ones) is left out of the 3.13t cells' environment only;
+    a rule for free-threaded Pythons only adds to them alone."""
+    smoke = load_matrix(
+        write_matrix(
+            VALID
+            + "smoke:\n  requires: [numpy]\n  requires-for:\n"
+            + '    - {torch: ">=2.6", free-threaded: false, requires: ["transformers==5.24.0"]}\n'
+            + '    - {torch: ">=2.6", free-threaded: true, requires: ["ft-only"]}\n'
+        )
+    ).contract.smoke
+    assert smoke.requirements_for(Version("2.8.0"), Python.parse("3.13")) == ("pytest", "numpy", "transformers==5.24.0")
+    assert smoke.requirements_for(Version("2.8.0"), Python.parse("3.13t")) == ("pytest", "numpy", "ft-only")
+    assert smoke.requirements_for(Version("2.5.1"), Python.parse("3.13t")) == ("pytest", "numpy")
 
 
 BAD = [
@@ -102,6 +121,11 @@ BAD = [
         "smoke:\n  requires-for: [{torch: '2.6', requires: [x], python: '3.11'}]\n",
         "smoke.requires-for[0].python",
         "allowed",
+    ),
+    (
+        "smoke:\n  requires-for: [{torch: '2.6', requires: [x], free-threaded: 'no'}]\n",
+        "smoke.requires-for[0].free-threaded",
+        "(allowed: true, false)",
     ),
     ("patches: nowhere\n", "patches", "directory 'nowhere' does not exist"),
     (

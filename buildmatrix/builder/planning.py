@@ -109,7 +109,7 @@ class Inputs:
             "python": python,
             "runner": runner.name,
             "patches": self.patches(cell.torch),
-            "smoke_requires": list(smoke.requirements_for(cell.torch.version)),
+            "smoke_requires": list(smoke.requirements_for(cell.torch.version, cell.python)),
             "smoke_args": list(smoke.args),
             "build": made,
             **self.shared(runner),

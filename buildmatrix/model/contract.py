@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from buildmatrix.model.optreader import Node, OptionReader
+from buildmatrix.model.pythons import Python
 
 FEATURES_PLACEHOLDER = "{features}"
 
@@ -70,6 +71,7 @@ class SmokeRequirementsFor:
 
     torch: SpecifierSet
     requires: tuple[str, ...]
+    free_threaded: bool | None = None  # None: every cell; False: Pythons with the GIL only; True: free-threaded only
 
 
 @dataclass(frozen=True)
@@ -91,12 +93,14 @@ class SmokeContract:
         names = {canonicalize_name(Requirement(r).name) for r in self.requires}
         return self.requires if "pytest" in names else ("pytest", *self.requires)
 
-    def requirements_for(self, torch_version: Version) -> tuple[str, ...]:
-        """What a cell's smoke environment installs: `requirements`, then those of every rule its torch matches."""
+    def requirements_for(self, torch_version: Version, python: Python) -> tuple[str, ...]:
+        """What a cell's smoke environment installs: `requirements`, then those of every rule its torch and Python
+        match."""
         extra = [
             r
             for rule in self.requires_for
             if rule.torch.contains(torch_version, prereleases=True)
+            and rule.free_threaded in (None, python.free_threaded)
             for r in rule.requires
         ]
         return (*self.requirements, *extra)
@@ -224,6 +228,7 @@ def _smoke_requires_for(reader: OptionReader, node: Node) -> tuple[SmokeRequirem
         requires = reader.parse(reader.child(entry, "requires"))
         for index, text in enumerate(requires or ()):
             _requirement(reader, f"{entry.key}.requires[{index}]", text)
+        free_threaded = reader.parse(reader.child(entry, "free-threaded"))
         if torch is not None and requires is not None:
-            out.append(SmokeRequirementsFor(torch, tuple(requires)))
+            out.append(SmokeRequirementsFor(torch, tuple(requires), free_threaded))
     return tuple(out)

@@ -705,6 +705,14 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         required=True,
     ),
     Option(
+        "smoke.requires-for[].free-threaded",
+        Kind.BOOLEAN,
+        "`false`: only the cells of Pythons with the GIL, `true`: only free-threaded ones (`3.13t`); unset: both. "
+        "For a package with no free-threaded wheel (an `abi3` one, which a free-threaded build does not install): "
+        "its cells there run without it, and the suite reports what needs it as not available. PEP 508 markers "
+        "cannot tell the two builds apart.",
+    ),
+    Option(
         "smoke.args",
         Kind.TEXTS,
         "Extra pytest arguments. `{features}` stands for a JSON file the suite may write with one outcome per "

@@ -459,7 +459,7 @@ def smoke_env_command(job: CellJob) -> list[str]:
         "--",
         f"torch=={cell.torch.requirement_version}",
         *(_inside(job, w) for w in (job.plugin_wheel, job.sdk_wheel) if w is not None),
-        *job.matrix.contract.smoke.requirements_for(cell.torch.version),
+        *job.matrix.contract.smoke.requirements_for(cell.torch.version, cell.python),
     ]
 
 

@@ -170,7 +170,7 @@ class LocalRunner:
                     f"torch=={job.cell.torch.requirement_version}",
                     str(job.plugin_wheel),
                     *([str(job.sdk_wheel)] if job.sdk_wheel is not None else []),
-                    *job.matrix.contract.smoke.requirements_for(job.cell.torch.version),
+                    *job.matrix.contract.smoke.requirements_for(job.cell.torch.version, job.cell.python),
                 ],
                 log,
                 timeout=job.matrix.timeouts["smoke-env"],
