@@ -420,3 +420,24 @@ def test_a_log_or_wheel_that_is_a_symlink_is_never_published(published: Publishe
     report = write_site(table, wheels, site, matrix)
     assert not report.published and len(report.problems) == 1 and "is a symlink" in report.problems[0]
     assert snapshot(site) == before
+
+
+def test_a_log_is_linked_only_from_the_live_site_and_a_rebuilds_log_never_changes_a_published_one(
+    published: Published,
+) -> None:
+    """Logs with the bytes the live site holds are hard-linked from it (a site version is never written again); this
+    run's logs in wheels/ are copied, never linked: a rebuild rewrites them in place."""
+    matrix, table, wheels, site = published
+    log = next(c.log for c in table.cells if c.id == CELL)
+    assert log is not None
+    first = (site / log).resolve()
+    assert not first.samefile(wheels / log)  # copied from wheels/
+    assert write_site(table, wheels, site, matrix).published
+    second = (site / log).resolve()
+    assert second != first and second.samefile(first)  # same bytes: linked from the version before
+    with (wheels / log).open("w") as handle:  # a rebuild writes the log in place
+        handle.write("the rebuild's log\n")
+    assert write_site(table, wheels, site, matrix).published
+    third = (site / log).resolve()
+    assert third.read_text() == "the rebuild's log\n" and not third.samefile(wheels / log)
+    assert first.read_text() != "the rebuild's log\n" and second.read_text() == first.read_text()

@@ -47,9 +47,12 @@ def build_release(matrix: Matrix, release: TorchRelease) -> TorchRelease:
     return release
 
 
-def build_key(matrix: Matrix, release: TorchRelease, python: Python, sdk: SdkVersion | None) -> BuildKey:
-    """The key of the build whose wheel the cell (release, python, sdk) tests."""
-    built = build_release(matrix, release)
+def build_key(
+    matrix: Matrix, release: TorchRelease, python: Python, sdk: SdkVersion | None, built: TorchRelease | None = None
+) -> BuildKey:
+    """The key of the build whose wheel the cell (release, python, sdk) tests; `built`: build_release's answer for
+    `release`, when the caller has it (it scans the releases: once per release, not per cell)."""
+    built = built if built is not None else build_release(matrix, release)
     version = sdk.version if sdk is not None else None
     return BuildKey(
         built.version,

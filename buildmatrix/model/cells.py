@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from buildmatrix.errors import MatrixError, Problem
-from buildmatrix.model.builds import build_key
+from buildmatrix.model.builds import build_key, build_release
 from buildmatrix.model.cellkey import BuildKey, CellKey
 from buildmatrix.model.matrix import CellRule, Matrix, SdkVersion, TorchRelease
 from buildmatrix.model.pythons import Python
@@ -50,9 +50,12 @@ class Cell:
         return self.key.to_dict(self.torch.patches)
 
 
-def make_cell(matrix: Matrix, release: TorchRelease, python: Python, sdk: SdkVersion | None) -> Cell:
-    """The cell, named, with the build whose wheel it tests (model/builds.py)."""
-    return Cell(release, python, sdk, matrix.naming.key(release, python, sdk, build_key(matrix, release, python, sdk)))
+def make_cell(
+    matrix: Matrix, release: TorchRelease, python: Python, sdk: SdkVersion | None, built: TorchRelease | None = None
+) -> Cell:
+    """The cell, named, with the build whose wheel it tests (model/builds.py; `built`: build_release's answer)."""
+    key = build_key(matrix, release, python, sdk, built)
+    return Cell(release, python, sdk, matrix.naming.key(release, python, sdk, key))
 
 
 def rule_matches(rule: CellRule, cell: Cell) -> bool:
@@ -168,8 +171,9 @@ def expand(matrix: Matrix, available_pythons: Mapping[TorchRelease, set[Python]]
     cells: list[Cell] = []
     for release in matrix.torch:
         offered = available_pythons.get(release, set())
+        built = build_release(matrix, release)
         for python in _release_pythons(release, matrix, offered, problems):
-            cells += [make_cell(matrix, release, python, sdk) for sdk in matrix.sdk_versions]
+            cells += [make_cell(matrix, release, python, sdk, built) for sdk in matrix.sdk_versions]
     for index, rule in enumerate(matrix.exclude):
         if not any(rule_matches(rule, c) for c in cells):
             problems.add(f"exclude[{index}]", "matches no cell of the matrix (allowed: a rule that removes one)")

@@ -429,6 +429,7 @@ def published_pythons(matrix: Matrix, registry: Registry) -> dict[TorchRelease, 
     silently left out of the matrix."""
     problems: list[Problem] = []
     out: dict[TorchRelease, set[Python]] = {}
+    parsed: dict[str, list[PublishedWheel]] = {}  # where -> its Linux wheels: each source's filenames parsed once
     for index, release in enumerate(matrix.torch):
         key = f"torch[{index}]"
         try:
@@ -437,7 +438,9 @@ def published_pythons(matrix: Matrix, registry: Registry) -> dict[TorchRelease, 
             problems.append(Problem(str(matrix.path), matrix.lines.line(f"{key}.wheels"), f"{key}.wheels", str(exc)))
             continue
         wanted = Version(release.requirement_version)
-        pythons = {w.python for w in pythons_from_filenames(files, wanted, registry.machine)}
+        if where not in parsed:
+            parsed[where] = linux_wheels([IndexFile(f, u) for f, u in files], registry.machine)
+        pythons = {w.python for w in parsed[where] if w.version == wanted}
         if pythons:
             out[release] = pythons
             continue

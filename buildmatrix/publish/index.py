@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import html
-import os
+import io
 import posixpath
 import zipfile
 from dataclasses import dataclass
@@ -29,6 +29,7 @@ from packaging.utils import canonicalize_name
 
 from buildmatrix.builder.results import WheelRecord
 from buildmatrix.publish.pagescan import anchors
+from buildmatrix.publish.sitefiles import SiteFiles
 from buildmatrix.publish.table import CompatCell, CompatTable
 from buildmatrix.util.wheelname import parse_wheel
 
@@ -72,10 +73,15 @@ def wheels_to_index(table: CompatTable) -> list[WheelRecord]:
 
 def read_metadata(wheel: Path) -> bytes:
     """The METADATA file of a wheel (PEP 658 serves it beside the wheel)."""
-    with zipfile.ZipFile(wheel) as archive:
+    return wheel_metadata(wheel.read_bytes(), wheel.name)
+
+
+def wheel_metadata(data: bytes, filename: str) -> bytes:
+    """The METADATA file of the wheel whose bytes are `data`; raises ValueError or zipfile.BadZipFile naming it."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
         names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
         if len(names) != 1:
-            raise ValueError(f"{wheel.name}: expected one .dist-info/METADATA, found {names}")
+            raise ValueError(f"{filename}: expected one .dist-info/METADATA, found {names}")
         return archive.read(names[0])
 
 
@@ -168,62 +174,58 @@ def page_anchors(text: str) -> list[dict[str, str]]:
     return anchors(text)
 
 
-def _file_sha(path: Path, seen: dict[Path, str] | None = None) -> str:
-    """The file's sha256 ('' when it is not a file); `seen` remembers it for the other pages listing the file."""
-    if seen is not None and path in seen:
-        return seen[path]
-    digest = sha256_hex(path.read_bytes()) if path.is_file() else ""
-    if seen is not None:
-        seen[path] = digest
-    return digest
+def _joined(page: str, target: str) -> str:
+    """The site path `target` names from the page at `page` (both relative to the site root), normalised."""
+    return posixpath.normpath(posixpath.join(posixpath.dirname(page), target))
 
 
-def link_problem(site: Path, page: str, href: str) -> str:
+def _folder_index(joined: str) -> str:
+    return "index.html" if joined == "." else f"{joined}/index.html"
+
+
+def link_problem(site: Path, page: str, href: str, files: SiteFiles | None = None) -> str:
     """A link of a page must be relative, stay inside the site and resolve to a file of it (or a folder's
-    index.html): never a scheme such as javascript:, never ../ out of the site."""
+    index.html): never a scheme such as javascript:, never ../ out of the site. `files`: the site's files, listed
+    once by the caller (else each link is looked up on disk)."""
     parts = urlsplit(href)
     if parts.scheme or parts.netloc or href.startswith("/") or "\\" in href:
         return f"{page}: link {href!r:.80} is not a relative link inside the site"
     target = unquote(parts.path)
     if not target:
         return ""
-    joined = posixpath.normpath(posixpath.join(posixpath.dirname(page), target))
+    joined = _joined(page, target)
     if joined == ".." or joined.startswith("../") or joined.startswith("/"):
         return f"{page}: link {href!r:.80} leads outside the site"
-    file = site / joined
-    if target.endswith("/") or joined == ".":
-        file = file / "index.html"
-    if not file.is_file():
+    file = _folder_index(joined) if target.endswith("/") or joined == "." else joined
+    if not (files.has(file) if files is not None else (site / file).is_file()):
         return f"{page}: link {href!r:.80} leads to no file of the site"
     return ""
 
 
-def _check_page(
-    site: Path, page: Path, expected: dict[str, tuple[str, str | None]], seen: dict[Path, str]
-) -> tuple[list[str], set[str]]:
-    """Problems of one index page and the wheel filenames it lists; `expected` is filename -> (sha256, yank)."""
+def _check_page(files: SiteFiles, rel: str, expected: dict[str, tuple[str, str | None]]) -> tuple[list[str], set[str]]:
+    """Problems of the index page at `rel` and the wheel filenames it lists; `expected` is filename -> (sha256,
+    yank)."""
     problems: list[str] = []
     listed: set[str] = set()
-    rel = page.relative_to(site).as_posix()
-    for anchor in page_anchors(page.read_text()):
+    for anchor in page_anchors((files.root / rel).read_text()):
         href, _, fragment = anchor.get("href", "").partition("#")
-        if link := link_problem(site, rel, anchor.get("href", "")):
+        if link := link_problem(files.root, rel, anchor.get("href", ""), files):
             problems.append(link)
             continue
         if rel.endswith("simple/index.html"):
-            if not (page.parent / href / "index.html").is_file():
+            if not files.has(_joined(rel, f"{href}/index.html")):
                 problems.append(f"{rel}: project link {href} has no page")
             continue
-        target = Path(os.path.normpath(page.parent / unquote(href)))  # our pages link within the site
+        target = _joined(rel, unquote(href))  # our pages link within the site
         name = PurePosixPath(href).name
         if not name.endswith(".whl"):
             problems.append(f"{rel}: {name} is not a wheel (the index serves wheels only)")
             continue
         listed.add(name)
-        if not target.is_file():
+        if not files.has(target):
             problems.append(f"{rel}: {href} does not exist")
             continue
-        digest = _file_sha(target, seen)
+        digest = files.sha256(target)
         if fragment != f"sha256={digest}":
             problems.append(f"{rel}: {name} has fragment #{fragment}, the file's sha256 is {digest}")
         if name in expected and expected[name][0] != digest:
@@ -232,7 +234,7 @@ def _check_page(
             problems.append(
                 f"{rel}: {name}: data-yanked={anchor.get('data-yanked')!r}, the ledger says {expected[name][1]!r}"
             )
-        meta = _file_sha(target.with_name(name + ".metadata"), seen)
+        meta = files.sha256(posixpath.join(posixpath.dirname(target), name + ".metadata"))
         for attr in ("data-dist-info-metadata", "data-core-metadata"):
             if anchor.get(attr) != f"sha256={meta}" or not meta:
                 problems.append(f"{rel}: {name}: {attr}={anchor.get(attr)!r} does not match {name}.metadata")
@@ -276,44 +278,59 @@ def served_wheels(table: CompatTable, site: Path) -> list[IndexedWheel]:
     return sorted(out.values(), key=lambda w: w.path)
 
 
-def check_coverage(table: CompatTable, site: Path, served: list[IndexedWheel] | None = None) -> list[str]:
+def check_coverage(
+    table: CompatTable, site: Path, served: list[IndexedWheel] | None = None, files: SiteFiles | None = None
+) -> list[str]:
     """Ways the index on disk, the ledger and the results disagree; empty when every wheel the ledger serves
     (`served`, else read from the site's ledger) is listed where it belongs with its bytes, every passed cell shown
-    with its wheels is installable from it, and nothing else is listed or served."""
+    with its wheels is installable from it, and nothing else is listed or served. `files`: the site's files, when the
+    caller listed them after its last write."""
     served = served if served is not None else served_wheels(table, site)
+    files = files if files is not None else SiteFiles.of(site)
     expected = {w.filename: (w.sha256, w.yanked) for w in served}
-    problems, listed_by_page = _pages_problems(site, served, expected)
+    problems, listed_by_page = _pages_problems(files, served, expected)
     problems += _coverage_problems(table, served, listed_by_page)
     indexed: set[str] = set().union(*listed_by_page.values())
     for stray in sorted(indexed - set(expected)):
         problems.append(f"{stray} is in the index but the site's ledger does not serve it")
-    for path in sorted(site.rglob("*")):
-        if path.is_file() and path.name.endswith((".tar.gz", ".zip", ".tar.bz2")):
-            problems.append(f"{path.relative_to(site)}: source distributions are never published")
-        elif path.is_file() and path.suffix == ".whl" and path.name not in expected:
-            problems.append(f"{path.relative_to(site)}: a wheel the site's ledger does not serve")
-    return problems
+    unserved: list[tuple[str, str]] = []  # (path, why)
+    for rel in files.paths:
+        name = rel.rsplit("/", 1)[-1]
+        if name.endswith((".tar.gz", ".zip", ".tar.bz2")):
+            unserved.append((rel, "source distributions are never published"))
+        elif PurePosixPath(name).suffix == ".whl" and name not in expected:
+            unserved.append((rel, "a wheel the site's ledger does not serve"))
+    return problems + [f"{rel}: {why}" for rel, why in sorted(unserved, key=lambda item: PurePosixPath(item[0]))]
+
+
+def _is_index_page(rel: str) -> bool:
+    """simple/**/index.html, torch*/index.html and torch*/simple/**/index.html."""
+    parts = rel.split("/")
+    if parts[-1] != "index.html" or len(parts) < 2:
+        return False
+    if parts[0] == "simple":
+        return True
+    return parts[0].startswith("torch") and (len(parts) == 2 or (parts[1] == "simple" and len(parts) > 2))
 
 
 def _pages_problems(
-    site: Path, served: list[IndexedWheel], expected: dict[str, tuple[str, str | None]]
+    files: SiteFiles, served: list[IndexedWheel], expected: dict[str, tuple[str, str | None]]
 ) -> tuple[list[str], dict[str, set[str]]]:
     """Each index page checked, and what each lists; a release's own pages hold only that release's wheels."""
     problems: list[str] = []
-    pages = sorted(
-        {*site.glob("simple/**/index.html"), *site.glob("torch*/index.html"), *site.glob("torch*/simple/**/index.html")}
-    )
     listed_by_page: dict[str, set[str]] = {}
-    seen: dict[Path, str] = {}  # each file hashed once, however many pages list it
-    for page in pages:
-        page_problems, listed = _check_page(site, page, expected, seen)
+    own_by_minor: dict[str, set[str]] = {}
+    for wheel in served:
+        for minor in wheel.indexes:
+            own_by_minor.setdefault(minor, set()).add(wheel.filename)
+    for rel in sorted(filter(_is_index_page, files.paths), key=PurePosixPath):
+        page_problems, listed = _check_page(files, rel, expected)
         problems += page_problems
-        rel = page.relative_to(site).as_posix()
         listed_by_page[rel] = listed
         release_dir = rel.split("/", 1)[0]
         if release_dir.startswith("torch"):
             minor = release_dir.removeprefix("torch")
-            own = {w.filename for w in served if minor in w.indexes}
+            own = own_by_minor.get(minor, set())
             problems += [
                 f"{rel}: lists {stray}, which was never released for torch {minor}" for stray in sorted(listed - own)
             ]

@@ -27,10 +27,10 @@ from buildmatrix.publish.index import (
     IndexedWheel,
     cell_wheels,
     index_pages,
-    read_metadata,
     released_wheel,
     requires_python,
     sha256_hex,
+    wheel_metadata,
 )
 from buildmatrix.publish.ledger import LOST_IN_SCHEMA_1, RELEASED, Ledger, Released
 from buildmatrix.publish.markdown import compatibility_markdown, readme_section, replace_readme_section
@@ -222,10 +222,20 @@ class _Staged:
     unserved: set[str] = field(default_factory=set)
 
     def place(
-        self, path: str, data: bytes, *, minors: Iterable[str], cells: Iterable[str], when: str, source: Path | None
+        self,
+        path: str,
+        data: bytes,
+        *,
+        sha256: str,
+        minors: Iterable[str],
+        cells: Iterable[str],
+        when: str,
+        source: Path | None,
     ) -> None:
         """The wheel and its PEP 658 metadata in the staging version, and in the ledger; a wheel carried from the
-        live site (`source`, already checked) is hard-linked, not copied."""
+        live site (`source`, already checked) is hard-linked, not copied. `sha256` is the hash of `data`, which the
+        caller computed when it checked these bytes (_read_wheel); the staged file is hashed again from disk by the
+        site's checks."""
         _put(self.staging / path, data, source)
         known = self.ledger.get(path)
         # A carried wheel's released metadata, when the live site holds it with the ledger's hash: linked, not
@@ -233,7 +243,7 @@ class _Staged:
         metadata = _released_metadata(source, known)
         if metadata is None:
             try:
-                metadata = read_metadata(self.staging / path)
+                metadata = wheel_metadata(data, path.rsplit("/", 1)[-1])  # the bytes just staged
             except (ValueError, zipfile.BadZipFile) as exc:
                 self.problems.append(f"{path}: {exc}")
                 return
@@ -242,7 +252,7 @@ class _Staged:
             assert source is not None
             _put(self.staging / (path + ".metadata"), metadata, source.with_name(source.name + ".metadata"))
         self.problems += metadata_problems(path, metadata, self.staging / (path + ".metadata"))
-        digest, meta = sha256_hex(data), sha256_hex(metadata)
+        digest, meta = sha256, sha256_hex(metadata)
         if known is not None and known.metadata_sha256 and known.metadata_sha256 != meta:
             self.problems.append(f"{path}: its METADATA (sha256 {meta}) is not the released {known.metadata_sha256}")
             return
@@ -337,7 +347,7 @@ def _stage_wheels(
             else:
                 staged.problems.append(refusal or _missing(wheels_dir, path, sha))
             continue
-        staged.place(path, data, minors=minors, cells=cells, when=when, source=source)
+        staged.place(path, data, sha256=sha, minors=minors, cells=cells, when=when, source=source)
     for entry in staged.ledger.served():
         if entry.path not in staged.paths:
             _stage_released(entry, live_dir, staged, when)
@@ -361,7 +371,13 @@ def _stage_released(entry: Released, live_dir: Path | None, staged: _Staged, whe
     if data is not None:
         assert live_dir is not None
         staged.place(
-            entry.path, data, minors=_upgraded_indexes(entry), cells=(), when=when, source=live_dir / entry.path
+            entry.path,
+            data,
+            sha256=entry.sha256,
+            minors=_upgraded_indexes(entry),
+            cells=(),
+            when=when,
+            source=live_dir / entry.path,
         )
     elif staged.ledger.upgraded_from == 1:
         staged.ledger.remove(entry.path, LOST_IN_SCHEMA_1, when)
@@ -387,23 +403,36 @@ def _upgraded_indexes(entry: Released) -> tuple[str, ...]:
 
 
 def _stage_logs(table: CompatTable, wheels_dir: Path, live: LiveSite | None, staged: _Staged) -> None:
-    """Each cell's log: this run's from wheels/, a carried result's from the live site when wheels/ lacks it."""
+    """Each cell's log: this run's from wheels/, a carried result's from the live site when wheels/ lacks it. A log
+    the live site holds with the same bytes is hard-linked from there (a site version is never written again), not
+    copied: wheels/ is not linked, a rebuild rewrites its logs in place."""
+    live_dir = live.path if live else None
     for cell in table.cells:
         if not cell.log:
             continue
         if problem := relative_path_problem(cell.log):
             staged.problems.append(f"{cell.id}: its log path {cell.log!r} {problem}")
             continue
-        for base in (wheels_dir, live.path if live else None):
-            if base is None or (not (base / cell.log).exists() and not (base / cell.log).is_symlink()):
+        for base in (wheels_dir, live_dir):
+            if base is None or not os.path.lexists(base / cell.log):
                 continue
             try:
-                write_new(staged.staging / cell.log, read_regular(base, cell.log))
+                data = read_regular(base, cell.log)
             except ValueError as exc:
                 staged.problems.append(f"{cell.id}: its log {exc}")
             else:
+                source = live_dir / cell.log if live_dir is not None and _same_bytes(live_dir, cell.log, data) else None
+                _put(staged.staging / cell.log, data, source)
                 staged.logs.add(cell.log)
             break
+
+
+def _same_bytes(base: Path, relative: str, data: bytes) -> bool:
+    """base/relative is a regular file (reached through no symlink) holding exactly `data`."""
+    try:
+        return os.path.lexists(base / relative) and read_regular(base, relative) == data
+    except ValueError:
+        return False
 
 
 def _withdraw(ledger: Ledger, withdrawals: Iterable[Withdrawal], when: str) -> list[str]:
@@ -435,9 +464,21 @@ def site_table(table: CompatTable, unserved: set[str]) -> CompatTable:
 def _publishable(root: Path) -> None:
     """0755 directories and 0644 files, whatever the umask: a web server running as another user reads them."""
     root.chmod(0o755)
-    for path in root.rglob("*"):
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() else 0o644)
+    _publishable_entries(root)
+
+
+def _publishable_entries(directory: Path) -> None:
+    """What is below `directory`, symlinks left alone (one listing per directory, no stat per file)."""
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_symlink():
+                continue
+            path = directory / entry.name
+            if entry.is_dir(follow_symlinks=False):
+                path.chmod(0o755)
+                _publishable_entries(path)
+            else:
+                path.chmod(0o644)
 
 
 def write_site(

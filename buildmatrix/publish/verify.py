@@ -13,6 +13,7 @@ from buildmatrix.model.vocab import Status
 from buildmatrix.publish.index import IndexedWheel, check_coverage, link_problem
 from buildmatrix.publish.ledger import RELEASED as _RELEASED
 from buildmatrix.publish.pagescan import start_tags
+from buildmatrix.publish.sitefiles import SiteFiles
 from buildmatrix.publish.table import CompatTable, stale_problems
 from buildmatrix.util.wheelname import parse_wheel
 
@@ -56,8 +57,10 @@ class _PageParser:
                 self.links.append(found["href"])
 
 
-def page_problems(table: CompatTable, staging: Path) -> list[str]:
-    """index.html shows every cell of the table with its status, and every link of every page resolves."""
+def page_problems(table: CompatTable, staging: Path, files: SiteFiles | None = None) -> list[str]:
+    """index.html shows every cell of the table with its status, and every link of every page resolves (`files`: the
+    staged files, listed after the last write)."""
+    files = files if files is not None else SiteFiles.of(staging)
     problems = []
     page = _PageParser((staging / "index.html").read_text(encoding="utf-8"))
     for cell in table.cells:
@@ -67,7 +70,7 @@ def page_problems(table: CompatTable, staging: Path) -> list[str]:
             problems.append(f"index.html: cell {cell.id} is shown as {shown or 'absent'}, its result is {cell.status}")
     for extra in sorted(set(page.cells) - {c.id for c in table.cells}):
         problems.append(f"index.html: shows a cell {extra} the table does not have")
-    problems += [p for href in page.links if (p := link_problem(staging, "index.html", href))]
+    problems += [p for href in page.links if (p := link_problem(staging, "index.html", href, files))]
     # The index pages' links (every other index.html) are checked by check_coverage, target and hash alike.
     recorded = staging / "compatibility.json"
     if not recorded.is_file() or recorded.read_text(encoding="utf-8") != table.compact_json():
@@ -99,4 +102,5 @@ def site_problems(
     problems += (
         [f"{p} (the table no longer describes matrix.yaml)" for p in stale_problems(table, matrix)] if matrix else []
     )
-    return problems + page_problems(table, staging) + check_coverage(table, staging, served)
+    files = SiteFiles.of(staging)  # nothing writes the staged version from here on
+    return problems + page_problems(table, staging, files) + check_coverage(table, staging, served, files)

@@ -19,7 +19,7 @@ def iso_problem(text: str) -> str:
     if not ISO.fullmatch(text):
         return "is not a UTC time like 2026-05-03T10:22:07Z"
     try:
-        datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+        datetime.fromisoformat(text[:-1])  # the pattern matched: only the ranges are left to check
     except ValueError as exc:
         return f"is not a date ({exc})"
     return ""
