@@ -753,6 +753,7 @@ class Installable:
         self.by_sdk: dict[str, dict[int, list[CompatCell]]] = {}
         self.by_release: dict[int, list[CompatCell]] = {}
         self.wheels: dict[tuple[str, str], set[WheelRecord]] = {}  # (release, SDK column) -> its published wheels
+        self.installs: dict[tuple[str, str], bool] = {}  # (wheel filename, Python) -> whether its tags admit it
         for cell in table.cells:
             if cell.installable:
                 assert cell.wheel is not None
@@ -782,14 +783,16 @@ class Installable:
         (a cp313-cp313 or cp39-abi3 wheel on a free-threaded 3.13t: abi3 does not cover free-threaded builds); None
         when one installs there, or the release has none yet."""
         wheels = self.wheels.get((release, sdk))
-        if not wheels or any(_installs(w.filename, python) for w in wheels):
+        if not wheels or any(self.wheel_installs(w.filename, python) for w in wheels):
             return None
         return min(wheels, key=lambda w: w.filename)
 
-
-@lru_cache(maxsize=4096)
-def _installs(filename: str, python: str) -> bool:
-    return installs_on(parse_wheel(filename)[3], _python(python))
+    def wheel_installs(self, filename: str, python: str) -> bool:
+        """Whether a wheel's tags admit `python`, asked once per wheel and Python (all_choices asks per choice)."""
+        key = (filename, python)
+        if key not in self.installs:
+            self.installs[key] = installs_on(parse_wheel(filename)[3], _python(python))
+        return self.installs[key]
 
 
 def nearest_cell(table: CompatTable, release: str, python: str, sdk: str = "") -> CompatCell | None:
