@@ -7,7 +7,7 @@ import errno
 import pytest
 
 from buildmatrix.model.vocab import Cause, FailureClass
-from buildmatrix.util.failures import classify_output, is_resource_error, resource_message
+from buildmatrix.util.failures import OutputSigns, classify_output, is_resource_error, resource_message
 
 
 @pytest.mark.parametrize(
@@ -27,6 +27,57 @@ from buildmatrix.util.failures import classify_output, is_resource_error, resour
 )
 def test_classify_output(tail: str, expected: tuple[FailureClass, Cause | None]) -> None:
     assert classify_output(tail) == expected
+
+
+# A network error inside a package's build script (an sdist with no wheel for this Python: tokenizers' maturin
+# fetching Rust) fails again the same way; the installer's own fetches, build dependencies included, are transient.
+SOURCE_BUILD_CASES = [
+    (
+        # pip: the backend ran and failed; the marker is at the end, in the tail
+        "  urllib.error.URLError: <urlopen error [Errno -2] Name or service not known>\n"
+        "error: subprocess-exited-with-error\n\n\u00d7 Getting requirements to build wheel did not run successfully.",
+        (FailureClass.DETERMINISTIC, None),
+    ),
+    (
+        "curl: (6) Could not resolve host: static.rust-lang.org\n  ERROR: Failed building wheel for tokenizers",
+        (FailureClass.DETERMINISTIC, None),
+    ),
+    (
+        # pip: installing the build dependencies from the index failed: the installer's fetch
+        "  ERROR: Could not find a version: Connection reset by peer\n"
+        "\u00d7 pip subprocess to install build dependencies did not run successfully.",
+        (FailureClass.TRANSIENT, Cause.NETWORK),
+    ),
+    (
+        # uv: build-system.requires could not be fetched
+        "error: Failed to build `netpkg @ file:///tmp/netpkg`\n"
+        "  Caused by: Failed to resolve requirements from `build-system.requires`\n"
+        "  Caused by: Failed to fetch: `https://pypi.org/simple/setuptools/`",
+        (FailureClass.TRANSIENT, Cause.NETWORK),
+    ),
+    (
+        "  Call to `maturin.build_wheel` failed (exit status: 1)\nOSError: [Errno 28] No space left on device",
+        (FailureClass.TRANSIENT, Cause.DISK_FULL),
+    ),
+]
+
+
+@pytest.mark.parametrize(("tail", "expected"), SOURCE_BUILD_CASES)
+def test_a_network_error_in_a_build_script_is_not_retried(
+    tail: str, expected: tuple[FailureClass, Cause | None]
+) -> None:
+    assert classify_output(tail) == expected
+
+
+def test_a_build_backend_failure_seen_before_the_tail_still_counts() -> None:
+    # uv prints "The build backend returned an error" first, then the backend's whole traceback
+    signs = OutputSigns()
+    for line in ["error: The build backend returned an error", *["    frame"] * 100]:
+        signs.see(line)
+    tail = "  socket.gaierror: [Errno -2] Name or service not known"
+    assert classify_output(tail) == (FailureClass.TRANSIENT, Cause.NETWORK)
+    assert classify_output(tail, signs) == (FailureClass.DETERMINISTIC, None)
+    assert classify_output(tail, OutputSigns()) == (FailureClass.TRANSIENT, Cause.NETWORK)
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -114,6 +116,42 @@ def test_network_and_disk_errors_are_transient(tmp_path: Path, output: str, caus
     with pytest.raises(StepFailed) as caught:
         run_logged("build-env", [sys.executable, "-c", f"print({output!r}); raise SystemExit(2)"], tmp_path / "log")
     assert (caught.value.failure_class, caught.value.cause) == (FailureClass.TRANSIENT, cause)
+
+
+def test_a_source_build_that_needs_the_network_is_deterministic(tmp_path: Path) -> None:
+    """A real uv install of an sdist whose build script downloads something and meets a refused connection (what
+    tokenizers' maturin does on a Python it has no wheel for): not "transient: network", which a retry never fixes."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not on PATH")
+    with socket.socket() as sock:  # a port nothing listens on: the connection is refused at once
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    project = tmp_path / "netpkg"
+    project.mkdir()
+    # An in-tree build backend with no requirements: uv's isolated build needs nothing from an index.
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "netpkg"\nversion = "0.1"\n'
+        '[build-system]\nrequires = []\nbuild-backend = "netbackend"\nbackend-path = ["."]\n'
+    )
+    fetch = f"urllib.request.urlopen('http://127.0.0.1:{port}/rustup-init', timeout=5)"
+    (project / "netbackend.py").write_text(
+        "import urllib.request\n\n"
+        + "".join(
+            f"def {hook}(*args, **kwargs):\n    {fetch}\n\n"
+            for hook in ("get_requires_for_build_wheel", "prepare_metadata_for_build_wheel", "build_wheel")
+        )
+    )
+    target = tmp_path / "env"
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(target)], check=True)
+    log_file = tmp_path / "smoke-env.log"
+    command = [uv, "pip", "install", "--python", str(target / "bin" / "python"), str(project)]
+    with pytest.raises(StepFailed) as caught:
+        run_logged("smoke-env", command, log_file)
+    assert (caught.value.failure_class, caught.value.cause) == (FailureClass.DETERMINISTIC, None)
+    text = log_file.read_text()
+    assert "Connection refused" in text and "build backend" in text.lower()
+    assert not list((target / "lib").glob("python*/site-packages/netpkg*"))  # nothing half-installed
 
 
 def test_classify_leaves_compile_and_test_failures_deterministic() -> None:

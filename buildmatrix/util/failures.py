@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from buildmatrix.model.vocab import Cause, FailureClass
@@ -26,17 +27,45 @@ NETWORK_PATTERNS = (
     r"tls handshake|ssl: (?:wrong|unexpected eof)",
 )
 DISK_FULL_PATTERNS = (r"no space left on device", r"disk quota exceeded", r"os error 28\b")
+# What uv and pip print when a package's own build script (its PEP 517 backend) failed, as opposed to the installer
+# failing to fetch from an index. A network error inside that output is the build script downloading something
+# (maturin fetching Rust for an sdist that has no wheel for this Python): the same inputs fail the same way, so it is
+# not retried. pip's "install build dependencies did not run successfully" is the installer's fetch, and stays out.
+BUILD_BACKEND_PATTERNS = (
+    r"the build backend returned an error",  # uv
+    r"call to `[\w.:]+\.(?:build_\w+|prepare_metadata_for_build_\w+|get_requires_for_build_\w+)` failed",  # uv
+    r"(?:getting requirements to build wheel|preparing metadata \(pyproject\.toml\)) did not run successfully",  # pip
+    r"building wheel for \S+ \(pyproject\.toml\) did not run successfully|failed building wheel for \S+",  # pip
+)
 _NETWORK = re.compile("|".join(NETWORK_PATTERNS), re.IGNORECASE)
 _DISK_FULL = re.compile("|".join(DISK_FULL_PATTERNS), re.IGNORECASE)
+_BUILD_BACKEND = re.compile("|".join(BUILD_BACKEND_PATTERNS), re.IGNORECASE)
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 NOT_WRITABLE_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
 
-def classify_output(tail: str) -> tuple[FailureClass, Cause | None]:
-    """The class of a child that exited non-zero, from the end of its output (pure)."""
+@dataclass
+class OutputSigns:
+    """What a child's whole output showed, seen line by line as it streams: uv prints a build backend's failure
+    first and the backend's traceback after it, so the tail kept for the message has often lost that line."""
+
+    build_backend_failed: bool = False
+
+    def see(self, line: str) -> None:
+        if not self.build_backend_failed and _BUILD_BACKEND.search(line):
+            self.build_backend_failed = True
+
+
+def classify_output(tail: str, signs: OutputSigns | None = None) -> tuple[FailureClass, Cause | None]:
+    """The class of a child that exited non-zero, from the end of its output and what its whole output showed (pure).
+
+    A full disk is transient wherever it shows. A network error is transient when the installer met it, and
+    deterministic when a package's build script did (it will download the same thing the same way next time).
+    """
     if _DISK_FULL.search(tail):
         return FailureClass.TRANSIENT, Cause.DISK_FULL
-    if _NETWORK.search(tail):
+    in_backend = (signs is not None and signs.build_backend_failed) or _BUILD_BACKEND.search(tail) is not None
+    if _NETWORK.search(tail) and not in_backend:
         return FailureClass.TRANSIENT, Cause.NETWORK
     return FailureClass.DETERMINISTIC, None
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from buildmatrix.errors import Interrupted, StepFailed
 from buildmatrix.model.vocab import Cause, FailureClass
-from buildmatrix.util.failures import classify_output
+from buildmatrix.util.failures import OutputSigns, classify_output
 from buildmatrix.util.redact import redact, secret_values
 
 log = logging.getLogger(__name__)
@@ -184,7 +184,16 @@ def _drain(stream: object, sink: Callable[[str], None]) -> threading.Thread:
     return thread
 
 
-def _failure(step: str, why: str | None, code: int, shown: str, *, tail: str, log_file: Path | None) -> StepFailed:
+def _failure(
+    step: str,
+    why: str | None,
+    code: int,
+    shown: str,
+    *,
+    tail: str,
+    log_file: Path | None,
+    signs: OutputSigns | None = None,
+) -> StepFailed:
     where = f" (log: {log_file})" if log_file else ""
     if why is not None and why.startswith("interrupted"):
         return Interrupted(step, why)
@@ -195,7 +204,7 @@ def _failure(step: str, why: str | None, code: int, shown: str, *, tail: str, lo
         killed = Cause.OOM if -code == signal.SIGKILL else Cause.SIGNAL
         hint = " (the kernel's OOM killer sends SIGKILL)" if killed == Cause.OOM else ""
         return StepFailed(step, f"killed by {name}{hint}: {shown}{where}", tail, FailureClass.TRANSIENT, killed)
-    failure_class, cause = classify_output(tail)
+    failure_class, cause = classify_output(tail, signs)
     return StepFailed(step, f"exit code {code}: {shown}{where}", tail, failure_class, cause)
 
 
@@ -216,6 +225,7 @@ def run_logged(
     argv = [str(part) for part in command]
     log_file.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=TAIL_LINES)
+    signs = OutputSigns()
     full_env = _child_env(env)
     # Logs are published: the command as shown, each output line and every error message are redacted.
     secrets = secret_values(full_env)
@@ -232,6 +242,7 @@ def run_logged(
             handle.write(line)
             handle.flush()
             tail.append(line.rstrip("\n"))
+            signs.see(line)
 
         proc = _start(argv, step, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
@@ -245,7 +256,7 @@ def run_logged(
     if why is not None or proc.returncode != 0:
         # The message names the program, not where this machine keeps it (the log above has the full path).
         named = redact(shlex.join([Path(argv[0]).name, *argv[1:]]), secrets)
-        raise _failure(step, why, proc.returncode, named, tail="\n".join(tail), log_file=log_file)
+        raise _failure(step, why, proc.returncode, named, tail="\n".join(tail), log_file=log_file, signs=signs)
     return "\n".join(tail)
 
 
