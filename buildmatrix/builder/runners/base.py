@@ -82,6 +82,15 @@ def the_one_wheel(dist: Path) -> Path:
     return wheels[0]
 
 
+def site_packages(env: Path, step: str) -> Path:
+    """The site-packages of a virtual environment (lib/python3.X/site-packages, python3.Xt when free-threaded), made
+    on this machine or in a container's scratch; raises StepFailed(step) when it has none."""
+    found = sorted((env / "lib").glob("python3.*/site-packages"))
+    if not found:
+        raise StepFailed(step, f"no site-packages in {env}")
+    return found[0]
+
+
 @dataclass(frozen=True)
 class SmokeRun:
     """What a runner's smoke run left for the engine's verdict: pytest's reports, and whether pytest passed."""

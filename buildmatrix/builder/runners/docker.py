@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from packaging.version import Version
 
-from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, SmokeRun, the_one_wheel
+from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, SmokeRun, site_packages, the_one_wheel
 from buildmatrix.builder.sdkwheels import SdkBuild, SdkWheels
 from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
@@ -389,10 +389,12 @@ class DockerRunner:
                 env=env,
                 timeout=job.matrix.timeouts["smoke-env"],
             )
-            found = sorted((out / "smoke-env" / "lib").glob("python3.*/site-packages"))
-            if not found:
-                raise StepFailed("smoke-env", f"no site-packages in {out / 'smoke-env'}")
-            check_installed(found[0], cell.torch.requirement_version, job.matrix.plugin.distribution, job.plugin_wheel)
+            check_installed(
+                site_packages(out / "smoke-env", "smoke-env"),
+                cell.torch.requirement_version,
+                job.matrix.plugin.distribution,
+                job.plugin_wheel,
+            )
 
     def run_smoke(self, job: CellJob) -> SmokeRun:
         """pytest in the cell's environment, in its image; the exit code is read back, never raised."""

@@ -11,7 +11,7 @@ from typing import ClassVar
 from packaging.version import Version
 
 from buildmatrix.builder.interpreters import Interpreter, find_interpreter
-from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, SmokeRun, the_one_wheel
+from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, SmokeRun, site_packages, the_one_wheel
 from buildmatrix.builder.sdkwheels import SdkWheels
 from buildmatrix.builder.smoke import pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
@@ -135,7 +135,7 @@ class LocalRunner:
     def provided_symbols(self, job: BuildJob) -> set[str]:
         """What torch's libraries and the SDK's define: a wheel SDK as installed in the cell's build environment, a
         system SDK in its declared library directories."""
-        site = _site_packages(job.workdir / "build-env")
+        site = site_packages(job.workdir / "build-env", "check")  # asked for by the engine's check step
         sdk, sdk_libs = job.matrix.sdk, []
         if sdk is not None and sdk.builds_wheel:
             sdk_libs = sorted({p.parent for p in (site / _package(sdk.distribution)).rglob("*.so*")})
@@ -176,7 +176,7 @@ class LocalRunner:
                 timeout=job.matrix.timeouts["smoke-env"],
             )
             check_installed(
-                _site_packages(smoke_env),
+                site_packages(smoke_env, "smoke-env"),
                 job.cell.torch.requirement_version,
                 job.matrix.plugin.distribution,
                 job.plugin_wheel,
@@ -220,13 +220,6 @@ def _torch_sources(find_links: tuple[str, ...], index_urls: tuple[str, ...]) -> 
 
 def _python(env: Path) -> Path:
     return env / "bin" / "python"
-
-
-def _site_packages(env: Path) -> Path:
-    found = sorted((env / "lib").glob("python3.*/site-packages"))
-    if not found:
-        raise StepFailed("check", f"no site-packages in {env}")  # asked for by the engine's check step
-    return found[0]
 
 
 def _package(distribution: str) -> str:
