@@ -29,6 +29,19 @@ def read_metadata(wheel: Path) -> dict[str, list[str]]:
     return {key: message.get_all(key) or [] for key in set(message.keys())}
 
 
+def requires_dist(wheel: Path) -> list[Requirement]:
+    """The wheel's Requires-Dist, parsed."""
+    return [Requirement(r) for r in read_metadata(wheel).get("Requires-Dist", [])]
+
+
+def requirement_named(requirements: list[Requirement], name: str) -> Requirement | None:
+    """The requirement on distribution `name` (torch, a wheel SDK's), compared by canonical name; None if there is
+    none. Of a wheel naming it more than once (one entry per marker), the last, as check.torch-pin has judged it."""
+    wanted = canonicalize_name(name)
+    found = [r for r in requirements if canonicalize_name(r.name) == wanted]
+    return found[-1] if found else None
+
+
 def read_build_info(wheel: Path, module: str) -> dict[str, Any]:
     """The plain-Python build facts module baked into the wheel (constant assignments only), by its path inside it."""
     with zipfile.ZipFile(wheel) as archive:
@@ -84,15 +97,13 @@ def check_plugin_wheel(
         problems.append(f"version is {version.public}, matrix.yaml's plugin.version is {plugin_version}")
     if version.local != build.key.label:
         problems.append(f"local version label is '{version.local}', expected '{build.key.label}'")
-    requirements = [Requirement(r) for r in read_metadata(wheel).get("Requires-Dist", [])]
-    by_name = {canonicalize_name(r.name): r for r in requirements}
-    torch_req = by_name.get(canonicalize_name("torch"))
+    requirements = requires_dist(wheel)
     if check.torch_pin == TorchPin.RELEASE_LINE:
-        problem = torch_pin_problem(torch_req, build)
+        problem = torch_pin_problem(requirement_named(requirements, "torch"), build)
         if problem:
             problems.append(problem)
     if sdk_distribution is not None and build.sdk is not None:
-        sdk_req = by_name.get(canonicalize_name(sdk_distribution))
+        sdk_req = requirement_named(requirements, sdk_distribution)
         next_major = Version(f"{build.sdk.major + 1}")
         if (
             sdk_req is None
@@ -208,16 +219,16 @@ def unresolved_against(wheel: Path, provided: set[str]) -> list[str]:
 def check_cell_pin(wheel: Path, torch_version: Version, build_id: str) -> None:
     """The build's wheel must admit the cell's torch (a stable-ABI build serves several releases; a record made before
     a release joined the matrix may not): raises StepFailed("check", ...) before anything is installed."""
-    requirements = [Requirement(r) for r in read_metadata(wheel).get("Requires-Dist", [])]
-    for requirement in requirements:
-        torch = canonicalize_name(requirement.name) == "torch" and requirement.marker is None
-        if torch and not requirement.specifier.contains(torch_version, prereleases=True):
-            raise StepFailed(
-                "check",
-                f"{wheel.name}, the wheel of build {build_id}, requires '{requirement}', which excludes this "
-                f"cell's torch {torch_version}: installing it would replace the cell's torch; rebuild it "
-                "(buildmatrix build --force) so its pin covers every release it serves",
-            )
+    torch = requirement_named(requires_dist(wheel), "torch")
+    if torch is None or torch.marker is not None:  # a marked pin holds only where its marker does: not judged here
+        return
+    if not torch.specifier.contains(torch_version, prereleases=True):
+        raise StepFailed(
+            "check",
+            f"{wheel.name}, the wheel of build {build_id}, requires '{torch}', which excludes this "
+            f"cell's torch {torch_version}: installing it would replace the cell's torch; rebuild it "
+            "(buildmatrix build --force) so its pin covers every release it serves",
+        )
 
 
 def installed_versions(site_packages: Path) -> dict[str, Version]:
