@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from buildmatrix.errors import RecordError
 from buildmatrix.model.cellkey import BuildKey, CellKey
@@ -195,16 +196,8 @@ class ResultStore:
         return read_build_record(self.directory / "builds", f"{build_id}.json", build_id, self.rules)
 
     def scan_builds(self) -> tuple[list[BuildResult], list[RecordError]]:
-        out, damaged = [], []
-        for path in sorted((self.directory / "builds").glob("*.json")):
-            try:
-                result = self.load_build(path.stem)
-            except RecordError as exc:
-                damaged.append(exc)
-                continue
-            if result is not None:
-                out.append(result)
-        return out, damaged
+        """Every readable build record, and the damaged ones as errors naming their files."""
+        return _scan(self.directory / "builds", self.load_build)
 
     def load(self, cell_id: str) -> CellResult | None:
         """The cell's record, None when there is none; raises RecordError when it is damaged."""
@@ -215,16 +208,7 @@ class ResultStore:
 
     def scan(self) -> tuple[list[CellResult], list[RecordError]]:
         """Every readable record, and the damaged ones as errors naming their files."""
-        out, damaged = [], []
-        for path in sorted((self.directory / "cells").glob("*.json")):
-            try:
-                result = self.load(path.stem)
-            except RecordError as exc:
-                damaged.append(exc)
-                continue
-            if result is not None:
-                out.append(result)
-        return out, damaged
+        return _scan(self.directory / "cells", self.load)
 
     def all(self) -> list[CellResult]:
         """Every record; raises RecordError naming every damaged one, so no cell silently drops out."""
@@ -251,34 +235,48 @@ class ResultStore:
 def read_record(
     base: Path, relative: str, expected_id: str | None = None, rules: RecordRules | None = None
 ) -> CellResult:
-    """The record at base/relative: a regular file reached through no symlink, at most MAX_RECORD_BYTES, strict
-    UTF-8; raises RecordError naming it for anything else."""
-    from buildmatrix.builder.recordparse import MAX_RECORD_BYTES
-
+    """The record at base/relative, read as untrusted (_record_text); raises RecordError naming it."""
     source = str(base / relative)
-    try:
-        text = read_regular(base, relative, MAX_RECORD_BYTES).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RecordError(source, f"not UTF-8 ({exc}); a record is written as UTF-8 JSON") from None
-    except ValueError as exc:
-        raise RecordError(source, f"unreadable: {exc}") from None
-    return CellResult.from_json(text, source, expected_id=expected_id, rules=rules)
+    return CellResult.from_json(_record_text(base, relative), source, expected_id=expected_id, rules=rules)
 
 
 def read_build_record(
     base: Path, relative: str, expected_id: str | None = None, rules: RecordRules | None = None
 ) -> BuildResult:
-    """The build record at base/relative, read as untrusted as a cell's (read_record)."""
+    """The build record at base/relative, read as untrusted as a cell's (_record_text)."""
+    source = str(base / relative)
+    return BuildResult.from_json(_record_text(base, relative), source, expected_id=expected_id, rules=rules)
+
+
+def _record_text(base: Path, relative: str) -> str:
+    """A record's text: a regular file reached through no symlink, at most MAX_RECORD_BYTES, strict UTF-8; raises
+    RecordError naming base/relative for anything else."""
     from buildmatrix.builder.recordparse import MAX_RECORD_BYTES
 
     source = str(base / relative)
     try:
-        text = read_regular(base, relative, MAX_RECORD_BYTES).decode("utf-8")
+        return read_regular(base, relative, MAX_RECORD_BYTES).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RecordError(source, f"not UTF-8 ({exc}); a record is written as UTF-8 JSON") from None
     except ValueError as exc:
         raise RecordError(source, f"unreadable: {exc}") from None
-    return BuildResult.from_json(text, source, expected_id=expected_id, rules=rules)
+
+
+Record = TypeVar("Record", CellResult, BuildResult)
+
+
+def _scan(directory: Path, load: Callable[[str], Record | None]) -> tuple[list[Record], list[RecordError]]:
+    """Every readable record of directory/*.json by `load` (by id: the file's stem), and the damaged ones as errors."""
+    out, damaged = [], []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            result = load(path.stem)
+        except RecordError as exc:
+            damaged.append(exc)
+            continue
+        if result is not None:
+            out.append(result)
+    return out, damaged
 
 
 def summary_json(
