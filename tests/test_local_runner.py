@@ -8,7 +8,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +164,26 @@ def test_failing_smoke_suite_keeps_counts(tiny: Path) -> None:
     failed = record(tiny, CELLS[1])
     assert failed["failed_step"] == "smoke" and failed["smoke"]["failed"] == 1 and failed["smoke"]["passed"] == 2
     assert failed["wheel"] == record(tiny, CELLS[1], "builds")["wheel"]  # the wheel it tested, and failed
+
+
+def test_each_cell_suite_has_a_temporary_directory_of_its_own(tiny: Path) -> None:
+    """Caches in the temporary directory (Inductor's compiled graphs) must not carry from cell to cell or run to run:
+    each suite's TMPDIR is under its cell's scratch, and goes with it."""
+    mark = f"tiny-temp-{uuid.uuid4().hex}"
+    shared = Path(tempfile.gettempdir()) / mark
+    (tiny / "plugin" / "tests" / "FAIL_SMOKE").write_text("")  # a failed cell keeps its scratch, to look into
+    result = build(tiny, env={**ENV, "TINY_TEMP_MARK": mark})
+    assert result.returncode == 1
+    assert not shared.exists(), "the smoke suite wrote into the shared temporary directory"
+    cells = tiny / "build" / "matrix" / "cells"
+    for cell in CELLS:
+        written = cells / cell / "smoke" / "tmp" / mark
+        assert written.read_text() == str(written.parent)  # the suite's tempfile.gettempdir()
+        assert record(tiny, cell)["smoke"]["passed"] == 2  # the marking test passed; the asked-for failure failed
+    (tiny / "plugin" / "tests" / "FAIL_SMOKE").unlink()
+    again = build(tiny, env={**ENV, "TINY_TEMP_MARK": mark})
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not shared.exists() and not any((cells / cell).exists() for cell in CELLS)  # gone with the scratch
 
 
 def test_fail_fast_starts_no_new_cell(tiny: Path) -> None:

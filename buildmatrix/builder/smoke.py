@@ -20,6 +20,18 @@ def stage_tests(tests: Path, dest: Path) -> Path:
     return target
 
 
+def private_temp(run_dir: Path) -> dict[str, str]:
+    """Environment giving the suite a temporary directory of its own, under the cell's scratch and removed with it.
+
+    Caches kept in the temporary directory would otherwise carry from one cell, or one run, to the next: torch's
+    Inductor keeps compiled graphs in <tmp>/torchinductor_<user>, so a later cell could load a graph an earlier build
+    compiled instead of compiling its own. (A container's /tmp is its own already.)
+    """
+    temp = run_dir / "tmp"
+    temp.mkdir(parents=True, exist_ok=True)
+    return {name: str(temp) for name in ("TMPDIR", "TEMP", "TMP")}
+
+
 def pytest_args(tests: Path, junit: Path, features: Path, contract: SmokeContract) -> list[str]:
     """pytest's arguments for a smoke run: the staged suite, its JUnit report, then matrix.yaml's smoke.args (where
     `{features}` names the per-feature JSON file the engine reads)."""

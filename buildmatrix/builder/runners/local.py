@@ -13,7 +13,7 @@ from packaging.version import Version
 from buildmatrix.builder.interpreters import Interpreter, find_interpreter
 from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, SmokeRun, site_packages, the_one_wheel
 from buildmatrix.builder.sdkwheels import SdkWheels
-from buildmatrix.builder.smoke import pytest_args, stage_tests
+from buildmatrix.builder.smoke import private_temp, pytest_args, stage_tests
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_requirements, compile_env, find_uv, torch_constraints
 from buildmatrix.builder.wheelcheck import check_installed, provided_symbols
@@ -193,6 +193,7 @@ class LocalRunner:
                 [_python(job.workdir / "smoke-env"), *pytest_args(tests, junit, features, job.matrix.contract.smoke)],
                 job.log_file,
                 cwd=run_dir,
+                env=private_temp(run_dir),
                 timeout=job.matrix.timeouts["smoke"],
             )
         except StepFailed as exc:
