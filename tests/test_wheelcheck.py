@@ -236,6 +236,21 @@ def test_a_cell_refuses_a_wheel_whose_pin_excludes_its_torch(
         check_cell_pin(wheel, Version(torch), stable.id)
 
 
+def test_every_unmarked_torch_pin_of_a_wheel_is_judged(tmp_path: Path) -> None:
+    """A wheel naming torch twice: the excluding unmarked pin refuses the cell even when a marked entry comes last."""
+    stable = segops_builds()["torch2.10-cuda-stable-cp311"]
+    wheel = make_wheel(
+        tmp_path,
+        "segops",
+        f"0.1.0+{stable.local_version_label}",
+        tag="cp311-cp311-linux_x86_64",
+        requires=["torch>=2.10,<2.14", "torch>=2.10; python_version >= '3.12'"],
+    )
+    with pytest.raises(StepFailed, match=r"requires 'torch<2\.14,>=2\.10', which excludes this cell's torch 2\.15\.0"):
+        check_cell_pin(wheel, Version("2.15.0"), stable.id)
+    check_cell_pin(wheel, Version("2.13.0"), stable.id)
+
+
 def installed(site: Path, *dists: tuple[str, str]) -> Path:
     """A site-packages with these distributions' dist-info (what uv leaves after an install)."""
     for name, version in dists:

@@ -34,11 +34,16 @@ def requires_dist(wheel: Path) -> list[Requirement]:
     return [Requirement(r) for r in read_metadata(wheel).get("Requires-Dist", [])]
 
 
-def requirement_named(requirements: list[Requirement], name: str) -> Requirement | None:
-    """The requirement on distribution `name` (torch, a wheel SDK's), compared by canonical name; None if there is
-    none. Of a wheel naming it more than once (one entry per marker), the last, as check.torch-pin has judged it."""
+def requirements_named(requirements: list[Requirement], name: str) -> list[Requirement]:
+    """Every requirement on distribution `name` (torch, a wheel SDK's), compared by canonical name, in order."""
     wanted = canonicalize_name(name)
-    found = [r for r in requirements if canonicalize_name(r.name) == wanted]
+    return [r for r in requirements if canonicalize_name(r.name) == wanted]
+
+
+def requirement_named(requirements: list[Requirement], name: str) -> Requirement | None:
+    """The requirement on distribution `name`; None if there is none. Of a wheel naming it more than once (one entry
+    per marker), the last, as check.torch-pin has judged it."""
+    found = requirements_named(requirements, name)
     return found[-1] if found else None
 
 
@@ -219,16 +224,16 @@ def unresolved_against(wheel: Path, provided: set[str]) -> list[str]:
 def check_cell_pin(wheel: Path, torch_version: Version, build_id: str) -> None:
     """The build's wheel must admit the cell's torch (a stable-ABI build serves several releases; a record made before
     a release joined the matrix may not): raises StepFailed("check", ...) before anything is installed."""
-    torch = requirement_named(requires_dist(wheel), "torch")
-    if torch is None or torch.marker is not None:  # a marked pin holds only where its marker does: not judged here
-        return
-    if not torch.specifier.contains(torch_version, prereleases=True):
-        raise StepFailed(
-            "check",
-            f"{wheel.name}, the wheel of build {build_id}, requires '{torch}', which excludes this "
-            f"cell's torch {torch_version}: installing it would replace the cell's torch; rebuild it "
-            "(buildmatrix build --force) so its pin covers every release it serves",
-        )
+    for torch in requirements_named(requires_dist(wheel), "torch"):
+        if torch.marker is not None:  # a marked pin holds only where its marker does: not judged here
+            continue
+        if not torch.specifier.contains(torch_version, prereleases=True):  # every unmarked pin applies
+            raise StepFailed(
+                "check",
+                f"{wheel.name}, the wheel of build {build_id}, requires '{torch}', which excludes this "
+                f"cell's torch {torch_version}: installing it would replace the cell's torch; rebuild it "
+                "(buildmatrix build --force) so its pin covers every release it serves",
+            )
 
 
 def installed_versions(site_packages: Path) -> dict[str, Version]:
