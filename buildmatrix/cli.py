@@ -122,7 +122,10 @@ def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
             print(report_matrix.cells_text(cells, reasons, sdk_name))
         else:
             console.print(report_matrix.cells_table(cells, reasons, sdk_name))
-        console.print(report_matrix.builds_table(builds, build_reasons, sdk_name))
+        if len(builds) > report_matrix.RICH_ROWS:
+            print(f"\nbuilds\n{report_matrix.builds_text(builds, build_reasons, sdk_name)}")
+        else:
+            console.print(report_matrix.builds_table(builds, build_reasons, sdk_name))
         console.print(f"{len(cells)} cell(s), {len(builds)} build(s)")
         for problem in plan.problems:
             console.print(Text.assemble(("cannot build: ", "red"), problem))

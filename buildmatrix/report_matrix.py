@@ -27,8 +27,8 @@ def cells_table(cells: list[Cell], runners: Mapping[str, str] | None = None, sdk
     return table
 
 
-# Beyond this many rows the table is printed as plain aligned text: rich measures every cell of every column, which
-# took 4.5 s for 1 000 rows here (45 s for 10 000); plain text takes a few milliseconds.
+# Beyond this many rows a table (cells or builds) is printed as plain aligned text: rich measures every cell of every
+# column, which took 4.5 s for 1 000 rows here (45 s for 10 000); plain text takes a few milliseconds.
 RICH_ROWS = 200
 
 
@@ -57,18 +57,21 @@ def cells_text(cells: list[Cell], runners: Mapping[str, str] | None = None, sdk:
     """The same table as cells_table, as plain text in aligned columns (linear in the cells)."""
     sdk_name: tuple[str, ...] = (sdk,) if sdk else ()
     head = ("cell", "torch", "variant", "python", *sdk_name, "patches", "build", *(("runner",) if runners else ()))
-    rows = [head, *_rows(cells, runners, sdk)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return _aligned(head, _rows(cells, runners, sdk))
+
+
+def _aligned(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """A heading, a rule and the rows, in columns as wide as their widest value."""
+    every = [head, *rows]
+    widths = [max(len(row[i]) for row in every) for i in range(len(head))]
+    lines = ["  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip() for row in every]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
 
 
-def builds_table(builds: list[Build], runners: Mapping[str, str] | None = None, sdk: str | None = None) -> Table:
-    """The builds, one row each: what it is built against, with which Python, for which cells (and which runner)."""
-    table = Table(title="builds")
+def _build_head(runners: Mapping[str, str] | None, sdk: str | None) -> tuple[str, ...]:
     sdk_name: tuple[str, ...] = (sdk,) if sdk else ()
-    for column in (
+    return (
         "build",
         "torch",
         "variant",
@@ -77,22 +80,42 @@ def builds_table(builds: list[Build], runners: Mapping[str, str] | None = None, 
         "wheel label",
         "cells",
         *(("runner",) if runners else ()),
-    ):
-        table.add_column(column)
+    )
+
+
+def _build_rows(builds: list[Build], runners: Mapping[str, str] | None, sdk: str | None) -> list[tuple[str, ...]]:
+    rows = []
     for build in builds:
-        sdk_value = (str(build.key.sdk),) if sdk_name else ()
+        sdk_value = (str(build.key.sdk),) if sdk else ()
         extra = (runners.get(build.id, "-"),) if runners else ()
-        table.add_row(
-            build.id,
-            str(build.release.version),
-            build.release.variant,
-            str(build.python),
-            *sdk_value,
-            build.key.label,
-            str(len(build.cells)),
-            *extra,
+        rows.append(
+            (
+                build.id,
+                str(build.release.version),
+                build.release.variant,
+                str(build.python),
+                *sdk_value,
+                build.key.label,
+                str(len(build.cells)),
+                *extra,
+            )
         )
+    return rows
+
+
+def builds_table(builds: list[Build], runners: Mapping[str, str] | None = None, sdk: str | None = None) -> Table:
+    """The builds, one row each: what it is built against, with which Python, for which cells (and which runner)."""
+    table = Table(title="builds")
+    for column in _build_head(runners, sdk):
+        table.add_column(column)
+    for row in _build_rows(builds, runners, sdk):
+        table.add_row(*row)
     return table
+
+
+def builds_text(builds: list[Build], runners: Mapping[str, str] | None = None, sdk: str | None = None) -> str:
+    """The same table as builds_table, as plain text in aligned columns (linear in the builds)."""
+    return _aligned(_build_head(runners, sdk), _build_rows(builds, runners, sdk))
 
 
 def runner_plan_lines(names: list[str], runners: Mapping[str, str]) -> list[str]:

@@ -228,6 +228,21 @@ def test_a_large_matrix_prints_as_plain_aligned_text() -> None:
     assert RICH_ROWS < 10_000
 
 
+def test_a_large_build_list_prints_as_plain_aligned_text() -> None:
+    """The builds table too: at 10 000 cells of a per-Python project there are 10 000 builds, which rich took 6 s to
+    lay out."""
+    from buildmatrix.report_matrix import builds_table, builds_text
+
+    builds = project_builds(project_cells())
+    runners = {b.id: f"local: /usr/bin/python{b.python}" for b in builds}
+    lines = builds_text(builds, runners, "driver").splitlines()
+    assert re.split(r"\s{2,}", lines[0]) == [c.header for c in builds_table(builds, runners, "driver").columns]
+    assert set(lines[1]) == {"-", " "}
+    assert [line.split()[0] for line in lines[2:]] == [b.id for b in builds]
+    assert [line.split()[-1] for line in lines[2:]] == [runners[b.id].split()[-1] for b in builds]
+    assert len({line.index(" local: ") for line in lines[2:]}) == 1  # the runner column is aligned
+
+
 def test_publish_puts_the_strictly_built_docs_into_the_site_it_uploads() -> None:
     """One site: the docs are built (strict) into wheels/site/docs after compat-table made the site, before upload."""
     steps = JOBS["publish"]["steps"]
