@@ -11,24 +11,31 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping, Set
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from buildmatrix.builder.results import (
+    RESULT_SCHEMA_VERSION,
+    BuildResult,
+    CellResult,
+    SmokeCounts,
+    StepResult,
+    WheelRecord,
+)
+from buildmatrix.builder.wheelcheck import installs_on
 from buildmatrix.errors import RecordError
-from buildmatrix.model.cellkey import BuildKey, CellKey
+from buildmatrix.model.cellkey import BuildKey, CellKey, KeyParser
 from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status, Step
 from buildmatrix.util.paths import name_problem, relative_path_problem
 from buildmatrix.util.wheelname import parse_wheel
 
 if TYPE_CHECKING:
-    from buildmatrix.builder.results import BuildResult, CellResult
     from buildmatrix.model.matrix import Matrix
     from buildmatrix.model.pythons import Python
 
@@ -61,6 +68,24 @@ class RecordRules:
         if sdk is None or not sdk.builds_wheel:
             return cls(matrix.plugin.distribution)
         return cls(matrix.plugin.distribution, sdk.distribution, sdk.name)
+
+
+@dataclass
+class ParseMemo:
+    """What reading many records asks again and again, answered once: versions and Pythons by their text (`keys`),
+    and whether a wheel's tags install on a Python (every record of one Python asks the same). One per store of
+    records or merged tree (ResultStore makes its own), never module-global; every record is still parsed and checked
+    in full."""
+
+    keys: KeyParser = field(default_factory=KeyParser)
+    _installs: dict[tuple[frozenset[Tag], Python], bool] = field(default_factory=dict)
+
+    def installs(self, tags: frozenset[Tag], python: Python) -> bool:
+        """wheelcheck.installs_on, asked once per tag set and Python."""
+        known = self._installs.get((tags, python))
+        if known is None:
+            known = self._installs[(tags, python)] = installs_on(tags, python)
+        return known
 
 
 class _Bad(Exception):
@@ -162,11 +187,15 @@ def _features(value: Any, key: str) -> dict[str, str]:
     return out
 
 
+STEPS = tuple(s.value for s in Step)
+STATUSES = tuple(s.value for s in Status)
+RUNNERS = tuple(r.value for r in RunnerName if r != RunnerName.AUTO)
+
+
 def _step(value: Any, key: str) -> str:
     text = _str(value, key)
-    allowed = [s.value for s in Step]
-    if text not in allowed:
-        raise _Bad(f"{key}: {text!r:.60} is not a step ({', '.join(allowed)})")
+    if text not in STEPS:
+        raise _Bad(f"{key}: {text!r:.60} is not a step ({', '.join(STEPS)})")
     return text
 
 
@@ -174,7 +203,7 @@ def _opt_step(value: Any, key: str) -> str | None:
     return None if value is None else _step(value, key)
 
 
-def _exact_keys(data: Mapping[str, Any], allowed: set[str], required: set[str], key: str) -> None:
+def _exact_keys(data: Mapping[str, Any], allowed: Set[str], required: Set[str], key: str) -> None:
     unknown = sorted(set(data) - allowed)
     missing = sorted(required - set(data))
     if unknown:
@@ -183,7 +212,7 @@ def _exact_keys(data: Mapping[str, Any], allowed: set[str], required: set[str], 
         raise _Bad(f"{key}: missing key(s) {', '.join(missing)}")
 
 
-def _cell(value: Any, key: str) -> CellKey:
+def _cell(value: Any, key: str, keys: KeyParser) -> CellKey:
     data = dict(_object(value, key))
     build = data.pop("build", None)
     cell: dict[str, Any] = _str_map(data, key)
@@ -195,7 +224,7 @@ def _cell(value: Any, key: str) -> CellKey:
     if problem:
         raise _Bad(f"{key}.id: {cell['id']!r:.80} {problem}")
     try:
-        return CellKey.from_dict(cell)
+        return keys.cell(cell)
     except ValueError as exc:
         raise _Bad(f"{key}.{exc}") from None
 
@@ -208,9 +237,9 @@ def _build_form(value: Any, key: str) -> dict[str, str]:
     return build
 
 
-def _build_key(value: Any, key: str) -> BuildKey:
+def _build_key(value: Any, key: str, keys: KeyParser) -> BuildKey:
     try:
-        return BuildKey.from_dict(_build_form(value, key))
+        return keys.build(_build_form(value, key))
     except ValueError as exc:
         raise _Bad(f"{key}.{exc}") from None
 
@@ -229,9 +258,7 @@ def _relative(value: Any, key: str) -> str:
     return text
 
 
-def _wheel(value: Any, key: str) -> Any:
-    from buildmatrix.builder.results import WheelRecord
-
+def _wheel(value: Any, key: str) -> WheelRecord | None:
     if value is None:
         return None
     data = _object(value, key)
@@ -249,9 +276,7 @@ def _wheel(value: Any, key: str) -> Any:
     return WheelRecord(filename, sha, path)
 
 
-def _smoke(value: Any, key: str) -> Any:
-    from buildmatrix.builder.results import SmokeCounts
-
+def _smoke(value: Any, key: str) -> SmokeCounts | None:
     if value is None:
         return None
     data = _object(value, key)
@@ -260,9 +285,7 @@ def _smoke(value: Any, key: str) -> Any:
     return SmokeCounts(**{k: _count(v, f"{key}.{k}") for k, v in data.items()})
 
 
-def _steps(value: Any, key: str) -> list[Any]:
-    from buildmatrix.builder.results import StepResult
-
+def _steps(value: Any, key: str) -> list[StepResult]:
     if not isinstance(value, list):
         raise _Bad(f"{key}: expected a list, got {type(value).__name__}")
     if len(value) > 100:
@@ -283,26 +306,25 @@ def _steps(value: Any, key: str) -> list[Any]:
 
 def _status(value: Any, key: str) -> Status:
     text = _str(value, key)
-    allowed = [s.value for s in Status]
-    if text not in allowed:
-        raise _Bad(f"{key}: {text!r:.60} is not one of {', '.join(allowed)}")
+    if text not in STATUSES:
+        raise _Bad(f"{key}: {text!r:.60} is not one of {', '.join(STATUSES)}")
     return Status(text)
 
 
 def _runner(value: Any, key: str) -> RunnerName:
     text = _str(value, key)
-    allowed = [r.value for r in RunnerName if r != RunnerName.AUTO]
-    if text not in allowed:
-        raise _Bad(f"{key}: {text!r:.60} is not one of {', '.join(allowed)}")
+    if text not in RUNNERS:
+        raise _Bad(f"{key}: {text!r:.60} is not one of {', '.join(RUNNERS)}")
     return RunnerName(text)
 
 
 def _enum_of(kind: type[StrEnum]) -> Callable[[Any, str], StrEnum | None]:
+    allowed = tuple(member.value for member in kind)
+
     def parse(value: Any, key: str) -> StrEnum | None:
         if value is None:
             return None
         text = _str(value, key)
-        allowed = [member.value for member in kind]
         if text not in allowed:
             raise _Bad(f"{key}: {text!r:.60} is not one of {', '.join(allowed)}")
         return kind(text)
@@ -317,9 +339,9 @@ def _attempts(value: Any, key: str) -> int:
     return count
 
 
-# One parser per field of CellResult; a field without one (added later) is only required to be JSON.
+# One parser per field of CellResult but `cell` (parsed with the batch's KeyParser, _field); a field without one
+# (added later) is only required to be JSON.
 PARSERS: dict[str, Callable[[Any, str], Any]] = {
-    "cell": _cell,
     "inputs_hash": _str,
     "inputs": _bounded_json,
     "runner": _runner,
@@ -343,7 +365,7 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
 }
 
 
-def _own_cell(result: CellResult, rules: RecordRules | None) -> None:
+def _own_cell(result: CellResult, rules: RecordRules | None, memo: ParseMemo) -> None:
     """A record names its own cell's log and wheels only: never another cell's, never another project's."""
     cell_id = result.id
     if result.log is not None and result.log != f"logs/{cell_id}.log":
@@ -361,7 +383,7 @@ def _own_cell(result: CellResult, rules: RecordRules | None) -> None:
         if result.wheel.path != f"torch{built}/{result.wheel.filename}":
             raise _Bad(f"wheel.path: {result.wheel.path!r} is not torch{built}/{result.wheel.filename}")
         if rules is not None:
-            _check_plugin_wheel(result, rules)
+            _check_plugin_wheel(result, rules, memo)
     if result.sdk_wheel is not None:
         _check_sdk_wheel(result, sdk, rules)
 
@@ -418,20 +440,12 @@ def migrate_v1(record: dict[str, Any]) -> dict[str, Any]:
     return migrated
 
 
-@lru_cache(maxsize=4096)
-def _installs(tags: frozenset[Tag], python: Python) -> bool:
-    """wheelcheck.installs_on, remembered: every record of one Python and tag set asks the same question."""
-    from buildmatrix.builder.wheelcheck import installs_on
-
-    return installs_on(tags, python)
-
-
-def _check_plugin_wheel(result: CellResult, rules: RecordRules) -> None:
+def _check_plugin_wheel(result: CellResult, rules: RecordRules, memo: ParseMemo) -> None:
     assert result.wheel is not None
     name, _version, _build, tags = parse_wheel(result.wheel.filename)
     if name != canonicalize_name(rules.plugin_distribution):
         raise _Bad(f"wheel.filename: {result.wheel.filename} is not a wheel of {rules.plugin_distribution}")
-    if not _installs(tags, result.cell.python):
+    if not memo.installs(tags, result.cell.python):
         raise _Bad(
             f"wheel.filename: {result.wheel.filename}: its tags do not install on the cell's Python "
             f"{result.cell.python_minor}"
@@ -458,12 +472,27 @@ def load_json(text: str) -> Any:
     return json.loads(text, parse_int=_bounded_int, parse_constant=_no_constant)
 
 
-def parse_record(
-    text: str, source: str, expected_id: str | None = None, rules: RecordRules | None = None
-) -> CellResult:
-    """The CellResult in `text` (the contents of `source`); raises RecordError naming the file and the bad key."""
-    from buildmatrix.builder.results import RESULT_SCHEMA_VERSION, CellResult
+# The fields of a cell record: `patches` is part of the cell's record form.
+CELL_FIELDS = frozenset(f.name for f in fields(CellResult)) - {"patches"}
+CELL_REQUIRED = frozenset({"cell", "inputs_hash", "inputs", "runner"})
 
+
+def _field(name: str, value: Any, memo: ParseMemo) -> Any:
+    if name == "cell":
+        return _cell(value, name, memo.keys)
+    return PARSERS[name](value, name) if name in PARSERS else value
+
+
+def parse_record(
+    text: str,
+    source: str,
+    expected_id: str | None = None,
+    rules: RecordRules | None = None,
+    memo: ParseMemo | None = None,
+) -> CellResult:
+    """The CellResult in `text` (the contents of `source`); raises RecordError naming the file and the bad key.
+    `memo`: the batch's (ResultStore's), when there is one."""
+    memo = memo if memo is not None else ParseMemo()
     if len(text) > MAX_RECORD_BYTES:
         raise RecordError(source, f"{len(text)} characters; a record is at most {MAX_RECORD_BYTES}")
     try:
@@ -485,29 +514,32 @@ def parse_record(
                 f"schema_version: {record.get('schema_version')!r:.20} is not {RESULT_SCHEMA_VERSION} (or 2 or 1, "
                 "read as it)"
             )
-        known = {f.name for f in fields(CellResult)} - {"patches"}  # patches are part of the cell's record form
-        required = {f.name for f in fields(CellResult) if f.name in ("cell", "inputs_hash", "inputs", "runner")}
-        _exact_keys(record, known, required, "record")
-        values = {k: PARSERS[k](v, k) if k in PARSERS else v for k, v in record.items()}
+        _exact_keys(record, CELL_FIELDS, CELL_REQUIRED, "record")
+        values = {k: _field(k, v, memo) for k, v in record.items()}
         result = CellResult(**values, patches=_patches(record))
         if expected_id is not None and result.id != expected_id:
             raise _Bad(f"cell.id: {result.id!r} is not {expected_id!r}, the cell this file is named after")
-        _own_cell(result, rules)
+        _own_cell(result, rules, memo)
     except _Bad as exc:
         raise RecordError(source, str(exc)) from None
     return result
 
 
-# One parser per field of BuildResult.
+# One parser per field of BuildResult but `build` (parsed with the batch's KeyParser, _build_field).
 BUILD_PARSERS: dict[str, Callable[[Any, str], Any]] = {
-    **{k: v for k, v in PARSERS.items() if k not in ("cell", "smoke", "features", "variants_claimed")},
-    "build": _build_key,
+    **{k: v for k, v in PARSERS.items() if k not in ("smoke", "features", "variants_claimed")},
     "python": lambda v, k: _str(v, k, 16),
     "patches": lambda v, k: tuple(_str_list(v, k)),
 }
 
 
-def _own_build(result: BuildResult, rules: RecordRules | None) -> None:
+def _build_field(name: str, value: Any, memo: ParseMemo) -> Any:
+    if name == "build":
+        return _build_key(value, name, memo.keys)
+    return BUILD_PARSERS[name](value, name) if name in BUILD_PARSERS else value
+
+
+def _own_build(result: BuildResult, rules: RecordRules | None, memo: ParseMemo) -> None:
     """A build record names its own log and wheels: the wheel labelled as its key says, where its release's are."""
     if result.log is not None and result.log != f"logs/builds/{result.id}.log":
         raise _Bad(f"log: {result.log!r:.80} is not this build's log (logs/builds/{result.id}.log)")
@@ -520,20 +552,21 @@ def _own_build(result: BuildResult, rules: RecordRules | None) -> None:
             raise _Bad(f"wheel.path: {result.wheel.path!r} is not torch{minor}/{result.wheel.filename}")
         if rules is not None and name != canonicalize_name(rules.plugin_distribution):
             raise _Bad(f"wheel.filename: {result.wheel.filename} is not a wheel of {rules.plugin_distribution}")
-        from buildmatrix.builder.wheelcheck import installs_on
-
-        if result.build.python is not None and not installs_on(tags, result.build.python):
+        if result.build.python is not None and not memo.installs(tags, result.build.python):
             raise _Bad(f"wheel.filename: {result.wheel.filename}: its tags do not install on {result.build.python}")
     if result.sdk_wheel is not None:
         _check_sdk_wheel(result, result.build.sdk, rules)
 
 
 def parse_build_record(
-    text: str, source: str, expected_id: str | None = None, rules: RecordRules | None = None
+    text: str,
+    source: str,
+    expected_id: str | None = None,
+    rules: RecordRules | None = None,
+    memo: ParseMemo | None = None,
 ) -> BuildResult:
     """The BuildResult in `text`; raises RecordError naming the file and the bad key."""
-    from buildmatrix.builder.results import RESULT_SCHEMA_VERSION, BuildResult
-
+    memo = memo if memo is not None else ParseMemo()
     if len(text) > MAX_RECORD_BYTES:
         raise RecordError(source, f"{len(text)} characters; a record is at most {MAX_RECORD_BYTES}")
     try:
@@ -548,11 +581,11 @@ def parse_build_record(
             raise _Bad(f"schema_version: {record.get('schema_version')!r:.20} is not {RESULT_SCHEMA_VERSION}")
         known = {f.name for f in fields(BuildResult)}
         _exact_keys(record, known, {"build", "inputs_hash", "inputs", "runner"}, "record")
-        values = {k: BUILD_PARSERS[k](v, k) if k in BUILD_PARSERS else v for k, v in record.items()}
+        values = {k: _build_field(k, v, memo) for k, v in record.items()}
         result = BuildResult(**values)
         if expected_id is not None and result.id != expected_id:
             raise _Bad(f"build.id: {result.id!r} is not {expected_id!r}, the build this file is named after")
-        _own_build(result, rules)
+        _own_build(result, rules, memo)
     except _Bad as exc:
         raise RecordError(source, str(exc)) from None
     return result

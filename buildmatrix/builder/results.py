@@ -16,7 +16,7 @@ from buildmatrix.util.atomic import write_text_atomic
 from buildmatrix.util.paths import name_problem, read_regular
 
 if TYPE_CHECKING:
-    from buildmatrix.builder.recordparse import RecordRules
+    from buildmatrix.builder.recordparse import ParseMemo, RecordRules
 
 # 3: builds apart from cells (a cell's `cell.build` names the build whose wheel it tested; build records in
 # results/builds/). 2: the SDK axis is general (cell `sdk` and `label`, `sdk_wheel`). Records of 2 (each cell built its
@@ -101,13 +101,18 @@ class CellResult:
 
     @classmethod
     def from_json(
-        cls, text: str, source: str, expected_id: str | None = None, rules: RecordRules | None = None
+        cls,
+        text: str,
+        source: str,
+        expected_id: str | None = None,
+        rules: RecordRules | None = None,
+        memo: ParseMemo | None = None,
     ) -> CellResult:
         """Parse a record, every type checked (with `rules`, its wheels against the matrix's distributions and the
-        cell); raises RecordError naming `source` and the bad key."""
+        cell); raises RecordError naming `source` and the bad key. `memo`: the batch's, when there is one."""
         from buildmatrix.builder.recordparse import parse_record
 
-        return parse_record(text, source, expected_id, rules)
+        return parse_record(text, source, expected_id, rules, memo)
 
 
 @dataclass
@@ -155,11 +160,16 @@ class BuildResult:
 
     @classmethod
     def from_json(
-        cls, text: str, source: str, expected_id: str | None = None, rules: RecordRules | None = None
+        cls,
+        text: str,
+        source: str,
+        expected_id: str | None = None,
+        rules: RecordRules | None = None,
+        memo: ParseMemo | None = None,
     ) -> BuildResult:
         from buildmatrix.builder.recordparse import parse_build_record
 
-        return parse_build_record(text, source, expected_id, rules)
+        return parse_build_record(text, source, expected_id, rules, memo)
 
 
 class ResultStore:
@@ -167,8 +177,11 @@ class ResultStore:
     summary merges them."""
 
     def __init__(self, directory: Path, rules: RecordRules | None = None) -> None:
+        from buildmatrix.builder.recordparse import ParseMemo
+
         self.directory = directory
         self.rules = rules  # what the matrix says the records' wheels must be (None: types and paths only)
+        self.memo = ParseMemo()  # versions, Pythons and tag checks its records share, parsed once
 
     def path(self, cell_id: str) -> Path:
         problem = name_problem(cell_id)
@@ -193,7 +206,7 @@ class ResultStore:
         path = self.build_path(build_id)
         if not path.exists() and not path.is_symlink():
             return None
-        return read_build_record(self.directory / "builds", f"{build_id}.json", build_id, self.rules)
+        return read_build_record(self.directory / "builds", f"{build_id}.json", build_id, self.rules, self.memo)
 
     def scan_builds(self) -> tuple[list[BuildResult], list[RecordError]]:
         """Every readable build record, and the damaged ones as errors naming their files."""
@@ -204,7 +217,9 @@ class ResultStore:
         path = self.path(cell_id)
         if not path.exists() and not path.is_symlink():
             return None
-        return read_record(self.directory / "cells", f"{cell_id}.json", expected_id=cell_id, rules=self.rules)
+        return read_record(
+            self.directory / "cells", f"{cell_id}.json", expected_id=cell_id, rules=self.rules, memo=self.memo
+        )
 
     def scan(self) -> tuple[list[CellResult], list[RecordError]]:
         """Every readable record, and the damaged ones as errors naming their files."""
@@ -233,19 +248,27 @@ class ResultStore:
 
 
 def read_record(
-    base: Path, relative: str, expected_id: str | None = None, rules: RecordRules | None = None
+    base: Path,
+    relative: str,
+    expected_id: str | None = None,
+    rules: RecordRules | None = None,
+    memo: ParseMemo | None = None,
 ) -> CellResult:
     """The record at base/relative, read as untrusted (_record_text); raises RecordError naming it."""
     source = str(base / relative)
-    return CellResult.from_json(_record_text(base, relative), source, expected_id=expected_id, rules=rules)
+    return CellResult.from_json(_record_text(base, relative), source, expected_id=expected_id, rules=rules, memo=memo)
 
 
 def read_build_record(
-    base: Path, relative: str, expected_id: str | None = None, rules: RecordRules | None = None
+    base: Path,
+    relative: str,
+    expected_id: str | None = None,
+    rules: RecordRules | None = None,
+    memo: ParseMemo | None = None,
 ) -> BuildResult:
     """The build record at base/relative, read as untrusted as a cell's (_record_text)."""
     source = str(base / relative)
-    return BuildResult.from_json(_record_text(base, relative), source, expected_id=expected_id, rules=rules)
+    return BuildResult.from_json(_record_text(base, relative), source, expected_id=expected_id, rules=rules, memo=memo)
 
 
 def _record_text(base: Path, relative: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -146,22 +146,6 @@ def _strings(data: Mapping[str, Any], names: tuple[str, ...], what: str) -> dict
     return fields
 
 
-def _version(fields: Mapping[str, str], name: str) -> Version | None:
-    if name not in fields:
-        return None
-    try:
-        return Version(fields[name])
-    except InvalidVersion:
-        raise ValueError(f"{name}: {fields[name]!r:.60} is not a version") from None
-
-
-def _python(text: str) -> Python:
-    try:
-        return Python.parse(text)
-    except ValueError as exc:
-        raise ValueError(f"python: {exc}") from None
-
-
 def _sdk_tag(full_id: str, base: str) -> str:
     """The SDK part of an id that starts with `base` (what the other fields make); raises ValueError otherwise."""
     tag = full_id.removeprefix(f"{base}-") if full_id.startswith(f"{base}-") else ""
@@ -189,15 +173,12 @@ class BuildKey:
     def torch_minor(self) -> str:
         return f"{self.torch.major}.{self.torch.minor}"
 
-    @property
+    @cached_property  # asked for in every loop over builds and cells: computed once per key
     def id(self) -> str:
         """torch2.13-cpu-drv2 (one wheel for every Python), torch2.13-cpu-cp311-drv2 (per Python), torch2.10-cuda-stable
         (a stable-ABI build): names its log, record and CI job."""
-        parts = [f"torch{self.torch_minor}", self.variant]
-        parts += ["stable"] if self.stable else []
-        parts += [self.python.tag] if self.python is not None else []
-        parts += [self.sdk_tag] if self.sdk is not None else []
-        return "-".join(parts)
+        base = _build_base(self.torch, self.variant, self.stable, self.python)
+        return f"{base}-{self.sdk_tag}" if self.sdk is not None else base
 
     def to_dict(self) -> dict[str, str]:
         """The record form (a build record's `build`, a cell record's `cell.build`); from_dict reads it back."""
@@ -212,26 +193,8 @@ class BuildKey:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BuildKey:
-        """Parse the record form; raises ValueError starting with the bad field's name."""
-        fields = _strings(data, ("id", "torch", "variant", "label"), "build")
-        unknown = sorted(set(data) - {"id", "torch", "variant", "label", "python", "sdk", "stable"})
-        if unknown:
-            raise ValueError(f"{unknown[0]}: not a field of a build")
-        stable = data.get("stable", "false")
-        if stable not in ("true", "false"):
-            raise ValueError(f"stable: expected 'true' or 'false', got {stable!r:.20}")
-        python = data.get("python")
-        if python is not None and not isinstance(python, str):
-            raise ValueError(f"python: expected a string, got {python!r:.60}")
-        torch, sdk = _version(fields, "torch"), _version(fields, "sdk")
-        assert torch is not None
-        parsed = _python(python) if python is not None else None
-        key = cls(torch, fields["variant"], parsed, None, "", fields["label"], stable == "true")
-        if sdk is not None:
-            key = replace(key, sdk=sdk, sdk_tag=_sdk_tag(fields["id"], key.id))
-        if fields["id"] != key.id:
-            raise ValueError(f"id: {fields['id']!r:.80} is not {key.id!r}, the id its other fields make")
-        return key
+        """Parse the record form; raises ValueError starting with the bad field's name (KeyParser.build)."""
+        return KeyParser().build(data)
 
 
 @dataclass(frozen=True)
@@ -286,7 +249,7 @@ class CellKey:
     @cached_property
     def id(self) -> str:
         """Stable, readable id used for folders, logs, results and CI job names."""
-        base = f"torch{self.torch_minor}-{self.variant}-{self.python_tag}"
+        base = _cell_base(self.torch, self.variant, self.python)
         return f"{base}-{self.sdk_tag}" if self.sdk is not None else base
 
     @property
@@ -310,22 +273,98 @@ class CellKey:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CellKey:
         """Parse the record form (without `build`: a record of schema 2, whose cell built its own wheel); raises
+        ValueError starting with the bad field's name ("sdk: ...", "build.id: ...") (KeyParser.cell)."""
+        return KeyParser().cell(data)
+
+
+def _build_base(torch: Version, variant: str, stable: bool, python: Python | None) -> str:
+    """A build's id without its SDK part: torch2.13-cpu, torch2.10-cuda-stable-cp311."""
+    parts = [f"torch{torch.major}.{torch.minor}", variant]
+    parts += ["stable"] if stable else []
+    parts += [python.tag] if python is not None else []
+    return "-".join(parts)
+
+
+def _cell_base(torch: Version, variant: str, python: Python) -> str:
+    """A cell's id without its SDK part: torch2.13-cpu-cp311."""
+    return f"torch{torch.major}.{torch.minor}-{variant}-{python.tag}"
+
+
+class KeyParser:
+    """Reads the record forms of build and cell keys, checking every field and that the id is the one the other
+    fields make, with each version and Python text parsed once: the records and tables of 10 000 cells name a few
+    dozen distinct ones, and packaging's Version costs about 10 us. Made for one batch of reads (a store's records,
+    one table), never shared module-wide; what it hands out is immutable."""
+
+    def __init__(self) -> None:
+        self._versions: dict[str, Version] = {}
+        self._pythons: dict[str, Python] = {}
+
+    def version(self, fields: Mapping[str, str], name: str) -> Version | None:
+        """The version in fields[name] (None when absent); raises ValueError naming the field."""
+        if name not in fields:
+            return None
+        text = fields[name]
+        version = self._versions.get(text)
+        if version is None:
+            try:
+                version = Version(text)
+            except InvalidVersion:
+                raise ValueError(f"{name}: {text!r:.60} is not a version") from None
+            self._versions[text] = version
+        return version
+
+    def python(self, text: str) -> Python:
+        """The Python minor in `text`; raises ValueError starting with "python: "."""
+        python = self._pythons.get(text)
+        if python is None:
+            try:
+                python = Python.parse(text)
+            except ValueError as exc:
+                raise ValueError(f"python: {exc}") from None
+            self._pythons[text] = python
+        return python
+
+    def build(self, data: Mapping[str, Any]) -> BuildKey:
+        """A build key's record form; raises ValueError starting with the bad field's name."""
+        fields = _strings(data, ("id", "torch", "variant", "label"), "build")
+        unknown = sorted(set(data) - {"id", "torch", "variant", "label", "python", "sdk", "stable"})
+        if unknown:
+            raise ValueError(f"{unknown[0]}: not a field of a build")
+        stable = data.get("stable", "false")
+        if stable not in ("true", "false"):
+            raise ValueError(f"stable: expected 'true' or 'false', got {stable!r:.20}")
+        python = data.get("python")
+        if python is not None and not isinstance(python, str):
+            raise ValueError(f"python: expected a string, got {python!r:.60}")
+        torch, sdk = self.version(fields, "torch"), self.version(fields, "sdk")
+        assert torch is not None
+        parsed = self.python(python) if python is not None else None
+        base = _build_base(torch, fields["variant"], stable == "true", parsed)
+        tag = _sdk_tag(fields["id"], base) if sdk is not None else ""
+        key = BuildKey(torch, fields["variant"], parsed, sdk, tag, fields["label"], stable == "true")
+        if fields["id"] != key.id:
+            raise ValueError(f"id: {fields['id']!r:.80} is not {key.id!r}, the id its other fields make")
+        return key
+
+    def cell(self, data: Mapping[str, Any]) -> CellKey:
+        """A cell key's record form (without `build`: a record of schema 2, whose cell built its own wheel); raises
         ValueError starting with the bad field's name ("sdk: ...", "build.id: ...")."""
         fields = _strings(data, ("id", "torch", "variant", "python", "label"), "cell")
-        torch, sdk = _version(fields, "torch"), _version(fields, "sdk")
+        torch, sdk = self.version(fields, "torch"), self.version(fields, "sdk")
         assert torch is not None
-        python = _python(fields["python"])
+        python = self.python(fields["python"])
         build = None
         if data.get("build") is not None:
             try:
-                build = BuildKey.from_dict(data["build"])
+                build = self.build(data["build"])
             except ValueError as exc:
                 raise ValueError(f"build.{exc}") from None
             if build.sdk != sdk:
                 raise ValueError(f"build.sdk: {build.sdk} is not the cell's SDK {sdk}")
-        base = cls(torch, fields["variant"], python, None, "", fields["label"]).id
+        base = _cell_base(torch, fields["variant"], python)
         tag = _sdk_tag(fields["id"], base) if sdk is not None else ""
-        key = cls(torch, fields["variant"], python, sdk, tag, fields["label"], build)
+        key = CellKey(torch, fields["variant"], python, sdk, tag, fields["label"], build)
         if fields["id"] != key.id:
             raise ValueError(f"id: {fields['id']!r:.80} is not {key.id!r}, the id its torch, variant and python make")
         return key
