@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 from buildmatrix.builder.results import CellResult, SmokeCounts, WheelRecord
 from buildmatrix.builder.wheelcheck import installs_on
 from buildmatrix.errors import MatrixError
-from buildmatrix.model.cellkey import CellKey
+from buildmatrix.model.cellkey import CellKey, KeyParser
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import Matrix, TorchRelease, shortest_prefix
 from buildmatrix.model.pythons import Python
@@ -147,11 +147,16 @@ class CompatCell:
 
     @classmethod
     def from_dict(
-        cls, data: Mapping[str, Any], releases: Mapping[str, Release], sdks: Mapping[str, SdkColumn]
+        cls,
+        data: Mapping[str, Any],
+        releases: Mapping[str, Release],
+        sdks: Mapping[str, SdkColumn],
+        keys: KeyParser | None = None,
     ) -> CompatCell:
+        """`keys`: the table's KeyParser (each version and Python text parsed once per table)."""
         release = releases[data["release"]]
         sdk = {"sdk": sdks[data["sdk"]].version} if "sdk" in data else {}
-        key = CellKey.from_dict(
+        key = (keys or KeyParser()).cell(
             {
                 "id": data["id"],
                 "torch": release.version,
@@ -348,7 +353,8 @@ class CompatTable:
         sdk = data.get("sdk")
         by_key = {r.key: r for r in releases}
         by_tag = {d.tag: d for d in sdks}
-        cells = tuple(CompatCell.from_dict(c, by_key, by_tag) for c in data["cells"])
+        keys = KeyParser()
+        cells = tuple(CompatCell.from_dict(c, by_key, by_tag, keys) for c in data["cells"])
         return cls(
             plugin=data["plugin"],
             plugin_version=data["plugin_version"],
