@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import signal
@@ -722,7 +723,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The cyclic garbage collector's first threshold while a command runs (CPython's default is 700 allocations). A command
+# builds tens of thousands of long-lived objects (records, tables, ledger entries: 10 000 cells make ~1 million) and
+# almost no cycles; at the default, collections that find nothing took 15 % of compat-table's CPU at 10 000 cells.
+GC_THRESHOLD = 100_000
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """GC_THRESHOLD while the command runs, the caller's thresholds again after (main may run inside a test)."""
+    before = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with _fewer_collections():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
