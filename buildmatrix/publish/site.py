@@ -220,6 +220,21 @@ class _Staged:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     unserved: set[str] = field(default_factory=set)
+    directories: set[Path] = field(default_factory=set)  # made in the staging version so far
+
+    def put(self, dest: Path, data: bytes, source: Path | None) -> None:
+        """A file of the staging version (made durable all at once before it goes live): hard-linked from `source`
+        (a file of the live site, already checked) when there is one, else written."""
+        if dest.parent not in self.directories:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            self.directories.add(dest.parent)
+        if source is not None:
+            try:
+                os.link(source, dest)
+                return
+            except OSError:
+                pass  # another file system, or links not allowed: a copy
+        write_new(dest, data, parent_made=True)
 
     def place(
         self,
@@ -236,7 +251,7 @@ class _Staged:
         live site (`source`, already checked) is hard-linked, not copied. `sha256` is the hash of `data`, which the
         caller computed when it checked these bytes (_read_wheel); the staged file is hashed again from disk by the
         site's checks."""
-        _put(self.staging / path, data, source)
+        self.put(self.staging / path, data, source)
         known = self.ledger.get(path)
         # A carried wheel's released metadata, when the live site holds it with the ledger's hash: linked, not
         # extracted from the wheel again (its bytes were checked against the ledger just before).
@@ -247,11 +262,13 @@ class _Staged:
             except (ValueError, zipfile.BadZipFile) as exc:
                 self.problems.append(f"{path}: {exc}")
                 return
-            write_new(self.staging / (path + ".metadata"), metadata)
+            self.put(self.staging / (path + ".metadata"), metadata, None)
         else:
             assert source is not None
-            _put(self.staging / (path + ".metadata"), metadata, source.with_name(source.name + ".metadata"))
-        self.problems += metadata_problems(path, metadata, self.staging / (path + ".metadata"))
+            self.put(self.staging / (path + ".metadata"), metadata, source.with_name(source.name + ".metadata"))
+        # The staged .metadata's bytes are hashed from disk by the site's checks, against the hash of `metadata`
+        # recorded here (every served wheel's anchor carries it): here, its headers against the filename.
+        self.problems += metadata_problems(path, metadata)
         digest, meta = sha256, sha256_hex(metadata)
         if known is not None and known.metadata_sha256 and known.metadata_sha256 != meta:
             self.problems.append(f"{path}: its METADATA (sha256 {meta}) is not the released {known.metadata_sha256}")
@@ -279,18 +296,6 @@ def _released_metadata(source: Path | None, known: Released | None) -> bytes | N
     return data if sha256_hex(data) == known.metadata_sha256 else None
 
 
-def _put(dest: Path, data: bytes, source: Path | None) -> None:
-    """A file of the staging version (made durable all at once before it goes live)."""
-    if source is not None:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(source, dest)
-            return
-        except OSError:
-            pass  # another file system, or links not allowed: a copy
-    write_new(dest, data)
-
-
 def _read_wheel(base: Path | None, path: str, sha256: str) -> bytes | None:
     """The bytes at base/path when they are a regular file with this sha256, else None."""
     if base is None:
@@ -310,7 +315,10 @@ def _needed(table: CompatTable) -> dict[str, tuple[str, set[str], set[str]]]:
             continue
         minor = table.release(cell.release).minor
         for wheel in cell_wheels(cell):
-            sha, minors, cells = out.setdefault(wheel.path, (wheel.sha256, set(), set()))
+            entry = out.get(wheel.path)
+            if entry is None:
+                entry = out[wheel.path] = (wheel.sha256, set(), set())
+            sha, minors, cells = entry
             if sha != wheel.sha256:
                 continue  # two cells name one path with other bytes: the ledger check refuses the second below
             minors.add(minor)
@@ -422,7 +430,7 @@ def _stage_logs(table: CompatTable, wheels_dir: Path, live: LiveSite | None, sta
                 staged.problems.append(f"{cell.id}: its log {exc}")
             else:
                 source = live_dir / cell.log if live_dir is not None and _same_bytes(live_dir, cell.log, data) else None
-                _put(staged.staging / cell.log, data, source)
+                staged.put(staged.staging / cell.log, data, source)
                 staged.logs.add(cell.log)
             break
 
@@ -612,7 +620,7 @@ def _write_site(
         if problems:
             shutil.rmtree(staging)
             return report
-        swap(site, staging)
+        swap(site, staging, staged.ledger)
     except BaseException:
         if staging.exists() and live_version(site) != staging.resolve():
             shutil.rmtree(staging, ignore_errors=True)

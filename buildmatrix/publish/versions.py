@@ -151,24 +151,26 @@ def link(site: Path, target: Path) -> None:
         os.close(fd)
 
 
-def swap(site: Path, staged: Path) -> None:
-    """Make `staged` live; a site directory from before the link layout is kept aside as `.site.legacy`."""
+def swap(site: Path, staged: Path, ledger: Ledger | None = None) -> None:
+    """Make `staged` live; a site directory from before the link layout is kept aside as `.site.legacy`. `ledger`:
+    the one written into `staged`, when the caller has it (pruning then does not parse it back)."""
     if site.is_dir() and not site.is_symlink():  # the first run with the symlink layout
         site.rename(site.with_name(f".{site.name}.legacy"))  # a kill here: recover_site links it again
     mark(staged, COMPLETE)
     os.sync()  # every file of the version on disk before the link points at it (they were written without fsync)
     link(site, staged)
-    prune(site)
+    prune(site, ledger)
 
 
-def prune(site: Path) -> list[Path]:
+def prune(site: Path, live_ledger: Ledger | None = None) -> list[Path]:
     """Remove complete versions of ours beyond the newest KEEP besides the live one, when the live ledger holds
-    every wheel they released (same bytes): nothing they served is lost. Returns what was removed."""
+    every wheel they released (same bytes): nothing they served is lost. Returns what was removed. `live_ledger`: the
+    live version's, when the caller wrote it (else read from the live version)."""
     live = live_version(site)
     if live is None:
         return []
     try:
-        current = read_ledger(live)
+        current = live_ledger if live_ledger is not None else read_ledger(live)
     except RecordError:
         return []
     if current is None:
