@@ -125,7 +125,10 @@ class Naming:
         """The cell's key; `build` is the build whose wheel it tests (model/builds.build_key), by default a build of
         its own (its release, its Python)."""
         version = sdk.version if sdk is not None else None
-        tag = self.sdk_tag(version) if version is not None else ""
+        if build is not None and build.sdk == version:  # its key named the SDK version already (builds.build_key)
+            tag = build.sdk_tag
+        else:
+            tag = self.sdk_tag(version) if version is not None else ""
         label = build.label if build is not None else self.local_label(release, version)
         return CellKey(release.version, release.variant, python, version, tag, label, build)
 

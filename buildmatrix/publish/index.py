@@ -187,19 +187,24 @@ def link_problem(site: Path, page: str, href: str, files: SiteFiles | None = Non
     """A link of a page must be relative, stay inside the site and resolve to a file of it (or a folder's
     index.html): never a scheme such as javascript:, never ../ out of the site. `files`: the site's files, listed
     once by the caller (else each link is looked up on disk)."""
+    return _resolve_link(site, page, href, files)[0]
+
+
+def _resolve_link(site: Path, page: str, href: str, files: SiteFiles | None) -> tuple[str, str]:
+    """link_problem's answer, and the site path the link's path names ('' when it names none)."""
     parts = urlsplit(href)
     if parts.scheme or parts.netloc or href.startswith("/") or "\\" in href:
-        return f"{page}: link {href!r:.80} is not a relative link inside the site"
+        return f"{page}: link {href!r:.80} is not a relative link inside the site", ""
     target = unquote(parts.path)
     if not target:
-        return ""
+        return "", ""
     joined = _joined(page, target)
     if joined == ".." or joined.startswith("../") or joined.startswith("/"):
-        return f"{page}: link {href!r:.80} leads outside the site"
+        return f"{page}: link {href!r:.80} leads outside the site", ""
     file = _folder_index(joined) if target.endswith("/") or joined == "." else joined
     if not (files.has(file) if files is not None else (site / file).is_file()):
-        return f"{page}: link {href!r:.80} leads to no file of the site"
-    return ""
+        return f"{page}: link {href!r:.80} leads to no file of the site", joined
+    return "", joined
 
 
 def _check_page(files: SiteFiles, rel: str, expected: dict[str, tuple[str, str | None]]) -> tuple[list[str], set[str]]:
@@ -209,14 +214,16 @@ def _check_page(files: SiteFiles, rel: str, expected: dict[str, tuple[str, str |
     listed: set[str] = set()
     for anchor in page_anchors((files.root / rel).read_text()):
         href, _, fragment = anchor.get("href", "").partition("#")
-        if link := link_problem(files.root, rel, anchor.get("href", ""), files):
+        link, joined = _resolve_link(files.root, rel, anchor.get("href", ""), files)
+        if link:
             problems.append(link)
             continue
         if rel.endswith("simple/index.html"):
             if not files.has(_joined(rel, f"{href}/index.html")):
                 problems.append(f"{rel}: project link {href} has no page")
             continue
-        target = _joined(rel, unquote(href))  # our pages link within the site
+        # our pages link within the site: the path the link's path names (its fragment, the hash, apart)
+        target = joined or _joined(rel, unquote(href))
         name = PurePosixPath(href).name
         if not name.endswith(".whl"):
             problems.append(f"{rel}: {name} is not a wheel (the index serves wheels only)")
