@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from buildmatrix.builder.results import SmokeCounts
@@ -20,16 +23,21 @@ def stage_tests(tests: Path, dest: Path) -> Path:
     return target
 
 
-def private_temp(run_dir: Path) -> dict[str, str]:
-    """Environment giving the suite a temporary directory of its own, under the cell's scratch and removed with it.
+@contextmanager
+def private_temp() -> Iterator[dict[str, str]]:
+    """Environment giving the suite a temporary directory of its own, removed when it ends.
 
     Caches kept in the temporary directory would otherwise carry from one cell, or one run, to the next: torch's
     Inductor keeps compiled graphs in <tmp>/torchinductor_<user>, so a later cell could load a graph an earlier build
-    compiled instead of compiling its own. (A container's /tmp is its own already.)
+    compiled instead of compiling its own. The directory is made in the system's temporary directory, not under the
+    cell's scratch: multiprocessing puts its sockets there, and a Unix socket's path must stay under 108 bytes.
+    (A container's /tmp is its own already.)
     """
-    temp = run_dir / "tmp"
-    temp.mkdir(parents=True, exist_ok=True)
-    return {name: str(temp) for name in ("TMPDIR", "TEMP", "TMP")}
+    temp = Path(tempfile.mkdtemp(prefix="buildmatrix-smoke-"))
+    try:
+        yield {name: str(temp) for name in ("TMPDIR", "TEMP", "TMP")}
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def pytest_args(tests: Path, junit: Path, features: Path, contract: SmokeContract) -> list[str]:

@@ -188,14 +188,18 @@ class LocalRunner:
         tests = stage_tests(job.smoke_tests, run_dir)
         junit, features = run_dir / "junit.xml", run_dir / "features.json"
         try:
-            run_logged(
-                "smoke",
-                [_python(job.workdir / "smoke-env"), *pytest_args(tests, junit, features, job.matrix.contract.smoke)],
-                job.log_file,
-                cwd=run_dir,
-                env=private_temp(run_dir),
-                timeout=job.matrix.timeouts["smoke"],
-            )
+            with private_temp() as temp_env:
+                run_logged(
+                    "smoke",
+                    [
+                        _python(job.workdir / "smoke-env"),
+                        *pytest_args(tests, junit, features, job.matrix.contract.smoke),
+                    ],
+                    job.log_file,
+                    cwd=run_dir,
+                    env=temp_env,
+                    timeout=job.matrix.timeouts["smoke"],
+                )
         except StepFailed as exc:
             return SmokeRun(junit, features, exc)
         return SmokeRun(junit, features)
