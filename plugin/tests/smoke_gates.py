@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import sysconfig
 
 import pytest
 import torch
@@ -13,7 +14,9 @@ import torch_emu
 
 TORCH = Version(torch.__version__.split("+")[0])
 DRIVER_MAJOR = torch_emu.driver_api_version()[0]
-PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+# The Python as the matrix names it: a free-threaded 3.13 is "3.13t", whose reasons differ from 3.13's.
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}{'t' if FREE_THREADED else ''}"
 
 
 def requires_torch(spec: str, what: str = ""):
