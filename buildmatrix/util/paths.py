@@ -77,9 +77,17 @@ def read_regular(base: Path, relative: str, max_bytes: int | None = None) -> byt
     except OSError as exc:
         raise ValueError(f"{relative} cannot be read ({exc.strerror})") from None
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
             raise ValueError(f"{relative} is not a regular file")
-        data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
+        if max_bytes is None:
+            data = handle.read()
+        else:
+            # The size fstat gives plus a byte, not max_bytes + 1: a read of n bytes allocates n (1 MiB per record,
+            # 20 us each). A file that grew since is read on, up to max_bytes + 1.
+            data = handle.read(min(status.st_size, max_bytes) + 1)
+            if len(data) > status.st_size:
+                data += handle.read(max_bytes + 1 - len(data))
     if max_bytes is not None and len(data) > max_bytes:
         raise ValueError(f"{relative} is larger than {max_bytes} bytes")
     return data
