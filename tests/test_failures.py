@@ -62,11 +62,27 @@ SOURCE_BUILD_CASES = [
 ]
 
 
+def seen(output: str) -> OutputSigns:
+    signs = OutputSigns()
+    for line in output.splitlines():
+        signs.see(line)
+    return signs
+
+
 @pytest.mark.parametrize(("tail", "expected"), SOURCE_BUILD_CASES)
-def test_a_network_error_in_a_build_script_is_not_retried(
+def test_a_network_error_in_a_dependencys_build_script_is_not_retried(
     tail: str, expected: tuple[FailureClass, Cause | None]
 ) -> None:
-    assert classify_output(tail) == expected
+    assert classify_output(tail, seen(tail)) == expected
+
+
+@pytest.mark.parametrize(("tail", "expected"), SOURCE_BUILD_CASES)
+def test_a_network_error_in_the_projects_own_build_stays_transient(
+    tail: str, expected: tuple[FailureClass, Cause | None]
+) -> None:
+    """No dependency_build: the project's own build script fetching what it needs (test_faults' network blip)."""
+    cause = Cause.DISK_FULL if expected[1] == Cause.DISK_FULL else Cause.NETWORK
+    assert classify_output(tail) == (FailureClass.TRANSIENT, cause)
 
 
 def test_a_build_backend_failure_seen_before_the_tail_still_counts() -> None:

@@ -152,6 +152,10 @@ def test_a_source_build_that_needs_the_network_is_deterministic(tmp_path: Path) 
     text = log_file.read_text()
     assert "Connection refused" in text and "build backend" in text.lower()
     assert not list((target / "lib").glob("python*/site-packages/netpkg*"))  # nothing half-installed
+    # The same failure in the project's own build (its build script may fetch what it needs) stays transient.
+    with pytest.raises(StepFailed) as own:
+        run_logged("build", command, tmp_path / "build.log")
+    assert (own.value.failure_class, own.value.cause) == (FailureClass.TRANSIENT, Cause.NETWORK)
 
 
 def test_classify_leaves_compile_and_test_failures_deterministic() -> None:

@@ -56,16 +56,18 @@ class OutputSigns:
             self.build_backend_failed = True
 
 
-def classify_output(tail: str, signs: OutputSigns | None = None) -> tuple[FailureClass, Cause | None]:
-    """The class of a child that exited non-zero, from the end of its output and what its whole output showed (pure).
+def classify_output(tail: str, dependency_build: OutputSigns | None = None) -> tuple[FailureClass, Cause | None]:
+    """The class of a child that exited non-zero, from the end of its output (pure).
 
-    A full disk is transient wherever it shows. A network error is transient when the installer met it, and
-    deterministic when a package's build script did (it will download the same thing the same way next time).
+    A full disk is transient wherever it shows, and so is a network error, with one exception. `dependency_build`
+    is given when the child installed the cell's dependencies (the smoke environment): a network error met by a
+    dependency's own build script there is deterministic. The dependency has no wheel for this Python, and its
+    source build downloads something (maturin fetching Rust), which fails the same way next time. A project's own
+    build may fetch what it needs, and its network errors stay transient.
     """
     if _DISK_FULL.search(tail):
         return FailureClass.TRANSIENT, Cause.DISK_FULL
-    in_backend = (signs is not None and signs.build_backend_failed) or _BUILD_BACKEND.search(tail) is not None
-    if _NETWORK.search(tail) and not in_backend:
+    if _NETWORK.search(tail) and not (dependency_build is not None and dependency_build.build_backend_failed):
         return FailureClass.TRANSIENT, Cause.NETWORK
     return FailureClass.DETERMINISTIC, None
 

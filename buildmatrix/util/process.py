@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildmatrix.errors import Interrupted, StepFailed
-from buildmatrix.model.vocab import Cause, FailureClass
+from buildmatrix.model.vocab import Cause, FailureClass, Step
 from buildmatrix.util.failures import OutputSigns, classify_output
 from buildmatrix.util.redact import redact, secret_values
 
@@ -204,7 +204,8 @@ def _failure(
         killed = Cause.OOM if -code == signal.SIGKILL else Cause.SIGNAL
         hint = " (the kernel's OOM killer sends SIGKILL)" if killed == Cause.OOM else ""
         return StepFailed(step, f"killed by {name}{hint}: {shown}{where}", tail, FailureClass.TRANSIENT, killed)
-    failure_class, cause = classify_output(tail, signs)
+    # Only the smoke environment installs dependencies whose own build scripts may fail (util/failures.py).
+    failure_class, cause = classify_output(tail, signs if step == Step.SMOKE_ENV else None)
     return StepFailed(step, f"exit code {code}: {shown}{where}", tail, failure_class, cause)
 
 
