@@ -194,6 +194,48 @@ def test_cache_keys_match_exactly_then_by_newest_prefix_and_entries_never_change
     assert code != 0 and "fail-on-cache-miss" in said
 
 
+def test_jobs_restoring_one_entry_at_once_never_read_it_half_written(tmp_path: Path) -> None:
+    """The parallel build jobs of an act run restore the same entry at once: each marks it used while the others list
+    the entries. A CI run failed when one read the manifest while another had truncated it (JSONDecodeError)."""
+    import importlib.util
+    import json
+    import threading
+
+    spec = importlib.util.spec_from_file_location("cache_standin_under_test", CACHE)
+    assert spec is not None and spec.loader is not None
+    standin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(standin)
+    version = tmp_path / "store" / "version"
+    (version / "entry").mkdir(parents=True)
+    (version / "entry" / "entry.json").write_text(json.dumps({"key": "k", "paths": ["p"], "created": 1, "used": 1}))
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def mark_used() -> None:
+        try:
+            for _ in range(2000):
+                standin.touch({"dir": str(version / "entry")})
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+        finally:
+            done.set()
+
+    def list_entries() -> None:
+        try:
+            while not done.is_set():
+                assert [e["key"] for e in standin.entries(version)] == ["k"]
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=mark_used), threading.Thread(target=list_entries)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert failures == []
+    assert sorted(p.name for p in (version / "entry").iterdir()) == ["entry.json"]  # no temporary file left
+
+
 # --- the setup-python stand-in's PATH, as a job sees it ---------------------------------------------------------
 
 SETUP_PYTHON = STANDINS / "actions" / "setup-python" / "setup_python_standin.py"

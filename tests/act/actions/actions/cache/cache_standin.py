@@ -82,10 +82,14 @@ def write_output(**values: str) -> None:
 
 
 def touch(entry: dict[str, object]) -> None:
+    """Mark the entry used, in one rename: two jobs restoring the same entry at once must never read it half-written
+    (a plain write_text truncates first, and the other job's json.loads met an empty file)."""
     manifest = Path(str(entry["dir"])) / "entry.json"
     stored = json.loads(manifest.read_text())
     stored["used"] = time.time()
-    manifest.write_text(json.dumps(stored))
+    temporary = manifest.with_name(f".entry.json.standin-{os.getpid()}")
+    temporary.write_text(json.dumps(stored))
+    temporary.replace(manifest)
 
 
 def restore() -> None:
