@@ -204,8 +204,7 @@ def _failure(
         killed = Cause.OOM if -code == signal.SIGKILL else Cause.SIGNAL
         hint = " (the kernel's OOM killer sends SIGKILL)" if killed == Cause.OOM else ""
         return StepFailed(step, f"killed by {name}{hint}: {shown}{where}", tail, FailureClass.TRANSIENT, killed)
-    # Only the smoke environment installs dependencies whose own build scripts may fail (util/failures.py).
-    failure_class, cause = classify_output(tail, signs if step == Step.SMOKE_ENV else None)
+    failure_class, cause = classify_output(tail, signs)
     return StepFailed(step, f"exit code {code}: {shown}{where}", tail, failure_class, cause)
 
 
@@ -226,7 +225,9 @@ def run_logged(
     argv = [str(part) for part in command]
     log_file.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=TAIL_LINES)
-    signs = OutputSigns()
+    # Only the smoke environment installs dependencies whose own build scripts may fail (util/failures.py): its output
+    # alone is watched for their failures.
+    signs = OutputSigns() if step == Step.SMOKE_ENV else None
     full_env = _child_env(env)
     # Logs are published: the command as shown, each output line and every error message are redacted.
     secrets = secret_values(full_env)
@@ -243,7 +244,8 @@ def run_logged(
             handle.write(line)
             handle.flush()
             tail.append(line.rstrip("\n"))
-            signs.see(line)
+            if signs is not None:
+                signs.see(line)
 
         proc = _start(argv, step, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
