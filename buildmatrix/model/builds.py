@@ -22,7 +22,7 @@ from buildmatrix.model.cellkey import BuildKey
 from buildmatrix.model.matrix import Matrix, SdkVersion, TorchRelease
 from buildmatrix.model.pythons import Python
 
-__all__ = ["Build", "BuildKey", "build_key", "build_release", "plan_builds"]
+__all__ = ["Build", "BuildKey", "build_key", "build_release", "deep_cell", "plan_builds"]
 
 
 def _is_stable(matrix: Matrix, release: TorchRelease) -> bool:
@@ -77,6 +77,8 @@ class Build:
     # The torch versions its cells test, oldest first: the release it is built against alone, but for a stable-ABI
     # build (key.stable), whose wheel must install with each of them.
     serves: tuple[Version, ...] = ()
+    # With smoke.tiers: the id of the cell that runs the build's deep tier (deep_cell); None: no tiers.
+    deep_cell: str | None = None
 
     @property
     def id(self) -> str:
@@ -89,7 +91,8 @@ class Build:
 
     def as_dict(self) -> dict[str, object]:
         """What `buildmatrix matrix --json` shows of it."""
-        return {**self.key.to_dict(), "python_built_with": str(self.python), "cells": list(self.cells)}
+        deep = {"deep_cell": self.deep_cell} if self.deep_cell is not None else {}
+        return {**self.key.to_dict(), "python_built_with": str(self.python), "cells": list(self.cells), **deep}
 
     @property
     def torch_releases(self) -> tuple[Version, ...]:
@@ -97,8 +100,8 @@ class Build:
         return self.serves or (self.release.version,)
 
 
-class _Cellish(Protocol):
-    """What planning needs of a cell (model.cells.Cell has it; structural, so cells.py can import this module)."""
+class _Tested(Protocol):
+    """What choosing a build's deep cell needs of a cell."""
 
     @property
     def id(self) -> str: ...
@@ -106,6 +109,11 @@ class _Cellish(Protocol):
     def torch(self) -> TorchRelease: ...
     @property
     def python(self) -> Python: ...
+
+
+class _Cellish(_Tested, Protocol):
+    """What planning needs of a cell (model.cells.Cell has it; structural, so cells.py can import this module)."""
+
     @property
     def sdk(self) -> SdkVersion | None: ...
     @property
@@ -130,6 +138,24 @@ def _interpreter(
     published = available.get(release, set()) if available is not None else {c.python for c in cells}
     offered = sorted({c.python for c in cells if c.python in published}, key=lambda p: (p.free_threaded, p))
     return offered[0] if offered else None
+
+
+def deep_cell(release: TorchRelease, cells: Iterable[_Tested], preference: Iterable[Python] = ()) -> str:
+    """The id of the cell that runs a build's deep tier (smoke.tiers, the rule its options reference states).
+
+    `release`: the release the build is made against; `cells`: the build's cells in matrix order (at least one);
+    `preference`: smoke.tiers.deep-python. Among the cells of `release` (all the cells when none is of it): the
+    cell of the first preferred Python they have; else the one with the oldest Python with the GIL (a free-threaded
+    one only when there is no other); the first in matrix order between cells of one Python (variants)."""
+    members = list(cells)
+    if not members:
+        raise ValueError("a build has at least one cell")
+    candidates = [c for c in members if c.torch == release] or members
+    for python in preference:
+        chosen = next((c for c in candidates if c.python == python), None)
+        if chosen is not None:
+            return chosen.id
+    return min(candidates, key=lambda c: (c.python.free_threaded, c.python)).id
 
 
 def plan_builds(
@@ -161,7 +187,9 @@ def plan_builds(
             )
             continue
         serves = tuple(sorted({c.torch.version for c in members}))
-        out[key.id] = Build(key, release, python, members[0].sdk, tuple(c.id for c in members), serves)
+        tiers = matrix.contract.smoke.tiers
+        deep = deep_cell(release, members, tiers.deep_python) if tiers is not None else None
+        out[key.id] = Build(key, release, python, members[0].sdk, tuple(c.id for c in members), serves, deep)
     if problems:
         raise MatrixError(problems)
     return out

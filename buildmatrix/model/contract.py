@@ -74,18 +74,44 @@ class SmokeRequirementsFor:
     free_threaded: bool | None = None  # None: every cell; False: Pythons with the GIL only; True: free-threaded only
 
 
+class Tier(StrEnum):
+    """A part of the smoke suite: the quick one runs on every cell, the deep one once per build (smoke.tiers)."""
+
+    QUICK = "quick"
+    DEEP = "deep"
+
+
+@dataclass(frozen=True)
+class SmokeTiers:
+    """smoke.tiers: the pytest selections of the quick and deep suites, and the deep cell's preferred Pythons."""
+
+    quick: tuple[str, ...]
+    deep: tuple[str, ...]
+    deep_python: tuple[Python, ...] = ()
+
+    def selection(self, tier: Tier) -> tuple[str, ...]:
+        return self.quick if tier == Tier.QUICK else self.deep
+
+    def as_inputs(self, deep: bool) -> dict[str, object]:
+        """What a cell's test depends on of the tiers: its quick selection, and the deep one on the deep cell."""
+        return {"quick": list(self.quick), **({"deep": list(self.deep)} if deep else {})}
+
+
 @dataclass(frozen=True)
 class SmokeContract:
     requires: tuple[str, ...] = ("pytest",)
     args: tuple[str, ...] = ()
     requires_for: tuple[SmokeRequirementsFor, ...] = ()
+    tiers: SmokeTiers | None = None  # None: the whole suite on every cell
 
     @property
     def reports_features(self) -> bool:
         return any(FEATURES_PLACEHOLDER in a for a in self.args)
 
-    def pytest_args(self, features: str) -> list[str]:
-        return [a.replace(FEATURES_PLACEHOLDER, features) for a in self.args]
+    def pytest_args(self, features: str, tier: Tier | None = None) -> list[str]:
+        """smoke.args, then the tier's selection (none without tiers, or for the whole suite)."""
+        selection = self.tiers.selection(tier) if self.tiers is not None and tier is not None else ()
+        return [a.replace(FEATURES_PLACEHOLDER, features) for a in (*self.args, *selection)]
 
     @property
     def requirements(self) -> tuple[str, ...]:
@@ -216,7 +242,23 @@ def _smoke(reader: OptionReader, node: Node) -> SmokeContract:
         tuple(requires) if requires is not None else ("pytest",),
         tuple(args or ()),
         _smoke_requires_for(reader, reader.child(node, "requires-for")),
+        _smoke_tiers(reader, reader.child(node, "tiers")),
     )
+
+
+def _smoke_tiers(reader: OptionReader, node: Node) -> SmokeTiers | None:
+    declared = _section(reader, node)
+    quick = reader.parse(reader.child(node, "quick"))
+    deep_node = reader.child(node, "deep")
+    deep = reader.parse(deep_node)
+    deep_python = reader.parse(reader.child(node, "deep-python"))
+    if deep_node.present and deep == ():
+        reader.problem(
+            deep_node.key, 'needs a pytest selection (e.g. ["-m", "deep"]): an empty one runs the whole suite again'
+        )
+    if not declared or quick is None or deep is None:
+        return None
+    return SmokeTiers(tuple(quick), tuple(deep), tuple(deep_python or ()))
 
 
 def _smoke_requires_for(reader: OptionReader, node: Node) -> tuple[SmokeRequirementsFor, ...]:

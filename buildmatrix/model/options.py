@@ -720,6 +720,45 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         default=(),
         example='args: ["--my-features-json={features}", "-k", "not slow"]',
     ),
+    Option(
+        "smoke.tiers",
+        Kind.MAPPING,
+        "Test tiers: a deep suite that runs once per build, on one of its cells (the build's deep cell), and a quick "
+        "suite that runs on every cell, the deep cell too. A cell's wheel is its build's wheel: checks that depend "
+        "only on the wheel and torch (operator conformance, models, compilers) need not run again on each Python. "
+        "The deep cell of a build is, unless `deep-python` names one: among its cells of the torch release it is "
+        "built against (all of its cells where it has none), the one with the oldest Python with the GIL, a "
+        "free-threaded Python only when the build has no other; between cells of one Python (variants sharing a "
+        "build), the first in matrix order. A deep tier whose tests all skipped (or that selected none) is `not "
+        "run`, never passed. A failure of the deep tier fails every cell of the build, a failure of the quick suite "
+        "its own cell. A run or job that leaves the deep cell out runs no deep tier: its other cells keep the deep "
+        "result recorded with their build. Without `tiers` the whole suite runs on every cell.",
+        default_doc="none: the whole suite on every cell",
+        example='tiers:\n  quick: ["-m", "not deep"]\n  deep: ["-m", "deep"]\n  deep-python: ["3.12"]',
+    ),
+    Option(
+        "smoke.tiers.quick",
+        Kind.TEXTS,
+        "pytest arguments, after `smoke.args`, that select the quick suite run on every cell: a marker expression "
+        '(`["-m", "not deep"]`) or a keyword expression (`-k`); the suite is staged elsewhere on each runner, so '
+        "select by marker or name, not by path.",
+        required=True,
+    ),
+    Option(
+        "smoke.tiers.deep",
+        Kind.TEXTS,
+        "pytest arguments, after `smoke.args`, that select the deep suite run once per build on its deep cell, "
+        "after the quick suite (a second pytest run in the same environment, in a step of its own, `deep`).",
+        required=True,
+    ),
+    Option(
+        "smoke.tiers.deep-python",
+        Kind.PYTHON_MINORS,
+        "The deep cell's Python, in order of preference: each build's deep cell is its cell of the first of these it "
+        "has (of the release it is built against first, as in the rule above); a build with none of them follows "
+        "the rule.",
+        default=(),
+    ),
 )
 
 
