@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from buildmatrix.builder.workspace import Workspace
-from buildmatrix.errors import EXIT_CELLS_FAILED, ResourceError, UserError
+from buildmatrix.errors import EXIT_CELLS_FAILED, EngineUnavailable, ResourceError, UserError
 from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import Cell, Selection, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
@@ -30,8 +30,9 @@ from buildmatrix.util.failures import is_resource_error, resource_message
 from buildmatrix.util.process import CHILDREN
 
 if TYPE_CHECKING:
-    from buildmatrix.builder.results import BuildResult, CellResult
+    from buildmatrix.builder.results import BuildResult, CellResult, ResultStore
     from buildmatrix.builder.runners.select import RunnerPlan
+    from buildmatrix.model.pythons import Python
 
 
 @dataclass(frozen=True)
@@ -144,10 +145,11 @@ def runner_plan(matrix: Matrix, cells: list[Cell], args: argparse.Namespace, bui
 
 
 def cmd_build(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix import report_matrix
     from buildmatrix.builder.engine import Engine, RunOptions
-    from buildmatrix.builder.runners.base import CellRunners
-    from buildmatrix.builder.runners.select import runners_for
+    from buildmatrix.builder.recordparse import RecordRules
+    from buildmatrix.builder.results import ResultStore
+    from buildmatrix.builder.runners.select import runners_or_unbuilt
+    from buildmatrix.builder.unbuilt import record_not_built
     from buildmatrix.builder.workspace import RunLock
     from buildmatrix.progress import ProgressDisplay, summary_table
 
@@ -158,23 +160,29 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
     builds = loaded.builds_of(cells)
     # --prebuilt makes no build: only the cells need a runner here
     plan = runner_plan(matrix, [] if args.builds_only else cells, args, [] if args.prebuilt else builds)
-    reasons = {} if args.builds_only else {c.id: plan.choice(c).reason for c in cells}
-    if not args.prebuilt:
-        reasons |= {f"build {b.id}": plan.choice_for(b.python).reason for b in builds}
-    for line in report_matrix.runner_plan_lines(list(reasons), reasons):
-        console.print(line, highlight=False, markup=False)
-    # Before anything is written: a cell no runner can build, or a runner that cannot start, stops the run here.
-    runners, why = runners_for(plan, matrix)
-    by_python = {p: runners[c.runner] for p, c in plan.by_python.items() if c.runner is not None}
-    cell_runners = CellRunners(next(iter(runners.values())), by_python)
-    made = "testing builds made elsewhere" if args.prebuilt else f"{len(builds)} build(s)"
-    console.print(f"[bold]{len(cells)} cell(s)[/bold], {made}, {why}, {args.jobs} job(s)")
+    _print_plan(console, plan, [] if args.builds_only else cells, [] if args.prebuilt else builds)
+    # Before anything is written: a cell no runner can build, or --runner docker with no engine, stops the run here.
+    # Under auto, a missing engine is started where it can be; else the cells only an image serves are not built.
     workspace = Workspace.for_root(matrix.root)
+    chosen = runners_or_unbuilt(plan, matrix, workspace.build_dir.parent / "dockerd.log")
+    _say_lines(console, chosen.engine_actions)
+    cells, unbuilt = _leave_unbuilt(loaded, cells, chosen.unbuilt, args.builds_only)
+    builds = loaded.builds_of(cells)
+    made = "testing builds made elsewhere" if args.prebuilt else f"{len(builds)} build(s)"
+    console.print(f"[bold]{len(cells)} cell(s)[/bold], {made}, {chosen.why}, {args.jobs} job(s)")
     options = RunOptions(
         jobs=args.jobs, fail_fast=args.fail_fast, force=args.force, retries=args.retries, prebuilt=args.prebuilt
     )
     shown = [] if args.prebuilt else builds
+    store = ResultStore(workspace.results_dir, RecordRules.of(matrix))
     with RunLock(workspace), ProgressDisplay(console, [] if args.builds_only else cells, shown) as display:
+        not_built = [r for r in record_not_built(store, unbuilt) if r.status == Status.NOT_BUILT]
+        if not chosen.runners or not builds:  # every cell needs the engine: the records and summary say so
+            _write_summary(store)
+            _say_not_built(console, not_built)
+            console.print(f"results: {workspace.results_dir / 'summary.json'}")
+            return EngineUnavailable.exit_code
+        cell_runners = chosen.cell_runners(plan)
         engine = Engine(matrix, workspace, cell_runners, registry, progress=display.update, builds=loaded.builds)
         with stop_on_signals(engine.interrupt) as stopped_by:
             results = engine.run(cells, options, builds_only=args.builds_only)
@@ -187,17 +195,68 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
     failed: list[CellResult | BuildResult] = [r for r in results if r.status != Status.PASSED]
     if args.builds_only:
         failed = [b for b in made_builds if b.status != Status.PASSED]
+    _say_failed(console, workspace, failed)
+    _say_not_built(console, not_built)
+    console.print(f"results: {workspace.results_dir / 'summary.json'}")
+    if stopped_by:
+        console.print(f"stopped by {stopped_by[0]}; finished cells are recorded, the next run resumes the others")
+        return 128 + int(signal.Signals[stopped_by[0]])
+    if failed:
+        return EXIT_CELLS_FAILED
+    return EngineUnavailable.exit_code if not_built else 0
+
+
+def _print_plan(console: Console, plan: RunnerPlan, cells: list[Cell], builds: list[Build]) -> None:
+    """Each cell's and build's runner and why, before anything runs."""
+    from buildmatrix import report_matrix
+
+    reasons = {c.id: plan.choice(c).reason for c in cells}
+    reasons |= {f"build {b.id}": plan.choice_for(b.python).reason for b in builds}
+    _say_lines(console, report_matrix.runner_plan_lines(list(reasons), reasons))
+
+
+def _say_lines(console: Console, lines: Sequence[str]) -> None:
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
+
+
+def _say_failed(console: Console, workspace: Workspace, failed: Sequence[CellResult | BuildResult]) -> None:
     for result in failed:
         log_path = workspace.wheels_dir / (result.log or "")
         error = result.error or ""
         where = "" if f"(log: {log_path})" in error else f"  (log: {log_path})"  # step errors name their log already
         what = f" {result.status} in {result.failed_step} ({failure_kind(result)}): "
         console.print(Text.assemble((result.id, "red"), what, f"{error}{where}"))
-    console.print(f"results: {workspace.results_dir / 'summary.json'}")
-    if stopped_by:
-        console.print(f"stopped by {stopped_by[0]}; finished cells are recorded, the next run resumes the others")
-        return 128 + int(signal.Signals[stopped_by[0]])
-    return EXIT_CELLS_FAILED if failed else 0
+
+
+def _leave_unbuilt(
+    loaded: Loaded, cells: list[Cell], unbuilt: Mapping[Python, str], builds_only: bool
+) -> tuple[list[Cell], list[tuple[Cell, str]]]:
+    """The cells the run builds, and those it leaves unbuilt with the reason: a cell of an unbuilt Python, or whose
+    build runs on one."""
+    skipped = {b.id for b in loaded.builds_of(cells) if b.python in unbuilt}
+    left = [
+        (c, unbuilt.get(c.python) or unbuilt[loaded.builds[c.build.id].python])
+        for c in cells
+        if c.build.id in skipped or (c.python in unbuilt and not builds_only)
+    ]
+    out = {c.id for c, _ in left}
+    return [c for c in cells if c.id not in out], left
+
+
+def _write_summary(store: ResultStore) -> None:
+    try:
+        cells, damaged = store.scan()
+        builds, damaged_builds = store.scan_builds()
+        store.write_summary(cells, damaged + damaged_builds, builds)
+    except OSError as exc:
+        raise ResourceError(resource_message(exc, store.directory)) from None
+
+
+def _say_not_built(console: Console, not_built: list[CellResult]) -> None:
+    """Each cell the run left unbuilt, with its record's reason (which names the command that fixes it)."""
+    for result in not_built:
+        console.print(Text.assemble((result.id, "yellow"), f" {result.status}: ", result.error or ""))
 
 
 @contextmanager

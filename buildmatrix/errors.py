@@ -7,7 +7,7 @@ Every command ends with one of these codes (docs/reference/exit-codes.md, genera
     2    UserError: a bad argument or another problem to fix (argparse's usage errors are 2 as well)
     3    MatrixError: matrix.yaml is invalid (every problem, located)
     4    InterpreterNotFound: no CPython for a cell's Python (locally under --runner local, nor in an image)
-    5    EngineUnavailable: a cell goes to Docker (--runner docker, or auto), but no engine (or cibuildwheel) answers
+    5    EngineUnavailable: --runner docker, but no engine (or cibuildwheel) answers; under auto, cells left unbuilt
     6    RunLocked: another run holds the workspace
     7    RecordError: a result record, the release ledger or the live site's table is damaged (or the ledger lost)
     8    ResourceError: the disk is full or a directory is not writable
@@ -81,7 +81,9 @@ class InterpreterNotFound(UserError):
 
 
 class EngineUnavailable(UserError):
-    """--runner docker, but no Docker engine answers (or cibuildwheel is missing). Exit code 5."""
+    """--runner docker, but no Docker engine answers (or cibuildwheel is missing); under runner auto, the run built
+    what it could and left the cells only an image serves unbuilt (none failed): their records say how to start one.
+    Exit code 5."""
 
     exit_code = 5
 

@@ -19,6 +19,7 @@ STYLE = {
     Status.PASSED: "green",
     Status.FAILED: "red",
     Status.INTERRUPTED: "magenta",
+    Status.NOT_BUILT: "yellow",
     "up-to-date": "cyan",
     "queued": "dim",
 }

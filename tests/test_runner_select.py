@@ -205,9 +205,11 @@ def test_cli_plan_and_local_refusal_write_nothing(tmp_path: Path) -> None:
     )
     assert untouched(root)
 
-    no_engine = cli(root, tmp_path, "build", docker_host=f"unix://{tmp_path / 'dead.sock'}")
+    # --runner docker with no engine stops the run before anything is written (under auto, the local cells build and
+    # the others are recorded as not built: test_no_engine.py).
+    no_engine = cli(root, tmp_path, "build", "--runner", "docker", docker_host=f"unix://{tmp_path / 'dead.sock'}")
     assert no_engine.returncode == EngineUnavailable.exit_code, no_engine.stdout + no_engine.stderr
-    assert "docker: no local 3.14; image forky serves it, but no Docker engine answers" in no_engine.stderr
+    assert "--runner docker, but no Docker engine answers" in no_engine.stderr
     assert untouched(root)
 
 

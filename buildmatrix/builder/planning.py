@@ -127,7 +127,9 @@ def up_to_date(stored: CellResult | BuildResult, wanted: str, wheels_dir: Path, 
         return False
     if stored.status == Status.PASSED:
         return files_intact(stored, wheels_dir, needs_sdk_wheel)
-    return stored.status != Status.INTERRUPTED and stored.failure_class != FailureClass.TRANSIENT
+    if stored.status in (Status.INTERRUPTED, Status.NOT_BUILT):  # a stop, or no runner could start: never tried
+        return False
+    return stored.failure_class != FailureClass.TRANSIENT
 
 
 def files_intact(stored: CellResult | BuildResult, wheels_dir: Path, needs_sdk_wheel: bool) -> bool:

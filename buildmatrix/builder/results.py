@@ -309,6 +309,9 @@ def summary_json(
     interrupted = sum(r.status == Status.INTERRUPTED for r in results)
     if interrupted:  # only then, so summaries of runs that were never stopped keep their shape
         counts[str(Status.INTERRUPTED)] = interrupted
+    not_built = sum(r.status == Status.NOT_BUILT for r in results)
+    if not_built:  # only then too: a run that left no cell unbuilt (no Docker engine) keeps the shape
+        counts[str(Status.NOT_BUILT)] = not_built
     body: dict[str, Any] = {
         "schema_version": RESULT_SCHEMA_VERSION,
         "counts": counts,

@@ -11,7 +11,9 @@ class Status(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     INTERRUPTED = "interrupted"  # the run was stopped (Ctrl-C, SIGTERM) while the cell ran; rebuilt next run
-    NOT_BUILT = "not built"  # compat table only: the cell has no record for its current inputs
+    # In the compat table: the cell has no record for its current inputs. In a record: a run left it unbuilt (no
+    # runner could start for it, e.g. no Docker engine), its error names the command that fixes that.
+    NOT_BUILT = "not built"
 
 
 class Step(StrEnum):

@@ -411,7 +411,12 @@ def compat_cell(matrix: Matrix, cell: Cell, result: CellResult | None) -> Compat
     another plugin version: its install command would name a wheel the matrix no longer makes)."""
     key = cell.key
     requirement = cell_requirement(matrix, cell)
-    if result is None or result.cell != key or not _built_for(matrix.plugin.version, result):
+    if (
+        result is None
+        or result.cell != key
+        or result.status == Status.NOT_BUILT  # a run left it unbuilt (no runner could start)
+        or not _built_for(matrix.plugin.version, result)
+    ):
         return CompatCell(key, Status.NOT_BUILT, requirement)
     wheel, sdk_wheel = result.wheel, result.sdk_wheel
     needs_sdk_wheel = matrix.sdk is not None and matrix.sdk.builds_wheel

@@ -6,8 +6,9 @@ import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from buildmatrix.builder.runners.base import Runner
+from buildmatrix.builder.runners.base import CellRunners, Runner
 from buildmatrix.builder.runners.local import LocalRunner
 from buildmatrix.docker import oci
 from buildmatrix.errors import EngineUnavailable, InterpreterNotFound
@@ -131,6 +132,67 @@ def runners_for(plan: RunnerPlan, matrix: Matrix) -> tuple[dict[RunnerName, Runn
         runners[RunnerName.DOCKER] = docker[0]
         notes.append(docker[1])
     return runners, " and ".join(notes)
+
+
+# The command a not-built cell's record gives: it makes an engine answer where one can be started (Debian, as root).
+ENGINE_COMMAND = "sudo python3 -m buildmatrix engine"
+
+
+@dataclass(frozen=True)
+class RunRunners:
+    """The runners a run builds with, a line saying so, and the Pythons it leaves unbuilt (no Docker engine answers
+    and none could be started here), each with the reason its cells' records give."""
+
+    runners: Mapping[RunnerName, Runner]
+    why: str
+    unbuilt: Mapping[Python, str] = field(default_factory=dict)
+    engine_actions: tuple[str, ...] = ()  # what was done to start an engine (installed, started dockerd)
+
+    def cell_runners(self, plan: RunnerPlan) -> CellRunners:
+        """Each Python's runner for the engine (the Pythons left unbuilt have none)."""
+        by_python = {p: self.runners[r] for p, c in plan.by_python.items() if (r := c.runner) and r in self.runners}
+        return CellRunners(next(iter(self.runners.values())), by_python)
+
+
+def runners_or_unbuilt(plan: RunnerPlan, matrix: Matrix, engine_log: Path) -> RunRunners:
+    """runners_for, but under runner auto a missing Docker engine stops no cell that can build locally: the engine is
+    started where that is possible (as `buildmatrix engine` does: Debian, as root, no DOCKER_HOST elsewhere), and
+    where it is not, the Pythons only an image serves are left unbuilt, each with the command that starts one.
+    --runner docker still refuses before anything is written (EngineUnavailable)."""
+    if plan.asked == RunnerName.DOCKER or RunnerName.DOCKER not in plan.runners:
+        runners, why = runners_for(plan, matrix)
+        return RunRunners(runners, why)
+    plan.check()
+    problem = oci.engine_problem()
+    actions: tuple[str, ...] = ()
+    if problem:
+        from buildmatrix.docker.engine import ensure_engine
+
+        try:
+            actions = tuple(ensure_engine(engine_log).actions)
+        except EngineUnavailable as exc:
+            return _without_docker(plan, problem, str(exc))
+    runners, why = runners_for(plan, matrix)
+    return RunRunners(runners, why, engine_actions=actions)
+
+
+def _without_docker(plan: RunnerPlan, problem: str, not_started: str) -> RunRunners:
+    where = os.environ.get("DOCKER_HOST", "the default socket")
+    unbuilt = {
+        python: (
+            f"not built: {choice.reason}, but no Docker engine answers `docker info` at {where}: {problem}; "
+            f"none could be started here: {not_started}. Start one with `{ENGINE_COMMAND}` (Debian), or start "
+            "Docker your own way, then run the build again"
+        )
+        for python, choice in plan.by_python.items()
+        if choice.runner == RunnerName.DOCKER
+    }
+    runners: dict[RunnerName, Runner] = {}
+    why = "no runner"
+    if RunnerName.LOCAL in plan.runners:
+        runners[RunnerName.LOCAL] = plan.local
+        why = "local runner"
+    return RunRunners(runners, f"{why}; no Docker engine: {len(unbuilt)} Python(s) left unbuilt", unbuilt)
 
 
 def _docker(plan: RunnerPlan, matrix: Matrix) -> tuple[Runner, str]:
