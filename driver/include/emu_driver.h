@@ -17,6 +17,9 @@
  *   2.2  adds page-locked ("pinned") host memory: emuHostAlloc, emuFreeHost,
  *        emuHostGetFlags; emuPointerGetAttributes reports it, and asynchronous
  *        copies treat pinned and pageable host memory as CUDA does.
+ *   2.3  adds the interconnect: communicators between the processes of one
+ *        host over shared memory (as NCCL's SHM transport), whose collectives
+ *        and point-to-point transfers are work queued on an emu stream.
  * Symbols of a newer API are absent from a library built at an older one.
  */
 #ifndef EMU_DRIVER_H_
@@ -37,6 +40,7 @@ extern "C" {
 #define EMU_DRIVER_HAS_ASYNC (EMU_DRIVER_VERSION_MAJOR >= 2)
 #define EMU_DRIVER_HAS_EVENTS (EMU_DRIVER_VERSION_MAJOR >= 2)
 #define EMU_DRIVER_HAS_HOST_ALLOC (EMU_DRIVER_VERSION >= 2002)
+#define EMU_DRIVER_HAS_COMM (EMU_DRIVER_VERSION >= 2003)
 
 typedef enum emuError_t {
   emuSuccess = 0,
@@ -49,6 +53,9 @@ typedef enum emuError_t {
   emuErrorNotPermitted = 7,          /* e.g. emuKernelTranslate outside a kernel */
   emuErrorLaunchFailure = 8,         /* a kernel returned non-zero; sticky on its stream until synchronized */
   emuErrorInitialization = 9,        /* the runtime could not reserve its address ranges */
+#if EMU_DRIVER_VERSION >= 2003
+  emuErrorCommFailure = 10, /* API 2.3: a peer died, timed out, aborted, or disagreed on a collective */
+#endif
 } emuError_t;
 
 EMU_API const char* emuGetErrorName(emuError_t error);
@@ -189,6 +196,86 @@ EMU_API emuError_t emuHostAlloc(void** ptr, size_t size, unsigned int flags);
 EMU_API emuError_t emuFreeHost(void* ptr);
 /* The flags of the allocation holding ptr, plus emuHostAllocLocked when its pages are locked. */
 EMU_API emuError_t emuHostGetFlags(unsigned int* flags, void* ptr);
+#endif
+
+#if EMU_DRIVER_HAS_COMM
+/* ---- interconnect: communicators between processes (API 2.3) ----------- */
+/* A communicator joins nranks processes of one host, each using one device, over a shared-memory
+ * segment (the way NCCL's SHM transport works). As with NCCL: one rank makes a unique id, the job
+ * shares its bytes out of band (a key-value store), and every rank calls emuCommInitRank with it;
+ * init returns once all ranks have joined, or fails when timeout_ms passes first.
+ * Every transfer is work queued on an emu stream: the call checks its buffers (live device memory
+ * of the communicator's device), queues the transfer and returns at once; the stream runs it in
+ * order with its other work. Ranks must issue the same collectives in the same order. A failure
+ * (a peer process that exited, a peer that does not arrive within timeout_ms, a peer that called
+ * emuCommAbort, or ranks that disagree on a collective's kind, count, type, operator or root) fails
+ * the transfer on every rank: the stream reports emuErrorLaunchFailure with the reason at its next
+ * synchronize, and later transfers of the communicator fail at once with emuErrorCommFailure. */
+typedef struct emuComm_st* emuComm_t;
+#define EMU_COMM_UNIQUE_ID_BYTES 128
+typedef struct emuCommUniqueId {
+  char internal[EMU_COMM_UNIQUE_ID_BYTES];
+} emuCommUniqueId;
+
+typedef enum emuDataType {
+  emuInt8 = 0,
+  emuUint8 = 1,
+  emuInt32 = 2,
+  emuInt64 = 3,
+  emuFloat16 = 4,
+  emuFloat32 = 5,
+  emuFloat64 = 6,
+  emuBfloat16 = 7,
+  emuBool = 8, /* reductions: sum and max are "or", product and min are "and" */
+  emuInt16 = 9,
+} emuDataType;
+
+typedef enum emuRedOp {
+  emuSum = 0,
+  emuProd = 1,
+  emuMax = 2,
+  emuMin = 3,
+  emuAvg = 4, /* sum divided by nranks (integer types: truncated) */
+} emuRedOp;
+
+EMU_API emuError_t emuCommGetUniqueId(emuCommUniqueId* id);
+/* Joins the communicator on the current device. timeout_ms bounds init and every later wait for a peer. */
+EMU_API emuError_t emuCommInitRank(emuComm_t* comm, int nranks, emuCommUniqueId id, int rank, unsigned timeout_ms);
+/* Waits for the communicator's queued transfers, then leaves it (peers waiting on this rank then fail). */
+EMU_API emuError_t emuCommDestroy(emuComm_t comm);
+/* Makes every rank's pending and later transfers fail now (a job that gives up on a hung peer). */
+EMU_API emuError_t emuCommAbort(emuComm_t comm);
+EMU_API emuError_t emuCommCount(emuComm_t comm, int* nranks);
+EMU_API emuError_t emuCommUserRank(emuComm_t comm, int* rank);
+EMU_API emuError_t emuCommDevice(emuComm_t comm, int* device);
+/* The first failure of the communicator (sticky: the reason its transfers fail), or "" while it is healthy. */
+EMU_API const char* emuCommGetFailure(emuComm_t comm);
+
+/* Counts are in elements of datatype. sendbuf may equal recvbuf (in place) for every collective. */
+EMU_API emuError_t emuCommAllReduce(const void* sendbuf, void* recvbuf, size_t count, emuDataType datatype,
+                                    emuRedOp op, emuComm_t comm, emuStream_t stream);
+/* recvbuf on the root is the result; elsewhere it is not written (may be null). */
+EMU_API emuError_t emuCommReduce(const void* sendbuf, void* recvbuf, size_t count, emuDataType datatype,
+                                 emuRedOp op, int root, emuComm_t comm, emuStream_t stream);
+/* sendbuf is read on the root only; every rank's recvbuf gets it. */
+EMU_API emuError_t emuCommBroadcast(const void* sendbuf, void* recvbuf, size_t count, emuDataType datatype,
+                                    int root, emuComm_t comm, emuStream_t stream);
+/* recvbuf holds nranks * sendcount elements, rank r's at offset r * sendcount. */
+EMU_API emuError_t emuCommAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, emuDataType datatype,
+                                    emuComm_t comm, emuStream_t stream);
+/* sendbuf holds nranks * recvcount elements; rank r gets the reduction of every rank's block r. */
+EMU_API emuError_t emuCommReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                        emuDataType datatype, emuRedOp op, emuComm_t comm, emuStream_t stream);
+/* Point to point. Between emuCommGroupStart and emuCommGroupEnd (per host thread) sends and receives are
+ * collected and queued as one transfer that progresses them together, so exchanges such as all-to-all
+ * never deadlock; every call of a group must name the same communicator and stream. Outside a group each
+ * call is a group of one. A receive must name the count its sender sends. */
+EMU_API emuError_t emuCommSend(const void* sendbuf, size_t count, emuDataType datatype, int peer, emuComm_t comm,
+                               emuStream_t stream);
+EMU_API emuError_t emuCommRecv(void* recvbuf, size_t count, emuDataType datatype, int peer, emuComm_t comm,
+                               emuStream_t stream);
+EMU_API emuError_t emuCommGroupStart(void);
+EMU_API emuError_t emuCommGroupEnd(void);
 #endif
 
 #ifdef __cplusplus

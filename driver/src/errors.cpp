@@ -33,6 +33,9 @@ const char* emuGetErrorName(emuError_t error) {
     case emuErrorNotPermitted: return "emuErrorNotPermitted";
     case emuErrorLaunchFailure: return "emuErrorLaunchFailure";
     case emuErrorInitialization: return "emuErrorInitialization";
+#if EMU_DRIVER_HAS_COMM
+    case emuErrorCommFailure: return "emuErrorCommFailure";
+#endif
   }
   return "emuErrorUnknown";
 }
@@ -49,6 +52,9 @@ const char* emuGetErrorString(emuError_t error) {
     case emuErrorNotPermitted: return "operation not permitted";
     case emuErrorLaunchFailure: return "kernel launch failure";
     case emuErrorInitialization: return "initialization error";
+#if EMU_DRIVER_HAS_COMM
+    case emuErrorCommFailure: return "communicator failure";
+#endif
   }
   return "unknown error";
 }
