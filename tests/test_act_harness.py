@@ -236,6 +236,49 @@ def test_jobs_restoring_one_entry_at_once_never_read_it_half_written(tmp_path: P
     assert sorted(p.name for p in (version / "entry").iterdir()) == ["entry.json"]  # no temporary file left
 
 
+def test_a_restore_beside_a_job_using_the_tree_never_shows_it_a_temporary_file(tmp_path: Path) -> None:
+    """Two cell jobs of an act run restore the same uv cache into one HOME; one job's uv was already hard-linking
+    from it while the other's restore renamed files into place, and uv met the restore's temporary file
+    (`failed to hardlink file from ....standin-5678`): every act push test failed on a fresh machine. A restore
+    writes nothing where an identical file already is, and stages what it writes outside the tree."""
+    import importlib.util
+    import threading
+
+    spec = importlib.util.spec_from_file_location("cache_standin_restore_under_test", CACHE)
+    assert spec is not None and spec.loader is not None
+    standin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(standin)
+    entry = tmp_path / "entry"
+    for n in range(300):
+        (entry / f"pkg{n % 7}").mkdir(parents=True, exist_ok=True)
+        (entry / f"pkg{n % 7}" / f"file{n}.py").write_text(f"# {n}\n" * 50)
+    (entry / "link").symlink_to("pkg0")
+    home = tmp_path / "home" / "cache"
+    assert standin.copy_tree(entry, home) == 301
+    inodes = {q: q.lstat().st_ino for q in home.rglob("*")}
+    seen: set[str] = set()
+    done = threading.Event()
+
+    def walk() -> None:
+        while not done.is_set():
+            seen.update(q.name for q in home.rglob("*"))
+
+    reader = threading.Thread(target=walk)
+    reader.start()
+    try:
+        for _ in range(5):
+            assert standin.copy_tree(entry, home) == 301
+    finally:
+        done.set()
+        reader.join(timeout=60)
+    assert {q: q.lstat().st_ino for q in home.rglob("*")} == inodes  # nothing replaced under a reader
+    assert not [name for name in seen if "standin" in name]
+    assert sorted(q.name for q in home.parent.iterdir()) == ["cache"]  # no staging directory left
+    (entry / "pkg1" / "file1.py").write_text("changed\n")  # a differing file is still restored
+    standin.copy_tree(entry, home)
+    assert (home / "pkg1" / "file1.py").read_text() == "changed\n"
+
+
 # --- the setup-python stand-in's PATH, as a job sees it ---------------------------------------------------------
 
 SETUP_PYTHON = STANDINS / "actions" / "setup-python" / "setup_python_standin.py"

@@ -46,26 +46,53 @@ def entries(version: Path) -> list[dict[str, object]]:
 
 
 def copy_tree(source: Path, dest: Path) -> int:
-    """Copy every file of source into dest, keeping symlinks as symlinks; returns the number of files."""
-    if source.is_symlink() or source.is_file():
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        place(source, dest)
-        return 1
-    count = 0
-    for root, dirs, files in os.walk(source):
-        here = Path(root)
-        target = dest / here.relative_to(source)
-        target.mkdir(parents=True, exist_ok=True)
-        for name in files + [d for d in dirs if (here / d).is_symlink()]:
-            place(here / name, target / name)
-            count += 1
-    return count
+    """Copy every file of source into dest, keeping symlinks as symlinks; returns the number of files.
+
+    The jobs of an act run share one HOME, so another job may be restoring the same entry into dest, or already
+    using what it restored (uv hard-links from its cache while a second job restores that cache). So each file is
+    written in a staging directory beside dest, outside the tree other jobs walk, then renamed into place; and a file
+    already there with the same size and modification time (copy2 keeps it) is left alone, never replaced under a
+    reader."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.standin-", dir=_existing_parent(dest)))
+    try:
+        if source.is_symlink() or source.is_file():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            place(source, dest, staging)
+            return 1
+        count = 0
+        for root, dirs, files in os.walk(source):
+            here = Path(root)
+            target = dest / here.relative_to(source)
+            target.mkdir(parents=True, exist_ok=True)
+            for name in files + [d for d in dirs if (here / d).is_symlink()]:
+                place(here / name, target / name, staging)
+                count += 1
+        return count
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
-def place(source: Path, dest: Path) -> None:
-    """Copy one file or symlink into place in one rename: the jobs of an act run share one HOME, so two of them may
-    restore the same entry into the same directory at once."""
-    temporary = dest.with_name(f".{dest.name}.standin-{os.getpid()}")
+def _existing_parent(dest: Path) -> Path:
+    """The directory the staging directory goes in: dest's parent, made if missing (the same file system as dest)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    return dest.parent
+
+
+def same_file(source: Path, dest: Path) -> bool:
+    """dest already holds what source would put there: the same symlink target, or the same size and mtime."""
+    if source.is_symlink():
+        return dest.is_symlink() and dest.readlink() == source.readlink()
+    if dest.is_symlink() or not dest.is_file():
+        return False
+    have, want = dest.stat(), source.stat()
+    return have.st_size == want.st_size and have.st_mtime_ns == want.st_mtime_ns
+
+
+def place(source: Path, dest: Path, staging: Path) -> None:
+    """Put one file or symlink in place in one rename from the staging directory, unless it is already there."""
+    if same_file(source, dest):
+        return
+    temporary = staging / f"{os.getpid()}-{dest.name}"
     if source.is_symlink():
         temporary.symlink_to(source.readlink())
     else:
