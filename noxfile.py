@@ -122,11 +122,12 @@ def act(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (rules and format) over all our Python; mypy strict over the package, its tests and this file."""
+    """ruff (rules and format) over all our Python; mypy strict over the package, its tests, the plugin's development
+    tests and this file."""
     session.install(".[test]", "ruff", "mypy", "types-PyYAML", "nox")
     session.run("ruff", "check", *PYTHON_TREES)
     session.run("ruff", "format", "--check", *PYTHON_TREES)
-    session.run("mypy", "buildmatrix", "tests", "noxfile.py")
+    session.run("mypy", "buildmatrix", "tests", "plugin/devtests", "noxfile.py")
 
 
 @nox.session(name="docker-engine")

@@ -1,4 +1,4 @@
-"""Shared fixtures: a minimal valid matrix written on the fly."""
+"""Shared fixtures: a minimal valid matrix written on the fly; the check that each test sits where its kind belongs."""
 
 from __future__ import annotations
 
@@ -85,6 +85,7 @@ smoke: {args: ["--tiny-features-json={features}"]}
 """
 
 REPO = Path(__file__).parent.parent
+HERE = Path(__file__).parent
 PROJECT_PARTS = ("matrix.yaml", "matrix.schema.json", "plugin", "driver", "patches", "README.md", "docs")
 
 
@@ -129,20 +130,6 @@ def run_cli(
     )
 
 
-@pytest.fixture(scope="session")
-def real_cells(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real plugin built and smoke-tested on the cheap torch 2.13 CPU cells (both drivers), once per session.
-
-    Returns the project copy's root: wheels/, wheels/results/ and wheels/logs/ hold what a release engineer gets.
-    """
-    root = copy_project(tmp_path_factory.mktemp("real") / "project")
-    result = run_cli(
-        root, "build", "--matrix", str(root / "matrix.yaml"), "--torch", "2.13", "--python", "3.11", "--runner", "local"
-    )
-    (root / "build-output.txt").write_text(result.stdout + result.stderr)
-    return root
-
-
 @pytest.fixture
 def answers():  # type: ignore[no-untyped-def]
     """Recorded registry answers served on 127.0.0.1 (registry_server.Answers); `answers.use(name)` picks one."""
@@ -170,3 +157,17 @@ def headless_chromium(width: int, height: int):  # type: ignore[no-untyped-def]
     ):
         options.add_argument(flag)
     return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path="/usr/bin/chromedriver"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """tests/unit holds only tests not marked integration (`nox -s unit` runs them), tests/integration only marked
+    ones: a test in the wrong place stops the run, naming it."""
+    misplaced = []
+    for item in items:
+        marked = item.get_closest_marker("integration") is not None
+        if marked and item.path.is_relative_to(HERE / "unit"):
+            misplaced.append(f"{item.nodeid}: marked integration, in tests/unit")
+        elif not marked and item.path.is_relative_to(HERE / "integration"):
+            misplaced.append(f"{item.nodeid}: in tests/integration, not marked integration")
+    if misplaced:
+        raise pytest.UsageError("tests in the wrong directory:\n  " + "\n  ".join(misplaced))
