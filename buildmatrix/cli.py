@@ -424,12 +424,15 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
 def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder.recordparse import RecordRules
     from buildmatrix.builder.results import ResultStore
+    from buildmatrix.publish.ledger import reason_problem
     from buildmatrix.publish.site import DocsLayout, Withdrawal, docs_problems, publish, read_docs_table
 
     matrix = load_matrix(Path(args.matrix).resolve())
     workspace = Workspace.for_root(matrix.root)
     withdrawals = [Withdrawal(w, args.reason or "") for w in args.yank or ()]
     withdrawals += [Withdrawal(w, args.reason or "", remove=True) for w in args.remove or ()]
+    if withdrawals and (problem := reason_problem(args.reason or "")):
+        raise UserError(f"--reason {problem} (nothing was written)")
     if args.check:
         if withdrawals or args.new_ledger:
             raise UserError("--check writes nothing: it takes no --yank, --remove or --new-ledger")

@@ -8,7 +8,7 @@ Every command ends with one of these codes (docs/reference/exit-codes.md, genera
     3    MatrixError: matrix.yaml is invalid (every problem, located)
     4    InterpreterNotFound: no CPython for a cell's Python (locally under --runner local, nor in an image)
     5    EngineUnavailable: --runner docker, but no engine (or cibuildwheel) answers; under auto, cells left unbuilt
-    6    RunLocked: another run holds the workspace
+    6    RunLocked: another run holds the workspace, or another command is publishing or fetching the site
     7    RecordError: a result record, the release ledger or the live site's table is damaged (or the ledger lost)
     8    ResourceError: the disk is full or a directory is not writable
     9    RegistryError: an index, find-links location or cached registry answer cannot be read; FetchError: the
@@ -132,7 +132,7 @@ class PatchError(StepFailed):
 
 
 class RunLocked(UserError):
-    """Another run holds the workspace's lock. Exit code 6."""
+    """Another run holds the workspace's lock, or another command the site's publish lock. Exit code 6."""
 
     exit_code = 6
 
@@ -147,6 +147,11 @@ class RecordError(UserError):
         self.source = source
         self.problem = problem
         super().__init__(f"{source}: {problem}")
+
+
+class LedgerFull(UserError):
+    """A publish would make the release ledger larger than its reader reads (publish/ledger.py's limits): nothing is
+    published. Exit code 2."""
 
 
 class DocsError(UserError):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from buildmatrix.errors import FetchError, RecordError
 from buildmatrix.publish.index import cell_wheels, sha256_hex
-from buildmatrix.publish.ledger import LOST_IN_SCHEMA_1, RELEASED, Ledger, parse_ledger
+from buildmatrix.publish.ledger import LOST_IN_SCHEMA_1, MAX_LEDGER_BYTES, RELEASED, Ledger, parse_ledger
 from buildmatrix.publish.site import SITE_TABLE
 from buildmatrix.publish.table import CompatTable
 from buildmatrix.publish.tableparse import parse_table
@@ -30,7 +30,7 @@ from buildmatrix.util.atomic import write_new
 from buildmatrix.util.paths import read_regular
 from buildmatrix.util.when import utc_iso
 
-LEDGER_MAX = 64 << 20
+LEDGER_MAX = MAX_LEDGER_BYTES  # the reader's own limit: a ledger it may write, it may fetch
 TABLE_MAX = 64 << 20
 RETRY_WAIT = 2.0
 WHEEL_MAX = 2 << 30  # a plugin wheel with CUDA kernels can be hundreds of MB

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildmatrix.builder.results import CellResult
-from buildmatrix.errors import DocsError, RecordError, UserError
+from buildmatrix.errors import DocsError, RecordError, RunLocked, UserError
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import Matrix, TorchRelease
 from buildmatrix.model.pythons import Python
@@ -32,7 +32,15 @@ from buildmatrix.publish.index import (
     sha256_hex,
     wheel_metadata,
 )
-from buildmatrix.publish.ledger import LOST_IN_SCHEMA_1, RELEASED, Ledger, Released
+from buildmatrix.publish.ledger import (
+    DEFAULT_LIMITS,
+    LOST_IN_SCHEMA_1,
+    RELEASED,
+    Ledger,
+    LedgerLimits,
+    Released,
+    reason_problem,
+)
 from buildmatrix.publish.markdown import compatibility_markdown, readme_section, replace_readme_section
 from buildmatrix.publish.page import site_page
 from buildmatrix.publish.table import CompatTable, overlay_table, stale_problems
@@ -178,7 +186,7 @@ def _site_table(live: Path) -> CompatTable | None:
         ) from None
 
 
-def read_live(site: Path, new_ledger: bool = False) -> LiveSite | None:
+def read_live(site: Path, new_ledger: bool = False, limits: LedgerLimits = DEFAULT_LIMITS) -> LiveSite | None:
     """The live site's ledger and table; None when there is no site yet.
 
     A damaged ledger or table is a RecordError (exit code 7). A site that has published before (it serves wheels, or
@@ -188,7 +196,7 @@ def read_live(site: Path, new_ledger: bool = False) -> LiveSite | None:
     live = live_version(site) or (site if site.is_dir() else None)
     if live is None:
         return None
-    ledger = read_ledger(live)
+    ledger = read_ledger(live, limits)
     table = _site_table(live)
     if ledger is None:
         served = sorted(p.relative_to(live).as_posix() for p in live.rglob("*.whl") if p.is_file())
@@ -202,7 +210,7 @@ def read_live(site: Path, new_ledger: bool = False) -> LiveSite | None:
                 "from the last deployed site or `buildmatrix fetch-site`), or start a new ledger from the wheels "
                 "this site serves with `buildmatrix compat-table --new-ledger`",
             )
-        ledger = Ledger()
+        ledger = Ledger(limits=limits)
         for rel in served:
             ledger.add(rel, sha256_hex((live / rel).read_bytes()), metadata_sha256="", requires_python=None, when="")
     return LiveSite(live, ledger, table)
@@ -435,6 +443,18 @@ def _stage_logs(table: CompatTable, wheels_dir: Path, live: LiveSite | None, sta
             break
 
 
+def _unreadable_table(text: str, table: CompatTable) -> list[str]:
+    """Why the site's table as written would not read back as this table (empty when it does): the site never goes
+    live with a table its next publish, or fetch-site, would refuse."""
+    try:
+        back = parse_table(text)
+    except ValueError as exc:
+        return [f"{SITE_TABLE}: the table as written does not read back ({exc}); nothing was published"]
+    if back != table:
+        return [f"{SITE_TABLE}: the table as written reads back different; nothing was published"]
+    return []
+
+
 def _same_bytes(base: Path, relative: str, data: bytes) -> bool:
     """base/relative is a regular file (reached through no symlink) holding exactly `data`."""
     try:
@@ -446,14 +466,15 @@ def _same_bytes(base: Path, relative: str, data: bytes) -> bool:
 def _withdraw(ledger: Ledger, withdrawals: Iterable[Withdrawal], when: str) -> list[str]:
     notes = []
     for item in withdrawals:
-        if not item.reason.strip():
-            raise UserError(f"--{'remove' if item.remove else 'yank'} {item.wheel}: give the reason with --reason")
-        reason = item.reason.strip()
+        if problem := reason_problem(item.reason):
+            raise UserError(f"--{'remove' if item.remove else 'yank'} {item.wheel}: --reason {problem}")
+        reason = item.reason  # kept exactly as given: it round-trips through the ledger and the index
         try:
-            entry = ledger.remove(item.wheel, reason, when) if item.remove else ledger.yank(item.wheel, reason)
+            entry = ledger.remove(item.wheel, reason, when) if item.remove else ledger.yank(item.wheel, reason, when)
         except KeyError as exc:
             raise UserError(f"--{'remove' if item.remove else 'yank'}: {exc.args[0]}") from None
-        notes.append(f"{entry.path}: {'removed' if item.remove else 'yanked'} ({reason})")
+        first = reason.strip().splitlines()[0]
+        notes.append(f"{entry.path}: {'removed' if item.remove else 'yanked'} ({first[:200]})")
     return notes
 
 
@@ -499,6 +520,7 @@ def write_site(
     withdrawals: Iterable[Withdrawal] = (),
     new_ledger: bool = False,
     layout: DocsLayout = DocsLayout(),
+    limits: LedgerLimits = DEFAULT_LIMITS,
 ) -> SiteReport:
     """Build the whole site beside the live one, check it, and only then make it live in one atomic swap; then, with
     `docs_root`, rewrite the docs there from the same table, still under the publish lock (a second publisher cannot
@@ -510,8 +532,10 @@ def write_site(
     site.parent.mkdir(parents=True, exist_ok=True)
     with _publish_lock(site):
         notes = recover_site(site)
-        live = read_live(site, new_ledger)
-        report = _write_site(table, wheels_dir, site, matrix, live=live, fresh=None, withdrawals=withdrawals)
+        live = read_live(site, new_ledger, limits)
+        report = _write_site(
+            table, wheels_dir, site, matrix, live=live, fresh=None, withdrawals=withdrawals, limits=limits
+        )
         return _with_docs(dataclasses.replace(report, notes=(*notes, *report.notes)), table, docs_root, layout)
 
 
@@ -528,6 +552,7 @@ def publish(
     withdrawals: Iterable[Withdrawal] = (),
     new_ledger: bool = False,
     layout: DocsLayout | None = None,
+    limits: LedgerLimits = DEFAULT_LIMITS,
 ) -> tuple[CompatTable, SiteReport]:
     """compat-table: under the publish lock, read the live site, lay this run's records over its table and the
     committed one (results accumulate), and publish the result as write_site does. Returns the table and the report
@@ -535,7 +560,7 @@ def publish(
     site.parent.mkdir(parents=True, exist_ok=True)
     with _publish_lock(site):
         notes = recover_site(site)
-        live = read_live(site, new_ledger)
+        live = read_live(site, new_ledger, limits)
         bases: list[tuple[str, CompatTable]] = []
         if live is not None and live.table is not None:
             bases.append((f"the live site ({live.path.name}/{SITE_TABLE})", live.table))
@@ -546,7 +571,9 @@ def publish(
         table, origins = overlay_table(matrix, cells, results, available, site_url=site_url, bases=bases)
         docs = rendered_docs(table, read_readme(root, layout), root / layout.readme, layout)  # they must render first
         fresh = {cell_id for cell_id, origin in origins.items() if origin == "records"}
-        report = _write_site(table, wheels_dir, site, matrix, live=live, fresh=fresh, withdrawals=withdrawals)
+        report = _write_site(
+            table, wheels_dir, site, matrix, live=live, fresh=fresh, withdrawals=withdrawals, limits=limits
+        )
         report = dataclasses.replace(report, notes=(*notes, *report.notes), origins=origins)
         return table, _with_docs(report, table, docs_root, layout, docs)
 
@@ -570,7 +597,7 @@ def _publish_lock(site: Path) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise UserError(f"another compat-table is publishing {site}; wait for it to finish") from None
+            raise RunLocked(f"another command is publishing or fetching {site}; wait for it to finish") from None
         yield  # the kernel drops the lock when the file closes, or when its holder dies
 
 
@@ -583,9 +610,10 @@ def _write_site(
     live: LiveSite | None,
     fresh: set[str] | None,
     withdrawals: Iterable[Withdrawal],
+    limits: LedgerLimits,
 ) -> SiteReport:
     when = utc_iso()
-    ledger = Ledger(dict(live.ledger.wheels), live.ledger.upgraded_from) if live else Ledger()
+    ledger = Ledger(dict(live.ledger.wheels), live.ledger.upgraded_from, limits) if live else Ledger(limits=limits)
     withdrawn = _withdraw(ledger, withdrawals, when)
     staging = new_version(site)
     try:
@@ -603,9 +631,12 @@ def _write_site(
         pages = index_pages(shown, indexed)
         for page in pages:
             write_new(staging / page.path, page.html)
-        write_new(staging / SITE_TABLE, shown.compact_json())
+        table_text = shown.compact_json()
+        if not staged.problems:  # a problem found already names the cause; this would repeat it
+            staged.problems += _unreadable_table(table_text, shown)
+        write_new(staging / SITE_TABLE, table_text)
         write_new(staging / "index.html", site_page(shown, staged.logs, [p.path for p in pages]))
-        write_new(staging / RELEASED, staged.ledger.to_json())
+        write_new(staging / RELEASED, staged.ledger.to_json())  # read back by the reader as it is written
         _publishable(staging)
         problems = staged.problems or site_problems(shown, staging, matrix, served=indexed)
         report = SiteReport(

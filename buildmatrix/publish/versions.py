@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildmatrix.errors import RecordError
-from buildmatrix.publish.ledger import RELEASED, Ledger, parse_ledger
+from buildmatrix.publish.ledger import DEFAULT_LIMITS, RELEASED, Ledger, LedgerLimits, parse_ledger
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def new_version(site: Path) -> Path:
     return path
 
 
-def read_ledger(version: Path) -> Ledger | None:
+def read_ledger(version: Path, limits: LedgerLimits = DEFAULT_LIMITS) -> Ledger | None:
     """The version's ledger; None when it has none; raises RecordError when it is damaged."""
     ledger = version / RELEASED
     if not ledger.exists() and not ledger.is_symlink():
@@ -91,7 +91,7 @@ def read_ledger(version: Path) -> Ledger | None:
         text = ledger.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RecordError(str(ledger), f"unreadable ({exc})") from None
-    return parse_ledger(text, str(ledger))
+    return parse_ledger(text, str(ledger), limits)
 
 
 def _intact(version: Version) -> bool:

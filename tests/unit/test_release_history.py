@@ -191,7 +191,7 @@ def test_a_released_wheel_stays_served_with_its_cells_last_pass(project: Project
         [on_site] = [c for c in shown["cells"] if c["id"] == A]
         assert on_site["status"] == "passed" and on_site["wheel"]["path"] == path
     ledger = json.loads((project.site / RELEASED).read_text())
-    assert ledger["schema_version"] == 2 and ledger["wheels"][path]["sha256"] == hashlib.sha256(released).hexdigest()
+    assert ledger["schema_version"] == 3 and ledger["wheels"][path]["sha256"] == hashlib.sha256(released).hexdigest()
     readme = (project.root / "README.md").read_text()
     assert ("✓ 90/92 †" in readme) is (later != "record deleted")
 
@@ -222,7 +222,7 @@ def test_withdrawing_a_wheel_is_explicit_and_recorded(project: Project) -> None:
     path = plugin_wheel(passed)
     data = (project.wheels / path).read_bytes()
     name = path.rsplit("/", 1)[1]
-    with pytest.raises(UserError, match="give the reason with --reason"):
+    with pytest.raises(UserError, match="--reason is empty"):
         project.run(passed, withdrawals=[Withdrawal(name, " ")])
     with pytest.raises(UserError, match="is not a wheel this site released"):
         project.run(passed, withdrawals=[Withdrawal("nothing.whl", "why")])
@@ -245,6 +245,78 @@ def test_withdrawing_a_wheel_is_explicit_and_recorded(project: Project) -> None:
     # Its record comes back (the same bytes): a withdrawn wheel is never served again.
     _table, back = project.run(passed)
     assert not back.published and "withdrawn on" in back.problems[0] and "never served again" in back.problems[0]
+
+
+def test_a_multi_line_reason_publishes_round_trips_and_the_site_publishes_again(project: Project) -> None:
+    """The previous release wrote such a yank, then refused to read its own ledger (exit 7 on every later publish)."""
+    passed = project.record(A)
+    project.run(passed)
+    path = plugin_wheel(passed)
+    data = (project.wheels / path).read_bytes()
+    reason = "wrong results\nsee issue 42\twith a tab " + "x" * 2000
+    _table, yanked = project.run(passed, withdrawals=[Withdrawal(path, reason)])
+    assert yanked.published, yanked.problems
+    for base in project.served():
+        check_served(base, path, data, yanked=reason)
+    _table, again = project.run(passed)
+    assert again.published, again.problems
+    entry = json.loads((project.site / RELEASED).read_text())["wheels"][path]
+    assert entry["yanked"] == reason and entry["yanked_on"]
+
+
+def test_a_site_whose_live_ledger_the_previous_release_broke_publishes_again(project: Project) -> None:
+    passed = project.record(A)
+    project.run(passed)
+    path = plugin_wheel(passed)
+    live = project.site.resolve()
+    ledger = json.loads((live / RELEASED).read_text())
+    ledger["schema_version"] = 2
+    ledger["wheels"][path].pop("yanked_on", None)
+    ledger["wheels"][path]["yanked"] = "wrong results\nsee issue 42"
+    ledger["wheels"][path]["requires_python"] = ">=3.9,\t<4"
+    (live / RELEASED).write_text(json.dumps(ledger))
+    _table, report = project.run(passed)
+    assert report.published, report.problems
+    healed = json.loads((project.site / RELEASED).read_text())
+    assert healed["schema_version"] == 3 and healed["wheels"][path]["yanked"] == "wrong results\nsee issue 42"
+
+
+def test_a_publish_past_the_ledger_limit_is_refused_and_nothing_changes(project: Project) -> None:
+    from buildmatrix.errors import LedgerFull
+    from buildmatrix.publish.ledger import LedgerLimits
+
+    first = project.record(A)
+    project.run(first)
+    second = project.record(B)  # another wheel: one more than the ledger may hold
+    live = project.site.resolve()
+    before = {p.relative_to(project.root).as_posix() for p in project.root.rglob("*")}
+    docs = (project.root / "docs" / "compatibility.json").read_text()
+    held = len(json.loads((live / RELEASED).read_text())["wheels"])
+    with pytest.raises(LedgerFull, match=f"more than {held} wheels"):
+        project.run(first, second, limits=LedgerLimits(wheels=held))
+    assert project.site.resolve() == live
+    assert {p.relative_to(project.root).as_posix() for p in project.root.rglob("*")} == before
+    assert (project.root / "docs" / "compatibility.json").read_text() == docs
+
+
+def test_a_withdrawal_reason_is_checked_at_the_command_line(project: Project) -> None:
+    passed = project.record(A)
+    project.run(passed)
+    name = plugin_wheel(passed).rsplit("/", 1)[1]
+    live = project.site.resolve()
+    done = run_cli(
+        project.root,
+        "compat-table",
+        "--offline",
+        "--yank",
+        name,
+        "--reason",
+        "x" * (16 * 1024 + 1),
+        timeout=120,
+        env=offline_sources(project),
+    )
+    assert done.returncode == 2 and "16 KiB" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert project.site.resolve() == live and "yanked" not in (live / RELEASED).read_text()
 
 
 def test_a_site_that_published_before_but_lost_its_ledger_stops_the_publish(project: Project) -> None:

@@ -321,13 +321,13 @@ def test_a_site_url_that_is_not_a_plain_http_url_is_refused(published: Published
 def test_a_second_publisher_is_refused_while_one_publishes(published: Published) -> None:
     import fcntl
 
-    from buildmatrix.errors import UserError
+    from buildmatrix.errors import RunLocked
 
     matrix, table, wheels, site = published
     before, live = snapshot(site), site.readlink().as_posix()
     with site.with_name(f".{site.name}-publish.lock").open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        with pytest.raises(UserError, match="another compat-table is publishing"):
+        with pytest.raises(RunLocked, match="another command is publishing"):
             write_site(table, wheels, site, matrix)
     assert site.readlink().as_posix() == live and snapshot(site) == before and siblings(site) == [live]
     assert write_site(table, wheels, site, matrix).published  # once the other is done
