@@ -623,7 +623,10 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         "How the wheel's Requires-Dist must name torch: `release-line` (`torch==X.Y.*`, which vendor builds of the "
         "release satisfy too; a stable-ABI build's, see `build.stable-abi`, from its release line on, `torch>=X.Y`, "
         "admitting every release it serves) or `none` (not checked). Each cell also refuses a wheel whose pin "
-        "excludes its torch, and checks that its clean environment kept its own torch.",
+        "excludes its torch, and checks that its clean environment kept its own torch. With `none`, nothing ties a "
+        "wheel to its torch release, so the published pages leave out the one command for whatever torch is "
+        "installed (an installer would take the newest release's wheel) and give each release's own index and the "
+        "exact pins only.",
         default="release-line",
         allowed=("release-line", "none"),
     ),

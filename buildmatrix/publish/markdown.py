@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from packaging.version import InvalidVersion, Version
 
+from buildmatrix.model.contract import TorchPin
 from buildmatrix.model.vocab import FeatureState, Status
 from buildmatrix.publish.table import (
     CompatCell,
@@ -38,9 +39,18 @@ def _label_start(version_text: str) -> str:
     return f"`+{head}…`" if dot else f"`+{head}`" if head else ""
 
 
-def look_alike_note(table: CompatTable) -> str:
-    """Said wherever a plain command is shown (docs, README, page): pip merges every index it is given, so the
-    project's names (its wheel, and its SDK's wheel when it publishes one) can be taken on the public index."""
+# Said instead of the command for whatever torch is installed when the wheels carry no torch pin (check.torch-pin:
+# none).
+NO_ANY_TORCH = (
+    "Its wheels do not name the torch release they were built for, so no one command serves whatever torch is "
+    "installed (an installer would take the newest release's wheel): use your torch release's index."
+)
+
+
+def look_alike_note(table: CompatTable, pinned_where: str = "below") -> str:
+    """Said wherever an unpinned command is shown (docs, README, page): pip merges every index it is given, so the
+    project's names (its wheel, and its SDK's wheel when it publishes one) can be taken on the public index.
+    `pinned_where` says where the pinned commands are, as seen from where the note is."""
     sdk = table.sdk.distribution if table.sdk is not None and table.sdk.publishes_wheels else ""
     names = [table.plugin, *([sdk] if sdk else [])]
     labels = []
@@ -52,12 +62,15 @@ def look_alike_note(table: CompatTable) -> str:
             labels.append(_label_start(wheels[0].split("-")[1]))
     shown = f" ({', '.join(label for label in labels if label)})" if any(labels) else ""
     both = len(names) > 1
+    unpinned = "your torch release's index" + (
+        ", and the one for whatever torch is installed" if table.torch_pin == TorchPin.RELEASE_LINE else ""
+    )
     return (
         f"Look-alike packages: {' and '.join(f'`{n}`' for n in names)} {'are' if both else 'is'} not ours on the "
         f"public index, so anyone can publish {'them' if both else 'it'} there. pip merges every index it is given "
-        f"and takes the highest version, so a plain `pip install {table.plugin}` (the first two commands) can install "
-        "a look-alike; `uv pip install` with the same arguments cannot (uv takes a name from the first index that "
-        "has it, and `--extra-index-url` comes first). With pip, use the pinned commands: "
+        f"and takes the highest version, so with pip the unpinned commands ({unpinned}) can install a look-alike; "
+        "`uv pip install` with the same arguments cannot (uv takes a name from the first index that has it, and "
+        f"`--extra-index-url` comes first). With pip, use the pinned commands ({pinned_where}): "
         + (f"both pins carry local version labels{shown}" if both else f"the pin carries a local version label{shown}")
         + ", which the public index refuses, so they install our wheels with pip and uv alike."
     )
@@ -237,10 +250,16 @@ def install_section(table: CompatTable) -> str:
     lines.append(
         "With torch installed, install from the index of your torch release: it holds only the wheels built for "
         f"that release, so pip and uv pick the one for your Python{newest_sdk(table)}. "
-        "For whatever torch is installed, from the index of every release (restating your torch as a requirement "
-        "makes the installer pick the wheel built for it instead of upgrading torch):\n"
     )
-    lines.append(f"```sh\n{any_torch_command(table, site)}\n```\n")
+    any_torch = any_torch_command(table, site)
+    if any_torch is None:
+        lines[-1] += NO_ANY_TORCH + "\n"
+    else:
+        lines[-1] += (
+            "For whatever torch is installed, from the index of every release (restating your torch as a requirement "
+            "makes the installer pick the wheel built for it instead of upgrading torch):\n"
+        )
+        lines.append(f"```sh\n{any_torch}\n```\n")
     lines.append(look_alike_note(table) + "\n")
     current = f"{table.plugin}=={table.plugin_version}+"
     older = sorted({c.requirement for c in installable if c.requirement != current + c.key.local_version_label})
@@ -307,10 +326,13 @@ def readme_section(table: CompatTable) -> str:
             + "Features per torch release and install commands: [docs/compatibility.md](docs/compatibility.md).\n",
             "Install with torch already installed (it is kept): `"
             + release_index_command(table, "X.Y", site_or_placeholder(table))
-            + "` with your torch's X.Y, or for whatever torch you have: `"
-            + any_torch_command(table, site_or_placeholder(table))
-            + "`.\n",
-            look_alike_note(table),
+            + "` with your torch's X.Y"
+            + (
+                f", or for whatever torch you have: `{any_torch}`.\n"
+                if (any_torch := any_torch_command(table, site_or_placeholder(table))) is not None
+                else ". " + NO_ANY_TORCH + "\n"
+            ),
+            look_alike_note(table, "in [docs/compatibility.md](docs/compatibility.md)"),
             README_END,
         ]
     )

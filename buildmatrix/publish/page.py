@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Collection
 from urllib.parse import quote
 
 from buildmatrix.model.vocab import Status
-from buildmatrix.publish.markdown import FEATURE_MARKS, NOT_AVAILABLE_MARK, NOT_IN_MATRIX, look_alike_note
+from buildmatrix.publish.markdown import (
+    FEATURE_MARKS,
+    NO_ANY_TORCH,
+    NOT_AVAILABLE_MARK,
+    NOT_IN_MATRIX,
+    look_alike_note,
+)
 from buildmatrix.publish.table import (
     SITE_PLACEHOLDER,
     CompatCell,
@@ -20,6 +27,7 @@ from buildmatrix.publish.table import (
     all_choices,
     any_torch_command,
     free_threaded_note,
+    install_choice,
     partial_words,
     smoke_summary,
 )
@@ -41,7 +49,7 @@ SCRIPT = """
 const data = JSON.parse(document.getElementById('choices').textContent);
 const site = data.site_url || new URL('.', window.location.href).href.replace(/\\/$/, '');
 const anyTorch = document.getElementById('any-torch');
-anyTorch.textContent = anyTorch.textContent.split('{site}').join(site);
+if (anyTorch) anyTorch.textContent = anyTorch.textContent.split('{site}').join(site);
 function update() {
   const key = ['torch', 'python', 'sdk'].map(id => document.getElementById(id)).filter(el => el)
     .map(el => el.value).join('|');
@@ -67,6 +75,11 @@ update();
 def _e(text: object) -> str:
     """Escaped for HTML text and for a double-quoted attribute alike."""
     return html.escape(str(text), quote=True)
+
+
+def code_spans(text: str) -> str:
+    """Markdown-ish text as HTML: escaped, its `code` spans as <code> elements (never literal backticks)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", _e(text))
 
 
 def site_href(path: str) -> str | None:
@@ -103,7 +116,11 @@ def choice_key(release: str, python: str, sdk: str) -> str:
 
 
 def selector(table: CompatTable) -> str:
+    """The selects and the command of the preselected choice, in the HTML itself: readable without JavaScript (the
+    page's script replaces it as the choice changes)."""
     torch, python, sdk = default_choice(table)
+    chosen = install_choice(table, torch, python, sdk, table.site_url.rstrip("/") or SITE_PLACEHOLDER)
+    command = chosen.index_command if chosen.cell else "# no wheel is published for this choice yet"
     sdk_select = [_options("sdk", table.sdk.title, [(c.tag, c.version) for c in table.sdks], sdk)] if table.sdk else []
     return "\n".join(
         [
@@ -115,8 +132,8 @@ def selector(table: CompatTable) -> str:
             '<label><input type="radio" name="how" value="index" checked> pinned (index)</label>',
             '<label><input type="radio" name="how" value="find-links"> pinned (find-links)</label>',
             "</form>",
-            '<pre id="command"></pre>',
-            '<p id="note" class="note"></p>',
+            f'<pre id="command">{_e(command)}</pre>',
+            f'<p id="note" class="{"note" if chosen.exact else "note inexact"}">{_e(chosen.note)}</p>',
         ]
     )
 
@@ -246,8 +263,12 @@ def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Colle
             "the tested wheels. None builds from source or changes the installed torch; <code>uv pip install</code> "
             "takes the same arguments.</p>",
             selector(table),
-            f'<p>For whatever torch is installed: <code id="any-torch">{_e(any_torch_command(table, site))}</code></p>',
-            f'<p class="note" id="look-alike">{_e(look_alike_note(table))}</p>',
+            (
+                f'<p>For whatever torch is installed: <code id="any-torch">{_e(any_torch)}</code></p>'
+                if (any_torch := any_torch_command(table, site)) is not None
+                else f'<p class="note" id="no-any-torch">{_e(NO_ANY_TORCH)}</p>'
+            ),
+            f'<p class="note" id="look-alike">{code_spans(look_alike_note(table, "choose pinned above"))}</p>',
             "<h2>Cells</h2>",
             cells_table(table, logs),
             *([f'<p class="note" id="free-threaded">{_e(note)}</p>'] if (note := free_threaded_note(table)) else []),

@@ -21,6 +21,7 @@ from buildmatrix.builder.wheelcheck import installs_on
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.cellkey import CellKey, KeyParser
 from buildmatrix.model.cells import Cell, expand
+from buildmatrix.model.contract import TorchPin
 from buildmatrix.model.matrix import Matrix, TorchRelease, shortest_prefix
 from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import FailureClass, FeatureState, SdkKind, Status
@@ -252,6 +253,9 @@ class CompatTable:
     releases: tuple[Release, ...]
     cells: tuple[CompatCell, ...]
     site_url: str = ""  # where the site is served; empty: unknown (docs show <site>, the page uses its own URL)
+    # How the wheels name torch (matrix.yaml's check.torch-pin): with none, nothing ties a wheel to its torch release,
+    # so only a release's own index (or an exact pin) gives a user the wheel built for their torch.
+    torch_pin: TorchPin = TorchPin.RELEASE_LINE
     schema_version: int = COMPAT_SCHEMA_VERSION
 
     @cached_property
@@ -303,6 +307,10 @@ class CompatTable:
         data["sdks"] = [asdict(d) for d in self.sdks]
         data["releases"] = [asdict(r) for r in self.releases]
         data["cells"] = [c.to_dict() for c in self.cells]
+        if self.torch_pin == TorchPin.RELEASE_LINE:  # the default: tables written before the field read the same
+            del data["torch_pin"]
+        else:
+            data["torch_pin"] = str(self.torch_pin)
         return data
 
     def to_json(self) -> str:
@@ -364,6 +372,7 @@ class CompatTable:
             releases=releases,
             cells=cells,
             site_url=data.get("site_url", ""),
+            torch_pin=TorchPin(data.get("torch_pin", TorchPin.RELEASE_LINE)),
         )
 
     @classmethod
@@ -630,6 +639,7 @@ def overlay_table(
         releases=tuple(releases),
         cells=tuple(compat),
         site_url=site_url,
+        torch_pin=matrix.contract.check.torch_pin,
     )
     return table, origins
 
@@ -722,36 +732,44 @@ def release_index_url(minor: str, site: str = SITE_PLACEHOLDER) -> str:
     return f"{site}/torch{minor}/simple/"
 
 
+# Every install command we give is binary-only, for every distribution it installs: never the plugin's sdist from the
+# public index (a Python our index has no wheel for), never a dependency built on the user's machine.
+ONLY_BINARY = "--only-binary=:all:"
+
+
 def release_index_command(table: CompatTable, minor: str, site: str = SITE_PLACEHOLDER) -> str:
     """Installs the plugin wheel for the installed torch release and the running Python, and never touches torch."""
-    return f"pip install {table.plugin} --extra-index-url {release_index_url(minor, site)}"
+    return f"pip install {table.plugin} {ONLY_BINARY} --extra-index-url {release_index_url(minor, site)}"
 
 
-def any_torch_command(table: CompatTable, site: str = SITE_PLACEHOLDER) -> str:
+def any_torch_command(table: CompatTable, site: str = SITE_PLACEHOLDER) -> str | None:
     """One line for whatever torch is installed, from the all-releases index: restating the installed torch as a
     requirement makes pip and uv backtrack to the plugin wheel built for it instead of upgrading torch.
+
+    None when the wheels carry no torch pin (check.torch-pin: none): then every release's wheel admits any torch, the
+    installer takes the highest label, and a user of an older torch would get a wheel built for a newer one.
 
     The version is the installed distribution's, which is what resolvers compare: torch.__version__ can differ
     (2.4.1+cu121 for the registry's 2.4.1), and `pip freeze` prints a URL for a torch installed from a file.
     """
+    if table.torch_pin == TorchPin.NONE:
+        return None
     installed = "$(python -c \"from importlib.metadata import version; print(version('torch'))\")"
-    return f'pip install {table.plugin} "torch=={installed}" --extra-index-url {site}/simple/'
+    return f'pip install {table.plugin} "torch=={installed}" {ONLY_BINARY} --extra-index-url {site}/simple/'
 
 
 def install_commands(table: CompatTable, cell: CompatCell, site: str = SITE_PLACEHOLDER) -> InstallCommands:
     """Commands that install this cell's wheels, never an sdist; the pinned ones can only ever install its wheels."""
-    pins, binaries = cell.requirement, table.plugin
+    pins = cell.requirement
     if table.sdk is not None and table.sdk.publishes_wheels:
         assert cell.sdk_wheel is not None
         sdk_version = parse_wheel(cell.sdk_wheel.filename)[1]
         pins += f" {table.sdk.distribution}=={sdk_version}"
-        binaries += f",{table.sdk.distribution}"
-    only_binary = f"--only-binary={binaries}"
     minor = table.release(cell.release).minor
     return InstallCommands(
         release_index=release_index_command(table, minor, site),
-        pinned=f"pip install {pins} {only_binary} --extra-index-url {release_index_url(minor, site)}",
-        find_links=f"pip install {pins} {only_binary} --find-links {site}/torch{minor}/",
+        pinned=f"pip install {pins} {ONLY_BINARY} --extra-index-url {release_index_url(minor, site)}",
+        find_links=f"pip install {pins} {ONLY_BINARY} --find-links {site}/torch{minor}/",
     )
 
 

@@ -202,9 +202,11 @@ def expected_cell(world: World, release: str):  # type: ignore[no-untyped-def]
 def commands(world: World, release: str) -> dict[str, str]:
     cell = expected_cell(world, release)
     made = install_commands(world.table, cell, world.site)
+    any_torch = any_torch_command(world.table, world.site)
+    assert any_torch is not None  # the matrix's wheels pin torch (check.torch-pin: release-line)
     return {
         "release index": made.release_index,
-        "any torch": any_torch_command(world.table, world.site),
+        "any torch": any_torch,
         "pinned index": made.pinned,
         "pinned find-links": made.find_links,
     }
@@ -393,7 +395,9 @@ def test_the_plain_commands_install_a_real_cp314_cell_in_its_image(tmp_path: Pat
         }
         site_url = f"{url}/site"
         made = install_commands(table, compat, site_url)
-        for kind, command in (("release index", made.release_index), ("any torch", any_torch_command(table, site_url))):
+        any_torch = any_torch_command(table, site_url)
+        assert any_torch is not None
+        for kind, command in (("release index", made.release_index), ("any torch", any_torch)):
             for tool, prefix in (("pip", "python -m pip install"), ("uv", "uv pip install --python /env/bin/python")):
                 done = inside(prefix + command.removeprefix("pip install"), clean)
                 assert done.returncode == 0, f"{kind} with {tool}: {done.stdout}{done.stderr}"

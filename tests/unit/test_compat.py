@@ -192,10 +192,12 @@ def test_install_choice_exact_and_nearest(write_matrix: WriteMatrix, tmp_path: P
     exact = install_choice(table, "torch2.13-cpu", "3.11", "drv2", site="https://w.example")
     assert exact.exact and exact.cell == "torch2.13-cpu-cp311-drv2"
     assert exact.index_command == (
-        "pip install torch-emu==0.1.0+torch.2.13.drv.2 emu-driver==2.1.0+emu --only-binary=torch-emu,emu-driver "
+        "pip install torch-emu==0.1.0+torch.2.13.drv.2 emu-driver==2.1.0+emu --only-binary=:all: "
         "--extra-index-url https://w.example/torch2.13/simple/"
     )
-    assert exact.release_index_command == "pip install torch-emu --extra-index-url https://w.example/torch2.13/simple/"
+    assert exact.release_index_command == (
+        "pip install torch-emu --only-binary=:all: --extra-index-url https://w.example/torch2.13/simple/"
+    )
     assert exact.find_links_command.endswith("--find-links https://w.example/torch2.13/")
     # Same driver beats same torch; within a release the closest Python wins.
     assert install_choice(table, "torch2.4-cuda", "3.11", "drv2").cell == "torch2.4-cuda-cp39-drv2"
@@ -207,7 +209,7 @@ def test_install_choice_exact_and_nearest(write_matrix: WriteMatrix, tmp_path: P
         and "Nearest supported choice: torch 2.4.1, Python 3.10, driver 1" in outside.note
     )
     assert "sdist" not in exact.index_command and all(
-        "--only-binary=" in c.index_command for c in all_choices(table) if c.cell
+        "--only-binary=:all:" in c.index_command for c in all_choices(table) if c.cell
     )
 
 

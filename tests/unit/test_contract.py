@@ -338,5 +338,6 @@ def test_the_look_alike_note_names_the_projects_own_packages() -> None:
     assert "`torch-emu` and `emu-driver` are not ours" in look_alike_note(ours)  # this repository's own names
     other = replace(ours, plugin="my-ext", sdk=None, cells=())
     note = look_alike_note(other)
-    assert "`my-ext` is not ours" in note and "pip install my-ext" in note and "emu" not in note
+    assert "`my-ext` is not ours" in note and "the unpinned commands (your torch release's index" in note
+    assert "pip install my-ext" not in note and "emu" not in note  # no bare command to copy: only ones on the page
     assert "the pin carries a local version label, which" in note

@@ -119,7 +119,7 @@ def test_system_sdk_versions_name_what_provides_them(write_matrix: WriteMatrix, 
     table = build_table(matrix, cells, results, offered(matrix))
     assert table.sdk is not None and table.sdk.distribution == "" and not table.sdk.publishes_wheels
     choice = install_choice(table, "torch2.13-cpu", "3.11", "tk30")
-    assert choice.exact and "==3.0" not in choice.index_command and "--only-binary=torch-emu " in choice.index_command
+    assert choice.exact and "==3.0" not in choice.index_command and "--only-binary=:all: " in choice.index_command
     assert "| torch | toolkit |" in grid(table) and '<select id="sdk">' in site_page(table)
     assert [w.path for w in wheels_to_index(table)] == [results[0].wheel.path]  # type: ignore[union-attr]
 

@@ -1,0 +1,118 @@
+"""Every install command the README, the compatibility page (docs/compatibility.md) and the site's HTML page give is
+binary-only, and none relies on a torch pin the wheels do not carry: with `check.torch-pin: none`, the command "for
+whatever torch is installed" (which restates the installed torch and lets the installer pick a wheel by it) is left
+out, since every release's wheel would admit that torch and the newest would win.
+
+The commands are collected from the committed files and from the renderings of the committed table, with its wheels'
+torch pin as recorded (release-line) and as `none`."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from buildmatrix.model.contract import TorchPin
+from buildmatrix.publish.markdown import NO_ANY_TORCH, compatibility_markdown, readme_section
+from buildmatrix.publish.page import site_page
+from buildmatrix.publish.table import ONLY_BINARY, CompatTable, any_torch_command
+from buildmatrix.publish.tableparse import parse_table
+
+REPO = Path(__file__).parent.parent
+COMMAND = re.compile(r"(?:uv )?pip install [^`\n<]+")
+ANY_TORCH = "torch==$("  # the command that restates the installed torch
+
+
+def committed_table() -> CompatTable:
+    return parse_table((REPO / "docs" / "compatibility.json").read_text(encoding="utf-8"))
+
+
+def markdown_commands(text: str) -> list[str]:
+    return [m.group(0).strip() for m in COMMAND.finditer(text)]
+
+
+def page_commands(page: str) -> list[str]:
+    """The commands the HTML shows (text of <pre> and <code>) and every one its script can show (the choices)."""
+    shown = [html.unescape(m) for m in re.findall(r"<(?:pre|code)[^>]*>([^<]*)</(?:pre|code)>", page)]
+    choices = json.loads(re.search(r'<script id="choices" type="application/json">(.*?)</script>', page, re.S)[1])  # type: ignore[index]
+    scripted = [
+        command
+        for choice in choices["choices"].values()
+        for key in ("index_command", "release_index_command", "find_links_command")
+        if (command := choice[key])
+    ]
+    # "`uv pip install` takes the same arguments" names the tool, not a command to run
+    return [c for c in shown if "pip install " in c] + scripted
+
+
+def check_binary_only(commands: list[str], where: str) -> None:
+    assert commands, f"no install command found in {where}"
+    for command in commands:
+        assert ONLY_BINARY in command and "--no-binary" not in command, f"{where}: not binary-only: {command}"
+
+
+def renderings(table: CompatTable) -> dict[str, list[str]]:
+    return {
+        "docs/compatibility.md": markdown_commands(compatibility_markdown(table)),
+        "README block": markdown_commands(readme_section(table)),
+        "site page": page_commands(site_page(table)),
+    }
+
+
+def test_committed_readme_and_compatibility_page_give_binary_only_commands() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("<!-- compat-table:start -->") : readme.index("<!-- compat-table:end -->")]
+    check_binary_only(markdown_commands(block), "README.md")
+    check_binary_only(markdown_commands((REPO / "docs" / "compatibility.md").read_text(encoding="utf-8")), "docs")
+
+
+@pytest.mark.parametrize("pin", list(TorchPin))
+def test_every_rendered_command_is_binary_only_and_needs_no_absent_torch_pin(pin: TorchPin) -> None:
+    table = replace(committed_table(), torch_pin=pin)
+    for where, commands in renderings(table).items():
+        check_binary_only(commands, where)
+        restating = [c for c in commands if ANY_TORCH in c]
+        if pin == TorchPin.NONE:
+            assert restating == [], f"{where} offers a command that needs a torch pin the wheels lack: {restating}"
+        else:
+            assert restating, f"{where} lost the command for whatever torch is installed"
+    if pin == TorchPin.NONE:
+        assert any_torch_command(table) is None
+        assert NO_ANY_TORCH in compatibility_markdown(table) and NO_ANY_TORCH in readme_section(table)
+        page = site_page(table)
+        assert 'id="any-torch"' not in page and html.escape(NO_ANY_TORCH) in page
+
+
+def test_the_torch_pin_survives_the_table_json_and_old_tables_read_as_pinned() -> None:
+    table = committed_table()
+    assert table.torch_pin == TorchPin.RELEASE_LINE and '"torch_pin"' not in table.to_json()  # the committed form
+    unpinned = replace(table, torch_pin=TorchPin.NONE)
+    assert parse_table(unpinned.to_json()).torch_pin == TorchPin.NONE
+    data = json.loads(unpinned.to_json())
+    data["torch_pin"] = "loose"
+    with pytest.raises(ValueError, match="loose"):
+        parse_table(json.dumps(data))
+
+
+def test_the_look_alike_note_points_at_commands_that_exist_where_it_is() -> None:
+    table = committed_table()
+    page = site_page(table)
+    note = re.search(r'<p class="note" id="look-alike">(.*?)</p>', page)[1]  # type: ignore[index]
+    assert "`" not in note and "<code>torch-emu</code>" in note  # rendered as HTML, not Markdown
+    assert "choose pinned above" in note and 'value="index" checked> pinned (index)' in page
+    assert "(below)" in compatibility_markdown(table) and "Pinned, driver" in compatibility_markdown(table)
+    assert "(in [docs/compatibility.md](docs/compatibility.md))" in readme_section(table)
+    unpinned = replace(table, torch_pin=TorchPin.NONE)
+    assert "whatever torch" not in re.search(r"Look-alike.*", readme_section(unpinned))[0]  # type: ignore[index]
+
+
+def test_the_page_shows_a_command_without_javascript() -> None:
+    page = site_page(committed_table())
+    command = html.unescape(re.search(r'<pre id="command">([^<]*)</pre>', page)[1])  # type: ignore[index]
+    assert command.startswith("pip install ") and ONLY_BINARY in command and "==" in command
+    script_free = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    assert command in html.unescape(script_free)  # in the HTML itself, not only in the script's data
