@@ -22,7 +22,7 @@ from buildmatrix.publish.page import site_page
 from buildmatrix.publish.table import ONLY_BINARY, CompatTable, any_torch_command
 from buildmatrix.publish.tableparse import parse_table
 
-REPO = Path(__file__).parent.parent
+REPO = Path(__file__).parents[2]
 COMMAND = re.compile(r"(?:uv )?pip install [^`\n<]+")
 ANY_TORCH = "torch==$("  # the command that restates the installed torch
 
