@@ -33,3 +33,8 @@ using optional = std::optional<T>;
 // torch >= 2.7 declares DeviceGuardImplInterface::getStream/exchangeStream without noexcept;
 // 2.6 and older need the overrides to say noexcept.
 #define EMU_STREAM_NOEXCEPT
+
+// torch >= 2.9 has at::HostAllocator and at::setHostAllocator (ATen/core/CachingHostAllocator.h):
+// the pinned-memory cache is registered as the backend's host allocator, which torch.accelerator's
+// host-memory calls need; older releases set 0 and keep it behind the hooks only.
+#define EMU_HAS_HOST_ALLOCATOR 1

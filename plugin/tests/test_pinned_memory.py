@@ -127,3 +127,39 @@ def test_dataloader_pins_batches_for_emu(workers):
         assert torch.equal(on_emu.cpu(), features)
         seen += labels.numel()
     assert seen == 16
+
+
+@pytest.mark.feature("host_allocator")
+@pytest.mark.skipif(
+    not hasattr(getattr(torch, "accelerator", None), "empty_host_cache"),
+    reason=f"not available: torch {TORCH} has no torch.accelerator.empty_host_cache",
+)
+def test_torch_accelerator_empties_emus_pinned_cache():
+    """The pinned cache is torch's host allocator for emu: torch.accelerator's call reaches it (it crashed before)."""
+    torch.emu.synchronize()
+    torch.emu.host_empty_cache()
+    torch.emu.host_reset_accumulated_memory_stats()
+    block = pin(torch.ones(1 << 16))
+    stats = torch.emu.host_memory_stats()
+    assert stats["num_host_alloc"] == 1 and stats["active_requests.current"] == 1
+    del block
+    assert torch.emu.host_memory_stats()["cached_bytes.current"] >= (1 << 18)
+    torch.accelerator.empty_host_cache()
+    stats = torch.emu.host_memory_stats()
+    assert stats["cached_bytes.current"] == 0 and stats["num_host_free"] == 1 and stats["segment.current"] == 0
+
+
+def test_host_peak_and_totals_reset():
+    torch.emu.synchronize()
+    torch.emu.host_empty_cache()
+    big = pin(torch.ones(1 << 18))
+    del big
+    torch.emu.host_reset_peak_memory_stats()
+    torch.emu.host_reset_accumulated_memory_stats()
+    stats = torch.emu.host_memory_stats()
+    assert stats["allocated_bytes.peak"] == stats["allocated_bytes.current"]
+    assert stats["num_host_alloc"] == stats["allocated_bytes.allocated"] == 0
+    small = pin(torch.ones(16))
+    stats = torch.emu.host_memory_stats()
+    assert stats["allocated_bytes.allocated"] == 4096 and stats["allocated_bytes.peak"] >= 4096
+    del small

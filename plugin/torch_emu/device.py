@@ -30,6 +30,8 @@ __all__ = [
     "get_rng_state_all",
     "host_empty_cache",
     "host_memory_stats",
+    "host_reset_accumulated_memory_stats",
+    "host_reset_peak_memory_stats",
     "init",
     "initial_seed",
     "is_available",
@@ -248,6 +250,16 @@ def host_memory_stats() -> dict:
 def host_empty_cache() -> None:
     """Returns cached pinned host blocks that no queued copy still uses to the driver."""
     _ops.host_memory_empty_cache()
+
+
+def host_reset_peak_memory_stats() -> None:
+    """Starts the pinned host allocator's peaks (`allocated_bytes.peak`, `reserved_bytes.peak`) from now."""
+    _ops.host_memory_reset_peak()
+
+
+def host_reset_accumulated_memory_stats() -> None:
+    """Zeroes the pinned host allocator's running totals (`num_host_alloc`, `num_host_free`, bytes allocated/freed)."""
+    _ops.host_memory_reset_accumulated()
 
 
 def mem_get_info(device: Any = None) -> tuple:

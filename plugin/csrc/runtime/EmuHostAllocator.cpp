@@ -2,10 +2,13 @@
 // a freed block goes back to the cache at once unless a copy on some stream used it: then an
 // event is recorded on each such stream and the block is reused only when they have completed
 // (the driver's emuFreeHost would wait for the copies too, but blocking there stalls the host).
+// From torch 2.8 the same cache is torch's host allocator for PrivateUse1 (at::getHostAllocator),
+// which torch.accelerator's host-memory calls and Tensor.pin_memory() reach.
 #include "EmuHostAllocator.h"
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -14,6 +17,9 @@
 #include <vector>
 
 #include "../TorchCompat.h"
+#if EMU_HAS_HOST_ALLOCATOR
+#include <ATen/core/CachingHostAllocator.h>
+#endif
 #include "EmuException.h"
 #include "EmuFork.h"
 #include "EmuStream.h"
@@ -68,6 +74,10 @@ class HostCache {
     }
     block->in_use = true;
     stats_.allocated_bytes += static_cast<int64_t>(size);
+    stats_.active_requests += 1;
+    stats_.total_allocated_bytes += static_cast<int64_t>(size);
+    stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+    stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.allocated_bytes + stats_.cached_bytes);
     return {block->ptr, block->ptr, &delete_pinned, cpu};
   }
 
@@ -82,6 +92,8 @@ class HostCache {
     block->in_use = false;
     stats_.allocated_bytes -= static_cast<int64_t>(block->size);
     stats_.cached_bytes += static_cast<int64_t>(block->size);
+    stats_.active_requests -= 1;
+    stats_.total_freed_bytes += static_cast<int64_t>(block->size);
     if (block->used_on.empty()) {
       free_.emplace(block->size, block);
       return;
@@ -108,13 +120,29 @@ class HostCache {
 
   PinnedStats stats() {
     std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
+    PinnedStats out = stats_;
+    out.driver_blocks = static_cast<int64_t>(blocks_.size());
+    return out;
   }
 
   void empty() {
     std::lock_guard<std::mutex> lock(mu_);
     process_events();
     release_free_blocks();
+  }
+
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.peak_allocated_bytes = stats_.allocated_bytes;
+    stats_.peak_reserved_bytes = stats_.allocated_bytes + stats_.cached_bytes;
+  }
+
+  void reset_accumulated() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.driver_allocs = 0;
+    stats_.driver_frees = 0;
+    stats_.total_allocated_bytes = 0;
+    stats_.total_freed_bytes = 0;
   }
 
  private:
@@ -161,6 +189,7 @@ class HostCache {
       EMU_CHECK(emuFreeHost(block->ptr));
       blocks_.erase(block->ptr);
       stats_.cached_bytes -= static_cast<int64_t>(block->size);
+      stats_.driver_frees += 1;
       delete block;
     }
     free_.clear();
@@ -180,24 +209,86 @@ HostCache& cache() {
 
 void delete_pinned(void* ptr) { cache().release(ptr); }
 
+#if EMU_HAS_HOST_ALLOCATOR
+using PinnedAllocatorBase = at::HostAllocator;
+
+// at::HostStats changed its fields after 2.9 (allocation/segment/allocated_bytes/reserved_bytes became
+// active_requests/active_bytes/allocations/allocated_bytes, allocated_bytes changing meaning): the
+// overload is picked by which fields the release's struct has, so one source serves both.
+template <class Stats>
+auto fill_host_stats(Stats& out, const PinnedStats& s, int) -> decltype(out.active_bytes, void()) {
+  out.active_requests.current = s.active_requests;
+  out.active_bytes.current = s.allocated_bytes;
+  out.active_bytes.peak = s.peak_allocated_bytes;
+  out.active_bytes.allocated = s.total_allocated_bytes;
+  out.active_bytes.freed = s.total_freed_bytes;
+  out.allocations.current = s.driver_blocks;
+  out.allocated_bytes.current = s.allocated_bytes + s.cached_bytes;
+  out.allocated_bytes.peak = s.peak_reserved_bytes;
+  out.num_host_alloc = s.driver_allocs;
+  out.num_host_free = s.driver_frees;
+}
+
+template <class Stats>
+auto fill_host_stats(Stats& out, const PinnedStats& s, long) -> decltype(out.reserved_bytes, void()) {
+  out.allocation.current = s.active_requests;
+  out.segment.current = s.driver_blocks;
+  out.allocated_bytes.current = s.allocated_bytes;
+  out.allocated_bytes.peak = s.peak_allocated_bytes;
+  out.allocated_bytes.allocated = s.total_allocated_bytes;
+  out.allocated_bytes.freed = s.total_freed_bytes;
+  out.reserved_bytes.current = s.allocated_bytes + s.cached_bytes;
+  out.reserved_bytes.peak = s.peak_reserved_bytes;
+  out.num_host_alloc = s.driver_allocs;
+  out.num_host_free = s.driver_frees;
+}
+#else
+using PinnedAllocatorBase = c10::Allocator;
+#endif
+
 // c10::Allocator::allocate is const up to torch 2.2 (EMU_ALLOCATE_CONST): the state lives in HostCache.
-class PinnedHostAllocator final : public c10::Allocator {
+class PinnedHostAllocator final : public PinnedAllocatorBase {
  public:
   c10::DataPtr allocate(size_t n) EMU_ALLOCATE_CONST override { return cache().allocate(n); }
   c10::DeleterFnPtr raw_deleter() const override { return &delete_pinned; }
 #if EMU_ALLOCATOR_HAS_COPY_DATA
   void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
 #endif
+#if EMU_HAS_HOST_ALLOCATOR
+  // ctx is the DataPtr's context, the block's start; ptr may point inside the block.
+  bool record_event(void* ptr, void* ctx, c10::Stream stream) override {
+    return cache().record(ctx != nullptr ? ctx : ptr, stream);
+  }
+  void empty_cache() override { cache().empty(); }
+  at::HostStats get_stats() override {
+    at::HostStats out;
+    fill_host_stats(out, cache().stats(), 0);
+    return out;
+  }
+  void reset_accumulated_stats() override { cache().reset_accumulated(); }
+  void reset_peak_stats() override { cache().reset_peak(); }
+#endif
 };
+
+PinnedHostAllocator* the_pinned_allocator() {
+  static auto* allocator = new PinnedHostAllocator();  // registered with torch below: never destroyed
+  return allocator;
+}
+
+#if EMU_HAS_HOST_ALLOCATOR
+// torch's host allocator for the backend: without it, at::getHostAllocator(PrivateUse1) is null and
+// torch.accelerator.empty_host_cache() (which torch.accelerator.Graph calls) dereferences it.
+const bool host_allocator_registered = [] {
+  at::setHostAllocator(c10::DeviceType::PrivateUse1, the_pinned_allocator());
+  return true;
+}();
+#endif
 
 }  // namespace
 
 bool pinned_memory_available() { return true; }
 
-c10::Allocator* pinned_host_allocator() {
-  static auto* allocator = new PinnedHostAllocator();
-  return allocator;
-}
+c10::Allocator* pinned_host_allocator() { return the_pinned_allocator(); }
 
 bool is_pinned_host(const void* ptr) {
   if (ptr == nullptr) return false;
@@ -208,20 +299,52 @@ bool is_pinned_host(const void* ptr) {
 
 bool record_pinned_use(const void* ptr, const c10::Stream& stream) { return cache().record(ptr, stream); }
 PinnedStats pinned_stats() { return cache().stats(); }
+void reset_pinned_peak_stats() { cache().reset_peak(); }
+void reset_pinned_accumulated_stats() { cache().reset_accumulated(); }
 void empty_pinned_cache() { cache().empty(); }
 
 #else  // driver API older than 2.2: no host allocation in the driver
 
 bool pinned_memory_available() { return false; }
 
-c10::Allocator* pinned_host_allocator() {
+namespace {
+
+[[noreturn]] void no_pinned_memory() {
   TORCH_CHECK(false, "pinned host memory is not available: it needs emu driver API 2.2 (emuHostAlloc); this torch_emu "
               "was built against driver API ", EMU_DRIVER_VERSION_MAJOR, ".", EMU_DRIVER_VERSION_MINOR);
 }
 
+#if EMU_HAS_HOST_ALLOCATOR
+// Still registered: torch.accelerator's host-memory calls must find an allocator (empty_host_cache
+// dereferences it). Emptying and statistics have nothing to do; allocating raises "not available".
+class NoPinnedHostAllocator final : public at::HostAllocator {
+ public:
+  c10::DataPtr allocate(size_t /*n*/) override { no_pinned_memory(); }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+  bool record_event(void* /*ptr*/, void* /*ctx*/, c10::Stream /*stream*/) override { return false; }
+  void empty_cache() override {}
+  at::HostStats get_stats() override { return {}; }
+  void reset_accumulated_stats() override {}
+  void reset_peak_stats() override {}
+};
+
+const bool host_allocator_registered = [] {
+  static auto* allocator = new NoPinnedHostAllocator();
+  at::setHostAllocator(c10::DeviceType::PrivateUse1, allocator);
+  return true;
+}();
+#endif
+
+}  // namespace
+
+c10::Allocator* pinned_host_allocator() { no_pinned_memory(); }
+
 bool is_pinned_host(const void* /*ptr*/) { return false; }
 bool record_pinned_use(const void* /*ptr*/, const c10::Stream& /*stream*/) { return false; }
 PinnedStats pinned_stats() { return {}; }
+void reset_pinned_peak_stats() {}
+void reset_pinned_accumulated_stats() {}
 void empty_pinned_cache() {}
 
 #endif

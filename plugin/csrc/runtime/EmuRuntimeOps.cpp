@@ -238,10 +238,20 @@ IntDict host_memory_stats() {
   const PinnedStats s = pinned_stats();
   IntDict d;
   d.insert("allocated_bytes.current", s.allocated_bytes);
+  d.insert("allocated_bytes.peak", s.peak_allocated_bytes);
+  d.insert("allocated_bytes.allocated", s.total_allocated_bytes);
+  d.insert("allocated_bytes.freed", s.total_freed_bytes);
   d.insert("cached_bytes.current", s.cached_bytes);
+  d.insert("reserved_bytes.peak", s.peak_reserved_bytes);
+  d.insert("active_requests.current", s.active_requests);
+  d.insert("segment.current", s.driver_blocks);
   d.insert("num_host_alloc", s.driver_allocs);
+  d.insert("num_host_free", s.driver_frees);
   return d;
 }
+
+void host_memory_reset_peak() { reset_pinned_peak_stats(); }
+void host_memory_reset_accumulated() { reset_pinned_accumulated_stats(); }
 
 void host_memory_empty_cache() { empty_pinned_cache(); }
 
@@ -303,6 +313,8 @@ TORCH_LIBRARY_FRAGMENT(torch_emu, m) {
   m.def("memory_empty_cache() -> ()", &memory_empty_cache);
   m.def("host_memory_stats() -> Dict(str, int)", &host_memory_stats);
   m.def("host_memory_empty_cache() -> ()", &host_memory_empty_cache);
+  m.def("host_memory_reset_peak() -> ()", &host_memory_reset_peak);
+  m.def("host_memory_reset_accumulated() -> ()", &host_memory_reset_accumulated);
 
   m.def("default_generator(int device) -> Generator?", &default_generator_op);
 
