@@ -138,7 +138,8 @@ class Contract:
     check: CheckContract = field(default_factory=CheckContract)
     smoke: SmokeContract = field(default_factory=SmokeContract)
     probe_interfaces: tuple[tuple[str, str], ...] = ()  # (source path prefix, torch interface)
-    publish_readme: Path = Path("README.md")  # relative to the project root; holds the compat-table markers
+    # Relative to the project root, holds the compat-table markers; None: `publish.readme: false`, no README block.
+    publish_readme: Path | None = Path("README.md")
     publish_docs: Path = Path("docs")  # compatibility.md and .json, relative to the project root
 
 
@@ -153,11 +154,11 @@ def read_contract(reader: OptionReader, top: Node) -> Contract:
     )
 
 
-def _publish(reader: OptionReader, node: Node) -> tuple[Path, Path]:
+def _publish(reader: OptionReader, node: Node) -> tuple[Path | None, Path]:
     _section(reader, node)
     readme = reader.parse(reader.child(node, "readme"))
     docs = reader.parse(reader.child(node, "docs"))
-    return Path(readme or "README.md"), Path(docs or "docs")
+    return None if readme is False else Path(readme or "README.md"), Path(docs or "docs")
 
 
 def _probe(reader: OptionReader, node: Node) -> tuple[tuple[str, str], ...]:

@@ -52,6 +52,7 @@ class Kind(StrEnum):
     BOOLEAN = "boolean"  # true or false
     TEXTS = "texts"  # a list of non-empty strings
     RELATIVE_PATH = "relative path"  # a path inside a tree (the source copy, a wheel): relative, never through ..
+    PATH_OR_OFF = "relative path or false"  # a relative path as above, or `false`: switched off
     PROJECT_FILE = "project file"  # a file relative to matrix.yaml, inside the project
     ENV_NAME = "variable name"  # an environment variable's name
     NAME = "name"  # a plain name: letters, digits, . _ - (it becomes a path component somewhere)
@@ -652,8 +653,10 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "publish.readme",
-        Kind.RELATIVE_PATH,
-        "The README whose table between `<!-- compat-table:start -->` and `<!-- compat-table:end -->` is rewritten.",
+        Kind.PATH_OR_OFF,
+        "The README whose table between `<!-- compat-table:start -->` and `<!-- compat-table:end -->` is rewritten "
+        "(it must hold that pair of markers once). `false`: no README block; publishing needs no README then (the "
+        "table, install commands and site are in `publish.docs` and the site).",
         default="README.md",
     ),
     Option(

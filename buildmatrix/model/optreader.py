@@ -462,6 +462,17 @@ class OptionReader:
             return None
         return text
 
+    def path_or_off(self, node: Node) -> str | bool | None:
+        """A relative path, or `false` (switched off)."""
+        if node.value is False:
+            return False
+        if not isinstance(node.value, str):
+            self.problem(
+                node.key, f"{describe(node.value)} is not allowed (allowed: a relative path, e.g. README.md, or false)"
+            )
+            return None
+        return self.relative_path(node)
+
     def project_file(self, node: Node) -> Path | None:
         """A file given relative to the matrix file; it must exist and stay inside the project."""
         text = self.text(node)
@@ -498,6 +509,7 @@ PARSERS: dict[Kind, Callable[[OptionReader, Node], Any]] = {
     Kind.BOOLEAN: OptionReader.boolean,
     Kind.TEXTS: OptionReader.texts,
     Kind.RELATIVE_PATH: OptionReader.relative_path,
+    Kind.PATH_OR_OFF: OptionReader.path_or_off,
     Kind.PROJECT_FILE: OptionReader.project_file,
     Kind.ENV_NAME: OptionReader.env_name,
     Kind.INTEGER: OptionReader.integer,

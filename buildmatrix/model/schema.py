@@ -32,6 +32,7 @@ VERSION_PATTERN = r"^[0-9]+(\.[0-9]+)*$"
 PYTHON_MINOR_PATTERN = r"^[0-9]+\.[0-9]+t?$"  # "3.13t": the free-threaded build
 # Relative, not the project itself, never through `..`: what the loader's directory check allows, as a pattern.
 DIRECTORY_PATTERN = r"^(?!/)(?!\.?/?$)(?!.*(^|/)\.\.(/|$))"
+RELATIVE_PATH_PATTERN = r"^(?!/)(?!.*(^|/)\.{0,2}(/|$))"  # a path inside a tree, never through `..`
 ROOT_OR_DIRECTORY_PATTERN = r"^(?!/)(?!.*(^|/)\.\.(/|$))"  # the same, "." (the project itself) allowed
 
 # One fragment per kind of value (containers are built from their children).
@@ -39,7 +40,10 @@ KIND_SCHEMA: dict[Kind, dict[str, Any]] = {
     Kind.TEXT: {"type": "string", "minLength": 1},
     Kind.BOOLEAN: {"type": "boolean"},
     Kind.TEXTS: {"type": "array", "items": {"type": "string", "minLength": 1}},
-    Kind.RELATIVE_PATH: {"type": "string", "minLength": 1, "pattern": r"^(?!/)(?!.*(^|/)\.{0,2}(/|$))"},
+    Kind.RELATIVE_PATH: {"type": "string", "minLength": 1, "pattern": RELATIVE_PATH_PATTERN},
+    Kind.PATH_OR_OFF: {
+        "anyOf": [{"const": False}, {"type": "string", "minLength": 1, "pattern": RELATIVE_PATH_PATTERN}]
+    },
     Kind.PROJECT_FILE: {"type": "string", "minLength": 1, "pattern": DIRECTORY_PATTERN},
     Kind.ENV_NAME: {"type": "string", "pattern": f"^{ENV_NAME.pattern}$"},
     Kind.INTEGER: {"type": "integer"},

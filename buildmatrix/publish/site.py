@@ -59,13 +59,15 @@ README = Path("README.md")
 
 
 SITE_TABLE = "compatibility.json"  # the site's own table: the base of the next publish
+NO_README_HINT = "to publish without a README table, set `publish: {readme: false}` in matrix.yaml"
 
 
 @dataclass(frozen=True)
 class DocsLayout:
-    """Where the committed docs live, relative to the project root (matrix.yaml's publish.readme, publish.docs)."""
+    """Where the committed docs live, relative to the project root (matrix.yaml's publish.readme, publish.docs);
+    readme None: `publish.readme: false`, no README block is written (nor needed)."""
 
-    readme: Path = README
+    readme: Path | None = README
     docs: Path = DOCS_TABLE.parent
 
     @property
@@ -116,12 +118,20 @@ def rendered_docs(
     table: CompatTable, readme: str, readme_path: Path = README, layout: DocsLayout = DocsLayout()
 ) -> dict[Path, str]:
     """The committed files, by path relative to the project root (pure); raises DocsError naming readme_path when
-    the README has not exactly one pair of compat-table markers."""
+    the README has not exactly one pair of compat-table markers (no README at all with `publish.readme: false`)."""
+    docs = {layout.table: table.to_json(), layout.markdown: compatibility_markdown(table)}
+    if layout.readme is None:
+        return docs
     try:
         readme_text = replace_readme_section(readme, readme_section(table))
     except ValueError as exc:
-        raise DocsError(f"{readme_path}: {exc}") from None
-    return {layout.table: table.to_json(), layout.markdown: compatibility_markdown(table), layout.readme: readme_text}
+        raise DocsError(f"{readme_path}: {exc}; {NO_README_HINT}") from None
+    return {**docs, layout.readme: readme_text}
+
+
+def docs_of(table: CompatTable, root: Path, layout: DocsLayout) -> dict[Path, str]:
+    """rendered_docs with the project's README read from `root` (when the layout has one)."""
+    return rendered_docs(table, read_readme(root, layout), root / (layout.readme or README), layout)
 
 
 def read_docs_table(root: Path, layout: DocsLayout = DocsLayout()) -> CompatTable:
@@ -136,10 +146,13 @@ def read_docs_table(root: Path, layout: DocsLayout = DocsLayout()) -> CompatTabl
 
 
 def read_readme(root: Path, layout: DocsLayout = DocsLayout()) -> str:
+    """The README's text; "" with `publish.readme: false` (none is read or needed)."""
+    if layout.readme is None:
+        return ""
     try:
         return (root / layout.readme).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise DocsError(f"{root / layout.readme}: unreadable ({exc})") from None
+        raise DocsError(f"{root / layout.readme}: unreadable ({exc}); {NO_README_HINT}") from None
 
 
 def docs_problems(table: CompatTable, matrix: Matrix) -> list[str]:
@@ -147,8 +160,7 @@ def docs_problems(table: CompatTable, matrix: Matrix) -> list[str]:
     rendering."""
     layout = DocsLayout.of(matrix)
     problems = [f"{layout.table}: {p}; run `buildmatrix compat-table`" for p in stale_problems(table, matrix)]
-    readme = read_readme(matrix.root, layout)
-    for rel, text in rendered_docs(table, readme, matrix.root / layout.readme, layout).items():
+    for rel, text in docs_of(table, matrix.root, layout).items():
         path = matrix.root / rel
         if not path.is_file() or path.read_text() != text:
             problems.append(f"{rel} is not what {layout.table} renders to; run `buildmatrix compat-table`")
@@ -165,7 +177,7 @@ def write_docs(
     them."""
     changed = []
     if rendered is None:
-        rendered = rendered_docs(table, read_readme(root, layout), root / layout.readme, layout)
+        rendered = docs_of(table, root, layout)
     for rel, text in rendered.items():
         path = root / rel
         if not path.is_file() or path.read_text() != text:
@@ -569,7 +581,7 @@ def publish(
         if (root / layout.table).is_file():
             bases.append((str(layout.table), read_docs_table(root, layout)))
         table, origins = overlay_table(matrix, cells, results, available, site_url=site_url, bases=bases)
-        docs = rendered_docs(table, read_readme(root, layout), root / layout.readme, layout)  # they must render first
+        docs = docs_of(table, root, layout)  # they must render first
         fresh = {cell_id for cell_id, origin in origins.items() if origin == "records"}
         report = _write_site(
             table, wheels_dir, site, matrix, live=live, fresh=fresh, withdrawals=withdrawals, limits=limits

@@ -305,6 +305,7 @@ def test_the_docs_go_where_publish_says(write_matrix: WriteMatrix, tmp_path: Pat
 
     path = write_matrix(VALID + "publish: {readme: docs/index.md, docs: site/compat}\n")
     layout = DocsLayout.of(load_matrix(path))
+    assert layout.readme is not None
     assert (layout.readme, layout.table, layout.markdown) == (
         Path("docs/index.md"),
         Path("site/compat/compatibility.json"),
@@ -324,6 +325,23 @@ def test_the_docs_go_where_publish_says(write_matrix: WriteMatrix, tmp_path: Pat
     assert "old" not in (root / "docs" / "index.md").read_text()
     assert read_docs_table(root, layout).to_json() == table.to_json()
     assert not (root / "README.md").exists() and not (root / "docs" / "compatibility.json").exists()
+
+
+def test_the_readme_block_can_be_switched_off(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    from buildmatrix.publish.site import DocsLayout, docs_of, read_readme
+    from buildmatrix.publish.table import CompatTable
+
+    from conftest import REPO
+
+    path = write_matrix(VALID + "publish: {readme: false}\n")
+    layout = DocsLayout.of(load_matrix(path))
+    assert layout.readme is None and read_readme(path.parent, layout) == ""  # no README read
+    table = CompatTable.from_json((REPO / "docs" / "compatibility.json").read_text())
+    assert set(docs_of(table, path.parent, layout)) == {layout.table, layout.markdown}
+    with pytest.raises(MatrixError) as info:
+        load_matrix(write_matrix(VALID + "publish: {readme: true}\n"))
+    [problem] = info.value.problems
+    assert problem.key == "publish.readme" and "(allowed: a relative path, e.g. README.md, or false)" in problem.message
 
 
 def test_the_look_alike_note_names_the_projects_own_packages() -> None:
