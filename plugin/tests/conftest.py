@@ -32,6 +32,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "feature(name): the feature a smoke test exercises (for the compatibility table)"
     )
+    config.addinivalue_line(
+        "markers", "deep: a heavy check of the wheel and torch alone (smoke.tiers' deep tier: once per build)"
+    )
     config._emu_features = {}  # type: ignore[attr-defined]
 
 
