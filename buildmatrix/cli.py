@@ -609,7 +609,7 @@ def cmd_init(args: argparse.Namespace, console: Console) -> int:
         tests=args.tests,
         requirement=args.requirement,
     )
-    for path in write_starter(root, starter_files(root, facts)):
+    for path in write_starter(root, starter_files(root, facts), facts):
         console.print(f"wrote {path}", highlight=False)
     console.print(
         f"next, in {root}: `buildmatrix matrix` lists the cells, `buildmatrix build --torch 2.13 --jobs 1` builds one",

@@ -3,10 +3,17 @@ the package carries, filled with what the project's own files say. Existing file
 
 from __future__ import annotations
 
+import ast
+import json
 import re
+import tempfile
 import tomllib
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
 
 from buildmatrix.errors import MatrixError, UserError
 from buildmatrix.model.options import DISTRIBUTION_NAME
@@ -15,21 +22,25 @@ from buildmatrix.util.atomic import write_text_atomic
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 DEFAULT_REQUIREMENT = "buildmatrix[docker]"
 WORKFLOW = Path(".github/workflows/buildmatrix.yml")
+# The characters a source or tests path may hold: each is written into YAML, into a GitHub expression (hashFiles) and
+# into a glob, where only these mean themselves.
+PATH_CHARS = re.compile(r"[A-Za-z0-9._/' -]+")
 
 
 @dataclass(frozen=True)
 class StarterFacts:
-    """What the starter files say about the project."""
+    """What the starter files say about the project, as typed values (parse_facts makes them from text)."""
 
-    distribution: str
-    version: str
-    source: str  # relative to the project root; "." for the project itself
-    tests: str  # relative to the project root, inside source
-    requirement: str = DEFAULT_REQUIREMENT  # how the noxfile installs buildmatrix
+    distribution: str  # a PEP 508 name: letters and digits, with . _ - inside
+    version: Version
+    source: PurePosixPath  # relative to the project root; "." for the project itself
+    tests: PurePosixPath  # relative to the project root, inside source
+    requirement: Requirement = field(default_factory=lambda: Requirement(DEFAULT_REQUIREMENT))  # the noxfile's
 
     @property
     def version_env(self) -> str:
-        return re.sub(r"[^A-Z0-9]+", "_", self.distribution.upper()).strip("_") + "_VERSION"
+        name = re.sub(r"[^A-Z0-9]+", "_", self.distribution.upper()).strip("_")
+        return ("PKG_" if name[:1].isdigit() else "") + name + "_VERSION"  # a variable name starts with no digit
 
     @property
     def module(self) -> str:
@@ -43,6 +54,19 @@ def _pyproject(root: Path) -> dict[str, object]:
         return {}
 
 
+def _relative(root: Path, text: str, flag: str) -> PurePosixPath:
+    """A path inside the project, in the characters the starter files can spell; UserError (exit 2) otherwise."""
+    if not PATH_CHARS.fullmatch(text) or text.startswith(("/", " ")) or text.endswith(" "):
+        raise UserError(
+            f"{flag} {text!r}: init writes it into YAML, a GitHub expression and a glob; allowed: a relative path of "
+            "letters, digits, . _ - ' / and inner spaces (nothing was written)"
+        )
+    path = PurePosixPath(text)
+    if ".." in path.parts or not (root / path).resolve().is_relative_to(root.resolve()):
+        raise UserError(f"{flag} {text!r} is outside the project {root} (nothing was written)")
+    return path
+
+
 def project_facts(
     root: Path,
     *,
@@ -54,34 +78,75 @@ def project_facts(
 ) -> StarterFacts:
     """The facts the starter files need, given or read from the project: its pyproject.toml's [project] name and
     version, else its directory's name and 0.1.0; its source is the project itself unless given; its tests are
-    tests/ or test/ inside the source (tests/ when neither exists: init writes a first test there)."""
+    tests/ or test/ inside the source (tests/ when neither exists: init writes a first test there).
+
+    Each value is checked by its standard (PEP 508 names and requirements, PEP 440 versions) and the source and tests
+    by what the files can spell: UserError (exit 2), before anything is written."""
     project = _pyproject(root).get("project", {})
     project = project if isinstance(project, dict) else {}
     name = distribution or str(project.get("name") or "") or re.sub(r"[^A-Za-z0-9._-]+", "-", root.resolve().name)
-    name = name.strip("-._") or "my-extension"
+    if distribution is None:
+        name = name.strip("-._") or "my-extension"
     if not DISTRIBUTION_NAME.fullmatch(name):
-        raise UserError(f"'{name}' is not a distribution name (allowed: letters, digits, . _ -); give --distribution")
-    found_version = version or (str(project["version"]) if isinstance(project.get("version"), str) else "0.1.0")
-    source = source or "."
-    if tests is None:
-        base = root / source
-        tests = next(
-            (str(Path(source) / t) for t in ("tests", "test") if (base / t).is_dir()), str(Path(source) / "tests")
+        raise UserError(
+            f"{name!r} is not a distribution name (PEP 508: letters and digits, with . _ - inside); give "
+            "--distribution (nothing was written)"
         )
-    return StarterFacts(name, found_version, source, Path(tests).as_posix(), requirement)
+    found_version = version or (str(project["version"]) if isinstance(project.get("version"), str) else "0.1.0")
+    where = "--version" if version else "pyproject.toml's [project] version"
+    try:
+        parsed_version = Version(found_version)
+    except InvalidVersion:
+        raise UserError(
+            f"{where} {found_version!r} is not a PEP 440 version (e.g. 1.0, 0.3.1); give --version (nothing was "
+            "written)"
+        ) from None
+    if parsed_version.local is not None:
+        raise UserError(
+            f"{where} {found_version!r} has a local label (+{parsed_version.local}); each cell adds its own label to "
+            "plugin.version: give a public version (nothing was written)"
+        )
+    try:
+        parsed_requirement = Requirement(requirement)
+    except InvalidRequirement as exc:
+        raise UserError(
+            f"--requirement {requirement!r} is not a PEP 508 requirement ({exc}) (nothing was written)"
+        ) from None
+    source_path = _relative(root, source or ".", "--source")
+    if not (root / source_path).is_dir():
+        raise UserError(f"--source {str(source_path)!r} is not a directory of {root} (nothing was written)")
+    if tests is None:
+        base = root / source_path
+        tests = next(
+            (str(source_path / t) for t in ("tests", "test") if (base / t).is_dir()), str(source_path / "tests")
+        )
+    return StarterFacts(name, parsed_version, source_path, _relative(root, tests, "--tests"), parsed_requirement)
+
+
+def yaml_string(value: str) -> str:
+    """`value` as a YAML double-quoted scalar (JSON's string syntax is YAML's, escapes included)."""
+    return json.dumps(value)
+
+
+def expression_string(value: str) -> str:
+    """`value` as a GitHub Actions expression string literal: single quotes, a quote doubled."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _source_globs(facts: StarterFacts, root: Path) -> str:
     """hashFiles() arguments for the workflow's compiler cache key: the declared source tree and the patches."""
-    globs = ["**", "!wheels/**", "!build/**"] if facts.source in (".", "") else [f"{facts.source.rstrip('/')}/**"]
-    if (root / "patches").is_dir() and facts.source not in (".", ""):
+    whole = facts.source == PurePosixPath(".")
+    globs = ["**", "!wheels/**", "!build/**"] if whole else [f"{facts.source}/**"]
+    if (root / "patches").is_dir() and not whole:
         globs.append("patches/**")
-    return ", ".join(f"'{g}'" for g in globs)
+    return ", ".join(expression_string(g) for g in globs)
 
 
 def _fill(template: str, values: dict[str, str]) -> str:
     text = (TEMPLATES / template).read_text()
     for key, value in values.items():
+        if key.endswith("_PY"):  # a Python literal stands where the template holds a placeholder string
+            text = text.replace(f'"@{key}@"', value)
         text = text.replace(f"@{key}@", value)
     if leftover := re.findall(r"@[A-Z_]+@", text):
         raise AssertionError(f"template {template} has unfilled fields {leftover}")
@@ -99,20 +164,23 @@ import torch
 
 
 def test_the_wheel_imports() -> None:
-    module = importlib.import_module("{module}")
+    module = importlib.import_module({module})
     assert module is not None and torch.__version__
 '''
 
 
 def starter_files(root: Path, facts: StarterFacts) -> dict[Path, str]:
-    """The files `init` writes, by path relative to the project root."""
+    """The files `init` writes, by path relative to the project root: every value quoted for where it goes (YAML,
+    Python, a workflow expression)."""
     values = {
-        "DISTRIBUTION": facts.distribution,
-        "VERSION": facts.version,
-        "SOURCE": facts.source,
-        "TESTS": facts.tests,
+        "DISTRIBUTION": facts.distribution,  # in comments and docstrings: a PEP 508 name needs no quoting there
+        "DISTRIBUTION_YAML": yaml_string(facts.distribution),
+        "VERSION": str(facts.version),
+        "VERSION_YAML": yaml_string(str(facts.version)),
+        "SOURCE_YAML": yaml_string(str(facts.source)),
+        "TESTS_YAML": yaml_string(str(facts.tests)),
         "VERSION_ENV": facts.version_env,
-        "REQUIREMENT": facts.requirement,
+        "REQUIREMENT_PY": json.dumps(str(facts.requirement)),  # ASCII, escaped: a Python string literal too
         "SOURCE_GLOBS": _source_globs(facts, root),
     }
     files = {
@@ -121,18 +189,51 @@ def starter_files(root: Path, facts: StarterFacts) -> dict[Path, str]:
         WORKFLOW: _fill("workflow.yml", values),
     }
     if not (root / facts.tests).is_dir():
-        files[Path(facts.tests) / "test_installed.py"] = FIRST_TEST.format(module=facts.module)
+        files[Path(facts.tests) / "test_installed.py"] = FIRST_TEST.format(module=json.dumps(facts.module))
     return files
 
 
-def write_starter(root: Path, files: dict[Path, str]) -> list[Path]:
-    """Write the files, or none of them: any that exists stops init (UserError) before anything is written, and a
-    matrix that does not load (a bug in the templates) takes back what was written."""
-    existing = [str(p) for p in files if (root / p).exists()]
+def check_starter(root: Path, facts: StarterFacts, files: dict[Path, str]) -> None:
+    """The files load as what they are, before any is written: the matrix through the matrix loader (in a scratch
+    copy of the project's layout), the Python files through the parser, the workflow through YAML. UserError (exit
+    2) naming what does not."""
+    problems = []
+    for rel, text in files.items():
+        try:
+            if rel.suffix == ".py":
+                ast.parse(text, str(rel))
+            elif rel == WORKFLOW:
+                yaml.safe_load(text)
+        except (SyntaxError, yaml.YAMLError) as exc:
+            problems.append(f"{rel}: {exc}")
+    with tempfile.TemporaryDirectory(prefix="buildmatrix-init-") as scratch:
+        copy = Path(scratch)
+        (copy / facts.source).mkdir(parents=True, exist_ok=True)
+        (copy / facts.tests).mkdir(parents=True, exist_ok=True)
+        (copy / facts.tests / "test_installed.py").write_text("")
+        (copy / "matrix.yaml").write_text(files[Path("matrix.yaml")])
+        try:
+            from buildmatrix.model.matrix import load_matrix
+
+            load_matrix(copy / "matrix.yaml")
+        except MatrixError as exc:
+            problems += [f"matrix.yaml: {p.key}: {p.message}" for p in exc.problems]
+    if problems:
+        raise UserError(
+            f"init cannot write files that load with these values (nothing was written): {'; '.join(problems)}"
+        )
+
+
+def write_starter(root: Path, files: dict[Path, str], facts: StarterFacts | None = None) -> list[Path]:
+    """Write the files, or none of them: any that exists, or (with `facts`) files that would not load, stop init
+    (UserError) before anything is written, and a matrix that does not load in place takes back what was written."""
+    existing = [str(p) for p in files if (root / p).exists() or (root / p).is_symlink()]
     if existing:
         raise UserError(
             f"init writes no file that exists: {', '.join(existing)} already exist in {root} (nothing was written)"
         )
+    if facts is not None:
+        check_starter(root, facts, files)
     written: list[Path] = []
     made = sorted(
         {d for rel in files for d in (root / rel).parents if d != root and d.is_relative_to(root) and not d.exists()},

@@ -3,7 +3,7 @@
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-BUILDMATRIX = ["@REQUIREMENT@", "uv"]
+BUILDMATRIX = ["@REQUIREMENT_PY@", "uv"]  # init writes the requirement as a Python string literal
 
 
 @nox.session(name="build-matrix")
