@@ -12,7 +12,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.version import Version
@@ -33,14 +33,16 @@ from buildmatrix.builder.runners.base import (
 from buildmatrix.builder.smoke import read_features, read_junit
 from buildmatrix.builder.sourcetree import apply_series, copy_pristine, release_series, write_plugin_version
 from buildmatrix.builder.steps import StepRecorder
+from buildmatrix.builder.tiers import judge_deep, settle
 from buildmatrix.builder.wheelcheck import check_cell_pin, check_plugin_wheel, installs_on, unresolved_against
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import Interrupted, RecordError, ResourceError, StepFailed, UserError
 from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import Cell
+from buildmatrix.model.contract import Tier
 from buildmatrix.model.matrix import Matrix, TorchRelease
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status
+from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status, Step, TierStatus
 from buildmatrix.util.atomic import copy_file_atomic
 from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
 from buildmatrix.util.fingerprint import file_sha256
@@ -152,7 +154,7 @@ class Engine:
             python = runner.python_identity(cell.python)
         except UserError as exc:
             python, problem = "missing", str(exc)
-        inputs = self.inputs.of_cell(cell, made, runner, python)
+        inputs = self.inputs.of_cell(cell, made, runner, python, deep=build.deep_cell == cell.id)
         wanted = digest(inputs)
         try:
             stored = None if force or problem else self.store.load(cell.id)
@@ -337,6 +339,7 @@ class Engine:
         finally:
             result.smoke = output.smoke
             result.features = output.features
+            result.deep = output.deep
             result.finished = time.time()
             try:
                 self.store.save(result)
@@ -396,10 +399,34 @@ class Engine:
             sdk_wheel,
             source.index_urls,
         )
+        tiers = self.matrix.contract.smoke.tiers
+        if tiers is not None:
+            job = replace(job, tier=Tier.QUICK)
         runner.prepare_smoke(job, steps)
-        with steps.step("smoke"):
-            judge_smoke(runner.run_smoke(job), output)
+        deep = tiers is not None and item.build.deep_cell == cell.id
+        quick_failure = None
+        try:
+            with steps.step("smoke"):
+                judge_smoke(runner.run_smoke(job), output)
+        except StepFailed as exc:
+            if not deep or exc.failure_class == FailureClass.TRANSIENT or isinstance(exc, Interrupted):
+                raise
+            quick_failure = exc  # the build's other cells need the deep tier's verdict all the same
+        if deep:
+            self._run_deep(replace(job, tier=Tier.DEEP), runner, steps, output)
+        if quick_failure is not None:
+            raise quick_failure
         result.variants_claimed = [cell.torch.variant]
+
+    def _run_deep(self, job: CellJob, runner: Runner, steps: StepRecorder, output: CellOutput) -> None:
+        """The build's deep tier, on its deep cell (in the cell's smoke environment, after its quick suite)."""
+        start = time.monotonic()
+        with steps.step(Step.DEEP):
+            run = runner.run_smoke(job)
+            output.deep = judge_deep(run, job.cell.id, round(time.monotonic() - start, 3))
+            if output.deep.status == TierStatus.FAILED:
+                tail = run.failure.log_tail if run.failure is not None else ""
+                raise StepFailed(Step.DEEP, f"deep tier: {output.deep.error}", tail)
 
     def _publish(self, built: Path, directory: Path) -> WheelRecord:
         dest = directory / built.name
@@ -440,15 +467,43 @@ class _Run:
         self.schedule()
         if self.fatal is not None:
             raise self.fatal
-        ordered = [self.results[c.id] for c in self.cells if c.id in self.results]
         store = engine.store
         try:
+            self.settle_tiers()
             cells, damaged = store.scan()
             builds, damaged_builds = store.scan_builds()
             store.write_summary(cells, damaged + damaged_builds, builds)
         except OSError as exc:
             raise ResourceError(resource_message(exc, store.directory)) from None
-        return ordered
+        return [self.results[c.id] for c in self.cells if c.id in self.results]
+
+    def settle_tiers(self) -> None:
+        """Give every cell of each build this run tested its build's deep tier, as its deep cell recorded it for the
+        build's current wheel (tiers.settle): a deep tier that failed fails them all, in this run's results and in
+        the records of the build's cells this run did not test. The build's record carries it too, but in a CI
+        cell job (--prebuilt), whose build record is the build job's: merge-results settles those."""
+        engine, store = self.engine, self.engine.store
+        for build in self.builds.values():
+            made = engine.build_results.get(build.id)
+            if build.deep_cell is None or made is None or made.status != Status.PASSED or made.wheel is None:
+                continue
+            current = []
+            for cell_id in build.cells:
+                try:
+                    record = self.results.get(cell_id) or store.load(cell_id)
+                except RecordError:
+                    continue
+                if record is not None and record.wheel == made.wheel:
+                    current.append(record)
+            deep_record = next((r for r in current if r.id == build.deep_cell), None)
+            deep = deep_record.deep if deep_record is not None else None
+            for changed in settle(build.id, deep, current):
+                store.save(changed)
+                if changed.id in self.results:
+                    self.results[changed.id] = changed
+            if made.deep != deep and not self.options.prebuilt:
+                made.deep = deep
+                store.save_build(made)
 
     def build_ready(self, build_id: str, front: bool) -> None:
         """Plan the build's cells now that it is made (or failed): up-to-date ones are done, the others queued."""

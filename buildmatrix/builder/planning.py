@@ -94,7 +94,10 @@ class Inputs:
             **self.shared(runner),
         }
 
-    def of_cell(self, cell: Cell, build: BuildResult, runner: Runner, python: str) -> dict[str, Any]:
+    def of_cell(
+        self, cell: Cell, build: BuildResult, runner: Runner, python: str, deep: bool = False
+    ) -> dict[str, Any]:
+        """deep: the cell runs its build's deep tier (smoke.tiers)."""
         smoke = self.matrix.contract.smoke
         made: dict[str, Any] = {"id": build.id}
         if build.status == Status.PASSED and build.wheel is not None:
@@ -112,6 +115,8 @@ class Inputs:
             "smoke_requires": list(smoke.requirements_for(cell.torch.version, cell.python)),
             "smoke_args": list(smoke.args),
             "build": made,
+            # Only with tiers, so that a project without them keeps its cells' inputs (and records) as they were.
+            **({"tiers": smoke.tiers.as_inputs(deep)} if smoke.tiers is not None else {}),
             **self.shared(runner),
         }
 

@@ -26,12 +26,13 @@ from buildmatrix.builder.results import (
     CellResult,
     SmokeCounts,
     StepResult,
+    TierResult,
     WheelRecord,
 )
 from buildmatrix.builder.wheelcheck import installs_on
 from buildmatrix.errors import RecordError
 from buildmatrix.model.cellkey import BuildKey, CellKey, KeyParser
-from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status, Step
+from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status, Step, TierStatus
 from buildmatrix.util.paths import name_problem, relative_path_problem
 from buildmatrix.util.wheelname import parse_wheel
 
@@ -339,6 +340,32 @@ def _attempts(value: Any, key: str) -> int:
     return count
 
 
+def _tier(value: Any, key: str) -> TierResult | None:
+    """A build's deep tier (smoke.tiers), in a cell's or a build's record (absent in records before tiers)."""
+    if value is None:
+        return None
+    data = _object(value, key)
+    names = {"cell", "status", "smoke", "features", "error", "failure_class", "seconds"}
+    _exact_keys(data, names, {"cell", "status"}, key)
+    cell = _str(data["cell"], f"{key}.cell")
+    problem = name_problem(cell)
+    if problem:
+        raise _Bad(f"{key}.cell: {cell!r:.80} {problem}")
+    status = _enum_of(TierStatus)(data["status"], f"{key}.status")
+    if not isinstance(status, TierStatus):
+        raise _Bad(f"{key}.status: missing")
+    failure_class = _enum_of(FailureClass)(data.get("failure_class"), f"{key}.failure_class")
+    return TierResult(
+        cell,
+        status,
+        _smoke(data.get("smoke"), f"{key}.smoke"),
+        _features(data.get("features", {}), f"{key}.features"),
+        None if data.get("error") is None else _str(data["error"], f"{key}.error", LIMITS["error"]),
+        failure_class if isinstance(failure_class, FailureClass) else None,
+        _number(data.get("seconds", 0.0), f"{key}.seconds", MAX_SECONDS),
+    )
+
+
 # One parser per field of CellResult but `cell` (parsed with the batch's KeyParser, _field); a field without one
 # (added later) is only required to be JSON.
 PARSERS: dict[str, Callable[[Any, str], Any]] = {
@@ -362,6 +389,7 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "log": lambda v, k: None if v is None else _relative(v, k),
     "started": _number,
     "finished": _opt_number,
+    "deep": _tier,
 }
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from buildmatrix.errors import RecordError
 from buildmatrix.model.cellkey import BuildKey, CellKey
-from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status
+from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status, TierStatus
 from buildmatrix.util.atomic import write_text_atomic
 from buildmatrix.util.paths import name_problem, read_regular
 
@@ -41,6 +41,20 @@ class SmokeCounts:
     @property
     def total(self) -> int:
         return self.passed + self.failed + self.skipped + self.errors
+
+
+@dataclass
+class TierResult:
+    """A build's deep tier (smoke.tiers): the cell that ran it and what it found. The deep cell's record, its
+    build's record and, once known, every other cell of the build's record carry it."""
+
+    cell: str  # the id of the cell that ran it
+    status: TierStatus
+    smoke: SmokeCounts | None = None
+    features: dict[str, str] = field(default_factory=dict)  # the outcomes of the features its tests exercise
+    error: str | None = None
+    failure_class: FailureClass | None = None  # of a failed deep tier
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +95,7 @@ class CellResult:
     finished: float | None = None
     patches: tuple[str, ...] = ()  # the shim series applied, in order (recorded in the cell's record form)
     schema_version: int = RESULT_SCHEMA_VERSION
+    deep: TierResult | None = None  # its build's deep tier (smoke.tiers); absent without tiers, or not yet known
 
     @property
     def id(self) -> str:
@@ -94,6 +109,8 @@ class CellResult:
         data = asdict(self)
         del data["patches"]
         data["cell"] = self.cell.to_dict(self.patches)
+        if data["deep"] is None:  # a project without tiers writes the records it always wrote
+            del data["deep"]
         return data
 
     def to_json(self) -> str:
@@ -140,6 +157,7 @@ class BuildResult:
     finished: float | None = None
     patches: tuple[str, ...] = ()  # the shim series applied, in order
     schema_version: int = RESULT_SCHEMA_VERSION
+    deep: TierResult | None = None  # its deep tier (smoke.tiers), as its deep cell recorded it; absent: not known
 
     @property
     def id(self) -> str:
@@ -153,6 +171,8 @@ class BuildResult:
         data = asdict(self)
         data["build"] = self.build.to_dict()
         data["patches"] = list(self.patches)
+        if data["deep"] is None:
+            del data["deep"]
         return data
 
     def to_json(self) -> str:

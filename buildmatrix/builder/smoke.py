@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from buildmatrix.builder.results import SmokeCounts
-from buildmatrix.model.contract import SmokeContract
+from buildmatrix.model.contract import SmokeContract, Tier
 
 
 def stage_tests(tests: Path, dest: Path) -> Path:
@@ -40,9 +40,11 @@ def private_temp() -> Iterator[dict[str, str]]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def pytest_args(tests: Path, junit: Path, features: Path, contract: SmokeContract) -> list[str]:
+def pytest_args(
+    tests: Path, junit: Path, features: Path, contract: SmokeContract, tier: Tier | None = None
+) -> list[str]:
     """pytest's arguments for a smoke run: the staged suite, its JUnit report, then matrix.yaml's smoke.args (where
-    `{features}` names the per-feature JSON file the engine reads)."""
+    `{features}` names the per-feature JSON file the engine reads) and the tier's selection (smoke.tiers)."""
     return [
         "-m",
         "pytest",
@@ -53,7 +55,7 @@ def pytest_args(tests: Path, junit: Path, features: Path, contract: SmokeContrac
         "-rs",
         f"--junitxml={junit}",
         "--import-mode=importlib",
-        *contract.pytest_args(str(features)),
+        *contract.pytest_args(str(features), tier),
     ]
 
 

@@ -29,7 +29,16 @@ class Step(StrEnum):
     CHECK = "check"
     SMOKE_ENV = "smoke-env"
     SMOKE = "smoke"
+    DEEP = "deep"  # the build's deep tier (smoke.tiers), on its deep cell; on its other cells, a deep tier that failed
     PUBLISH = "publish"
+
+
+class TierStatus(StrEnum):
+    """What a build's deep tier (smoke.tiers) found."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_RUN = "not run"  # every test it selected skipped, or it selected none: nothing was checked
 
 
 class FailureClass(StrEnum):

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.version import Version
 
-from buildmatrix.errors import MatrixError
+from buildmatrix.builder.results import CellResult, ResultStore, SmokeCounts, TierResult
+from buildmatrix.builder.runners.base import SmokeRun
+from buildmatrix.builder.tiers import combined_features, judge_deep, settle
+from buildmatrix.errors import MatrixError, RecordError, StepFailed
 from buildmatrix.model.builds import deep_cell, plan_builds
+from buildmatrix.model.cellkey import CellKey
 from buildmatrix.model.cells import expand
 from buildmatrix.model.contract import SmokeContract, SmokeTiers, Tier
 from buildmatrix.model.matrix import TorchRelease, WheelSource, load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import WheelSourceKind
+from buildmatrix.model.vocab import FailureClass, RunnerName, Status, TierStatus, WheelSourceKind
 
 from conftest import VALID, WriteMatrix
 
@@ -129,3 +136,146 @@ def test_tier_errors_name_the_key(write_matrix: WriteMatrix, tiers: str, key: st
         load_matrix(write_matrix(VALID + "smoke:\n  tiers:\n" + tiers))
     problems = raised.value.problems
     assert any(p.key == key and message in p.message for p in problems), problems
+
+
+# ---- records, the deep tier's verdict and how it settles a build's cells -------------------------------------------
+
+CELL_A = CellKey(Version("2.13.0"), "cpu", P("3.11"), None, "", "torch.2.13")
+CELL_B = replace(CELL_A, python=P("3.12"))
+DEEP_PASSED = TierResult(CELL_A.id, TierStatus.PASSED, SmokeCounts(5, 0, 1, 0), {"ops": "passed: 5/6"}, seconds=2.5)
+DEEP_FAILED = TierResult(
+    CELL_A.id,
+    TierStatus.FAILED,
+    SmokeCounts(4, 1, 0, 0),
+    {},
+    "1 failed, 0 errors, 4 passed",
+    FailureClass.DETERMINISTIC,
+)
+DEEP_NOT_RUN = TierResult(CELL_A.id, TierStatus.NOT_RUN, SmokeCounts(0, 0, 6, 0))
+
+
+def cell_result(key: CellKey, status: Status = Status.PASSED, **changes: Any) -> CellResult:
+    made = CellResult(key, "h", {}, RunnerName.LOCAL, status, smoke=SmokeCounts(3, 0, 0, 0), started=1.0)
+    return replace(made, **changes)
+
+
+def test_records_carry_the_deep_tier_and_read_back(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    for deep in (DEEP_PASSED, DEEP_FAILED, DEEP_NOT_RUN):
+        original = cell_result(CELL_B, deep=deep)
+        store.save(original)
+        assert store.load(CELL_B.id) == original
+    # Without tiers a record is what it always was: no `deep` key, read back as None.
+    store.save(cell_result(CELL_A))
+    assert "deep" not in json.loads(store.path(CELL_A.id).read_text())
+    assert store.load(CELL_A.id) == cell_result(CELL_A)
+
+
+@pytest.mark.parametrize(
+    ("deep", "message"),
+    [
+        ({"cell": CELL_A.id, "status": "skipped"}, "deep.status"),
+        ({"cell": "../x", "status": "passed"}, "deep.cell"),
+        ({"status": "passed"}, "missing key(s) cell"),
+        ({"cell": CELL_A.id, "status": "passed", "verdict": 1}, "unknown key(s) verdict"),
+        ({"cell": CELL_A.id, "status": "passed", "features": {"<b>": "passed"}}, "deep.features"),
+    ],
+)
+def test_a_damaged_deep_tier_is_a_damaged_record(tmp_path: Path, deep: dict[str, Any], message: str) -> None:
+    store = ResultStore(tmp_path)
+    store.save(cell_result(CELL_A))
+    path = store.path(CELL_A.id)
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "deep": deep}))
+    with pytest.raises(RecordError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        store.load(CELL_A.id)
+
+
+def _junit(path: Path, tests: int, failures: int = 0, skipped: int = 0) -> Path:
+    path.write_text(
+        f'<testsuites><testsuite tests="{tests}" failures="{failures}" skipped="{skipped}" errors="0"/></testsuites>'
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("counts", "failed", "expected"),
+    [
+        ((3, 0, 0), False, TierStatus.PASSED),
+        ((3, 0, 2), False, TierStatus.PASSED),  # one test checked something
+        ((3, 0, 3), False, TierStatus.NOT_RUN),  # every test skipped: never "passed"
+        ((0, 0, 0), True, TierStatus.NOT_RUN),  # pytest selected nothing (exit code 5)
+        ((3, 1, 0), True, TierStatus.FAILED),
+    ],
+)
+def test_deep_verdict(tmp_path: Path, counts: tuple[int, int, int], failed: bool, expected: TierStatus) -> None:
+    failure = StepFailed("smoke", "pytest exit code 1") if failed else None
+    run = SmokeRun(_junit(tmp_path / "junit.xml", *counts), tmp_path / "none.json", failure)
+    verdict = judge_deep(run, CELL_A.id, 1.0)
+    assert verdict.status == expected and verdict.cell == CELL_A.id
+    assert (verdict.error is not None) == (expected == TierStatus.FAILED)
+
+
+def test_a_deep_tier_without_a_report_failed(tmp_path: Path) -> None:
+    run = SmokeRun(tmp_path / "missing.xml", tmp_path / "none.json", StepFailed("smoke", "pytest exit code 4"))
+    assert judge_deep(run, CELL_A.id, 1.0).status == TierStatus.FAILED
+
+
+def test_a_transient_deep_failure_is_raised_as_the_deep_step(tmp_path: Path) -> None:
+    timeout = StepFailed("smoke", "timed out", "", FailureClass.TRANSIENT)
+    with pytest.raises(StepFailed) as raised:
+        judge_deep(SmokeRun(tmp_path / "j.xml", tmp_path / "f.json", timeout), CELL_A.id, 1.0)
+    assert raised.value.step == "deep" and raised.value.failure_class == FailureClass.TRANSIENT
+
+
+FAILED_BY_DEEP: dict[str, Any] = {
+    "status": Status.FAILED,
+    "failed_step": "deep",
+    "error": f"the deep tier of build torch2.13-cpu failed on cell {CELL_A.id}: 1 failed, 0 errors, 4 passed",
+    "failure_class": FailureClass.DETERMINISTIC,
+}
+OWN_FAILURE: dict[str, Any] = {
+    "status": Status.FAILED,
+    "failed_step": "smoke",
+    "error": "1 failed",
+    "failure_class": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("deep", "before", "after"),
+    [
+        (DEEP_PASSED, {}, {}),
+        (DEEP_NOT_RUN, {}, {}),
+        (DEEP_FAILED, {}, FAILED_BY_DEEP),  # a deep failure fails the build's other cells
+        (DEEP_FAILED, OWN_FAILURE, OWN_FAILURE),  # a cell that failed on its own keeps its own failure
+        (DEEP_PASSED, FAILED_BY_DEEP, {"status": Status.PASSED, "failed_step": None, "error": None}),  # given back
+        (DEEP_NOT_RUN, FAILED_BY_DEEP, {"status": Status.PASSED, "failed_step": None, "error": None}),
+        (None, FAILED_BY_DEEP, {"status": Status.PASSED, "failed_step": None, "error": None}),
+        (DEEP_PASSED, OWN_FAILURE, OWN_FAILURE),
+    ],
+)
+def test_settle(deep: TierResult | None, before: dict[str, Any], after: dict[str, Any]) -> None:
+    own = cell_result(CELL_A, deep=deep, **(OWN_FAILURE if before is OWN_FAILURE else {}))
+    other = cell_result(CELL_B, **before)
+    changed = {c.id: c for c in settle("torch2.13-cpu", deep, [own, other])}
+    settled_other = changed.get(CELL_B.id, other)
+    assert settled_other.deep == deep
+    expected = cell_result(CELL_B, deep=deep, **{**before, **after})
+    if after.get("status") == Status.PASSED:
+        expected = replace(expected, failure_class=None)
+    assert settled_other == expected
+    assert CELL_A.id not in changed  # the deep cell's own run judged it; it carries its own tier already
+    assert settle("torch2.13-cpu", deep, [settled_other]) == []  # idempotent
+
+
+def test_combined_features() -> None:
+    deep = replace(DEEP_PASSED, features={"ops": "passed: 5/6", "models": "failed", "compile": "passed"})
+    own = {"compile": "not available: no compiler", "import": "passed", "models": "passed"}
+    assert combined_features(own, deep) == {
+        "compile": "passed",
+        "import": "passed",
+        "models": "failed",
+        "ops": "passed: 5/6",
+    }
+    assert combined_features(own, None) == own

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from buildmatrix.builder.results import SmokeCounts
+from buildmatrix.builder.results import SmokeCounts, TierResult
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.builds import Build
 from buildmatrix.model.cells import Cell
+from buildmatrix.model.contract import Tier
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.model.vocab import RunnerName
@@ -55,6 +56,13 @@ class CellJob:
     plugin_wheel: Path  # the build's wheel, as published in wheels/
     sdk_wheel: Path | None = None  # the wheel SDK's wheel the build was made against
     index_urls: tuple[str, ...] = ()
+    # With smoke.tiers: the part of the suite this run selects (its pytest selection, its own report directory).
+    tier: Tier | None = None
+
+    @property
+    def run_name(self) -> str:
+        """The directory of a smoke run's reports: `smoke`, or `deep` for the deep tier."""
+        return "deep" if self.tier == Tier.DEEP else "smoke"
 
 
 @dataclass
@@ -72,6 +80,7 @@ class CellOutput:
 
     smoke: SmokeCounts | None = None
     features: dict[str, str] = field(default_factory=dict)
+    deep: TierResult | None = None  # the build's deep tier, on its deep cell
 
 
 def the_one_wheel(dist: Path) -> Path:

@@ -399,6 +399,7 @@ class DockerRunner:
     def run_smoke(self, job: CellJob) -> SmokeRun:
         """pytest in the cell's environment, in its image; the exit code is read back, never raised."""
         mounts, env = cell_mounts(job, self.uv_cache())
+        (job.workdir / "out" / job.run_name).mkdir(parents=True, exist_ok=True)  # the deep tier's reports
         try:
             oci.run_container(
                 self._tags[job.cell.id],
@@ -410,7 +411,7 @@ class DockerRunner:
                 timeout=job.matrix.timeouts["smoke"],
             )
         except StepFailed as exc:  # the container itself failed (a timeout, a signal): not pytest's verdict
-            smoke = job.workdir / "out" / "smoke"
+            smoke = job.workdir / "out" / job.run_name
             return SmokeRun(smoke / "junit.xml", smoke / "features.json", exc)
         return smoke_result(job)
 
@@ -467,15 +468,16 @@ def smoke_env_command(job: CellJob) -> list[str]:
 
 def smoke_command(job: CellJob) -> list[str]:
     """cell.py smoke, on the cell's environment's Python: pytest's exit code goes to /out/smoke/exit-code."""
-    smoke = Path(OUT) / "smoke"
-    pytest = pytest_args(smoke / "smoke-tests", smoke / "junit.xml", smoke / "features.json", job.matrix.contract.smoke)
+    smoke = Path(OUT) / job.run_name  # the tests are staged once, in /out/smoke (prepare_smoke)
+    tests = Path(OUT) / "smoke" / "smoke-tests"
+    pytest = pytest_args(tests, smoke / "junit.xml", smoke / "features.json", job.matrix.contract.smoke, job.tier)
     command = [f"{OUT}/smoke-env/bin/python", f"{HELPER}/{CELL_HELPER.name}", "smoke", "--exit-code"]
     return [*command, str(smoke / "exit-code"), "--", *pytest]
 
 
 def smoke_result(job: CellJob) -> SmokeRun:
     """What the smoke container left: the reports and pytest's exit code (missing: it never ran)."""
-    smoke = job.workdir / "out" / "smoke"
+    smoke = job.workdir / "out" / job.run_name
     code = (smoke / "exit-code").read_text().strip() if (smoke / "exit-code").is_file() else "missing"
     failure = None if code == "0" else StepFailed("smoke", f"pytest exit code {code}", _pytest_tail(job.log_file))
     return SmokeRun(smoke / "junit.xml", smoke / "features.json", failure, detail=f"pytest exit code {code}")

@@ -183,7 +183,7 @@ class LocalRunner:
             )
 
     def run_smoke(self, job: CellJob) -> SmokeRun:
-        run_dir = job.workdir / "smoke"
+        run_dir = job.workdir / job.run_name
         run_dir.mkdir(parents=True, exist_ok=True)
         tests = stage_tests(job.smoke_tests, run_dir)
         junit, features = run_dir / "junit.xml", run_dir / "features.json"
@@ -193,7 +193,7 @@ class LocalRunner:
                     "smoke",
                     [
                         _python(job.workdir / "smoke-env"),
-                        *pytest_args(tests, junit, features, job.matrix.contract.smoke),
+                        *pytest_args(tests, junit, features, job.matrix.contract.smoke, job.tier),
                     ],
                     job.log_file,
                     cwd=run_dir,

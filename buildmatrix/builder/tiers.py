@@ -1,0 +1,101 @@
+"""Test tiers (smoke.tiers): judges a build's deep tier, and settles its cells by it.
+
+The deep tier runs once per build, on its deep cell (model/builds.py deep_cell), after that cell's quick suite. What
+it found is the build's: every cell of the build carries it in its record, and a deep tier that failed fails every
+cell of the build (failed_step `deep`), whichever job or machine tested them. `settle` is the one place that says how;
+the engine calls it at the end of a run, `merge-results` after merging the trees of the fan-out's jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from buildmatrix.builder.results import CellResult, TierResult
+from buildmatrix.builder.runners.base import SmokeRun
+from buildmatrix.builder.smoke import read_features, read_junit
+from buildmatrix.errors import StepFailed
+from buildmatrix.model.vocab import FailureClass, Status, Step, TierStatus
+
+
+def judge_deep(run: SmokeRun, cell_id: str, seconds: float) -> TierResult:
+    """What the deep tier's pytest run found: passed, failed, or not run (every selected test skipped, or none
+    selected: nothing was checked, so never "passed"). A transient failure (a timeout, a signal) is raised as it is,
+    as the deep step's: the counts so far say nothing about the wheel."""
+    counts = read_junit(run.junit)
+    features = read_features(run.features)
+    if run.failure is not None and run.failure.failure_class == FailureClass.TRANSIENT:
+        failure = run.failure
+        raise StepFailed(Step.DEEP, failure.message, failure.log_tail, failure.failure_class, failure.cause)
+    ran = counts.passed + counts.failed + counts.errors
+    if ran == 0 and counts.errors == 0:
+        return TierResult(cell_id, TierStatus.NOT_RUN, counts, features, None, None, seconds)
+    if run.failure is None and counts.failed == 0 and counts.errors == 0:
+        return TierResult(cell_id, TierStatus.PASSED, counts, features, None, None, seconds)
+    detail = f" ({run.detail})" if run.detail else ""
+    error = f"{counts.failed} failed, {counts.errors} errors, {counts.passed} passed{detail}"
+    return TierResult(cell_id, TierStatus.FAILED, counts, features, error, FailureClass.DETERMINISTIC, seconds)
+
+
+def deep_failure_message(build_id: str, deep: TierResult) -> str:
+    return f"the deep tier of build {build_id} failed on cell {deep.cell}: {deep.error or 'no error recorded'}"
+
+
+def settle(build_id: str, deep: TierResult | None, cells: Iterable[CellResult]) -> list[CellResult]:
+    """The build's cells as its deep tier leaves them (each carrying it; a deep tier that failed fails the others,
+    one that did not gives back a pass it had taken); returns the records that change, as new objects.
+
+    `cells`: records of the build's current wheel only (a stale record is another wheel's). The deep cell's own
+    record is judged by its own run: it only gets `deep` set."""
+    out = []
+    for cell in cells:
+        settled = _settled(build_id, deep, cell)
+        if settled != cell:
+            out.append(settled)
+    return out
+
+
+def _settled(build_id: str, deep: TierResult | None, cell: CellResult) -> CellResult:
+    if deep is not None and cell.id == deep.cell:
+        return replace(cell, deep=deep)
+    failed_by_deep = cell.status == Status.FAILED and cell.failed_step == Step.DEEP
+    if deep is not None and deep.status == TierStatus.FAILED:
+        if cell.status == Status.PASSED or failed_by_deep:
+            return replace(
+                cell,
+                deep=deep,
+                status=Status.FAILED,
+                failed_step=str(Step.DEEP),
+                error=deep_failure_message(build_id, deep),
+                error_tail=None,
+                failure_class=deep.failure_class or FailureClass.DETERMINISTIC,
+                cause=None,
+            )
+        return replace(cell, deep=deep)
+    if failed_by_deep:  # failed by an earlier deep tier of the same wheel, which no longer fails
+        return replace(
+            cell,
+            deep=deep,
+            status=Status.PASSED,
+            failed_step=None,
+            error=None,
+            error_tail=None,
+            failure_class=None,
+            cause=None,
+        )
+    return replace(cell, deep=deep)
+
+
+def combined_features(own: dict[str, str], deep: TierResult | None) -> dict[str, str]:
+    """A cell's features with its build's deep tier's: a feature failed in either is failed; passed in either (and
+    failed in neither) is passed, with the deep tier's detail where it passed there; else the cell's own word."""
+    if deep is None:
+        return dict(own)
+    out = dict(own)
+    for name, outcome in deep.features.items():
+        mine = out.get(name)
+        if mine is None or mine == "failed":
+            out[name] = outcome if mine is None else mine
+        elif outcome == "failed" or outcome.startswith("passed"):
+            out[name] = outcome
+    return dict(sorted(out.items()))
