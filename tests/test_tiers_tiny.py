@@ -83,6 +83,7 @@ def project(tmp_path: Path, tiers: bool = True) -> Path:
     fake_torch(links, "2.13.0+cpu", PYTHONS)
     (root / "plugin" / "ANY_PYTHON").write_text("")
     (root / "plugin" / "tests" / "test_deep.py").write_text(DEEP_TESTS)
+    (root / "README.md").write_text("# tiny\n\n<!-- compat-table:start -->\n<!-- compat-table:end -->\n")
     contract = TINY_CONTRACT.replace("build: {", "build: {per-python: false, ")
     if tiers:
         contract = "\n".join(line for line in contract.splitlines() if not line.startswith("smoke:")) + "\n" + TIERS
@@ -105,6 +106,15 @@ def run(root: Path, command: str, *args: str) -> subprocess.CompletedProcess[str
 def record(root: Path, kind: str, name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((root / "wheels" / "results" / kind / f"{name}.json").read_text())
     return data
+
+
+def published(root: Path) -> tuple[str, str, dict[str, Any]]:
+    """compat-table from the records: docs/compatibility.md, the site's page, docs/compatibility.json."""
+    result = run(root, "compat-table", "--offline")
+    assert result.returncode == 0, result.stdout + result.stderr
+    table: dict[str, Any] = json.loads((root / "docs" / "compatibility.json").read_text())
+    page = (root / "wheels" / "site" / "index.html").read_text()
+    return (root / "docs" / "compatibility.md").read_text(), page, table
 
 
 def steps(cell: dict[str, Any]) -> list[str]:
@@ -132,6 +142,17 @@ def test_deep_once_per_build_quick_on_every_cell(tmp_path: Path) -> None:
     again = run(root, "build")
     assert again.returncode == 0 and again.stdout.count("up-to-date") == 3, again.stdout
 
+    # The table and the page show it with each cell of the build: which cell ran it, with what result.
+    grid, page, table = published(root)
+    # (columns in matrix.yaml's order: 3.12, then 3.11)
+    assert "| 2.13.0 (cpu) | ✓ 3/3, deep ✓ 1/1 on Python 3.11 | ✓ 3/3, deep ✓ 1/1 |" in grid
+    assert "deep: the build's deep suite, run once per build" in grid
+    assert page.count('<span class="deep deep-passed">deep ✓ 1/1') == 2 and "deep ✓ 1/1 on Python 3.11" in page
+    assert {c["id"]: c["deep"] for c in table["cells"]} == {
+        name: {"cell": DEEP, "status": "passed", "smoke": {"passed": 1, "failed": 0, "skipped": 0, "errors": 0}}
+        for name in (DEEP, OTHER)
+    }
+
 
 @needs_pythons
 def test_a_deep_failure_fails_every_cell_of_the_build(tmp_path: Path) -> None:
@@ -151,6 +172,9 @@ def test_a_deep_failure_fails_every_cell_of_the_build(tmp_path: Path) -> None:
     assert other["failure_class"] == "deterministic" and "deep" not in steps(other)
     summary = json.loads((root / "wheels" / "results" / "summary.json").read_text())
     assert {summary["cells"][c]["status"] for c in (DEEP, OTHER)} == {"failed"}
+    grid, page, _ = published(root)
+    assert "| ✗ deep (deterministic), deep ✗ on Python 3.11 | ✗ deep (deterministic), deep ✗ |" in grid
+    assert page.count('<td class="failed"') == 2 and "deep ✗ on Python 3.11" in page
     # The same inputs fail the same way: nothing is tried again.
     again = run(root, "build")
     assert again.returncode == 1 and again.stdout.count("up-to-date") == 3, again.stdout
@@ -174,6 +198,9 @@ def test_a_deep_tier_that_only_skipped_is_not_run(tmp_path: Path) -> None:
         assert cell["status"] == "passed" and cell["deep"]["status"] == "not run"
         assert cell["deep"]["smoke"] == {"passed": 0, "failed": 0, "skipped": 1, "errors": 0}
     assert record(root, "builds", BUILD)["deep"]["status"] == "not run"
+    grid, page, _ = published(root)
+    assert "| ✓ 3/3, deep not run on Python 3.11 | ✓ 3/3, deep not run |" in grid
+    assert page.count('class="deep deep-not-run"') == 2
 
 
 @needs_pythons
@@ -186,6 +213,9 @@ def test_without_tiers_every_cell_runs_everything(tmp_path: Path) -> None:
         assert "deep" not in cell and "tiers" not in cell["inputs"] and steps(cell)[-1] == "smoke"
         assert cell["smoke"]["passed"] == 4
     assert "deep" not in record(root, "builds", BUILD)
+    grid, page, table = published(root)
+    assert "| ✓ 4/4 | ✓ 4/4 |" in grid and "deep" not in grid and 'class="deep' not in page
+    assert all("deep" not in c for c in table["cells"])
 
 
 @needs_pythons

@@ -10,6 +10,7 @@ from buildmatrix.publish.table import (
     CompatCell,
     CompatTable,
     any_torch_command,
+    deep_summary,
     free_threaded_note,
     install_commands,
     partial_words,
@@ -121,6 +122,8 @@ def cell_text(table: CompatTable, cell: CompatCell | None, links: bool = True) -
         text += f" {LATEST_FAILED_MARK}" if cell.latest is not None else ""
     else:
         text = f"✗ {md(cell.failed_step)}" + (f" ({md(cell.failure)})" if cell.failure else "")
+    if cell.deep is not None:
+        text += f", {md(deep_summary(table, cell))}"
     if links and table.site_url and cell.log:
         return f"[{text}]({site_or_placeholder(table)}/{cell.log})"
     return text
@@ -148,6 +151,7 @@ def legend(table: CompatTable) -> str:
         f"✓ passed (smoke tests passed/total), ✗ failed (in the named step), {NOT_IN_MATRIX} not in the matrix "
         "(torch publishes no wheel for that Python, or matrix.yaml excludes it).\n"
         + (f"{free_threaded_note(table)}\n" if free_threaded_note(table) else "")
+        + (DEEP_NOTE if any(c.deep for c in table.cells) else "")
         + (CLASSES_NOTE if any(c.failure for c in table.cells) else "")
         + (LATEST_FAILED_NOTE if any(c.latest for c in table.cells) else "")
     )
@@ -179,6 +183,12 @@ LATEST_FAILED_MARK = "†"
 LATEST_FAILED_NOTE = (
     f"{LATEST_FAILED_MARK} the latest attempt failed; the result shown is the last pass, whose wheels stay "
     "published (when each was recorded: docs/compatibility.md).\n"
+)
+# Only with test tiers (smoke.tiers), so docs of projects without them stay byte-identical.
+DEEP_NOTE = (
+    "Counts are the quick suite's, run on every cell; deep: the build's deep suite, run once per build on the cell "
+    "named (on the cell itself where none is named): ✓ passed/total, ✗ failed (which fails every cell of the build), "
+    "not run (every test skipped).\n"
 )
 # Only when some record carries a failure class, so docs of older records stay byte-identical.
 CLASSES_NOTE = (

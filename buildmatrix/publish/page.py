@@ -26,6 +26,7 @@ from buildmatrix.publish.table import (
     CompatTable,
     all_choices,
     any_torch_command,
+    deep_summary,
     free_threaded_note,
     install_choice,
     partial_words,
@@ -138,7 +139,8 @@ def selector(table: CompatTable) -> str:
     )
 
 
-def cell_td(cell: CompatCell | None, logs: Collection[str]) -> str:
+def cell_td(cell: CompatCell | None, logs: Collection[str], deep: str = "") -> str:
+    """deep: the cell's build's deep tier as words (table.deep_summary), when it has one."""
     if cell is None:
         return f'<td class="absent" title="not in the matrix">{NOT_IN_MATRIX}</td>'
     if cell.status == Status.NOT_BUILT:
@@ -153,6 +155,8 @@ def cell_td(cell: CompatCell | None, logs: Collection[str]) -> str:
         parts.append(f"✗ {_e(cell.failed_step)}" + (f" ({_e(cell.failure)})" if cell.failure else ""))
         if cell.smoke is not None:
             parts.append(_e(smoke_summary(cell.smoke)))
+    if deep and cell.deep is not None:
+        parts.append(f'<span class="deep deep-{_e(cell.deep.status).replace(" ", "-")}">{_e(deep)}</span>')
     log_href = site_href(cell.log) if cell.log and cell.log in logs else None
     if log_href is not None:
         parts.append(f'<a class="log" href="{log_href}">log</a>')
@@ -176,7 +180,7 @@ def cells_table(table: CompatTable, logs: Collection[str]) -> str:
     head = f"<tr><th>torch</th>{sdk_head}" + "".join(f"<th>Python {_e(p)}</th>" for p in table.pythons) + "</tr>"
     rows = [head]
     for release, column, cells in table.grid_rows():
-        tds = "".join(cell_td(cell, logs) for cell in cells)
+        tds = "".join(cell_td(cell, logs, deep_summary(table, cell) if cell is not None else "") for cell in cells)
         sdk_td = f"<td>{_e(column.version)}</td>" if table.sdk else ""
         rows.append(f"<tr><th>{_e(release.label)}</th>{sdk_td}{tds}</tr>")
     return '<table id="cells">' + "\n".join(rows) + "</table>"

@@ -17,6 +17,7 @@ from packaging.utils import InvalidWheelFilename
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.builder.results import CellResult, SmokeCounts, WheelRecord
+from buildmatrix.builder.tiers import combined_features
 from buildmatrix.builder.wheelcheck import installs_on
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.cellkey import CellKey, KeyParser
@@ -24,7 +25,7 @@ from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.contract import TorchPin
 from buildmatrix.model.matrix import Matrix, TorchRelease, shortest_prefix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import FailureClass, FeatureState, SdkKind, Status
+from buildmatrix.model.vocab import FailureClass, FeatureState, SdkKind, Status, TierStatus
 from buildmatrix.util.wheelname import parse_wheel
 from buildmatrix.util.when import utc_iso
 
@@ -60,6 +61,25 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class DeepShown:
+    """A cell's build's deep tier (smoke.tiers), as the table shows it with each of the build's cells: the cell that
+    ran it and what it found."""
+
+    cell: str
+    status: TierStatus
+    smoke: SmokeCounts | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        smoke = {"smoke": _smoke_dict(self.smoke)} if self.smoke is not None else {}
+        return {"cell": self.cell, "status": str(self.status), **smoke}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DeepShown:
+        smoke = data.get("smoke")
+        return cls(str(data["cell"]), TierStatus(data["status"]), SmokeCounts(**smoke) if smoke else None)
+
+
+@dataclass(frozen=True)
 class CompatCell:
     """One cell of the table: its identity, and the result it shows (not built: none).
 
@@ -83,6 +103,7 @@ class CompatCell:
     latest: Attempt | None = None  # the latest attempt, when it failed after the pass shown
     features: tuple[tuple[str, str], ...] = ()  # the smoke features' outcomes of the result shown
     off_site: bool = False  # passed, but the site showing it does not hold its wheels (it has no copy of them)
+    deep: DeepShown | None = None  # its build's deep tier (smoke.tiers); None without tiers, or not yet known
 
     @property
     def id(self) -> str:
@@ -140,6 +161,8 @@ class CompatCell:
             data["features"] = dict(self.features)
         if self.off_site:
             data["off_site"] = True
+        if self.deep is not None:
+            data["deep"] = self.deep.to_dict()
         if self.sdk_wheel is not None:
             # Schema 1's name of the SDK wheel, kept as an alias: readers of schema 1 (the doctor of wheels already
             # installed reads the site's compatibility.json) count a passed cell as installable by it.
@@ -193,6 +216,7 @@ class CompatCell:
             else None,
             features=tuple(sorted((str(k), str(v)) for k, v in data.get("features", {}).items())),
             off_site=data.get("off_site", False) is True,
+            deep=DeepShown.from_dict(data["deep"]) if data.get("deep") else None,
         )
 
 
@@ -268,6 +292,20 @@ class CompatTable:
 
     def cell(self, release: str, python: str, sdk: str = "") -> CompatCell | None:
         return self._by_place.get((release, python, sdk))
+
+    @cached_property
+    def _by_id(self) -> dict[str, CompatCell]:
+        return {c.id: c for c in self.cells}
+
+    def deep_where(self, cell: CompatCell) -> str:
+        """Where the cell's build ran its deep tier, as a table names it: "" on the cell itself, its Python on a
+        cell of the same release and SDK version, else the cell's id."""
+        if cell.deep is None or cell.deep.cell == cell.id:
+            return ""
+        ran = self._by_id.get(cell.deep.cell)
+        if ran is not None and (ran.release, ran.sdk) == (cell.release, cell.sdk):
+            return f"Python {ran.python}"
+        return cell.deep.cell
 
     @property
     def columns(self) -> tuple[SdkColumn, ...]:
@@ -442,7 +480,8 @@ def compat_cell(matrix: Matrix, cell: Cell, result: CellResult | None) -> Compat
         log=result.log,
         failure=None if passed else failure_label(result),
         recorded=utc_iso(result.finished or result.started),
-        features=tuple(sorted(result.features.items())),
+        features=tuple(sorted(combined_features(result.features, result.deep).items())),
+        deep=DeepShown(result.deep.cell, result.deep.status, result.deep.smoke) if result.deep is not None else None,
     )
 
 
@@ -931,6 +970,21 @@ def free_threaded_note(table: CompatTable) -> str:
 def partial_words(table: CompatTable) -> str:
     """What the partial feature mark means: only with the SDK versions named (a project without an SDK has none)."""
     return f"only with the {table.sdk.name}s named" if table.sdk else "only on some of its cells"
+
+
+def deep_summary(table: CompatTable, cell: CompatCell) -> str:
+    """The build's deep tier, for one of its cells: "deep ✓ 120/130 on Python 3.11", "deep not run", "deep ✗"."""
+    deep = cell.deep
+    if deep is None:
+        return ""
+    if deep.status == TierStatus.PASSED:
+        text = f"deep ✓ {deep.smoke.passed}/{deep.smoke.total}" if deep.smoke else "deep ✓"
+    elif deep.status == TierStatus.FAILED:
+        text = "deep ✗"
+    else:
+        text = "deep not run"
+    where = table.deep_where(cell)
+    return f"{text} on {where}" if where else text
 
 
 def smoke_summary(smoke: SmokeCounts | None) -> str:

@@ -13,10 +13,10 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename
 
 from buildmatrix.builder.recordparse import FEATURE_NAME, SHA256, UntrustedJSON, load_json
-from buildmatrix.builder.results import WheelRecord
+from buildmatrix.builder.results import SmokeCounts, WheelRecord
 from buildmatrix.model.vocab import Cause, Status, Step
 from buildmatrix.publish.table import CompatCell, CompatTable
-from buildmatrix.util.paths import relative_path_problem
+from buildmatrix.util.paths import name_problem, relative_path_problem
 from buildmatrix.util.wheelname import parse_wheel
 from buildmatrix.util.when import iso_problem
 
@@ -114,12 +114,27 @@ def _cell(cell: CompatCell, index: int) -> list[str]:
         problems.append(f"{key}.latest.status: {cell.latest.status!r} is not failed or interrupted")
     problems += _wheel(cell.wheel, f"{key}.wheel") + _wheel(cell.sdk_wheel, f"{key}.sdk_wheel")
     problems += _features(cell.features, f"{key}.features")
-    if cell.smoke is not None and any(
-        not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 10**9
-        for n in (cell.smoke.passed, cell.smoke.failed, cell.smoke.skipped, cell.smoke.errors)
-    ):
-        problems.append(f"{key}.smoke: counts must be integers from 0 to 10**9")
+    problems += _counts(cell.smoke, f"{key}.smoke")
+    if cell.deep is not None:
+        deep_cell = _text(cell.deep.cell, f"{key}.deep.cell", 255) or _name(cell.deep.cell, f"{key}.deep.cell")
+        if deep_cell is not None:
+            problems.append(deep_cell)
+        problems += _counts(cell.deep.smoke, f"{key}.deep.smoke")
     return problems
+
+
+def _name(text: str, key: str) -> str | None:
+    problem = name_problem(text)
+    return f"{key}: {text!r:.80} {problem}" if problem else None
+
+
+def _counts(smoke: SmokeCounts | None, key: str) -> list[str]:
+    if smoke is not None and any(
+        not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 10**9
+        for n in (smoke.passed, smoke.failed, smoke.skipped, smoke.errors)
+    ):
+        return [f"{key}: counts must be integers from 0 to 10**9"]
+    return []
 
 
 def table_problems(table: CompatTable) -> list[str]:
