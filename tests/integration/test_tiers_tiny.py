@@ -26,8 +26,8 @@ from conftest import TINY_CONTRACT
 
 pytestmark = pytest.mark.integration
 
-FIXTURE = Path(__file__).parent / "fixtures" / "tiny"
-REPO = Path(__file__).parent.parent
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "tiny"
+REPO = Path(__file__).parents[2]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 PYTHONS = ("3.11", "3.12")
 MATRIX = """\
