@@ -575,11 +575,16 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
     Option(
         "build.env",
         Kind.NAMED,
-        "Environment variables for the build, by name.",
+        "Environment variables for the build, by name. Each replaces the variable's value in the build's "
+        "environment; `${NAME}` in a value stands for NAME as the build would otherwise see it (empty when unset), "
+        'so `PATH: "/opt/tool/bin:${PATH}"` extends PATH. A build for a `cpu` variant of torch sees no CUDA '
+        "toolkit unless this asks for one: on the local runner the host's `nvcc` is hidden (each PATH entry holding "
+        "it is replaced by links to its other programs) and `CUDA_HOME` and `CUDA_PATH` are left out, as its log "
+        "says; set them here to give the build a toolkit.",
         default={},
-        example='env:\n  FORCE_ONLY_CPU: "1"',
+        example='env:\n  FORCE_ONLY_CPU: "1"\n  PATH: "/opt/cmake/bin:${PATH}"',
     ),
-    Option("build.env.<name>", Kind.TEXT, "The variable's value."),
+    Option("build.env.<name>", Kind.TEXT, "The variable's value (`${NAME}`: another variable's, see `build.env`)."),
     Option(
         "build.generated",
         Kind.TEXTS,

@@ -216,8 +216,10 @@ def run_logged(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
+    inherit: bool = True,
 ) -> str:
-    """Run command, appending its combined output to log_file as it comes; returns the output's tail.
+    """Run command, appending its combined output to log_file as it comes; returns the output's tail. env goes on
+    top of this process's environment, or is the whole of it (inherit False).
 
     Raises StepFailed(step, ...) with the last lines, classed deterministic or transient, when it exits non-zero,
     is killed by a signal or times out (then its whole process group is killed); Interrupted when the run stops.
@@ -228,7 +230,7 @@ def run_logged(
     # Only the smoke environment installs dependencies whose own build scripts may fail (util/failures.py): its output
     # alone is watched for their failures.
     signs = OutputSigns() if step == Step.SMOKE_ENV else None
-    full_env = _child_env(env)
+    full_env = _child_env(env, inherit)
     # Logs are published: the command as shown, each output line and every error message are redacted.
     secrets = secret_values(full_env)
     shown = redact(shlex.join(argv), secrets)

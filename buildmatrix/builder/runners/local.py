@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import ClassVar
 
 from packaging.version import Version
 
+from buildmatrix.builder.buildenv import build_environment, log_notes
 from buildmatrix.builder.interpreters import Interpreter, find_interpreter
 from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, SmokeRun, site_packages, the_one_wheel
 from buildmatrix.builder.sdkwheels import SdkWheels
@@ -19,7 +21,7 @@ from buildmatrix.builder.toolenv import build_requirements, compile_env, find_uv
 from buildmatrix.builder.wheelcheck import check_installed, provided_symbols
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import RunnerName
+from buildmatrix.model.vocab import CPU_VARIANT, RunnerName
 from buildmatrix.util.process import run_logged
 
 TORCH_FACTS = (
@@ -113,6 +115,14 @@ class LocalRunner:
 
         dist = job.workdir / "dist"
         with steps.step("build"):
+            environment = build_environment(
+                os.environ,
+                compile_env(job.workdir),
+                job.build_env,
+                hide_cuda=job.build.release.variant == CPU_VARIANT,
+                shadow_root=job.workdir / "path-without-nvcc",
+            )
+            log_notes(log, environment.notes)
             run_logged(
                 "build",
                 [
@@ -127,7 +137,8 @@ class LocalRunner:
                     job.plugin_tree,
                 ],
                 log,
-                env={**compile_env(job.workdir), **job.build_env},
+                env=environment.env,
+                inherit=False,  # the whole environment: what the CPU variant's build must not see is left out
                 timeout=job.matrix.timeouts["build"],
             )
             output.plugin_wheel = the_one_wheel(dist)
