@@ -64,14 +64,29 @@ def _pyenv_root() -> Path | None:
     return default if default.is_dir() else None
 
 
+def _newest_first(version: Version) -> tuple[int, ...]:
+    return tuple(-part for part in version.release)
+
+
 def find_interpreter(
     series: Python, path_env: str | None = None, pyenv_root: Path | str | None = "auto"
 ) -> Interpreter:
-    """The first working CPython of the X.Y series that is not a virtual environment's, on PATH then under pyenv;
-    raises InterpreterNotFound saying where it looked."""
+    """The CPython of the X.Y series the tool builds with, whatever the order of PATH: among the working ones on PATH
+    and under pyenv that are not a virtual environment's, the newest release (3.11.7 over 3.11.2; of two copies of one
+    release, the first found). How the tool is started changes PATH's order (pyenv's shims put their version's bin
+    first, nox its session's environment), never the release chosen. Raises InterpreterNotFound saying where it
+    looked."""
     path_env = os.environ.get("PATH", "") if path_env is None else path_env
     root = _pyenv_root() if pyenv_root == "auto" else (Path(pyenv_root) if pyenv_root else None)
+    working: list[Interpreter] = []
+    seen: set[Path] = set()
     for candidate in _candidates(series, path_env, root):
+        # /bin/python3.11 and /usr/bin/python3.11 are one file (/bin links to /usr/bin). The file itself is not
+        # resolved: a virtual environment's python links to its base, but runs as the environment.
+        real = candidate.parent.resolve() / candidate.name
+        if real in seen:
+            continue
+        seen.add(real)
         try:
             probed = run_captured([candidate, "-c", _PROBE], step="interpreter", timeout=60)
             answer: list[Any] = json.loads(probed.stdout) if probed.returncode == 0 else ["", "", "", False, False]
@@ -83,7 +98,9 @@ def find_interpreter(
         full = Version(version)
         found = Interpreter(Path(executable), full, free_threaded)
         if implementation == "cpython" and found.python == series:
-            return found
+            working.append(found)
+    if working:
+        return min(working, key=lambda i: _newest_first(i.version))  # the first found of the newest
     where = f"PATH and pyenv ({root})" if root else "PATH (no pyenv found)"
     raise InterpreterNotFound(
         f"no CPython {series} interpreter found (looked for {series.executable_name} in {where}); "
