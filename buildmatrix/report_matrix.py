@@ -164,6 +164,8 @@ def github_matrix(cells: list[Cell], builds: list[Build], runners: Mapping[Pytho
         for build in builds
     ]
     include = []
+    # With smoke.tiers, the deep cell's job runs its build's deep tier too (build --prebuilt knows it from the plan).
+    deep_cells = {b.deep_cell for b in builds if b.deep_cell is not None}
     for cell in cells:
         row = cell.as_dict()
         sdk = {"sdk": row["sdk"]} if cell.sdk is not None else {}
@@ -182,6 +184,7 @@ def github_matrix(cells: list[Cell], builds: list[Build], runners: Mapping[Pytho
                 "build_artifact": build_artifact(cell.build.id),
                 "args": f"--torch {row['torch_minor']} --python {row['python']}{sdk_args} --variant {row['variant']} "
                 "--prebuilt",
+                **({"deep": cell.id in deep_cells} if deep_cells else {}),
             }
         )
     return {"builds": {"include": made}, "cells": {"include": include}}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 from buildmatrix.builder.recordparse import RecordRules
 from buildmatrix.builder.results import (
@@ -22,6 +23,7 @@ from buildmatrix.builder.results import (
     read_build_record,
     read_record,
 )
+from buildmatrix.builder.tiers import settle_records, unsettled
 from buildmatrix.errors import MergeError, RecordError
 from buildmatrix.model.vocab import Status
 from buildmatrix.util.atomic import copy_file_atomic, write_text_atomic
@@ -157,7 +159,8 @@ class _Planner:
         if files is None:
             return
         earlier = taken.get(result.id)
-        if earlier is not None and earlier.text != text:
+        # A record the merged tree holds settled by its build's deep tier (tiers.settle) agrees with the job's own.
+        if earlier is not None and earlier.text != text and unsettled(earlier.result) != unsettled(result):
             self.problems.append(
                 f"{clash}: {earlier.tree} and {tree} hold different records "
                 f"({_describe(earlier.result)} vs {_describe(result)}); {advice} and merge again"
@@ -256,6 +259,14 @@ def _destination_problem(into: Path, rel: str) -> str:
     return ""
 
 
+_Result = TypeVar("_Result", CellResult, BuildResult)
+
+
+def _replaced(results: list[_Result], changed: list[_Result]) -> list[_Result]:
+    by_id = {r.id: r for r in changed}
+    return [by_id.get(r.id, r) for r in results]
+
+
 def merge_wheel_trees(sources: list[Path], into: Path, rules: RecordRules | None = None) -> MergeReport:
     """Merge wheels/ trees (results/cells/*.json, the wheels and logs they name) into `into`, then its summary.
 
@@ -278,6 +289,15 @@ def merge_wheel_trees(sources: list[Path], into: Path, rules: RecordRules | None
             write_text_atomic(store.path(record.result.id), record.text)  # the exact bytes: a re-merge compares them
     merged = [r for cell_id in sorted(plan.records) if isinstance(r := plan.records[cell_id].result, CellResult)]
     builds = [r for build_id in sorted(plan.builds) if isinstance(r := plan.builds[build_id].result, BuildResult)]
+    # The fan-out's jobs each knew their own cell: the deep tier of each build, run in its deep cell's job, is given
+    # to the build's other cells (a failed one fails them) and to the build's record here.
+    settled_cells, settled_builds = settle_records(merged, builds)
+    for cell in settled_cells:
+        store.save(cell)
+    for build in settled_builds:
+        store.save_build(build)
+    merged = _replaced(merged, settled_cells)
+    builds = _replaced(builds, settled_builds)
     store.write_summary(merged, builds=builds)
     wheels = {r.path for c in merged for r in (c.wheel, c.sdk_wheel) if r is not None}
     return MergeReport(merged, len(wheels), copied)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from buildmatrix.builder.results import CellResult, TierResult
+from buildmatrix.builder.results import BuildResult, CellResult, TierResult
 from buildmatrix.builder.runners.base import SmokeRun
 from buildmatrix.builder.smoke import read_features, read_junit
 from buildmatrix.errors import StepFailed
@@ -84,6 +84,47 @@ def _settled(build_id: str, deep: TierResult | None, cell: CellResult) -> CellRe
             cause=None,
         )
     return replace(cell, deep=deep)
+
+
+def settle_records(
+    cells: Iterable[CellResult], builds: Iterable[BuildResult]
+) -> tuple[list[CellResult], list[BuildResult]]:
+    """Settle every build of a merged tree by the deep tier its deep cell's record carries (found by the record: the
+    deep cell's `deep` names the cell itself, so no matrix is needed): the cell and build records that change.
+
+    Only the records of the build's current wheel (the deep cell's) are settled; a build whose deep cell's record is
+    not in the tree is left as it is (its cells keep what they carry)."""
+    by_build: dict[str, list[CellResult]] = {}
+    for cell in cells:
+        by_build.setdefault(cell.cell.build.id, []).append(cell)
+    made = {b.id: b for b in builds}
+    changed_cells: list[CellResult] = []
+    changed_builds: list[BuildResult] = []
+    for build_id, members in sorted(by_build.items()):
+        ran = [c for c in members if c.deep is not None and c.deep.cell == c.id and c.wheel is not None]
+        if len(ran) != 1:
+            continue
+        deep_record = ran[0]
+        current = [c for c in members if c.wheel == deep_record.wheel]
+        changed_cells += settle(build_id, deep_record.deep, current)
+        build = made.get(build_id)
+        if build is not None and build.wheel == deep_record.wheel and build.deep != deep_record.deep:
+            changed_builds.append(replace(build, deep=deep_record.deep))
+    return changed_cells, changed_builds
+
+
+def unsettled(result: CellResult | BuildResult) -> CellResult | BuildResult:
+    """A record as its own job wrote it, before `settle` gave it its build's deep tier: what `merge-results` compares
+    when two trees hold a record of one id (the merged tree's settled one and a job's own agree)."""
+    if isinstance(result, BuildResult):
+        return replace(result, deep=None)
+    if result.deep is None or result.deep.cell == result.id:
+        return result
+    if result.status == Status.FAILED and result.failed_step == Step.DEEP:
+        result = replace(
+            result, status=Status.PASSED, failed_step=None, error=None, error_tail=None, failure_class=None, cause=None
+        )
+    return replace(result, deep=None)
 
 
 def combined_features(own: dict[str, str], deep: TierResult | None) -> dict[str, str]:

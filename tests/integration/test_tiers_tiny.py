@@ -219,13 +219,45 @@ def test_without_tiers_every_cell_runs_everything(tmp_path: Path) -> None:
 
 
 @needs_pythons
-def test_prebuilt_cell_jobs_run_the_deep_tier_on_the_deep_cell_only(tmp_path: Path) -> None:
-    """The fan-out's shape on one machine: a build job, then one --prebuilt job per cell."""
+def test_fan_out_runs_the_deep_tier_in_the_deep_cells_job_and_merge_settles(tmp_path: Path) -> None:
+    """The fan-out's shape on one machine: a build job, one --prebuilt job per cell (each with the build's tree
+    only), then merge-results: the other cell's job ran no deep tier, and the merge fails it by the deep cell's."""
     root = project(tmp_path)
+    (root / "plugin" / "tests" / "FAIL_DEEP").write_text("")
+    plan = run(root, "matrix", "--offline", "--github")
+    assert plan.returncode == 0, plan.stderr
+    entries = {e["cell"]: e for e in json.loads(plan.stdout)["cells"]["include"]}
+    assert {c: e["deep"] for c, e in entries.items()} == {DEEP: True, OTHER: False}
     assert run(root, "build", "--build", BUILD, "--builds-only").returncode == 0
-    other = run(root, "build", "--python", "3.12", "--prebuilt")
-    assert other.returncode == 0, other.stdout + other.stderr
-    assert "deep" not in steps(record(root, "cells", OTHER))
-    deep = run(root, "build", "--python", "3.11", "--prebuilt")
-    assert deep.returncode == 0, deep.stdout + deep.stderr
-    assert steps(record(root, "cells", DEEP))[-1] == "deep"
+    wheels = root / "wheels"
+    build_tree = tmp_path / "build-tree"
+    shutil.copytree(wheels, build_tree)
+    trees = {}
+    for cell, entry in entries.items():
+        shutil.rmtree(wheels)
+        shutil.copytree(build_tree, wheels)  # the job downloads its build's artifact
+        job = run(root, "build", *entry["args"].split())
+        assert job.returncode == (1 if cell == DEEP else 0), job.stdout + job.stderr
+        trees[cell] = tmp_path / f"tree-{cell}"
+        shutil.copytree(wheels, trees[cell])
+    # Each job tested its own cell; the deep tier ran in the deep cell's job only.
+    other_job = json.loads((trees[OTHER] / "results" / "cells" / f"{OTHER}.json").read_text())
+    assert other_job["status"] == "passed" and "deep" not in other_job and "deep" not in steps(other_job)
+    deep_job = json.loads((trees[DEEP] / "results" / "cells" / f"{DEEP}.json").read_text())
+    assert deep_job["failed_step"] == "deep" and deep_job["deep"]["status"] == "failed"
+    # A cell job leaves its build's record as the build job made it (every cell job's copy must agree).
+    for tree in trees.values():
+        assert (tree / "results" / "builds" / f"{BUILD}.json").read_bytes() == (
+            build_tree / "results" / "builds" / f"{BUILD}.json"
+        ).read_bytes()
+
+    merged = tmp_path / "merged"
+    for _ in range(2):  # merging again agrees with what is merged (settled records and the jobs' own)
+        result = run(root, "merge-results", *(str(t) for t in trees.values()), "--into", str(merged))
+        assert result.returncode == 0, result.stdout + result.stderr
+        other = json.loads((merged / "results" / "cells" / f"{OTHER}.json").read_text())
+        assert other["status"] == "failed" and other["failed_step"] == "deep" and other["deep"]["cell"] == DEEP
+        made = json.loads((merged / "results" / "builds" / f"{BUILD}.json").read_text())
+        assert made["deep"]["status"] == "failed" and made["deep"]["cell"] == DEEP
+        summary = json.loads((merged / "results" / "summary.json").read_text())
+        assert summary["cells"][OTHER]["status"] == "failed"

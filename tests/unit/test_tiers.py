@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from buildmatrix.builder.results import CellResult, ResultStore, SmokeCounts, TierResult
+from buildmatrix.builder.results import BuildResult, CellResult, ResultStore, SmokeCounts, TierResult, WheelRecord
 from buildmatrix.builder.runners.base import SmokeRun
-from buildmatrix.builder.tiers import combined_features, judge_deep, settle
+from buildmatrix.builder.tiers import combined_features, judge_deep, settle, settle_records, unsettled
 from buildmatrix.errors import MatrixError, RecordError, StepFailed
 from buildmatrix.model.builds import deep_cell, plan_builds
 from buildmatrix.model.cellkey import CellKey
@@ -279,3 +279,35 @@ def test_combined_features() -> None:
         "ops": "passed: 5/6",
     }
     assert combined_features(own, None) == own
+
+
+def test_the_fan_out_marks_each_builds_deep_cell_job(write_matrix: WriteMatrix) -> None:
+    from buildmatrix.report_matrix import github_matrix
+
+    for tiers, expected in ((TIERS, True), ("", False)):
+        matrix = load_matrix(write_matrix(VALID + tiers + "build: {per-python: false}\n"))
+        cells = expand(matrix, {r: {P("3.10"), P("3.11")} for r in matrix.torch})
+        builds = list(plan_builds(matrix, cells).values())
+        entries = github_matrix(cells, builds, dict.fromkeys([P("3.10"), P("3.11")], RunnerName.LOCAL))
+        include = entries["cells"]["include"]
+        if not expected:  # without tiers the workflow's matrix is what it was
+            assert all("deep" not in e for e in include)
+            continue
+        deep = [e["cell"] for e in include if e["deep"]]
+        assert sorted(deep) == sorted(str(b.deep_cell) for b in builds) and len(deep) == len(builds)
+
+
+def test_settle_records_finds_the_deep_cell_by_its_record() -> None:
+    wheel = WheelRecord("tiny-0.1.0+torch.2.13-py3-none-any.whl", "ab" * 32, "torch2.13/tiny.whl")
+    deep_cell = cell_result(CELL_A, Status.FAILED, failed_step="deep", deep=DEEP_FAILED, wheel=wheel)
+    other = cell_result(CELL_B, wheel=wheel)
+    stale = cell_result(replace(CELL_B, python=P("3.13")), wheel=replace(wheel, sha256="cd" * 32))
+    build = BuildResult(CELL_A.build, "h", {}, RunnerName.LOCAL, status=Status.PASSED, wheel=wheel)
+    cells, builds = settle_records([deep_cell, other, stale], [build])
+    assert [c.id for c in cells] == [CELL_B.id] and cells[0].failed_step == "deep"  # not the stale record
+    assert builds == [replace(build, deep=DEEP_FAILED)]
+    # What merge-results compares: a settled record and its job's own agree; a record of another verdict does not.
+    assert unsettled(cells[0]) == unsettled(other) == other and unsettled(builds[0]) == build
+    assert unsettled(replace(other, smoke=SmokeCounts(2, 1, 0, 0))) != unsettled(cells[0])
+    # No record of the deep cell in the tree (its job's artifact missing): nothing is settled.
+    assert settle_records([other], [build]) == ([], [])
