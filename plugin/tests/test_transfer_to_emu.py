@@ -31,3 +31,124 @@ def test_cuda_script_runs_on_emu():
     done = subprocess.run([sys.executable, "-c", CUDA_SCRIPT], check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["emu:0", "emu:0", "emu:0", "emu:1", "2", "True"]
+
+
+def _run(script: str, *python_options: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *python_options, "-c", textwrap.dedent(script)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+MIGRATION_SCRIPT = """
+    import io
+    import warnings
+    import zipfile
+
+    import torch
+    import torch_emu.contrib.transfer_to_emu
+
+    # autocast("cuda") and torch.cuda.amp.autocast compute in float16 on emu, as on CUDA
+    a, b = torch.randn(4, 4, device="cuda"), torch.randn(4, 4, device="cuda")
+    with torch.autocast("cuda"):
+        assert torch.is_autocast_enabled("cuda")
+        assert torch.mm(a, b).dtype == torch.float16
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch deprecates torch.cuda.amp.autocast itself
+        with torch.cuda.amp.autocast(dtype=torch.bfloat16):
+            assert torch.mm(a, b).dtype == torch.bfloat16
+    assert torch.mm(a, b).dtype == torch.float32
+    scaler = torch.amp.GradScaler("cuda")
+    model = torch.nn.Linear(4, 4).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with torch.autocast("cuda"):
+        loss = model(a).float().sum()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    assert scaler._scale.device.type == "emu" and model.weight.device.type == "emu", scaler._scale
+
+    # torch.load(map_location=...) with strings, devices and dicts naming CUDA
+    def saved(value, device="cpu"):
+        buffer = io.BytesIO()
+        torch.save({"w": value.to(device)}, buffer)
+        return buffer.getvalue()
+
+    data = saved(torch.arange(3.0))
+    for location, expected in (("cuda", "emu:0"), ("cuda:1", "emu:1"), (torch.device("cuda", 1), "emu:1"),
+                               ({"cpu": "cuda:1"}, "emu:1"), (None, "cpu")):
+        loaded = torch.load(io.BytesIO(data), map_location=location)["w"]
+        assert str(loaded.device) == expected and loaded.tolist() == [0.0, 1.0, 2.0], (location, loaded.device)
+
+    # a checkpoint saved on CUDA (its storages tagged cuda:N) loads onto emu without map_location
+    on_emu = io.BytesIO(saved(torch.arange(3.0), "emu:1"))
+    as_cuda = io.BytesIO()
+    with zipfile.ZipFile(on_emu) as source, zipfile.ZipFile(as_cuda, "w") as target:
+        for item in source.infolist():
+            payload = source.read(item)
+            if item.filename.endswith("data.pkl"):
+                assert b"X\\x05\\x00\\x00\\x00emu:1" in payload  # protocol 2's BINUNICODE: length, then text
+                payload = payload.replace(b"X\\x05\\x00\\x00\\x00emu:1", b"X\\x06\\x00\\x00\\x00cuda:1")
+            target.writestr(item, payload)
+    as_cuda.seek(0)
+    loaded = torch.load(as_cuda)["w"]
+    assert str(loaded.device) == "emu:1" and loaded.tolist() == [0.0, 1.0, 2.0]
+
+    # torch.Generator("cuda") is an emu generator, and reproduces its draws
+    first = torch.randn(5, device="cuda", generator=torch.Generator("cuda").manual_seed(7))
+    again = torch.randn(5, device="cuda", generator=torch.Generator(device="cuda").manual_seed(7))
+    assert torch.Generator("cuda").device == torch.device("emu", 0) and torch.equal(first, again)
+    assert isinstance(torch.Generator(), torch.Generator) and isinstance(torch.default_generator, torch.Generator)
+
+    # torch.cuda.memory_summary() reports emu's caching allocator
+    keep = torch.empty(1 << 20, device="cuda")
+    report = torch.cuda.memory_summary()
+    assert "emu memory summary, device ID 0" in report and "Allocated memory" in report, report
+    assert "from small pool" in report and "from small pool" not in torch.cuda.memory_summary(abbreviated=True)
+    print("migrated")
+"""
+
+
+def test_autocast_load_generator_and_memory_summary_map_to_emu():
+    done = _run(MIGRATION_SCRIPT, "-W", "ignore:torch_emu.contrib.transfer_to_emu")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["migrated"]
+
+
+IMPORT_ONLY = """
+import torch
+import torch_emu.contrib.transfer_to_emu
+print(torch.ones(1, device="cuda").device)
+"""
+
+
+def test_import_warning_is_said_once_and_a_documented_filter_silences_it(tmp_path):
+    # "always": the count is the module's, not the warnings registry's once-per-location
+    said = _run(IMPORT_ONLY + "import torch_emu.contrib.transfer_to_emu as again\n", "-W", "always")
+    assert said.returncode == 0 and said.stdout.split() == ["emu:0"]
+    assert said.stderr.count(": TransferToEmuWarning: torch_emu.contrib.transfer_to_emu:") == 1, said.stderr
+    assert "ignore::torch_emu.contrib.TransferToEmuWarning" in said.stderr  # the message names its filter
+    # With warnings as errors the import fails, unless the documented filter is given: Python's -W ...
+    assert _run(IMPORT_ONLY, "-W", "error").returncode != 0
+    silenced = _run(IMPORT_ONLY, "-W", "error", "-W", "ignore:torch_emu.contrib.transfer_to_emu")
+    assert silenced.returncode == 0 and silenced.stdout.split() == ["emu:0"] and not silenced.stderr, silenced.stderr
+    # ... and pytest's filterwarnings, by category
+    (tmp_path / "test_migrated.py").write_text(
+        "import torch\nimport torch_emu.contrib.transfer_to_emu\n\n"
+        "def test_cuda_is_emu():\n    assert torch.ones(1, device='cuda').device.type == 'emu'\n"
+    )
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nfilterwarnings =\n    error\n    ignore::torch_emu.contrib.TransferToEmuWarning\n"
+    )
+    suite = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert suite.returncode == 0, suite.stdout[-3000:]

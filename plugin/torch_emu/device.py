@@ -44,6 +44,7 @@ __all__ = [
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "memory_summary",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "seed",
@@ -260,6 +261,14 @@ def host_reset_peak_memory_stats() -> None:
 def host_reset_accumulated_memory_stats() -> None:
     """Zeroes the pinned host allocator's running totals (`num_host_alloc`, `num_host_free`, bytes allocated/freed)."""
     _ops.host_memory_reset_accumulated()
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """The caching allocator's statistics for a device as a table, like torch.cuda.memory_summary."""
+    from torch_emu.memory import summary
+
+    index = _index(device)
+    return summary(memory_stats(index), index, abbreviated)
 
 
 def mem_get_info(device: Any = None) -> tuple:

@@ -4,6 +4,17 @@ Like torch_npu's transfer_to_npu: after this import, device='cuda' (and 'cuda:N'
 torch.device('cuda')) means emu, `.cuda()` moves to emu, and `torch.cuda.*` calls reach
 torch.emu. It patches torch's functions that take a device, so import it before the
 script makes its tensors; it is meant for migration and demos, not for libraries.
+
+Also mapped: `torch.autocast("cuda")` (and `torch.cuda.amp.autocast`, `torch.amp.GradScaler("cuda")`, the
+`torch.*autocast*` queries), `torch.load(map_location="cuda")` (strings, devices and dicts; a checkpoint saved
+on CUDA loads onto emu without one), `torch.Generator("cuda")`, and `torch.cuda.memory_summary()`.
+
+The import says what it did once, as a `torch_emu.contrib.TransferToEmuWarning` whose message starts with this
+module's name. A test suite that runs with warnings as errors silences it with pytest's
+`filterwarnings = ["ignore::torch_emu.contrib.TransferToEmuWarning"]` (or `-W` of that to pytest), with Python's
+`-W "ignore:torch_emu.contrib.transfer_to_emu"` or the same in PYTHONWARNINGS (Python's own -W cannot name a
+category from site-packages: it reads it before site-packages is on the path), or in code with
+`warnings.filterwarnings("ignore", category=torch_emu.contrib.TransferToEmuWarning)` before the import.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ from typing import Any, Callable
 import torch
 
 import torch_emu  # noqa: F401  (registers emu)
+from torch_emu.contrib import TransferToEmuWarning
 
 _CUDA = re.compile(r"^cuda(?=$|:)")
 _PATCHED_MARK = "__emu_transfer__"
@@ -112,6 +124,94 @@ def _patch_device_constructor() -> None:
     torch.device = device  # type: ignore[misc,assignment]
 
 
+def _swap_device_class(original: Any) -> Any:
+    """A stand-in for a C++ class taking a device as its first argument or `device=` (torch.Generator):
+    constructing it maps 'cuda' to emu; isinstance and issubclass see the original class."""
+
+    class _SwappingMeta(type):
+        def __instancecheck__(cls, obj: object) -> bool:
+            return isinstance(obj, original)
+
+        def __subclasscheck__(cls, sub: type) -> bool:
+            return issubclass(sub, original)
+
+        def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+            if args:
+                args = (_swap(args[0]), *args[1:])
+            for key in ("type", "device"):
+                if key in kwargs:
+                    kwargs[key] = _swap(kwargs[key])
+            return original(*args, **kwargs)
+
+    return _SwappingMeta(original.__name__, (), {"__doc__": original.__doc__, _PATCHED_MARK: True})
+
+
+def _patch_generator() -> None:
+    if not getattr(torch.Generator, _PATCHED_MARK, False):
+        torch.Generator = _swap_device_class(torch.Generator)  # type: ignore[misc,assignment]
+
+
+def _swap_location(location: Any) -> Any:
+    if isinstance(location, dict):
+        return {key: _swap(value) for key, value in location.items()}
+    return _swap(location)
+
+
+def _from_cuda(storage: Any, location: str) -> Any:
+    """torch.load's restore for a checkpoint saved on CUDA: its storages, tagged 'cuda:N', go to emu:N; any other
+    tag is left to torch (None)."""
+    if _CUDA.match(location):
+        return torch.serialization.default_restore_location(storage, _swap(location))
+    return None
+
+
+def _patch_load() -> None:
+    original = torch.load
+    if getattr(original, _PATCHED_MARK, False):
+        return
+
+    @functools.wraps(original)
+    def load(*args: Any, **kwargs: Any) -> Any:
+        if len(args) >= 2:
+            args = (args[0], _swap_location(args[1]), *args[2:])
+        elif kwargs.get("map_location") is None:
+            kwargs["map_location"] = _from_cuda
+        else:
+            kwargs["map_location"] = _swap_location(kwargs["map_location"])
+        return original(*args, **kwargs)
+
+    setattr(load, _PATCHED_MARK, True)
+    torch.load = load  # type: ignore[assignment]
+
+
+def _patch_autocast() -> None:
+    """autocast("cuda") and GradScaler("cuda") take their device as a string, which the device stand-in never sees:
+    their constructors map it; torch.cuda.amp's classes call the same constructors with "cuda"."""
+    autocast = torch.amp.autocast_mode.autocast
+    if not getattr(autocast.__init__, _PATCHED_MARK, False):
+        original_init = autocast.__init__
+
+        @functools.wraps(original_init)
+        def autocast_init(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
+            original_init(self, _swap(device_type), *args, **kwargs)
+
+        setattr(autocast_init, _PATCHED_MARK, True)
+        autocast.__init__ = autocast_init  # type: ignore[method-assign]
+    scaler = getattr(torch.amp, "GradScaler", None)
+    if scaler is not None and not getattr(scaler.__init__, _PATCHED_MARK, False):
+        scaler_init = scaler.__init__
+
+        @functools.wraps(scaler_init)
+        def grad_scaler_init(self: Any, device: str = "cuda", *args: Any, **kwargs: Any) -> None:
+            scaler_init(self, _swap(device), *args, **kwargs)
+
+        setattr(grad_scaler_init, _PATCHED_MARK, True)
+        scaler.__init__ = grad_scaler_init  # type: ignore[method-assign]
+    for name in ("is_autocast_enabled", "set_autocast_enabled", "get_autocast_dtype", "set_autocast_dtype"):
+        if hasattr(torch, name):
+            setattr(torch, name, _wrap(getattr(torch, name)))
+
+
 def _patch_cuda_module() -> None:
     emu = torch.emu  # type: ignore[attr-defined]
     for name in dir(emu):
@@ -136,8 +236,20 @@ def apply() -> None:
     torch.nn.Module.cuda = _module_cuda  # type: ignore[method-assign]
     torch.Tensor.is_cuda = property(lambda self: self.device.type in ("cuda", "emu"))  # type: ignore[method-assign,assignment]
     _patch_cuda_module()
+    _patch_autocast()
+    _patch_load()
+    _patch_generator()
+    first = not getattr(torch.device, _PATCHED_MARK, False)
     _patch_device_constructor()
-    warnings.warn("torch_emu.contrib.transfer_to_emu: 'cuda' now means the emu device in this process", stacklevel=2)
+    if first:  # said once: importing again (after a failed import, for example) patches nothing new
+        warnings.warn(
+            "torch_emu.contrib.transfer_to_emu: 'cuda' now means the emu device in this process (device arguments, "
+            ".cuda(), torch.cuda.*, autocast and GradScaler, torch.load's map_location, torch.Generator); silence "
+            "this with the filter 'ignore::torch_emu.contrib.TransferToEmuWarning' (pytest) or "
+            "'ignore:torch_emu.contrib.transfer_to_emu' (python -W, PYTHONWARNINGS)",
+            TransferToEmuWarning,
+            stacklevel=2,
+        )
 
 
 apply()
