@@ -10,7 +10,8 @@ import pytest
 import torch
 from smoke_gates import requires_torch
 
-pytestmark = pytest.mark.feature("attention")
+# The deep tier (smoke.tiers: once per build): results against the CPU reference depend on the wheel and torch alone.
+pytestmark = [pytest.mark.feature("attention"), pytest.mark.deep]
 
 MATH = 0  # SDPBackend.MATH in every release
 

@@ -92,6 +92,7 @@ def graph_devices(gm: torch.fx.GraphModule, key: str) -> set[torch.device]:
     return {v.device for v in values if isinstance(v, torch.Tensor)}
 
 
+@pytest.mark.deep  # smoke.tiers: compiles (Dynamo, AOTAutograd) depend on the wheel and torch alone: once per build
 @pytest.mark.feature("compile")
 @pytest.mark.parametrize("index", [0, 1])
 def test_captured_graphs_carry_the_emu_device(index: int):
@@ -151,6 +152,7 @@ def inductor_sources(sources: list[str]):
     return mock.patch.object(GraphLowering, "compile_to_module", recording)
 
 
+@pytest.mark.deep
 @pytest.mark.feature("compile_backend_name")
 def test_backend_named_after_the_device_trains_on_emu(emu_feature_detail):
     skip_unless_ready(dynamo_unavailable())
@@ -246,6 +248,7 @@ def test_launch_host_kernel_checks_its_arguments_before_queuing():
     assert a.sum().item() == 4  # nothing was queued
 
 
+@pytest.mark.deep  # Inductor compiles C++ kernels: the costliest part of the suite, once per build
 @pytest.mark.feature("compile_default_backend")
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_default_backend_trains_an_mlp_on_emu(dynamic: bool, emu_feature_detail):

@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-pytestmark = pytest.mark.feature("convolution")
+# The deep tier (smoke.tiers: once per build): results against the CPU reference depend on the wheel and torch alone.
+pytestmark = [pytest.mark.feature("convolution"), pytest.mark.deep]
 
 # (name, functional, input shape, weight shape, keyword arguments)
 VARIANTS = [

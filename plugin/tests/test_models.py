@@ -195,10 +195,16 @@ def parameter_count(model: torch.nn.Module) -> int:
 
 
 _trained: list[str] = []
+# The one small model step every cell runs (smoke.tiers' quick suite); the other models are the deep tier's: they
+# depend on the wheel and torch alone, and run once per build.
+QUICK_MODEL = "resnet"
 
 
 @pytest.mark.feature("models")
-@pytest.mark.parametrize("arch", ARCHITECTURES, ids=lambda a: a.name)
+@pytest.mark.parametrize(
+    "arch",
+    [pytest.param(a, id=a.name, marks=() if a.name == QUICK_MODEL else pytest.mark.deep) for a in ARCHITECTURES],
+)
 def test_optimizer_steps_match_the_cpu(arch: Architecture, emu_feature_detail):
     version = require_transformers()
     reference = arch.build()
@@ -224,6 +230,7 @@ def test_optimizer_steps_match_the_cpu(arch: Architecture, emu_feature_detail):
     emu_feature_detail(f"{STEPS} AdamW steps match the CPU, transformers {version}: " + ", ".join(_trained))
 
 
+@pytest.mark.deep
 @pytest.mark.feature("models_generate")
 @pytest.mark.parametrize("name", GENERATORS)
 def test_greedy_generation_matches_the_cpu(name: str, emu_feature_detail):
@@ -248,6 +255,7 @@ def autocast_unavailable() -> str | None:
     return None
 
 
+@pytest.mark.deep
 @pytest.mark.feature("models_autocast")
 @requires_torch(">=2.4", "autocast on emu (CUDA's policy lists)")
 @pytest.mark.parametrize("name", ["gpt2", "resnet"])
@@ -276,6 +284,7 @@ def test_bf16_autocast_training_step(name: str, emu_feature_detail):
     emu_feature_detail(f"a bf16 autocast step trains GPT-2 and ResNet (transformers {version})")
 
 
+@pytest.mark.deep
 @pytest.mark.feature("models_compile")
 @pytest.mark.parametrize("name", ["gpt2"])
 def test_compiled_training_step_matches_eager(name: str, emu_feature_detail):

@@ -21,7 +21,8 @@ import pytest
 from packaging.version import Version
 from smoke_gates import TORCH
 
-pytestmark = pytest.mark.feature("opinfo conformance")
+# The deep tier (smoke.tiers: once per build): op_db against the CPU depends on the wheel and torch alone.
+pytestmark = [pytest.mark.feature("opinfo conformance"), pytest.mark.deep]
 
 SCRIPT = Path(__file__).with_name("opinfo_conformance.py")
 TIMEOUT_S = 1500

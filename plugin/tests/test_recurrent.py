@@ -5,7 +5,8 @@ import copy
 import pytest
 import torch
 
-pytestmark = pytest.mark.feature("recurrent")
+# The deep tier (smoke.tiers: once per build): results against the CPU reference depend on the wheel and torch alone.
+pytestmark = [pytest.mark.feature("recurrent"), pytest.mark.deep]
 
 CELLS = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}
 

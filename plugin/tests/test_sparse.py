@@ -13,7 +13,12 @@ import torch_emu
 
 # Before 2.5 the pre-2.5 series leaves sparse emu tensors out (SparseSupport.h): torch 2.3 recursed moving one to
 # the CPU.
-pytestmark = [pytest.mark.feature("sparse tensors"), requires_torch(">=2.5", "sparse emu tensors")]
+# The deep tier (smoke.tiers: once per build): results against the CPU reference depend on the wheel and torch alone.
+pytestmark = [
+    pytest.mark.feature("sparse tensors"),
+    requires_torch(">=2.5", "sparse emu tensors"),
+    pytest.mark.deep,
+]
 
 DENSE = [[0.0, 1.0, 0.0], [2.0, 0.0, 3.0]]
 
