@@ -23,11 +23,11 @@ from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import Cell, Selection, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.registry import DEFAULT_INDEX, Registry, published_pythons
-from buildmatrix.model.vocab import RunnerName, Status
 from buildmatrix.progress import failure_kind
 from buildmatrix.util.atomic import write_text_atomic
 from buildmatrix.util.failures import is_resource_error, resource_message
 from buildmatrix.util.process import CHILDREN
+from buildmatrix.vocab import RunnerName, Status
 
 if TYPE_CHECKING:
     from buildmatrix.builder.results import BuildResult, CellResult, ResultStore

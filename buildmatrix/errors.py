@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from buildmatrix.model.vocab import Cause, FailureClass
+from buildmatrix.vocab import Cause, FailureClass
 
 EXIT_CELLS_FAILED = 1
 

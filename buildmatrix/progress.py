@@ -13,7 +13,7 @@ from rich.table import Table
 from buildmatrix.builder.results import BuildResult, CellResult
 from buildmatrix.model.builds import Build
 from buildmatrix.model.cells import Cell
-from buildmatrix.model.vocab import FailureClass, Status
+from buildmatrix.vocab import FailureClass, Status
 
 STYLE = {
     Status.PASSED: "green",

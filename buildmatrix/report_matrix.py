@@ -11,7 +11,7 @@ from buildmatrix.errors import MatrixTooLarge
 from buildmatrix.model.builds import Build
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import RunnerName
+from buildmatrix.vocab import RunnerName
 
 
 def cells_table(cells: list[Cell], runners: Mapping[str, str] | None = None, sdk: str | None = None) -> Table:

@@ -8,7 +8,7 @@ from pathlib import Path
 from buildmatrix.builder.probe import ProbeReport
 from buildmatrix.model.matrix import TorchRelease
 from buildmatrix.model.outdated import Comparison
-from buildmatrix.model.vocab import FindingKind, Status
+from buildmatrix.vocab import FindingKind, Status
 
 SECTIONS = (
     (FindingKind.NEW_MINOR, "New torch minors"),

@@ -100,7 +100,7 @@ def pending_work(offline: bool) -> list[str]:
     from buildmatrix.builder.runners.base import CellRunners
     from buildmatrix.builder.runners.local import LocalRunner
     from buildmatrix.builder.runners.select import plan_runners, runners_for
-    from buildmatrix.model.vocab import RunnerName
+    from buildmatrix.vocab import RunnerName
 
     matrix, cells, available = load(offline)
     builds = plan_builds(matrix, cells, available)

@@ -38,8 +38,8 @@ from buildmatrix.builder.results import CellResult, ResultStore, SmokeCounts, Wh
 from buildmatrix.model.cells import expand  # noqa: E402
 from buildmatrix.model.matrix import load_matrix  # noqa: E402
 from buildmatrix.model.registry import Registry  # noqa: E402
-from buildmatrix.model.vocab import RunnerName, Status  # noqa: E402
 from buildmatrix.publish.index import sha256_hex  # noqa: E402
+from buildmatrix.vocab import RunnerName, Status  # noqa: E402
 
 PYTHONS = [f"3.{m}" for m in range(6, 16)]
 DRIVERS = [f"{d}.0" for d in range(1, 11)]

@@ -11,7 +11,7 @@ import pytest
 from packaging.version import Version
 
 from buildmatrix.model.matrix import Sdk, SdkVersion
-from buildmatrix.model.vocab import SdkKind
+from buildmatrix.vocab import SdkKind
 
 VALID = """\
 schema-version: 2

@@ -17,7 +17,7 @@ from buildmatrix.model.cellkey import LABEL_FIELDS, LABEL_TEXT, SDK_FIELDS, Nami
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import SdkVersion, TorchRelease
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import RunnerName, Status
+from buildmatrix.vocab import RunnerName, Status
 
 # torch_emu's naming, as our matrix.yaml declares it (plugin.label, sdk.id)
 EMU_NAMING = Naming(

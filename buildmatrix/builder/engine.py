@@ -34,20 +34,21 @@ from buildmatrix.builder.smoke import read_features, read_junit
 from buildmatrix.builder.sourcetree import apply_series, copy_pristine, release_series, write_plugin_version
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.tiers import judge_deep, settle
-from buildmatrix.builder.wheelcheck import check_cell_pin, check_plugin_wheel, installs_on, unresolved_against
+from buildmatrix.builder.wheelcheck import check_cell_pin, check_plugin_wheel, unresolved_against
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import Interrupted, RecordError, ResourceError, StepFailed, UserError
 from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.contract import Tier
 from buildmatrix.model.matrix import Matrix, TorchRelease
+from buildmatrix.model.pythons import installs_on
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status, Step, TierStatus
 from buildmatrix.util.atomic import copy_file_atomic
 from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
 from buildmatrix.util.fingerprint import file_sha256
 from buildmatrix.util.paths import regular_file
 from buildmatrix.util.process import CHILDREN, kill_orphans
+from buildmatrix.vocab import Cause, FailureClass, RunnerName, Status, Step, TierStatus
 
 log = logging.getLogger(__name__)
 

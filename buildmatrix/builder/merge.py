@@ -25,10 +25,10 @@ from buildmatrix.builder.results import (
 )
 from buildmatrix.builder.tiers import settle_records, unsettled
 from buildmatrix.errors import MergeError, RecordError
-from buildmatrix.model.vocab import Status
 from buildmatrix.util.atomic import copy_file_atomic, write_text_atomic
 from buildmatrix.util.fingerprint import file_sha256
 from buildmatrix.util.paths import regular_file
+from buildmatrix.vocab import Status
 
 
 @dataclass(frozen=True)

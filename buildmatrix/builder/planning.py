@@ -20,9 +20,9 @@ from buildmatrix.builder.sourcetree import release_series
 from buildmatrix.model.builds import Build
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import Matrix, TorchRelease
-from buildmatrix.model.vocab import FailureClass, Status
 from buildmatrix.util.fingerprint import file_sha256, files_hash, inputs_hash, tree_hash
 from buildmatrix.util.paths import regular_file
+from buildmatrix.vocab import FailureClass, Status
 
 
 @dataclass

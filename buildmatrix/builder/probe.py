@@ -23,8 +23,8 @@ from buildmatrix.errors import UserError
 from buildmatrix.model.cells import Cell, make_cell
 from buildmatrix.model.matrix import Matrix, SdkVersion, TorchRelease, WheelSource
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import REGISTRY_VARIANT, RunnerName, Status, WheelSourceKind
 from buildmatrix.util.atomic import write_text_atomic
+from buildmatrix.vocab import REGISTRY_VARIANT, RunnerName, Status, WheelSourceKind
 
 # What kind of break a compiler message means, in the words a shim author needs.
 BREAKS: tuple[tuple[re.Pattern[str], str], ...] = (

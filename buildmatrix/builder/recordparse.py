@@ -29,12 +29,12 @@ from buildmatrix.builder.results import (
     TierResult,
     WheelRecord,
 )
-from buildmatrix.builder.wheelcheck import installs_on
 from buildmatrix.errors import RecordError
 from buildmatrix.model.cellkey import BuildKey, CellKey, KeyParser
-from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status, Step, TierStatus
+from buildmatrix.model.pythons import installs_on
 from buildmatrix.util.paths import name_problem, relative_path_problem
 from buildmatrix.util.wheelname import parse_wheel
+from buildmatrix.vocab import Cause, FailureClass, RunnerName, Status, Step, TierStatus
 
 if TYPE_CHECKING:
     from buildmatrix.model.matrix import Matrix
@@ -82,7 +82,7 @@ class ParseMemo:
     _installs: dict[tuple[frozenset[Tag], Python], bool] = field(default_factory=dict)
 
     def installs(self, tags: frozenset[Tag], python: Python) -> bool:
-        """wheelcheck.installs_on, asked once per tag set and Python."""
+        """pythons.installs_on, asked once per tag set and Python."""
         known = self._installs.get((tags, python))
         if known is None:
             known = self._installs[(tags, python)] = installs_on(tags, python)

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from buildmatrix.errors import RecordError
 from buildmatrix.model.cellkey import BuildKey, CellKey
-from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status, TierStatus
 from buildmatrix.util.atomic import write_text_atomic
 from buildmatrix.util.paths import name_problem, read_regular
+from buildmatrix.vocab import Cause, FailureClass, RunnerName, Status, TierStatus
 
 if TYPE_CHECKING:
     from buildmatrix.builder.recordparse import ParseMemo, RecordRules

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 
 from buildmatrix.builder.results import BuildResult, CellResult, StepResult
 from buildmatrix.errors import StepFailed
-from buildmatrix.model.vocab import Cause, FailureClass, Status
 from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
 from buildmatrix.util.process import CHILDREN
+from buildmatrix.vocab import Cause, FailureClass, Status
 
 ProgressCallback = Callable[[str, str], None]  # (what: a cell id or "build <id>", step name)
 

@@ -15,7 +15,7 @@ from buildmatrix.builder.results import BuildResult, CellResult, TierResult
 from buildmatrix.builder.runners.base import SmokeRun
 from buildmatrix.builder.smoke import read_features, read_junit
 from buildmatrix.errors import StepFailed
-from buildmatrix.model.vocab import FailureClass, Status, Step, TierStatus
+from buildmatrix.vocab import FailureClass, Status, Step, TierStatus
 
 
 def judge_deep(run: SmokeRun, cell_id: str, seconds: float) -> TierResult:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from buildmatrix.builder.results import CellResult, ResultStore
 from buildmatrix.errors import RecordError
 from buildmatrix.model.cells import Cell
-from buildmatrix.model.vocab import RunnerName, Status
+from buildmatrix.vocab import RunnerName, Status
 
 
 def not_built_result(cell: Cell, reason: str, runner: RunnerName) -> CellResult:

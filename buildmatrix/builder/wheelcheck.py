@@ -11,14 +11,13 @@ from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.builds import Build
 from buildmatrix.model.contract import CheckContract, TorchPin
-from buildmatrix.model.pythons import Python
+from buildmatrix.model.pythons import installs_on
 from buildmatrix.util.process import run_captured
 
 
@@ -62,18 +61,6 @@ def read_build_info(wheel: Path, module: str) -> dict[str, Any]:
             except ValueError:
                 continue
     return facts
-
-
-def installs_on(wheel_tags: frozenset[Tag], python: Python) -> bool:
-    """Whether CPython `python` (its ABI tag cp311, or cp314t for a free-threaded build) accepts one of these tags,
-    whatever their platform: its own cpXY-cpXY, abi3 (not on a free-threaded build), none, or py3-none."""
-    platforms = sorted({tag.platform for tag in wheel_tags})
-    version = (python.major, python.minor)
-    accepted = {
-        *cpython_tags(version, abis=[python.tag], platforms=platforms),
-        *compatible_tags(version, f"cp{python.major}{python.minor}", platforms),
-    }
-    return not wheel_tags.isdisjoint(accepted)
 
 
 def check_plugin_wheel(

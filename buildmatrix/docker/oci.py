@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from buildmatrix.errors import StepFailed
-from buildmatrix.model.vocab import Cause
 from buildmatrix.util.process import CHILDREN, run_captured, run_logged
 from buildmatrix.util.redact import is_secret
+from buildmatrix.vocab import Cause
 
 DOCKER = "docker"
 OWNER_LABEL = "org.buildmatrix.owner"

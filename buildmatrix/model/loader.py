@@ -23,8 +23,8 @@ from buildmatrix.model.matrix import (
 from buildmatrix.model.options import HOST, OPTIONS, PIP_CONFIG, TIMEOUT_DEFAULTS
 from buildmatrix.model.optreader import Node, OptionReader, describe
 from buildmatrix.model.sdkloader import read_naming, read_sdk, sdk_kind
-from buildmatrix.model.vocab import REGISTRY_VARIANT, RunnerName, WheelSourceKind
 from buildmatrix.model.yamlsource import load_yaml_with_lines
+from buildmatrix.vocab import REGISTRY_VARIANT, RunnerName, WheelSourceKind
 
 SCHEMA_VERSION = int(OPTIONS["schema-version"].allowed[0])
 

@@ -14,8 +14,8 @@ from buildmatrix.model.contract import Contract
 from buildmatrix.model.options import HOST, PIP_CONFIG, TIMEOUT_DEFAULTS
 from buildmatrix.model.optreader import torch_selector
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import CPU_VARIANT, RunnerName, SdkKind, WheelSourceKind
 from buildmatrix.model.yamlsource import LineMap
+from buildmatrix.vocab import CPU_VARIANT, RunnerName, SdkKind, WheelSourceKind
 
 __all__ = ["HOST", "PIP_CONFIG", "Matrix", "load_matrix", "torch_selector"]
 

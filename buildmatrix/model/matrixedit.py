@@ -16,7 +16,7 @@ from ruamel.yaml.tokens import CommentToken
 from buildmatrix.errors import MatrixError, Problem
 from buildmatrix.model.matrix import PIP_CONFIG, WheelSource
 from buildmatrix.model.outdated import AddRelease, Edit, SetVersion
-from buildmatrix.model.vocab import REGISTRY_VARIANT, WheelSourceKind
+from buildmatrix.vocab import REGISTRY_VARIANT, WheelSourceKind
 
 
 def _yaml() -> YAML:

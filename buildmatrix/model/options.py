@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from buildmatrix.model.vocab import RunnerName, SdkKind
+from buildmatrix.vocab import RunnerName, SdkKind
 
 
 class Kind(StrEnum):

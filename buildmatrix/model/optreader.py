@@ -36,8 +36,8 @@ from buildmatrix.model.options import (
     item,
 )
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import SdkKind
 from buildmatrix.model.yamlsource import LineMap
+from buildmatrix.vocab import SdkKind
 
 ABSENT: Any = object()  # a key not written at all, as opposed to written as null
 TOP = Option("", Kind.MAPPING, "matrix.yaml")

@@ -18,7 +18,7 @@ from buildmatrix.model.matrix import PIP_CONFIG, Matrix, TorchRelease, WheelSour
 from buildmatrix.model.options import VARIANT_NAME
 from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import PublishedWheel, Registry
-from buildmatrix.model.vocab import REGISTRY_VARIANT, FindingKind, WheelSourceKind
+from buildmatrix.vocab import REGISTRY_VARIANT, FindingKind, WheelSourceKind
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.version import Version
 
 PYTHON_TEXT = re.compile(r"(?P<major>[0-9]+)\.(?P<minor>[0-9]+)(?P<t>t?)")
@@ -65,3 +66,15 @@ class Python:
 
     def __str__(self) -> str:
         return f"{self.series}{FREE_THREADED_SUFFIX if self.free_threaded else ''}"
+
+
+def installs_on(wheel_tags: frozenset[Tag], python: Python) -> bool:
+    """Whether CPython `python` (its ABI tag cp311, or cp314t for a free-threaded build) accepts one of these tags,
+    whatever their platform: its own cpXY-cpXY, abi3 (not on a free-threaded build), none, or py3-none."""
+    platforms = sorted({tag.platform for tag in wheel_tags})
+    version = (python.major, python.minor)
+    accepted = {
+        *cpython_tags(version, abis=[python.tag], platforms=platforms),
+        *compatible_tags(version, f"cp{python.major}{python.minor}", platforms),
+    }
+    return not wheel_tags.isdisjoint(accepted)

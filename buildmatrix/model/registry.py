@@ -21,9 +21,9 @@ from packaging.version import Version
 from buildmatrix.errors import MatrixError, Problem, RegistryError
 from buildmatrix.model.matrix import PIP_CONFIG, Matrix, TorchRelease, WheelSource
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import WheelSourceKind
 from buildmatrix.util import http
 from buildmatrix.util.atomic import write_text_atomic
+from buildmatrix.vocab import WheelSourceKind
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from buildmatrix.model.cellkey import (
 from buildmatrix.model.matrix import BuildImage, PluginSpec, Sdk, SdkVersion, TorchRelease
 from buildmatrix.model.options import HOST, PLAIN_NAME
 from buildmatrix.model.optreader import Node, OptionReader
-from buildmatrix.model.vocab import SdkKind
+from buildmatrix.vocab import SdkKind
 
 # ---- the SDK --------------------------------------------------------------------------------------------------------
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.model.contract import TorchPin
-from buildmatrix.model.vocab import FeatureState, Status
 from buildmatrix.publish.table import (
     CompatCell,
     CompatTable,
@@ -17,6 +16,7 @@ from buildmatrix.publish.table import (
     release_index_command,
 )
 from buildmatrix.util.when import day
+from buildmatrix.vocab import FeatureState, Status
 
 README_START = "<!-- compat-table:start -->"
 README_END = "<!-- compat-table:end -->"

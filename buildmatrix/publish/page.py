@@ -12,7 +12,6 @@ import re
 from collections.abc import Collection
 from urllib.parse import quote
 
-from buildmatrix.model.vocab import Status
 from buildmatrix.publish.markdown import (
     FEATURE_MARKS,
     NO_ANY_TORCH,
@@ -34,6 +33,7 @@ from buildmatrix.publish.table import (
 )
 from buildmatrix.util.paths import relative_path_problem
 from buildmatrix.util.when import day
+from buildmatrix.vocab import Status
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #1b1f24; }

@@ -18,16 +18,15 @@ from packaging.version import InvalidVersion, Version
 
 from buildmatrix.builder.results import CellResult, SmokeCounts, WheelRecord
 from buildmatrix.builder.tiers import combined_features
-from buildmatrix.builder.wheelcheck import installs_on
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.cellkey import CellKey, KeyParser
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.contract import TorchPin
 from buildmatrix.model.matrix import Matrix, TorchRelease, shortest_prefix
-from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import FailureClass, FeatureState, SdkKind, Status, TierStatus
+from buildmatrix.model.pythons import Python, installs_on
 from buildmatrix.util.wheelname import parse_wheel
 from buildmatrix.util.when import utc_iso
+from buildmatrix.vocab import FailureClass, FeatureState, SdkKind, Status, TierStatus
 
 # 2: the SDK is general (`sdk`, `sdks`, a cell's `sdk` id part and `sdk_wheel`); tables of 1 (a driver) are read as 2.
 COMPAT_SCHEMA_VERSION = 2

@@ -14,11 +14,11 @@ from packaging.utils import InvalidWheelFilename
 
 from buildmatrix.builder.recordparse import FEATURE_NAME, SHA256, UntrustedJSON, load_json
 from buildmatrix.builder.results import SmokeCounts, WheelRecord
-from buildmatrix.model.vocab import Cause, Status, Step
 from buildmatrix.publish.table import CompatCell, CompatTable
 from buildmatrix.util.paths import name_problem, relative_path_problem
 from buildmatrix.util.wheelname import parse_wheel
 from buildmatrix.util.when import iso_problem
+from buildmatrix.vocab import Cause, Status, Step
 
 MAX_TABLE_BYTES = 64 << 20  # a table of 10 000 cells is a few MB
 FAILURES = {"deterministic", "interrupted", "transient", *(f"transient: {c}" for c in Cause)}

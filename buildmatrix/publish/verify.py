@@ -9,13 +9,13 @@ from urllib.parse import urlsplit
 from packaging.utils import canonicalize_name
 
 from buildmatrix.model.matrix import Matrix
-from buildmatrix.model.vocab import Status
 from buildmatrix.publish.index import IndexedWheel, check_coverage, link_problem
 from buildmatrix.publish.ledger import RELEASED as _RELEASED
 from buildmatrix.publish.pagescan import start_tags
 from buildmatrix.publish.sitefiles import SiteFiles
 from buildmatrix.publish.table import CompatTable, stale_problems
 from buildmatrix.util.wheelname import parse_wheel
+from buildmatrix.vocab import Status
 
 RELEASED = _RELEASED  # the release ledger's file name (publish/ledger.py)
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildmatrix.model.vocab import Cause, FailureClass
+from buildmatrix.vocab import Cause, FailureClass
 
 # What uv, pip, urllib, git and docker print when the network or an index fails; a compile error or a failing test
 # never does. Case-insensitive, matched anywhere in the output's tail.

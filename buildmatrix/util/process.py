@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildmatrix.errors import Interrupted, StepFailed
-from buildmatrix.model.vocab import Cause, FailureClass, Step
 from buildmatrix.util.failures import OutputSigns, classify_output
 from buildmatrix.util.redact import redact, secret_values
+from buildmatrix.vocab import Cause, FailureClass, Step
 
 log = logging.getLogger(__name__)
 TAIL_LINES = 40

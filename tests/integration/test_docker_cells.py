@@ -19,7 +19,7 @@ from buildmatrix.errors import EngineUnavailable
 from buildmatrix.model.cells import make_cell
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import RunnerName
+from buildmatrix.vocab import RunnerName
 
 from conftest import TINY_CONTRACT, copy_project, run_cli
 

@@ -42,9 +42,9 @@ from buildmatrix.docker.images import passed_env
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import Status
 from buildmatrix.publish.site import write_site
 from buildmatrix.publish.table import CompatCell, CompatTable, any_torch_command, build_table, install_commands
+from buildmatrix.vocab import Status
 
 from conftest import REPO, VALID
 

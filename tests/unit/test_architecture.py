@@ -1,5 +1,6 @@
-"""The stages of ARCHITECTURE.md import only downwards: model and util know nothing of building or publishing, the
-builder nothing of publishing, and only the CLI layer talks to the terminal."""
+"""The stages of ARCHITECTURE.md import only downwards: the vocabulary and the errors know nothing else, util nothing of
+the model, model and util nothing of building or publishing, the builder nothing of publishing, and only the CLI
+layer talks to the terminal."""
 
 from __future__ import annotations
 
@@ -14,7 +15,13 @@ PACKAGE = REPO / "buildmatrix"
 # A module under the key may not import any module under the values.
 FORBIDDEN = {
     "model": ("buildmatrix.builder", "buildmatrix.publish", "buildmatrix.docker", "buildmatrix.cli"),
-    "util": ("buildmatrix.builder", "buildmatrix.publish", "buildmatrix.docker", "buildmatrix.cli"),
+    "util": (
+        "buildmatrix.model",
+        "buildmatrix.builder",
+        "buildmatrix.publish",
+        "buildmatrix.docker",
+        "buildmatrix.cli",
+    ),
     "builder": ("buildmatrix.publish", "buildmatrix.cli", "buildmatrix.progress"),
     "docker": ("buildmatrix.publish", "buildmatrix.cli", "buildmatrix.progress"),
     "publish": ("buildmatrix.cli", "buildmatrix.progress"),
@@ -38,6 +45,16 @@ def test_a_stage_never_imports_a_later_one(stage: str) -> None:
     for path in files:
         bad = {n for n in imports(path) if n.startswith(FORBIDDEN[stage])}
         assert not bad, f"{path.relative_to(PACKAGE)} ({stage}) imports {sorted(bad)}"
+
+
+# The leaves: what the modules at the package root below every stage may import of the package.
+LEAVES = {"vocab.py": set[str](), "errors.py": {"buildmatrix.vocab"}}
+
+
+@pytest.mark.parametrize("leaf", sorted(LEAVES))
+def test_the_vocabulary_and_the_errors_import_only_below_them(leaf: str) -> None:
+    ours = {n for n in imports(PACKAGE / leaf) if n == "buildmatrix" or n.startswith("buildmatrix.")}
+    assert ours <= LEAVES[leaf], f"{leaf} imports {sorted(ours - LEAVES[leaf])}"
 
 
 def test_every_module_named_in_architecture_md_exists() -> None:

@@ -15,7 +15,7 @@ from buildmatrix.model.cellkey import LABEL_TEXT, TORCH_FIELDS, CellKey, Naming,
 from buildmatrix.model.cells import Cell, Selection, expand
 from buildmatrix.model.matrix import Matrix, TorchRelease, WheelSource, load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import WheelSourceKind
+from buildmatrix.vocab import WheelSourceKind
 
 from conftest import VALID, WriteMatrix
 

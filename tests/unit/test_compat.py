@@ -14,7 +14,6 @@ from fake_wheels import cell_result, make_wheel
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import FeatureState, Status
 from buildmatrix.publish.index import check_coverage, page_anchors, read_metadata
 from buildmatrix.publish.markdown import (
     README_END,
@@ -37,6 +36,7 @@ from buildmatrix.publish.table import (
     install_choice,
     stale_problems,
 )
+from buildmatrix.vocab import FeatureState, Status
 
 from conftest import REPO, VALID, WriteMatrix
 

@@ -21,7 +21,7 @@ from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import Cause, FailureClass, RunnerName, Status
+from buildmatrix.vocab import Cause, FailureClass, RunnerName, Status
 
 from conftest import TINY_CONTRACT
 
@@ -167,7 +167,7 @@ class ScriptedRunner(FailingBuild):
 
 def test_transient_failure_is_retried_in_the_run_and_not_remembered(tmp_path: Path) -> None:
     from buildmatrix.errors import StepFailed
-    from buildmatrix.model.vocab import Cause, FailureClass
+    from buildmatrix.vocab import Cause, FailureClass
 
     def blip(job) -> None:  # type: ignore[no-untyped-def]
         raise StepFailed("build", "HTTP Error 503", "", FailureClass.TRANSIENT, Cause.NETWORK)

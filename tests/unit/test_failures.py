@@ -6,8 +6,8 @@ import errno
 
 import pytest
 
-from buildmatrix.model.vocab import Cause, FailureClass
 from buildmatrix.util.failures import OutputSigns, classify_output, is_resource_error, resource_message
+from buildmatrix.vocab import Cause, FailureClass
 
 
 @pytest.mark.parametrize(

@@ -19,10 +19,10 @@ from test_release_history import A, Project, check_served, get, plugin_wheel
 
 from buildmatrix.errors import FetchError, RecordError
 from buildmatrix.model.matrix import load_matrix
-from buildmatrix.model.vocab import Cause, FailureClass, Status
 from buildmatrix.publish.fetch import fetch_site
 from buildmatrix.publish.ledger import RELEASED
 from buildmatrix.publish.table import CompatTable
+from buildmatrix.vocab import Cause, FailureClass, Status
 
 from conftest import WriteMatrix
 

@@ -12,8 +12,8 @@ from buildmatrix.builder.buildcode import ENGINE_MODULES, build_code
 from buildmatrix.builder.runners.base import Runner
 from buildmatrix.builder.runners.docker import DockerRunner
 from buildmatrix.builder.runners.local import LocalRunner
-from buildmatrix.model.vocab import RunnerName
 from buildmatrix.util.fingerprint import tree_hash
+from buildmatrix.vocab import RunnerName
 
 PACKAGE = Path(buildmatrix.__file__).parent
 

@@ -19,9 +19,9 @@ from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import Cell, expand, make_cell
 from buildmatrix.model.matrix import SdkVersion, TorchRelease, WheelSource, load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import RunnerName, WheelSourceKind
 from buildmatrix.publish.table import CompatTable, available_from_table
 from buildmatrix.report_matrix import GITHUB_MATRIX_LIMIT, github_matrix
+from buildmatrix.vocab import RunnerName, WheelSourceKind
 
 ROOT = Path(__file__).parents[2]
 WORKFLOW_PATH = ROOT / ".github" / "workflows" / "build-matrix.yml"

@@ -17,7 +17,7 @@ from buildmatrix.builder.results import CellResult, ResultStore
 from buildmatrix.cli import main
 from buildmatrix.errors import MergeError
 from buildmatrix.model.matrix import TorchRelease, WheelSource
-from buildmatrix.model.vocab import WheelSourceKind
+from buildmatrix.vocab import WheelSourceKind
 
 RELEASE = TorchRelease(Version("2.13.0"), "cpu", WheelSource(WheelSourceKind.FIND_LINKS, "/wheels"), None, ())
 CELLS = [cell_of(RELEASE, p, d) for p in ("3.11", "3.12") for d in ("1.4", "2.1")]

@@ -15,7 +15,7 @@ from buildmatrix.model.matrixedit import apply_edits
 from buildmatrix.model.outdated import AddRelease, Comparison, SetVersion, compare, read_sources
 from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import Registry
-from buildmatrix.model.vocab import FindingKind, WheelSourceKind
+from buildmatrix.vocab import FindingKind, WheelSourceKind
 
 from conftest import WriteMatrix, copy_project, run_cli
 

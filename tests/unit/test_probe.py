@@ -12,7 +12,7 @@ from buildmatrix.builder.probe import ProbeReport, parse_compile_errors, parse_f
 from buildmatrix.errors import UserError
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import Status
+from buildmatrix.vocab import Status
 
 from conftest import REPO, WriteMatrix
 
@@ -118,7 +118,7 @@ def test_the_probe_picks_a_python_this_machine_has_among_those_the_release_publi
     from buildmatrix.builder.probe import probe_cell_here
     from buildmatrix.model.matrix import TorchRelease, WheelSource
     from buildmatrix.model.registry import Registry
-    from buildmatrix.model.vocab import RunnerName, WheelSourceKind
+    from buildmatrix.vocab import RunnerName, WheelSourceKind
 
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     links = tmp_path / "links"

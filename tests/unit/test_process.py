@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from buildmatrix.errors import Interrupted, StepFailed
-from buildmatrix.model.vocab import Cause, FailureClass
 from buildmatrix.util import process
 from buildmatrix.util.failures import classify_output
 from buildmatrix.util.process import CHILDREN, OWNER_ENV, kill_orphans, run_captured, run_logged
+from buildmatrix.vocab import Cause, FailureClass
 
 
 def marked() -> tuple[dict[str, str], str]:

@@ -17,7 +17,7 @@ from buildmatrix.errors import RegistryError
 from buildmatrix.model.matrix import TorchRelease, WheelSource
 from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import PEP691, Registry, pip_configured_find_links, pythons_from_filenames
-from buildmatrix.model.vocab import WheelSourceKind
+from buildmatrix.vocab import WheelSourceKind
 
 FILES = [
     ("torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl", "u1"),

@@ -23,12 +23,12 @@ from buildmatrix.errors import RecordError, UserError
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import Cause, FailureClass, Status
 from buildmatrix.publish.index import page_anchors
 from buildmatrix.publish.ledger import RELEASED
 from buildmatrix.publish.site import SiteReport, Withdrawal, publish, write_docs
 from buildmatrix.publish.table import CompatTable
 from buildmatrix.publish.versions import VERSION_MARKER
+from buildmatrix.vocab import Cause, FailureClass, Status
 
 from conftest import WriteMatrix, run_cli
 

@@ -13,7 +13,7 @@ from buildmatrix.builder.results import CellResult, ResultStore, SmokeCounts, St
 from buildmatrix.errors import RecordError
 from buildmatrix.model.cellkey import CellKey
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import RunnerName, Status
+from buildmatrix.vocab import RunnerName, Status
 
 from conftest import run_cli
 

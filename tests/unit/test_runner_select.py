@@ -14,7 +14,7 @@ from buildmatrix.errors import InterpreterNotFound
 from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import RunnerName
+from buildmatrix.vocab import RunnerName
 
 from conftest import VALID, WriteMatrix
 

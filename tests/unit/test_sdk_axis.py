@@ -14,11 +14,11 @@ from buildmatrix.errors import MatrixError
 from buildmatrix.model.cells import Selection, expand
 from buildmatrix.model.matrix import HOST, Matrix, TorchRelease, load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import SdkKind
 from buildmatrix.publish.index import index_pages, wheels_to_index
 from buildmatrix.publish.markdown import grid, install_section
 from buildmatrix.publish.page import site_page
 from buildmatrix.publish.table import CompatTable, build_table, install_choice
+from buildmatrix.vocab import SdkKind
 
 from conftest import VALID, WriteMatrix, copy_project, run_cli
 

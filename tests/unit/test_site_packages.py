@@ -18,7 +18,7 @@ from buildmatrix.model.builds import plan_builds
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import RunnerName, Status
+from buildmatrix.vocab import RunnerName, Status
 
 from conftest import VALID, WriteMatrix
 

@@ -16,7 +16,6 @@ from buildmatrix.builder.results import WheelRecord
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import Status
 from buildmatrix.publish import site as site_module
 from buildmatrix.publish.index import page_anchors
 from buildmatrix.publish.page import choice_key, site_page
@@ -24,6 +23,7 @@ from buildmatrix.publish.site import write_site
 from buildmatrix.publish.table import CompatTable, all_choices, build_table
 from buildmatrix.publish.verify import RELEASED
 from buildmatrix.publish.versions import recover_site
+from buildmatrix.vocab import Status
 
 from conftest import WriteMatrix
 

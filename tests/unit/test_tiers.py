@@ -20,7 +20,7 @@ from buildmatrix.model.cells import expand
 from buildmatrix.model.contract import SmokeContract, SmokeTiers, Tier
 from buildmatrix.model.matrix import TorchRelease, WheelSource, load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import FailureClass, RunnerName, Status, TierStatus, WheelSourceKind
+from buildmatrix.vocab import FailureClass, RunnerName, Status, TierStatus, WheelSourceKind
 
 from conftest import VALID, WriteMatrix
 

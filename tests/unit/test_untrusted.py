@@ -20,7 +20,7 @@ from buildmatrix.builder.recordparse import RecordRules
 from buildmatrix.builder.results import ResultStore
 from buildmatrix.errors import MergeError, RecordError
 from buildmatrix.model.matrix import TorchRelease, WheelSource
-from buildmatrix.model.vocab import WheelSourceKind
+from buildmatrix.vocab import WheelSourceKind
 
 from conftest import run_cli
 
@@ -161,9 +161,9 @@ def test_compat_table_renders_hostile_strings_as_text_and_its_readme_stays_whole
     section with exactly one pair of markers, so every later compat-table still finds them."""
     import dataclasses
 
-    from buildmatrix.model.vocab import FeatureState, SdkKind, Status
     from buildmatrix.publish.markdown import README_END, grid, readme_section, replace_readme_section
     from buildmatrix.publish.table import CompatCell, CompatTable, FeatureSupport, Release, SdkColumn, SdkInfo
+    from buildmatrix.vocab import FeatureState, SdkKind, Status
 
     release = Release(
         "torch2.13-cpu",
@@ -308,7 +308,7 @@ def test_a_damaged_record_of_any_kind_is_rebuilt_by_build(tmp_path: Path) -> Non
     from buildmatrix.builder.results import BuildResult, CellResult
     from buildmatrix.builder.runners.base import CellRunners
     from buildmatrix.builder.runners.local import LocalRunner
-    from buildmatrix.model.vocab import RunnerName
+    from buildmatrix.vocab import RunnerName
 
     engine, [cell] = setup_project(tmp_path)
     engine.runners = CellRunners(LocalRunner(), {})  # a real interpreter, so the cell can be planned
@@ -327,7 +327,7 @@ def test_every_step_the_code_records_is_in_the_step_vocabulary() -> None:
     """A record naming a step outside Step is damaged: so every step the builder names must be in it."""
     import re
 
-    from buildmatrix.model.vocab import Step
+    from buildmatrix.vocab import Step
 
     package = Path(__file__).parents[2] / "buildmatrix"
     named = {

@@ -11,13 +11,13 @@ from packaging.specifiers import SpecifierSet
 from packaging.tags import parse_tag
 from packaging.version import Version
 
-from buildmatrix.builder.wheelcheck import check_cell_pin, check_installed, check_plugin_wheel, installs_on
+from buildmatrix.builder.wheelcheck import check_cell_pin, check_installed, check_plugin_wheel
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import expand
 from buildmatrix.model.contract import CheckContract, TorchPin
 from buildmatrix.model.matrix import load_matrix
-from buildmatrix.model.pythons import Python
+from buildmatrix.model.pythons import Python, installs_on
 
 from conftest import WriteMatrix
 

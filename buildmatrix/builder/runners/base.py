@@ -22,7 +22,7 @@ from buildmatrix.model.cells import Cell
 from buildmatrix.model.contract import Tier
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import RunnerName
+from buildmatrix.vocab import RunnerName
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ from buildmatrix.docker.images import CELL_HELPER, DATA_DIR, HOST_CA_BUNDLE, Ima
 from buildmatrix.errors import InterpreterNotFound, StepFailed, UserError
 from buildmatrix.model.matrix import BuildImage, Matrix, SdkVersion
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import RunnerName
 from buildmatrix.util.fingerprint import file_sha256, tree_hash
 from buildmatrix.util.process import run_logged
+from buildmatrix.vocab import RunnerName
 
 # Where the runner's mounts appear inside the container.
 FIND_LINKS, SDK, OUT, CACHE, HELPER = "/find-links", "/sdk", "/out", "/cache", "/buildmatrix"

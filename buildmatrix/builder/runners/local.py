@@ -21,8 +21,8 @@ from buildmatrix.builder.toolenv import build_requirements, compile_env, find_uv
 from buildmatrix.builder.wheelcheck import check_installed, provided_symbols
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import CPU_VARIANT, RunnerName
 from buildmatrix.util.process import run_logged
+from buildmatrix.vocab import CPU_VARIANT, RunnerName
 
 TORCH_FACTS = (
     "import json, sys, torch; print('TORCH-FACTS ' + json.dumps({'version': torch.__version__, "

@@ -15,7 +15,7 @@ from buildmatrix.errors import EngineUnavailable, InterpreterNotFound
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import BuildImage, Matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.vocab import RunnerName
+from buildmatrix.vocab import RunnerName
 
 log = logging.getLogger(__name__)
 
