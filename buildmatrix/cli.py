@@ -30,7 +30,8 @@ from buildmatrix.util.process import CHILDREN
 from buildmatrix.vocab import RunnerName, Status
 
 if TYPE_CHECKING:
-    from buildmatrix.builder.results import BuildResult, CellResult, ResultStore
+    from buildmatrix.builder.records.model import BuildResult, CellResult
+    from buildmatrix.builder.records.store import ResultStore
     from buildmatrix.builder.runners.select import RunnerPlan
     from buildmatrix.model.pythons import Python
 
@@ -146,8 +147,8 @@ def runner_plan(matrix: Matrix, cells: list[Cell], args: argparse.Namespace, bui
 
 def cmd_build(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder.engine import Engine, RunOptions
-    from buildmatrix.builder.recordparse import RecordRules
-    from buildmatrix.builder.results import ResultStore
+    from buildmatrix.builder.records.parse import RecordRules
+    from buildmatrix.builder.records.store import ResultStore
     from buildmatrix.builder.runners.select import runners_or_unbuilt
     from buildmatrix.builder.unbuilt import record_not_built
     from buildmatrix.builder.workspace import RunLock
@@ -279,7 +280,7 @@ def stop_on_signals(stop: Callable[[str], object]) -> Iterator[list[str]]:
 
 def cmd_merge_results(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder.merge import merge_wheel_trees
-    from buildmatrix.builder.recordparse import RecordRules
+    from buildmatrix.builder.records.parse import RecordRules
 
     into = Path(args.into)
     # With the project's matrix.yaml, every record's wheels are checked against its distributions too.
@@ -422,8 +423,8 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix.builder.recordparse import RecordRules
-    from buildmatrix.builder.results import ResultStore
+    from buildmatrix.builder.records.parse import RecordRules
+    from buildmatrix.builder.records.store import ResultStore
     from buildmatrix.publish.ledger import reason_problem
     from buildmatrix.publish.site import DocsLayout, Withdrawal, docs_problems, publish, read_docs_table
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from buildmatrix.builder.results import BuildResult, CellResult
+from buildmatrix.builder.records.model import BuildResult, CellResult
 from buildmatrix.model.builds import Build
 from buildmatrix.model.cells import Cell
 from buildmatrix.vocab import FailureClass, Status

@@ -34,7 +34,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from fake_wheels import make_wheel  # noqa: E402
 
-from buildmatrix.builder.results import CellResult, ResultStore, SmokeCounts, WheelRecord  # noqa: E402
+from buildmatrix.builder.records.model import CellResult, SmokeCounts, WheelRecord  # noqa: E402
+from buildmatrix.builder.records.store import ResultStore  # noqa: E402
 from buildmatrix.model.cells import expand  # noqa: E402
 from buildmatrix.model.matrix import load_matrix  # noqa: E402
 from buildmatrix.model.registry import Registry  # noqa: E402

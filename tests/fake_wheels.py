@@ -12,7 +12,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from buildmatrix.builder.results import CellResult, SmokeCounts, WheelRecord
+from buildmatrix.builder.records.model import CellResult, SmokeCounts, WheelRecord
 from buildmatrix.model.cellkey import LABEL_FIELDS, LABEL_TEXT, SDK_FIELDS, Naming, Template
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import SdkVersion, TorchRelease

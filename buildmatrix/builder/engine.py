@@ -18,9 +18,10 @@ from pathlib import Path
 from packaging.version import Version
 
 from buildmatrix.builder.planning import Inputs, PlannedBuild, PlannedCell, digest, up_to_date
-from buildmatrix.builder.recordparse import RecordRules
+from buildmatrix.builder.records.model import BuildResult, CellResult, WheelRecord
+from buildmatrix.builder.records.parse import RecordRules
+from buildmatrix.builder.records.store import ResultStore
 from buildmatrix.builder.relabel import relabel_wheel
-from buildmatrix.builder.results import BuildResult, CellResult, ResultStore, WheelRecord
 from buildmatrix.builder.runners.base import (
     BuildJob,
     BuildOutput,

@@ -5,7 +5,7 @@ build's record, log and wheel beside its own record, so the same build arrives f
 
 The trees come from other machines (CI artifacts): nothing in them is trusted. Only regular files reached through no
 symlink are read (a log linked to /etc/passwd is refused, never copied and published), records are parsed as
-untrusted (recordparse), and nothing is written through a symlink in the destination.
+untrusted (records/parse.py), and nothing is written through a symlink in the destination.
 """
 
 from __future__ import annotations
@@ -14,15 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
-from buildmatrix.builder.recordparse import RecordRules
-from buildmatrix.builder.results import (
-    BuildResult,
-    CellResult,
-    ResultStore,
-    WheelRecord,
-    read_build_record,
-    read_record,
-)
+from buildmatrix.builder.records.model import BuildResult, CellResult, WheelRecord
+from buildmatrix.builder.records.parse import RecordRules
+from buildmatrix.builder.records.store import ResultStore, read_build_record, read_record
 from buildmatrix.builder.tiers import settle_records, unsettled
 from buildmatrix.errors import MergeError, RecordError
 from buildmatrix.util.atomic import copy_file_atomic, write_text_atomic

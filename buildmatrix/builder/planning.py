@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from buildmatrix.builder.buildcode import ENGINE_MODULES, PACKAGE_DIR, build_code
-from buildmatrix.builder.results import BuildResult, CellResult
+from buildmatrix.builder.records.model import BuildResult, CellResult
 from buildmatrix.builder.runners.base import Runner
 from buildmatrix.builder.sourcetree import release_series
 from buildmatrix.model.builds import Build

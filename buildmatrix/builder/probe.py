@@ -16,7 +16,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.builder.engine import Engine, ProgressCallback, RunOptions
-from buildmatrix.builder.results import CellResult
+from buildmatrix.builder.records.model import CellResult
 from buildmatrix.builder.runners.base import Runner
 from buildmatrix.builder.workspace import RunLock, Workspace
 from buildmatrix.errors import UserError

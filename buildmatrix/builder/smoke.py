@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from buildmatrix.builder.results import SmokeCounts
+from buildmatrix.builder.records.model import SmokeCounts
 from buildmatrix.model.contract import SmokeContract, Tier
 
 

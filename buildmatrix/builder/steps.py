@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from buildmatrix.builder.results import BuildResult, CellResult, StepResult
+from buildmatrix.builder.records.model import BuildResult, CellResult, StepResult
 from buildmatrix.errors import StepFailed
 from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
 from buildmatrix.util.process import CHILDREN

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from buildmatrix.builder.results import BuildResult, CellResult, TierResult
+from buildmatrix.builder.records.model import BuildResult, CellResult, TierResult
 from buildmatrix.builder.runners.base import SmokeRun
 from buildmatrix.builder.smoke import read_features, read_junit
 from buildmatrix.errors import StepFailed

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from buildmatrix.builder.results import CellResult, ResultStore
+from buildmatrix.builder.records.model import CellResult
+from buildmatrix.builder.records.store import ResultStore
 from buildmatrix.errors import RecordError
 from buildmatrix.model.cells import Cell
 from buildmatrix.vocab import RunnerName, Status

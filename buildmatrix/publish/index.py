@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name
 
-from buildmatrix.builder.results import WheelRecord
+from buildmatrix.builder.records.model import WheelRecord
 from buildmatrix.publish.pagescan import anchors
 from buildmatrix.publish.sitefiles import SiteFiles
 from buildmatrix.publish.table import CompatCell, CompatTable

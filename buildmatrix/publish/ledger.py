@@ -432,7 +432,7 @@ def _entry(path: str, data: Any, version: int) -> Released:
 def parse_ledger(text: str, source: str, limits: LedgerLimits = DEFAULT_LIMITS) -> Ledger:
     """The ledger in `text` (schema 3; 2 and schema 1's path -> sha256 upgraded); raises RecordError naming `source`.
     Reads every ledger the previous release could write (multi-line, tabbed and long reasons included)."""
-    from buildmatrix.builder.recordparse import load_json
+    from buildmatrix.builder.records.fields import load_json
 
     if len(text) > limits.bytes:
         raise RecordError(source, f"larger than {limits.bytes} bytes; not a ledger")

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from buildmatrix.builder.results import CellResult
+from buildmatrix.builder.records.model import CellResult
 from buildmatrix.errors import DocsError, RecordError, RunLocked, UserError
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import Matrix, TorchRelease

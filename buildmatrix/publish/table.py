@@ -16,7 +16,7 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename
 from packaging.version import InvalidVersion, Version
 
-from buildmatrix.builder.results import CellResult, SmokeCounts, WheelRecord
+from buildmatrix.builder.records.model import CellResult, SmokeCounts, WheelRecord
 from buildmatrix.builder.tiers import combined_features
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.cellkey import CellKey, KeyParser

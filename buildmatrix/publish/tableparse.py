@@ -12,8 +12,8 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename
 
-from buildmatrix.builder.recordparse import FEATURE_NAME, SHA256, UntrustedJSON, load_json
-from buildmatrix.builder.results import SmokeCounts, WheelRecord
+from buildmatrix.builder.records.fields import FEATURE_NAME, SHA256, UntrustedJSON, load_json
+from buildmatrix.builder.records.model import SmokeCounts, WheelRecord
 from buildmatrix.publish.table import CompatCell, CompatTable
 from buildmatrix.util.paths import name_problem, relative_path_problem
 from buildmatrix.util.wheelname import parse_wheel

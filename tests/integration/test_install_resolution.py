@@ -35,7 +35,8 @@ from fake_wheels import cell_result, interpreter_tag, make_wheel
 from packaging.version import Version
 from torch_envs import cached_torch_env, clone, python_of, torch_version
 
-from buildmatrix.builder.results import CellResult, ResultStore
+from buildmatrix.builder.records.model import CellResult
+from buildmatrix.builder.records.store import ResultStore
 from buildmatrix.builder.toolenv import uv_cache_dir
 from buildmatrix.docker import oci
 from buildmatrix.docker.images import passed_env

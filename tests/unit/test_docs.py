@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-from buildmatrix.builder.results import CellResult
+from buildmatrix.builder.records.model import CellResult
 from buildmatrix.cli import build_parser, main
 from buildmatrix.clireference import cli_markdown, exit_codes, exit_codes_markdown
 from buildmatrix.errors import UserError

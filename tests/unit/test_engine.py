@@ -74,7 +74,7 @@ def test_plan_reuses_only_matching_records(tmp_path: Path) -> None:
     engine.runner = LocalRunner()  # a real interpreter, so the build can be planned
     first = planned(engine, cells)
     assert first.reusable is None and first.problem is None
-    from buildmatrix.builder.results import BuildResult
+    from buildmatrix.builder.records.model import BuildResult
 
     engine.store.save_build(
         BuildResult(cells[0].build, inputs_hash=first.inputs_hash, inputs=first.inputs, runner=RunnerName.LOCAL)
@@ -90,7 +90,7 @@ def test_plugin_version_is_a_build_input(tmp_path: Path) -> None:
     engine, cells = setup_project(tmp_path)
     engine.runner = LocalRunner()
     first = planned(engine, cells)
-    from buildmatrix.builder.results import BuildResult
+    from buildmatrix.builder.records.model import BuildResult
 
     engine.store.save_build(
         BuildResult(cells[0].build, inputs_hash=first.inputs_hash, inputs=first.inputs, runner=RunnerName.LOCAL)
@@ -319,7 +319,7 @@ def test_up_to_date_means_every_file_the_record_names_is_there_unchanged(tmp_pat
     A build is up to date only when every file its record names is there, unchanged."""
     from fake_wheels import make_wheel, record
 
-    from buildmatrix.builder.results import BuildResult
+    from buildmatrix.builder.records.model import BuildResult
 
     engine, [cell] = setup_project(tmp_path)
     engine.runners = CellRunners(LocalRunner(), {})

@@ -13,7 +13,8 @@ from fake_wheels import cell_of, cell_result
 from packaging.version import Version
 
 from buildmatrix.builder.merge import merge_wheel_trees
-from buildmatrix.builder.results import CellResult, ResultStore
+from buildmatrix.builder.records.parse import parse_record
+from buildmatrix.builder.records.store import ResultStore
 from buildmatrix.cli import main
 from buildmatrix.errors import MergeError
 from buildmatrix.model.matrix import TorchRelease, WheelSource
@@ -201,4 +202,4 @@ def test_result_record_text_is_kept_byte_for_byte(machines: list[Path], tmp_path
     for machine, cell in zip(machines, CELLS, strict=True):
         name = f"results/cells/{cell.id}.json"
         assert (into / name).read_bytes() == (machine / name).read_bytes()
-        assert CellResult.from_json((into / name).read_text(), name).id == cell.id
+        assert parse_record((into / name).read_text(), name).id == cell.id

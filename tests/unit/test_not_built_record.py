@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from buildmatrix.builder.planning import up_to_date
-from buildmatrix.builder.recordparse import RecordRules
-from buildmatrix.builder.results import ResultStore
+from buildmatrix.builder.records.parse import RecordRules
+from buildmatrix.builder.records.store import ResultStore
 from buildmatrix.builder.unbuilt import not_built_result, record_not_built
 from buildmatrix.model.cells import make_cell
 from buildmatrix.model.matrix import load_matrix

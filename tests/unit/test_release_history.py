@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from fake_wheels import cell_result, make_wheel
 
-from buildmatrix.builder.results import CellResult, WheelRecord
+from buildmatrix.builder.records.model import CellResult, WheelRecord
 from buildmatrix.errors import RecordError, UserError
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import Matrix, load_matrix

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from buildmatrix.builder.results import CellResult, ResultStore, SmokeCounts, StepResult, WheelRecord
+from buildmatrix.builder.records.model import CellResult, SmokeCounts, StepResult, WheelRecord
+from buildmatrix.builder.records.store import ResultStore
 from buildmatrix.errors import RecordError
 from buildmatrix.model.cellkey import CellKey
 from buildmatrix.model.pythons import Python
@@ -236,7 +237,7 @@ def test_merge_of_a_hostile_cell_id_writes_nothing(tmp_path: Path) -> None:
 def test_build_rebuilds_a_cell_whose_record_is_damaged_and_says_why(tmp_path: Path) -> None:
     from test_engine import setup_project
 
-    from buildmatrix.builder.results import BuildResult
+    from buildmatrix.builder.records.model import BuildResult
     from buildmatrix.builder.runners.local import LocalRunner
 
     engine, cells = setup_project(tmp_path)

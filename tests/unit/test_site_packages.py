@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.results import CellResult
+from buildmatrix.builder.records.model import CellResult
 from buildmatrix.builder.runners.base import BuildJob, CellJob, site_packages
 from buildmatrix.builder.runners.local import LocalRunner
 from buildmatrix.builder.steps import StepRecorder

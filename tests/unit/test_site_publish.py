@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fake_wheels import cell_result, make_wheel, sha256_file
 
-from buildmatrix.builder.results import WheelRecord
+from buildmatrix.builder.records.model import WheelRecord
 from buildmatrix.model.cells import expand
 from buildmatrix.model.matrix import Matrix, load_matrix
 from buildmatrix.model.pythons import Python

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from buildmatrix.builder.results import BuildResult, CellResult, ResultStore, SmokeCounts, TierResult, WheelRecord
+from buildmatrix.builder.records.model import BuildResult, CellResult, SmokeCounts, TierResult, WheelRecord
+from buildmatrix.builder.records.store import ResultStore
 from buildmatrix.builder.runners.base import SmokeRun
 from buildmatrix.builder.tiers import combined_features, judge_deep, settle, settle_records, unsettled
 from buildmatrix.errors import MatrixError, RecordError, StepFailed

@@ -16,8 +16,8 @@ from fake_wheels import cell_of, cell_result
 from packaging.version import Version
 
 from buildmatrix.builder.merge import merge_wheel_trees
-from buildmatrix.builder.recordparse import RecordRules
-from buildmatrix.builder.results import ResultStore
+from buildmatrix.builder.records.parse import RecordRules
+from buildmatrix.builder.records.store import ResultStore
 from buildmatrix.errors import MergeError, RecordError
 from buildmatrix.model.matrix import TorchRelease, WheelSource
 from buildmatrix.vocab import WheelSourceKind
@@ -305,7 +305,7 @@ def test_compat_table_with_a_record_holding_a_5000_digit_integer_is_exit_7(tmp_p
 def test_a_damaged_record_of_any_kind_is_rebuilt_by_build(tmp_path: Path) -> None:
     from test_engine import setup_project
 
-    from buildmatrix.builder.results import BuildResult, CellResult
+    from buildmatrix.builder.records.model import BuildResult, CellResult
     from buildmatrix.builder.runners.base import CellRunners
     from buildmatrix.builder.runners.local import LocalRunner
     from buildmatrix.vocab import RunnerName

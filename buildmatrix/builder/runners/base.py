@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from buildmatrix.builder.results import SmokeCounts, TierResult
+from buildmatrix.builder.records.model import SmokeCounts, TierResult
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import StepFailed
