@@ -21,7 +21,8 @@ from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import EXIT_CELLS_FAILED, EngineUnavailable, ResourceError, UserError
 from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import Cell, Selection, expand
-from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.registry import DEFAULT_INDEX, Registry, published_pythons
 from buildmatrix.progress import failure_kind
 from buildmatrix.util.atomic import write_text_atomic

@@ -213,7 +213,7 @@ def check_starter(root: Path, facts: StarterFacts, files: dict[Path, str]) -> No
         (copy / facts.tests / "test_installed.py").write_text("")
         (copy / "matrix.yaml").write_text(files[Path("matrix.yaml")])
         try:
-            from buildmatrix.model.matrix import load_matrix
+            from buildmatrix.model.loader import load_matrix
 
             load_matrix(copy / "matrix.yaml")
         except MatrixError as exc:
@@ -244,7 +244,7 @@ def write_starter(root: Path, files: dict[Path, str], facts: StarterFacts | None
         for rel, text in files.items():
             write_text_atomic(root / rel, text)
             written.append(root / rel)
-        from buildmatrix.model.matrix import load_matrix
+        from buildmatrix.model.loader import load_matrix
 
         load_matrix(root / "matrix.yaml")
     except (MatrixError, OSError):

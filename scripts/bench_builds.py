@@ -41,7 +41,8 @@ from buildmatrix.errors import MatrixError  # noqa: E402
 from buildmatrix.model.builds import plan_builds  # noqa: E402
 from buildmatrix.model.cellkey import LABEL_FIELDS, LABEL_TEXT, Template  # noqa: E402
 from buildmatrix.model.cells import Cell, expand  # noqa: E402
-from buildmatrix.model.matrix import Matrix, load_matrix  # noqa: E402
+from buildmatrix.model.loader import load_matrix  # noqa: E402
+from buildmatrix.model.matrix import Matrix  # noqa: E402
 from buildmatrix.model.registry import Registry, published_pythons  # noqa: E402
 
 

@@ -32,7 +32,7 @@ from buildmatrix.builder.smoke import pytest_args, stage_tests  # noqa: E402
 from buildmatrix.builder.toolenv import build_tools, smoke_tools  # noqa: E402
 from buildmatrix.builder.workspace import Workspace  # noqa: E402
 from buildmatrix.model.cells import Selection, expand  # noqa: E402
-from buildmatrix.model.matrix import load_matrix  # noqa: E402
+from buildmatrix.model.loader import load_matrix  # noqa: E402
 from buildmatrix.model.registry import Registry  # noqa: E402
 
 PROJECT_PARTS = ("matrix.yaml", "plugin", "driver", "patches")

@@ -41,7 +41,7 @@ def _check_in_process(project: Path) -> None:
     sys.path.insert(0, str(ROOT))
     from buildmatrix.errors import UserError
     from buildmatrix.model.cells import expand
-    from buildmatrix.model.matrix import load_matrix
+    from buildmatrix.model.loader import load_matrix
     from buildmatrix.model.registry import Registry, published_pythons
 
     try:

@@ -37,7 +37,7 @@ from fake_wheels import make_wheel  # noqa: E402
 from buildmatrix.builder.records.model import CellResult, SmokeCounts, WheelRecord  # noqa: E402
 from buildmatrix.builder.records.store import ResultStore  # noqa: E402
 from buildmatrix.model.cells import expand  # noqa: E402
-from buildmatrix.model.matrix import load_matrix  # noqa: E402
+from buildmatrix.model.loader import load_matrix  # noqa: E402
 from buildmatrix.model.registry import Registry  # noqa: E402
 from buildmatrix.publish.index import sha256_hex  # noqa: E402
 from buildmatrix.vocab import RunnerName, Status  # noqa: E402

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from buildmatrix.errors import UpdateError, UserError
 from buildmatrix.model.cells import expand
-from buildmatrix.model.matrix import Matrix, TorchRelease, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import Matrix, TorchRelease
 from buildmatrix.model.matrixedit import apply_edits
 from buildmatrix.model.outdated import AddRelease, Edit, SetVersion
 from buildmatrix.model.pythons import Python

@@ -13,15 +13,30 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.model.options import PLAIN_NAME, VARIANT_NAME
 from buildmatrix.model.pythons import Python
 
-if TYPE_CHECKING:
-    from buildmatrix.model.matrix import SdkVersion, TorchRelease
+
+class Release(Protocol):
+    """What naming reads of a torch release (model/matrix.TorchRelease, which imports this module)."""
+
+    @property
+    def version(self) -> Version: ...
+
+    @property
+    def variant(self) -> str: ...
+
+
+class SdkAxisValue(Protocol):
+    """What naming reads of an SDK version of the cells (model/matrix.SdkAxisValue)."""
+
+    @property
+    def version(self) -> Version: ...
+
 
 # The fields a template may use, with an example value each (the reference page shows them).
 TORCH_FIELDS = {
@@ -88,7 +103,7 @@ def _close(name: str, allowed: Mapping[str, str]) -> str:
     return f"; did you mean {{{hint[0]}}}?" if hint else ""
 
 
-def torch_fields(release: TorchRelease) -> dict[str, str]:
+def torch_fields(release: Release) -> dict[str, str]:
     version = release.version
     return {
         "torch_minor": f"{version.major}.{version.minor}",
@@ -115,13 +130,11 @@ class Naming:
         assert self.sdk_id is not None
         return self.sdk_id.render(sdk_fields(version))
 
-    def local_label(self, release: TorchRelease, sdk: Version | None) -> str:
+    def local_label(self, release: Release, sdk: Version | None) -> str:
         values = torch_fields(release) | (sdk_fields(sdk) if sdk is not None else {})
         return self.label.render(values)
 
-    def key(
-        self, release: TorchRelease, python: Python, sdk: SdkVersion | None, build: BuildKey | None = None
-    ) -> CellKey:
+    def key(self, release: Release, python: Python, sdk: SdkAxisValue | None, build: BuildKey | None = None) -> CellKey:
         """The cell's key; `build` is the build whose wheel it tests (model/builds.build_key), by default a build of
         its own (its release, its Python)."""
         version = sdk.version if sdk is not None else None

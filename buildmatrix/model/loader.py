@@ -11,15 +11,7 @@ from buildmatrix.model.cellkey import (
     Naming,
 )
 from buildmatrix.model.contract import read_contract
-from buildmatrix.model.matrix import (
-    BuildImage,
-    CellRule,
-    Matrix,
-    PluginSpec,
-    Timeouts,
-    TorchRelease,
-    WheelSource,
-)
+from buildmatrix.model.matrix import BuildImage, CellRule, Matrix, PluginSpec, Timeouts, TorchRelease, WheelSource
 from buildmatrix.model.options import HOST, OPTIONS, PIP_CONFIG, TIMEOUT_DEFAULTS
 from buildmatrix.model.optreader import Node, OptionReader, describe
 from buildmatrix.model.sdkloader import read_naming, read_sdk, sdk_kind
@@ -347,3 +339,8 @@ def _images(reader: OptionReader, node: Node) -> tuple[BuildImage, ...]:
         if base:
             out.append(BuildImage(name, base, python, layer, dockerfile, context, tuple(args)))
     return tuple(out)
+
+
+def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
+    """Read and validate matrix.yaml; raises MatrixError listing every problem."""
+    return read_matrix(path, patches_dir)

@@ -17,7 +17,7 @@ from buildmatrix.model.pythons import Python
 from buildmatrix.model.yamlsource import LineMap
 from buildmatrix.vocab import CPU_VARIANT, RunnerName, SdkKind, WheelSourceKind
 
-__all__ = ["HOST", "PIP_CONFIG", "Matrix", "load_matrix", "torch_selector"]
+__all__ = ["HOST", "PIP_CONFIG", "Matrix", "torch_selector"]
 
 # Seconds a step may run before its whole process tree is killed and the cell fails (transient: retried).
 # Generous: a cold uv cache downloads GBs of CUDA torch; the real plugin compiles in minutes on 2 cores.
@@ -203,10 +203,3 @@ class Matrix:
     def sdk_versions(self) -> tuple[SdkVersion | None, ...]:
         """The SDK axis of the cells: its versions, or one None for a project without an SDK."""
         return self.sdk.versions if self.sdk is not None else (None,)
-
-
-def load_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
-    """Read and validate matrix.yaml (model/loader.py); raises MatrixError listing every problem."""
-    from buildmatrix.model.loader import read_matrix
-
-    return read_matrix(path, patches_dir)

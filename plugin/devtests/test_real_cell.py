@@ -28,7 +28,7 @@ def real_cells(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def plugin_version(project: Path) -> str:
     """The version the cells are built at: matrix.yaml's plugin.version, the only place it is written."""
-    from buildmatrix.model.matrix import load_matrix
+    from buildmatrix.model.loader import load_matrix
 
     return str(load_matrix(project / "matrix.yaml").plugin.version)
 

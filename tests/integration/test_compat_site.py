@@ -26,7 +26,7 @@ import pytest
 from fake_wheels import cell_result, interpreter_tag, make_wheel
 
 from buildmatrix.model.cells import expand
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish.site import write_site
 from buildmatrix.publish.table import CompatTable, any_torch_command, build_table, install_choice

@@ -17,7 +17,7 @@ from buildmatrix.builder.runners.select import runner_for_cell
 from buildmatrix.docker import oci
 from buildmatrix.errors import EngineUnavailable
 from buildmatrix.model.cells import make_cell
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.vocab import RunnerName
 

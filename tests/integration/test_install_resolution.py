@@ -41,7 +41,7 @@ from buildmatrix.builder.toolenv import uv_cache_dir
 from buildmatrix.docker import oci
 from buildmatrix.docker.images import passed_env
 from buildmatrix.model.cells import expand
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish.site import write_site
 from buildmatrix.publish.table import CompatCell, CompatTable, any_torch_command, build_table, install_commands

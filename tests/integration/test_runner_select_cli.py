@@ -15,7 +15,8 @@ from buildmatrix.builder.runners.local import LocalRunner
 from buildmatrix.builder.runners.select import plan_runners, runners_for
 from buildmatrix.errors import EngineUnavailable, InterpreterNotFound
 from buildmatrix.model.cells import Cell, expand
-from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.vocab import RunnerName
 

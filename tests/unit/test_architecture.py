@@ -5,7 +5,10 @@ layer talks to the terminal."""
 from __future__ import annotations
 
 import ast
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -55,6 +58,44 @@ LEAVES = {"vocab.py": set[str](), "errors.py": {"buildmatrix.vocab"}}
 def test_the_vocabulary_and_the_errors_import_only_below_them(leaf: str) -> None:
     ours = {n for n in imports(PACKAGE / leaf) if n == "buildmatrix" or n.startswith("buildmatrix.")}
     assert ours <= LEAVES[leaf], f"{leaf} imports {sorted(ours - LEAVES[leaf])}"
+
+
+def module_graph() -> ModuleType:
+    """scripts/module_graph.py, which prints the figures these tests hold the package to."""
+    spec = importlib.util.spec_from_file_location("module_graph_under_test", REPO / "scripts" / "module_graph.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_import_cycle_at_module_level_inside_functions_or_for_the_type_checker() -> None:
+    graph = module_graph().read_graph(PACKAGE)
+    assert len(graph.modules) > 50 and len(graph.edges) > 200  # it read the package
+    cycles = graph.cycles()
+    where = {(e.source, e.target): f"{e.source}:{e.line} ({e.where})" for e in graph.edges}
+    assert not cycles, "import cycles:\n" + "\n".join(
+        "  "
+        + " <-> ".join(group)
+        + ": "
+        + ", ".join(v for (s, d), v in sorted(where.items()) if s in group and d in group)
+        for group in cycles
+    )
+
+
+def test_the_cycle_check_sees_function_level_and_type_checking_imports(tmp_path: Path) -> None:
+    """A cycle closed only by an import inside a function, or only under TYPE_CHECKING, is still a cycle."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.b import B\n")
+    (package / "b.py").write_text("def f():\n    from pkg import a\n\nB = 1\n")
+    (package / "c.py").write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from pkg.d import D\n")
+    (package / "d.py").write_text("from pkg.c import *\nD = 1\n")
+    graph = module_graph().read_graph(package)
+    assert graph.cycles() == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.d"]]
+    assert graph.cycles(frozenset({"module"})) == []
 
 
 def test_every_module_named_in_architecture_md_exists() -> None:

@@ -9,7 +9,8 @@ from packaging.version import Version
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.builds import plan_builds
 from buildmatrix.model.cells import Cell, expand
-from buildmatrix.model.matrix import Matrix, TorchRelease, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import Matrix, TorchRelease
 from buildmatrix.model.pythons import Python
 
 from conftest import WriteMatrix

@@ -13,7 +13,8 @@ from packaging.version import Version
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.cellkey import LABEL_TEXT, TORCH_FIELDS, CellKey, Naming, Template
 from buildmatrix.model.cells import Cell, Selection, expand
-from buildmatrix.model.matrix import Matrix, TorchRelease, WheelSource, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import Matrix, TorchRelease, WheelSource
 from buildmatrix.model.pythons import Python
 from buildmatrix.vocab import WheelSourceKind
 

@@ -12,7 +12,8 @@ import pytest
 from fake_wheels import cell_result, make_wheel
 
 from buildmatrix.model.cells import Cell, expand
-from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish.index import check_coverage, page_anchors, read_metadata
 from buildmatrix.publish.markdown import (

@@ -18,7 +18,7 @@ from buildmatrix.errors import MatrixError, StepFailed
 from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import expand
 from buildmatrix.model.contract import CheckContract, SmokeContract, TorchPin
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
 
 from conftest import VALID, WriteMatrix, run_cli

@@ -29,7 +29,8 @@ from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.builds import plan_builds
 from buildmatrix.model.cells import expand
-from buildmatrix.model.matrix import SdkVersion, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import SdkVersion
 from buildmatrix.model.pythons import Python
 
 from conftest import VALID, WriteMatrix, wheel_sdk

@@ -18,7 +18,7 @@ from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell, expand
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import Registry
 from buildmatrix.vocab import Cause, FailureClass, RunnerName, Status

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from buildmatrix.model.cells import expand
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 
 from conftest import REPO
 

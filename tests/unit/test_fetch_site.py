@@ -18,7 +18,7 @@ import pytest
 from test_release_history import A, Project, check_served, get, plugin_wheel
 
 from buildmatrix.errors import FetchError, RecordError
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.publish.fetch import fetch_site
 from buildmatrix.publish.ledger import RELEASED
 from buildmatrix.publish.table import CompatTable

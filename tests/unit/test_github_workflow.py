@@ -17,7 +17,8 @@ from packaging.version import Version
 from buildmatrix.errors import MatrixTooLarge
 from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import Cell, expand, make_cell
-from buildmatrix.model.matrix import SdkVersion, TorchRelease, WheelSource, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import SdkVersion, TorchRelease, WheelSource
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish.table import CompatTable, available_from_table
 from buildmatrix.report_matrix import GITHUB_MATRIX_LIMIT, github_matrix

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from buildmatrix.errors import MatrixError
-from buildmatrix.model.matrix import load_matrix, torch_selector
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import torch_selector
 from buildmatrix.model.pythons import Python
 
 from conftest import VALID, WriteMatrix

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from buildmatrix.docker.images import ImageBuilder
 from buildmatrix.errors import MatrixError, StepFailed
 from buildmatrix.model.cells import expand
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import Registry, published_pythons
 

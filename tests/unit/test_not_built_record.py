@@ -10,7 +10,7 @@ from buildmatrix.builder.records.parse import RecordRules
 from buildmatrix.builder.records.store import ResultStore
 from buildmatrix.builder.unbuilt import not_built_result, record_not_built
 from buildmatrix.model.cells import make_cell
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish.table import compat_cell
 from buildmatrix.vocab import RunnerName, Status

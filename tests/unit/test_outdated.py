@@ -10,7 +10,8 @@ from registry_server import ANSWERS, Answers
 
 from buildmatrix.builder.update import write_edits
 from buildmatrix.errors import RegistryError, UpdateError
-from buildmatrix.model.matrix import WheelSource, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import WheelSource
 from buildmatrix.model.matrixedit import apply_edits
 from buildmatrix.model.outdated import AddRelease, Comparison, SetVersion, compare, read_sources
 from buildmatrix.model.pythons import Python

@@ -6,7 +6,7 @@ import textwrap
 from pathlib import Path
 
 from buildmatrix.builder.patchtool import check, edit_tree, refresh
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 
 HOOKS = "int a = 1;\nint b = 2;\nint c = 4;\n"
 PATCH = """\

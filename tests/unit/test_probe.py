@@ -10,7 +10,7 @@ import pytest
 
 from buildmatrix.builder.probe import ProbeReport, parse_compile_errors, parse_failed_tests, resolve_release
 from buildmatrix.errors import UserError
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.vocab import Status
 

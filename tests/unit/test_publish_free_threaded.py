@@ -11,7 +11,7 @@ from pathlib import Path
 from fake_wheels import cell_result
 
 from buildmatrix.model.cells import expand
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish.markdown import grid, legend
 from buildmatrix.publish.page import site_page

@@ -12,7 +12,8 @@ from fake_wheels import cell_result
 from packaging.version import Version
 
 from buildmatrix.model.cells import Cell, expand
-from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish.index import page_anchors
 from buildmatrix.publish.markdown import grid, install_section

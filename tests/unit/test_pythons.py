@@ -11,7 +11,7 @@ from buildmatrix.builder.runners.docker import image_for
 from buildmatrix.builder.runners.select import serving_image
 from buildmatrix.errors import InterpreterNotFound, MatrixError
 from buildmatrix.model.cells import Selection, expand
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import pythons_from_filenames
 

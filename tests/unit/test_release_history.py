@@ -21,7 +21,8 @@ from fake_wheels import cell_result, make_wheel
 from buildmatrix.builder.records.model import CellResult, WheelRecord
 from buildmatrix.errors import RecordError, UserError
 from buildmatrix.model.cells import expand
-from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish.index import page_anchors
 from buildmatrix.publish.ledger import RELEASED

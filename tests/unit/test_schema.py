@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.options import OPTIONS, Kind
 from buildmatrix.model.optreader import PARSERS
 from buildmatrix.model.reference import first_sentence, reference_markdown

@@ -12,7 +12,8 @@ from packaging.version import Version
 
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.cells import Selection, expand
-from buildmatrix.model.matrix import HOST, Matrix, TorchRelease, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import HOST, Matrix, TorchRelease
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish.index import index_pages, wheels_to_index
 from buildmatrix.publish.markdown import grid, install_section

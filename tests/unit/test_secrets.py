@@ -16,7 +16,7 @@ from buildmatrix.docker import oci
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.builds import plan_builds
 from buildmatrix.model.cells import expand
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.util.process import run_logged
 from buildmatrix.util.redact import is_secret, redact, secret_values

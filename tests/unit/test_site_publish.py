@@ -14,7 +14,8 @@ from fake_wheels import cell_result, make_wheel, sha256_file
 
 from buildmatrix.builder.records.model import WheelRecord
 from buildmatrix.model.cells import expand
-from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish import site as site_module
 from buildmatrix.publish.index import page_anchors

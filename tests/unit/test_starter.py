@@ -14,7 +14,8 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from buildmatrix.errors import UserError
-from buildmatrix.model.matrix import Matrix, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import Matrix
 from buildmatrix.starter import WORKFLOW, project_facts, starter_files, write_starter
 
 from conftest import run_cli

@@ -19,7 +19,8 @@ from buildmatrix.model.builds import deep_cell, plan_builds
 from buildmatrix.model.cellkey import CellKey
 from buildmatrix.model.cells import expand
 from buildmatrix.model.contract import SmokeContract, SmokeTiers, Tier
-from buildmatrix.model.matrix import TorchRelease, WheelSource, load_matrix
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.matrix import TorchRelease, WheelSource
 from buildmatrix.model.pythons import Python
 from buildmatrix.vocab import FailureClass, RunnerName, Status, TierStatus, WheelSourceKind
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from buildmatrix.errors import MatrixError, RegistryError
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import Registry, TorchSource, simple_page_files
 

@@ -16,7 +16,7 @@ from buildmatrix.errors import StepFailed
 from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import expand
 from buildmatrix.model.contract import CheckContract, TorchPin
-from buildmatrix.model.matrix import load_matrix
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python, installs_on
 
 from conftest import WriteMatrix
