@@ -5,9 +5,7 @@ from __future__ import annotations
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.model.contract import TorchPin
-from buildmatrix.publish.table import (
-    CompatCell,
-    CompatTable,
+from buildmatrix.publish.advice import (
     any_torch_command,
     deep_summary,
     free_threaded_note,
@@ -15,6 +13,7 @@ from buildmatrix.publish.table import (
     partial_words,
     release_index_command,
 )
+from buildmatrix.publish.table import CompatCell, CompatTable
 from buildmatrix.util.when import day
 from buildmatrix.vocab import FeatureState, Status
 

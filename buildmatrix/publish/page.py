@@ -12,17 +12,7 @@ import re
 from collections.abc import Collection
 from urllib.parse import quote
 
-from buildmatrix.publish.markdown import (
-    FEATURE_MARKS,
-    NO_ANY_TORCH,
-    NOT_AVAILABLE_MARK,
-    NOT_IN_MATRIX,
-    look_alike_note,
-)
-from buildmatrix.publish.table import (
-    SITE_PLACEHOLDER,
-    CompatCell,
-    CompatTable,
+from buildmatrix.publish.advice import (
     all_choices,
     any_torch_command,
     deep_summary,
@@ -31,6 +21,14 @@ from buildmatrix.publish.table import (
     partial_words,
     smoke_summary,
 )
+from buildmatrix.publish.markdown import (
+    FEATURE_MARKS,
+    NO_ANY_TORCH,
+    NOT_AVAILABLE_MARK,
+    NOT_IN_MATRIX,
+    look_alike_note,
+)
+from buildmatrix.publish.table import SITE_PLACEHOLDER, CompatCell, CompatTable
 from buildmatrix.util.paths import relative_path_problem
 from buildmatrix.util.when import day
 from buildmatrix.vocab import Status

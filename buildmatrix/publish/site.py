@@ -42,8 +42,10 @@ from buildmatrix.publish.ledger import (
     reason_problem,
 )
 from buildmatrix.publish.markdown import compatibility_markdown, readme_section, replace_readme_section
+from buildmatrix.publish.overlay import overlay_table
 from buildmatrix.publish.page import site_page
-from buildmatrix.publish.table import CompatTable, overlay_table, stale_problems
+from buildmatrix.publish.staleness import stale_problems
+from buildmatrix.publish.table import CompatTable
 from buildmatrix.publish.tableparse import parse_table
 from buildmatrix.publish.verify import metadata_problems, site_problems
 from buildmatrix.publish.versions import live_version, new_version, read_ledger, recover_site, swap

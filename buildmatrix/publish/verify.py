@@ -13,7 +13,8 @@ from buildmatrix.publish.index import IndexedWheel, check_coverage, link_problem
 from buildmatrix.publish.ledger import RELEASED as _RELEASED
 from buildmatrix.publish.pagescan import start_tags
 from buildmatrix.publish.sitefiles import SiteFiles
-from buildmatrix.publish.table import CompatTable, stale_problems
+from buildmatrix.publish.staleness import stale_problems
+from buildmatrix.publish.table import CompatTable
 from buildmatrix.util.wheelname import parse_wheel
 from buildmatrix.vocab import Status
 

@@ -80,7 +80,8 @@ def test_page_command_installs_the_real_wheel_beside_torch_2_13(real_cells: Path
     import threading
 
     from buildmatrix.model.registry import pip_configured_find_links
-    from buildmatrix.publish.table import CompatTable, install_choice
+    from buildmatrix.publish.advice import install_choice
+    from buildmatrix.publish.table import CompatTable
 
     from conftest import run_cli
 

@@ -28,8 +28,10 @@ from fake_wheels import cell_result, interpreter_tag, make_wheel
 from buildmatrix.model.cells import expand
 from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
+from buildmatrix.publish.advice import any_torch_command, install_choice
+from buildmatrix.publish.overlay import build_table
 from buildmatrix.publish.site import write_site
-from buildmatrix.publish.table import CompatTable, any_torch_command, build_table, install_choice
+from buildmatrix.publish.table import CompatTable
 
 from conftest import VALID, WriteMatrix, headless_chromium
 

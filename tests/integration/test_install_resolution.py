@@ -43,8 +43,10 @@ from buildmatrix.docker.images import passed_env
 from buildmatrix.model.cells import expand
 from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
+from buildmatrix.publish.advice import any_torch_command, install_commands
+from buildmatrix.publish.overlay import build_table
 from buildmatrix.publish.site import write_site
-from buildmatrix.publish.table import CompatCell, CompatTable, any_torch_command, build_table, install_commands
+from buildmatrix.publish.table import CompatCell, CompatTable
 from buildmatrix.vocab import Status
 
 from conftest import REPO, VALID

@@ -15,6 +15,7 @@ from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.pythons import Python
+from buildmatrix.publish.advice import all_choices, install_choice
 from buildmatrix.publish.index import check_coverage, page_anchors, read_metadata
 from buildmatrix.publish.markdown import (
     README_END,
@@ -25,18 +26,11 @@ from buildmatrix.publish.markdown import (
     readme_section,
     replace_readme_section,
 )
+from buildmatrix.publish.overlay import build_table, feature_support
 from buildmatrix.publish.page import site_page
 from buildmatrix.publish.site import DOCS_TABLE, docs_problems, rendered_docs, write_site
-from buildmatrix.publish.table import (
-    CompatTable,
-    FeatureSupport,
-    all_choices,
-    available_from_table,
-    build_table,
-    feature_support,
-    install_choice,
-    stale_problems,
-)
+from buildmatrix.publish.staleness import stale_problems
+from buildmatrix.publish.table import CompatTable, FeatureSupport, available_from_table
 from buildmatrix.vocab import FeatureState, Status
 
 from conftest import REPO, VALID, WriteMatrix

@@ -12,7 +12,7 @@ from buildmatrix.builder.unbuilt import not_built_result, record_not_built
 from buildmatrix.model.cells import make_cell
 from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
-from buildmatrix.publish.table import compat_cell
+from buildmatrix.publish.overlay import compat_cell
 from buildmatrix.vocab import RunnerName, Status
 
 from conftest import WriteMatrix

@@ -13,9 +13,11 @@ from fake_wheels import cell_result
 from buildmatrix.model.cells import expand
 from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.pythons import Python
+from buildmatrix.publish.advice import install_choice
 from buildmatrix.publish.markdown import grid, legend
+from buildmatrix.publish.overlay import build_table
 from buildmatrix.publish.page import site_page
-from buildmatrix.publish.table import CompatTable, build_table, install_choice
+from buildmatrix.publish.table import CompatTable
 
 from conftest import VALID, WriteMatrix
 

@@ -15,11 +15,13 @@ from buildmatrix.model.cells import Cell, expand
 from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.pythons import Python
+from buildmatrix.publish.advice import install_choice
 from buildmatrix.publish.index import page_anchors
 from buildmatrix.publish.markdown import grid, install_section
+from buildmatrix.publish.overlay import build_table
 from buildmatrix.publish.page import site_page
 from buildmatrix.publish.site import write_site
-from buildmatrix.publish.table import CompatTable, build_table, install_choice
+from buildmatrix.publish.table import CompatTable
 
 from conftest import VALID, WriteMatrix
 

@@ -15,10 +15,12 @@ from buildmatrix.model.cells import Selection, expand
 from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.matrix import HOST, Matrix, TorchRelease
 from buildmatrix.model.pythons import Python
+from buildmatrix.publish.advice import install_choice
 from buildmatrix.publish.index import index_pages, wheels_to_index
 from buildmatrix.publish.markdown import grid, install_section
+from buildmatrix.publish.overlay import build_table
 from buildmatrix.publish.page import site_page
-from buildmatrix.publish.table import CompatTable, build_table, install_choice
+from buildmatrix.publish.table import CompatTable
 from buildmatrix.vocab import SdkKind
 
 from conftest import VALID, WriteMatrix, copy_project, run_cli

@@ -18,10 +18,12 @@ from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish import site as site_module
+from buildmatrix.publish.advice import all_choices
 from buildmatrix.publish.index import page_anchors
+from buildmatrix.publish.overlay import build_table
 from buildmatrix.publish.page import choice_key, site_page
 from buildmatrix.publish.site import write_site
-from buildmatrix.publish.table import CompatTable, all_choices, build_table
+from buildmatrix.publish.table import CompatTable
 from buildmatrix.publish.verify import RELEASED
 from buildmatrix.publish.versions import recover_site
 from buildmatrix.vocab import Status
