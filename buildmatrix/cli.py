@@ -147,10 +147,11 @@ def runner_plan(matrix: Matrix, cells: list[Cell], args: argparse.Namespace, bui
 
 
 def cmd_build(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix.builder.engine import Engine, RunOptions
+    from buildmatrix.builder.engine import Engine
     from buildmatrix.builder.records.parse import RecordRules
     from buildmatrix.builder.records.store import ResultStore
     from buildmatrix.builder.runners.select import runners_or_unbuilt
+    from buildmatrix.builder.scheduler import RunOptions
     from buildmatrix.builder.unbuilt import record_not_built
     from buildmatrix.builder.workspace import RunLock
     from buildmatrix.progress import ProgressDisplay, summary_table

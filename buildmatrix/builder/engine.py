@@ -9,10 +9,8 @@ import shutil
 import tempfile
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from packaging.version import Version
@@ -21,7 +19,6 @@ from buildmatrix.builder.planning import Inputs, PlannedBuild, PlannedCell, dige
 from buildmatrix.builder.records.model import BuildResult, CellResult, WheelRecord
 from buildmatrix.builder.records.parse import RecordRules
 from buildmatrix.builder.records.store import ResultStore
-from buildmatrix.builder.relabel import relabel_wheel
 from buildmatrix.builder.runners.base import (
     BuildJob,
     BuildOutput,
@@ -29,13 +26,13 @@ from buildmatrix.builder.runners.base import (
     CellOutput,
     CellRunners,
     Runner,
-    SmokeRun,
 )
-from buildmatrix.builder.smoke import read_features, read_junit
+from buildmatrix.builder.scheduler import RunOptions, Scheduler
 from buildmatrix.builder.sourcetree import apply_series, copy_pristine, release_series, write_plugin_version
-from buildmatrix.builder.steps import StepRecorder
-from buildmatrix.builder.tiers import judge_deep, settle
-from buildmatrix.builder.wheelcheck import check_cell_pin, check_plugin_wheel, unresolved_against
+from buildmatrix.builder.steps import BUILD, ProgressCallback, StepRecorder
+from buildmatrix.builder.tiers import judge_deep
+from buildmatrix.builder.verdicts import check_built_wheel, fail_with_build, judge_smoke, record_failure
+from buildmatrix.builder.wheelcheck import check_cell_pin
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import Interrupted, RecordError, ResourceError, StepFailed, UserError
 from buildmatrix.model.builds import Build, plan_builds
@@ -45,27 +42,13 @@ from buildmatrix.model.matrix import Matrix, TorchRelease
 from buildmatrix.model.pythons import installs_on
 from buildmatrix.model.registry import Registry
 from buildmatrix.util.atomic import copy_file_atomic
-from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
+from buildmatrix.util.failures import resource_message
 from buildmatrix.util.fingerprint import file_sha256
 from buildmatrix.util.paths import regular_file
 from buildmatrix.util.process import CHILDREN, kill_orphans
-from buildmatrix.vocab import Cause, FailureClass, RunnerName, Status, Step, TierStatus
+from buildmatrix.vocab import FailureClass, Status, Step, TierStatus
 
 log = logging.getLogger(__name__)
-
-# Events for whoever displays progress: (what, event). `what` is a cell id, or "build <build id>"; event is
-# "queued" | "up-to-date" | "<step name>" | "retry <n>" | "passed" | "failed" | "interrupted".
-ProgressCallback = Callable[[str, str], None]
-BUILD = "build "  # the prefix of a build's name in progress events
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    jobs: int = 1
-    fail_fast: bool = False
-    force: bool = False  # rebuild and retest even when inputs are unchanged, and the shared caches they use
-    retries: int = 1  # extra tries within the run for a build or cell that fails transiently (network, timeout...)
-    prebuilt: bool = False  # test with the builds already in wheels/ (a CI cell job), never build
 
 
 class Engine:
@@ -92,7 +75,7 @@ class Engine:
         self.damaged: dict[str, RecordError] = {}  # builds ("build <id>") and cells rebuilt: their record was damaged
         self.build_results: dict[str, BuildResult] = {}  # the run's builds, made or up to date
         self.orphans_ended = 0  # processes (and containers) an earlier, SIGKILLed run left behind, ended by this one
-        self._stop = threading.Event()
+        self.stopping = threading.Event()
 
     @property
     def runner(self) -> Runner:
@@ -173,7 +156,7 @@ class Engine:
     # ---- running ----------------------------------------------------------
     def interrupt(self, reason: str) -> None:
         """Stop the run (Ctrl-C, SIGTERM): no new build, cell or step starts, every child process tree is killed."""
-        self._stop.set()
+        self.stopping.set()
         CHILDREN.stop(reason)
 
     def _sweep(self) -> int:
@@ -208,7 +191,7 @@ class Engine:
         # The run lock is held: anything still carrying our owner mark was left by a run that was SIGKILLed.
         self.orphans_ended = len(kill_orphans(CHILDREN.owner)) + self._sweep()
         try:
-            return _Run(self, cells, options, builds_only).go()
+            return Scheduler(self, cells, options, builds_only).go()
         finally:
             self._sweep()  # containers whose clients were killed (timeout, stop) outlive them
             CHILDREN.owner = None
@@ -284,7 +267,7 @@ class Engine:
             result.status = Status.PASSED
             shutil.rmtree(workdir, ignore_errors=True)  # environments are scratch; a failed build's stays to inspect
         except Exception as exc:  # a failed step, or anything outside one: only this build (and its cells) fails
-            _record_failure(result, exc, log_file, workdir, self.workspace.root)
+            record_failure(result, exc, log_file, workdir, self.workspace.root)
         finally:
             result.torch_build = output.torch_build
             result.finished = time.time()
@@ -329,7 +312,7 @@ class Engine:
         workdir = self.workspace.cell_dir(cell.id)
         try:
             if made.status != Status.PASSED or made.wheel is None:
-                _fail_with_build(result, made, log_file, build_log)
+                fail_with_build(result, made, log_file, build_log)
             else:
                 self._test_cell(
                     item=item, made=made, runner=runner, steps=steps, output=output, workdir=workdir, log_file=log_file
@@ -337,7 +320,7 @@ class Engine:
                 result.status = Status.PASSED
                 shutil.rmtree(workdir, ignore_errors=True)
         except Exception as exc:  # a failed step, or anything outside one: only this cell fails
-            _record_failure(result, exc, log_file, workdir, self.workspace.root)
+            record_failure(result, exc, log_file, workdir, self.workspace.root)
         finally:
             result.smoke = output.smoke
             result.features = output.features
@@ -436,263 +419,7 @@ class Engine:
         return WheelRecord(built.name, file_sha256(dest), str(dest.relative_to(self._wheels)))
 
 
-class _Run:
-    """One run's scheduling: builds first in the queue; as a build ends, its cells go to the front (a release's
-    cells are tested while its torch is fresh in the caches); `jobs` builds and cells at a time, each build once."""
-
-    def __init__(self, engine: Engine, cells: list[Cell], options: RunOptions, builds_only: bool = False) -> None:
-        self.engine, self.cells, self.options, self.builds_only = engine, cells, options, builds_only
-        self.results: dict[str, CellResult] = {}
-        self.queue: deque[tuple[PlannedBuild | PlannedCell, int]] = deque()
-        self.by_build: dict[str, list[Cell]] = {}
-        self.builds: dict[str, Build] = {}
-        self.fatal: ResourceError | None = None
-
-    def go(self) -> list[CellResult]:
-        engine, options = self.engine, self.options
-        for build in engine.builds_of(self.cells):
-            self.builds[build.id] = build
-        for cell in self.cells:
-            self.by_build.setdefault(cell.build.id, []).append(cell)
-        for build in self.builds.values():
-            planned = engine.plan_build(build, force=options.force, prebuilt=options.prebuilt)
-            if planned.reusable is not None:
-                engine.build_results[build.id] = planned.reusable
-                engine.progress(f"{BUILD}{build.id}", "up-to-date")
-                self.build_ready(build.id, front=False)
-            elif options.prebuilt:
-                engine.build_results[build.id] = _not_prebuilt(planned)
-                self.build_ready(build.id, front=False)
-            else:
-                self.queue.append((planned, 1))
-                engine.progress(f"{BUILD}{build.id}", "queued")
-        self.schedule()
-        if self.fatal is not None:
-            raise self.fatal
-        store = engine.store
-        try:
-            self.settle_tiers()
-            cells, damaged = store.scan()
-            builds, damaged_builds = store.scan_builds()
-            store.write_summary(cells, damaged + damaged_builds, builds)
-        except OSError as exc:
-            raise ResourceError(resource_message(exc, store.directory)) from None
-        return [self.results[c.id] for c in self.cells if c.id in self.results]
-
-    def settle_tiers(self) -> None:
-        """Give every cell of each build this run tested its build's deep tier, as its deep cell recorded it for the
-        build's current wheel (tiers.settle): a deep tier that failed fails them all, in this run's results and in
-        the records of the build's cells this run did not test. The build's record carries it too, but in a CI
-        cell job (--prebuilt), whose build record is the build job's: merge-results settles those."""
-        engine, store = self.engine, self.engine.store
-        for build in self.builds.values():
-            made = engine.build_results.get(build.id)
-            if build.deep_cell is None or made is None or made.status != Status.PASSED or made.wheel is None:
-                continue
-            current = []
-            for cell_id in build.cells:
-                try:
-                    record = self.results.get(cell_id) or store.load(cell_id)
-                except RecordError:
-                    continue
-                if record is not None and record.wheel == made.wheel:
-                    current.append(record)
-            deep_record = next((r for r in current if r.id == build.deep_cell), None)
-            deep = deep_record.deep if deep_record is not None else None
-            for changed in settle(build.id, deep, current):
-                store.save(changed)
-                if changed.id in self.results:
-                    self.results[changed.id] = changed
-            if made.deep != deep and not self.options.prebuilt:
-                made.deep = deep
-                store.save_build(made)
-
-    def build_ready(self, build_id: str, front: bool) -> None:
-        """Plan the build's cells now that it is made (or failed): up-to-date ones are done, the others queued."""
-        engine, made = self.engine, self.engine.build_results[build_id]
-        if self.builds_only:
-            return
-        todo = []
-        for cell in self.by_build.get(build_id, []):
-            planned = engine.plan_cell(cell, self.builds[build_id], made, force=self.options.force)
-            if planned.reusable is not None:
-                self.results[cell.id] = planned.reusable
-                engine.progress(cell.id, "up-to-date")
-            elif made.status != Status.PASSED:
-                # Nothing to test: the cell is recorded as its build ended (failed or interrupted) at once, also in a
-                # run that is stopping, so every cell of a failed build says why.
-                try:
-                    self.results[cell.id] = engine.run_cell(planned, made)
-                except ResourceError as exc:
-                    self.fatal = self.fatal or exc
-                    engine.interrupt("a resource fault")
-            else:
-                todo.append((planned, 1))
-                engine.progress(cell.id, "queued")
-        if front:
-            self.queue.extendleft(reversed(todo))
-        else:
-            self.queue.extend(todo)
-
-    def schedule(self) -> None:
-        engine, options = self.engine, self.options
-        jobs = max(1, options.jobs)
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            pending: dict[Future[BuildResult | CellResult], tuple[PlannedBuild | PlannedCell, int]] = {}
-            while self.queue or pending:
-                while self.queue and len(pending) < jobs and not engine._stop.is_set():
-                    item, attempt = self.queue.popleft()
-                    pending[self.submit(pool, item, attempt)] = (item, attempt)
-                if not pending:
-                    break
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    item, attempt = pending.pop(future)
-                    try:
-                        result = future.result()
-                    except ResourceError as exc:
-                        self.fatal = self.fatal or exc
-                        engine.interrupt("a resource fault")
-                        continue
-                    self.finished(item, attempt, result)
-
-    def submit(
-        self, pool: ThreadPoolExecutor, item: PlannedBuild | PlannedCell, attempt: int
-    ) -> Future[BuildResult | CellResult]:
-        engine = self.engine
-        if isinstance(item, PlannedBuild):
-            return pool.submit(engine.run_build, item, attempt, self.options.force)
-        return pool.submit(engine.run_cell, item, engine.build_results[item.build.id], attempt)
-
-    def finished(self, item: PlannedBuild | PlannedCell, attempt: int, result: BuildResult | CellResult) -> None:
-        engine, options = self.engine, self.options
-        retry = result.status == Status.FAILED and result.failure_class == FailureClass.TRANSIENT
-        name = f"{BUILD}{result.id}" if isinstance(item, PlannedBuild) else result.id
-        if retry and attempt <= options.retries and not engine._stop.is_set():
-            self.queue.appendleft((item, attempt + 1))
-            engine.progress(name, f"retry {attempt + 1}")
-            return
-        if result.status == Status.FAILED and options.fail_fast:
-            engine._stop.set()
-            self.queue.clear()
-        if isinstance(result, BuildResult):
-            engine.build_results[result.id] = result
-            self.build_ready(result.id, front=True)
-        else:
-            self.results[result.id] = result
-
-
 def _fresh(workdir: Path) -> None:
     if workdir.exists():
         shutil.rmtree(workdir)  # scratch from an earlier or interrupted run
     workdir.mkdir(parents=True)
-
-
-def _not_prebuilt(planned: PlannedBuild) -> BuildResult:
-    """What a cell job is told when the build it tests is not in wheels/ (never saved: the build's own job makes it)."""
-    build = planned.build
-    return BuildResult(
-        build.key,
-        planned.inputs_hash,
-        planned.inputs,
-        RunnerName(planned.inputs["runner"]),
-        status=Status.FAILED,
-        failed_step="setup",
-        error=f"build {build.id} is not in wheels/results/builds/ (--prebuilt tests the builds another job made; "
-        "download its artifact into wheels/ first, or build without --prebuilt)",
-        failure_class=FailureClass.DETERMINISTIC,
-    )
-
-
-def _fail_with_build(result: CellResult, made: BuildResult, log_file: Path, build_log: Path) -> None:
-    """The cell fails as its build did: the build's step, message, class and cause, and its log copied into the
-    cell's (so the cell's own log says why, wherever it is read)."""
-    result.status = Status.INTERRUPTED if made.status == Status.INTERRUPTED else Status.FAILED
-    result.failed_step = made.failed_step or "build"
-    result.error = f"build {made.id} failed in step {result.failed_step}: {made.error or 'no error recorded'}"
-    result.error_tail = made.error_tail
-    result.failure_class = made.failure_class or FailureClass.DETERMINISTIC
-    result.cause = made.cause
-    text = build_log.read_text(errors="replace") if build_log.is_file() else "(the build's log is missing)\n"
-    _append(log_file, f"# build {made.id} failed; its log follows\n{text}\n# FAILED: {result.error}\n")
-
-
-def _record_failure(
-    result: CellResult | BuildResult, exc: Exception, log_file: Path, workdir: Path, project: Path
-) -> None:
-    """Fill in how a build or cell failed: its step, message, class and cause (interrupted ones are not failures)."""
-    result.status = Status.FAILED
-    result.failed_step = result.steps[-1].name if result.steps else "setup"
-    result.failure_class = FailureClass.DETERMINISTIC
-    if isinstance(exc, StepFailed):
-        result.status = Status.INTERRUPTED if isinstance(exc, Interrupted) else Status.FAILED
-        result.failed_step, result.error, result.error_tail = exc.step, exc.message, exc.log_tail or None
-        result.failure_class, result.cause = exc.failure_class, exc.cause
-        if exc.cause == Cause.DISK_FULL and not exc.message.startswith("cannot write"):
-            result.error = f"no space left on the device of {workdir}; free space there and rerun ({exc.message})"
-    elif isinstance(exc, UserError):
-        result.error = str(exc)
-    elif isinstance(exc, OSError) and is_resource_error(exc):  # the machine's fault (full disk...): retried
-        result.error = resource_message(exc)
-        result.failure_class = FailureClass.TRANSIENT
-        result.cause = Cause.DISK_FULL if exc.errno in DISK_FULL_ERRNOS else Cause.NOT_WRITABLE
-    else:  # a bug or a bad path outside any step
-        log.debug("%s failed outside a step", result.id, exc_info=exc)
-        result.error = f"{type(exc).__name__}: {exc}"
-    if result.error:
-        # Published on the page: paths inside the project as the project names them, so the same failure reads the
-        # same from any checkout (a CI job's workspace, a clone).
-        result.error = result.error.replace(f"{project}{os.sep}", "")
-    _append(log_file, f"\n# {result.status.upper()} in step {result.failed_step}: {result.error}\n")
-
-
-def _append(log_file: Path, text: str) -> None:
-    """Best effort: the record says the same, and a full disk must not hide the real failure."""
-    try:
-        with log_file.open("a") as handle:
-            handle.write(text)
-    except OSError:
-        pass
-
-
-def check_built_wheel(job: BuildJob, output: BuildOutput, runner: Runner) -> None:
-    """The plugin wheel is the build's (name, version and label, pins, the torch it was built against) and every
-    symbol it leaves undefined is provided by the build's torch or SDK; raises StepFailed("check", ...)."""
-    assert output.plugin_wheel is not None
-    matrix = job.matrix
-    if matrix.contract.build.relabel:  # the project's build fixed its own version: give the wheel the build's
-        version = Version(f"{matrix.plugin.version}+{job.build.key.label}")
-        output.plugin_wheel = relabel_wheel(output.plugin_wheel, version, job.workdir / "relabeled")
-    facts = check_plugin_wheel(
-        output.plugin_wheel,
-        job.build,
-        matrix.plugin.distribution,
-        matrix.sdk.distribution if matrix.sdk is not None and matrix.sdk.builds_wheel else None,
-        plugin_version=matrix.plugin.version,
-        check=matrix.contract.check,
-    )
-    missing = unresolved_against(output.plugin_wheel, runner.provided_symbols(job))
-    if missing:
-        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-        raise StepFailed(
-            "check", f"{len(missing)} symbol(s) not provided by torch {output.torch_build.get('version')}: {shown}"
-        )
-    output.torch_build["built_with"] = facts
-
-
-def judge_smoke(run: SmokeRun, output: CellOutput) -> None:
-    """Record the smoke counts and features; a failed run fails the cell with its counts (a transient failure, a
-    timeout or a signal, is raised as it is: the counts so far say nothing about the plugin)."""
-    output.smoke = read_junit(run.junit)
-    output.features = read_features(run.features)
-    if run.failure is None:
-        return
-    if run.failure.failure_class == FailureClass.TRANSIENT:
-        raise run.failure
-    counts = output.smoke
-    detail = f" ({run.detail})" if run.detail else ""
-    raise StepFailed(
-        "smoke",
-        f"{counts.failed} failed, {counts.errors} errors, {counts.passed} passed{detail}",
-        run.failure.log_tail,
-    )

@@ -15,9 +15,11 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from buildmatrix.builder.engine import Engine, ProgressCallback, RunOptions
+from buildmatrix.builder.engine import Engine
 from buildmatrix.builder.records.model import CellResult
 from buildmatrix.builder.runners.base import Runner
+from buildmatrix.builder.scheduler import RunOptions
+from buildmatrix.builder.steps import ProgressCallback
 from buildmatrix.builder.workspace import RunLock, Workspace
 from buildmatrix.errors import UserError
 from buildmatrix.model.cells import Cell, make_cell

@@ -12,7 +12,10 @@ from buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resou
 from buildmatrix.util.process import CHILDREN
 from buildmatrix.vocab import Cause, FailureClass, Status
 
-ProgressCallback = Callable[[str, str], None]  # (what: a cell id or "build <id>", step name)
+# Events for whoever displays progress: (what, event). `what` is a cell id, or "build <build id>"; event is
+# "queued" | "up-to-date" | "<step name>" | "retry <n>" | "passed" | "failed" | "interrupted".
+ProgressCallback = Callable[[str, str], None]
+BUILD = "build "  # the prefix of a build's name in progress events
 
 
 class StepRecorder:

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from buildmatrix.builder.engine import judge_smoke
 from buildmatrix.builder.runners.base import BuildJob, CellJob, CellOutput
 from buildmatrix.builder.runners.docker import (
     UV_CACHE,
@@ -25,6 +24,7 @@ from buildmatrix.builder.runners.docker import (
 )
 from buildmatrix.builder.sdkwheels import SdkWheels
 from buildmatrix.builder.toolenv import reproducible_env
+from buildmatrix.builder.verdicts import judge_smoke
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.builds import plan_builds

@@ -10,11 +10,13 @@ from typing import ClassVar
 
 import pytest
 
-from buildmatrix.builder.engine import Engine, RunOptions, judge_smoke
+from buildmatrix.builder.engine import Engine
 from buildmatrix.builder.planning import PlannedBuild
 from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, CellOutput, CellRunners, SmokeRun
 from buildmatrix.builder.runners.local import LocalRunner
+from buildmatrix.builder.scheduler import RunOptions
 from buildmatrix.builder.steps import StepRecorder
+from buildmatrix.builder.verdicts import judge_smoke
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.cells import Cell, expand
