@@ -427,8 +427,10 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
 def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder.records.parse import RecordRules
     from buildmatrix.builder.records.store import ResultStore
+    from buildmatrix.publish.docs import DocsLayout, docs_problems, read_docs_table
     from buildmatrix.publish.ledger import reason_problem
-    from buildmatrix.publish.site import DocsLayout, Withdrawal, docs_problems, publish, read_docs_table
+    from buildmatrix.publish.site import publish
+    from buildmatrix.publish.staging import Withdrawal
 
     matrix = load_matrix(Path(args.matrix).resolve())
     workspace = Workspace.for_root(matrix.root)
@@ -497,8 +499,8 @@ def origins_lines(origins: dict[str, str] | Mapping[str, str], shown: int = 12) 
 
 
 def cmd_fetch_site(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix.publish.docs import DocsLayout, read_docs_table
     from buildmatrix.publish.fetch import fetch_site
-    from buildmatrix.publish.site import DocsLayout, read_docs_table
 
     matrix = load_matrix(Path(args.matrix).resolve())
     workspace = Workspace.for_root(matrix.root)

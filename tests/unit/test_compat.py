@@ -16,6 +16,7 @@ from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish.advice import all_choices, install_choice
+from buildmatrix.publish.docs import DOCS_TABLE, docs_problems, rendered_docs
 from buildmatrix.publish.index import check_coverage, page_anchors, read_metadata
 from buildmatrix.publish.markdown import (
     README_END,
@@ -28,7 +29,7 @@ from buildmatrix.publish.markdown import (
 )
 from buildmatrix.publish.overlay import build_table, feature_support
 from buildmatrix.publish.page import site_page
-from buildmatrix.publish.site import DOCS_TABLE, docs_problems, rendered_docs, write_site
+from buildmatrix.publish.site import write_site
 from buildmatrix.publish.staleness import stale_problems
 from buildmatrix.publish.table import CompatTable, FeatureSupport, available_from_table
 from buildmatrix.vocab import FeatureState, Status

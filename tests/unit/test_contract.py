@@ -298,7 +298,7 @@ def test_probe_interfaces_need_both_keys(write_matrix: WriteMatrix) -> None:
 
 
 def test_the_docs_go_where_publish_says(write_matrix: WriteMatrix, tmp_path: Path) -> None:
-    from buildmatrix.publish.site import DocsLayout, read_docs_table, rendered_docs, write_docs
+    from buildmatrix.publish.docs import DocsLayout, read_docs_table, rendered_docs, write_docs
     from buildmatrix.publish.table import CompatTable
 
     from conftest import REPO
@@ -328,7 +328,7 @@ def test_the_docs_go_where_publish_says(write_matrix: WriteMatrix, tmp_path: Pat
 
 
 def test_the_readme_block_can_be_switched_off(write_matrix: WriteMatrix, tmp_path: Path) -> None:
-    from buildmatrix.publish.site import DocsLayout, docs_of, read_readme
+    from buildmatrix.publish.docs import DocsLayout, docs_of, read_readme
     from buildmatrix.publish.table import CompatTable
 
     from conftest import REPO

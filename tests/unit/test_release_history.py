@@ -24,9 +24,11 @@ from buildmatrix.model.cells import expand
 from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.pythons import Python
+from buildmatrix.publish.docs import write_docs
 from buildmatrix.publish.index import page_anchors
 from buildmatrix.publish.ledger import RELEASED
-from buildmatrix.publish.site import SiteReport, Withdrawal, publish, write_docs
+from buildmatrix.publish.site import SiteReport, publish
+from buildmatrix.publish.staging import Withdrawal
 from buildmatrix.publish.table import CompatTable
 from buildmatrix.publish.versions import VERSION_MARKER
 from buildmatrix.vocab import Cause, FailureClass, Status

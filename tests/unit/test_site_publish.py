@@ -19,6 +19,7 @@ from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish import site as site_module
 from buildmatrix.publish.advice import all_choices
+from buildmatrix.publish.docs import DocsLayout, write_docs
 from buildmatrix.publish.index import page_anchors
 from buildmatrix.publish.overlay import build_table
 from buildmatrix.publish.page import choice_key, site_page
@@ -376,10 +377,10 @@ def test_the_docs_are_written_under_the_publish_lock(
     wheels = tmp_path / "wheels"
     table = table_of(matrix, wheels)
     seen: list[bool] = []
-    real = site_module.write_docs
+    real = write_docs  # as site.py imported it: the name the publish looks up there is patched
 
     def write_docs_and_try_the_lock(
-        table: CompatTable, root: Path, layout: site_module.DocsLayout, rendered: dict[Path, str] | None = None
+        table: CompatTable, root: Path, layout: DocsLayout, rendered: dict[Path, str] | None = None
     ) -> list[Path]:
         with (wheels / ".site-publish.lock").open("a") as other:
             try:
