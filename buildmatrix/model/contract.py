@@ -18,7 +18,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from buildmatrix.model.optreader import Node, OptionReader
+from buildmatrix.model.optreader import OptionReader
+from buildmatrix.model.optwalk import Node
 from buildmatrix.model.pythons import Python
 
 FEATURES_PLACEHOLDER = "{features}"

@@ -13,7 +13,8 @@ from buildmatrix.model.cellkey import (
 from buildmatrix.model.contract import read_contract
 from buildmatrix.model.matrix import BuildImage, CellRule, Matrix, PluginSpec, Timeouts, TorchRelease, WheelSource
 from buildmatrix.model.options import HOST, OPTIONS, PIP_CONFIG, TIMEOUT_DEFAULTS
-from buildmatrix.model.optreader import Node, OptionReader, describe
+from buildmatrix.model.optreader import OptionReader
+from buildmatrix.model.optwalk import Node, describe
 from buildmatrix.model.sdkloader import read_naming, read_sdk, sdk_kind
 from buildmatrix.model.yamlsource import load_yaml_with_lines
 from buildmatrix.vocab import REGISTRY_VARIANT, RunnerName, WheelSourceKind

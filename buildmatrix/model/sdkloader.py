@@ -21,7 +21,8 @@ from buildmatrix.model.cellkey import (
 )
 from buildmatrix.model.matrix import BuildImage, PluginSpec, Sdk, SdkVersion, TorchRelease
 from buildmatrix.model.options import HOST, PLAIN_NAME
-from buildmatrix.model.optreader import Node, OptionReader
+from buildmatrix.model.optreader import OptionReader
+from buildmatrix.model.optwalk import Node
 from buildmatrix.vocab import SdkKind
 
 # ---- the SDK --------------------------------------------------------------------------------------------------------
