@@ -98,6 +98,21 @@ def test_the_cycle_check_sees_function_level_and_type_checking_imports(tmp_path:
     assert graph.cycles(frozenset({"module"})) == []
 
 
+# Over the line limit and waiting for their split: this list may only shrink (issue 35). The command line is being
+# made thin (parse, call, render); the Docker runner's steps are being rebuilt by construction.
+PENDING = frozenset({"buildmatrix.cli", "buildmatrix.builder.runners.docker"})
+
+
+def test_no_module_over_the_line_limit_but_the_options_table() -> None:
+    graph_module = module_graph()
+    graph = graph_module.read_graph(PACKAGE)
+    over = {m: graph.lines(m) for m in graph.modules if graph.lines(m) > graph_module.LINE_LIMIT}
+    allowed = graph_module.EXEMPT | PENDING
+    assert {m: n for m, n in over.items() if m not in allowed} == {}, (
+        f"over {graph_module.LINE_LIMIT} lines: split them by job (scripts/module_graph.py prints the sizes)"
+    )
+
+
 def test_every_module_named_in_architecture_md_exists() -> None:
     text = (REPO / "ARCHITECTURE.md").read_text()
     named = {token.strip("`") for token in text.split() if token.strip("`,.;:()").endswith(".py")}
