@@ -127,7 +127,10 @@ EMU_API emuError_t emuMemcpy(void* dst, const void* src, size_t count, emuMemcpy
 EMU_API emuError_t emuMemset(void* devPtr, int value, size_t count);
 
 /* ---- streams ------------------------------------------------------------ */
-/* A null emuStream_t is the default stream of the current device. */
+/* A null emuStream_t is the default stream of the current device. API 2.x: work queued on a
+ * created stream starts only after the work queued before it on its device's default stream (as
+ * CUDA's blocking streams after the legacy default stream); the default stream does not wait for
+ * created streams. */
 typedef struct emuStream_st* emuStream_t;
 
 EMU_API emuError_t emuStreamCreate(emuStream_t* stream); /* on the current device */

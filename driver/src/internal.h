@@ -69,6 +69,9 @@ int& current_device_index();
 struct Task {
   std::function<int()> run;
   std::function<void()> after;
+  // A created stream's task starts once its device's default stream has completed this many tasks:
+  // the default stream's work queued before it (0 on the default stream itself).
+  uint64_t after_default = 0;
 };
 
 struct Stream {

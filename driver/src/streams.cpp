@@ -34,6 +34,16 @@ void run_task(Stream* s, const std::function<int()>& task) {
 }
 
 #if EMU_DRIVER_HAS_ASYNC
+// A created stream orders after its device's default stream, as CUDA's blocking streams after the legacy
+// default stream: without it, work queued on the default stream (a tensor's creation) and then read on
+// another stream (which waited on an event of a third) could be read before it was written.
+void wait_for_default_stream(Stream* s, uint64_t target) {
+  Stream* d = s->device->default_stream;
+  if (target == 0 || d == nullptr || d == s || d->completed.load(std::memory_order_acquire) >= target) return;
+  std::unique_lock<std::mutex> lock(d->mu);
+  d->idle_cv.wait(lock, [d, target] { return d->completed.load(std::memory_order_acquire) >= target; });
+}
+
 void worker_loop(Stream* s) {
   for (;;) {
     Task task;
@@ -54,6 +64,7 @@ void worker_loop(Stream* s) {
       task = std::move(s->queue.front());
       s->queue.pop_front();
     }
+    wait_for_default_stream(s, task.after_default);
     run_task(s, task.run);
     s->completed.fetch_add(1, std::memory_order_release);
     if (task.after) task.after();
@@ -168,9 +179,16 @@ Stream* resolve_stream(Runtime* rt, emuStream_t handle, emuError_t* error) {
 
 emuError_t submit(Stream* s, std::function<int()> run, std::function<void()> after) {
 #if EMU_DRIVER_HAS_ASYNC
+  Stream* d = s->device->default_stream;
+  // The default stream's tasks queued so far: this one starts after them (0 when already done).
+  uint64_t after_default = 0;
+  if (d != nullptr && d != s) {
+    after_default = d->enqueued.load(std::memory_order_acquire);
+    if (d->completed.load(std::memory_order_acquire) >= after_default) after_default = 0;
+  }
   {
     std::lock_guard<std::mutex> lock(s->mu);
-    s->queue.push_back(Task{std::move(run), std::move(after)});
+    s->queue.push_back(Task{std::move(run), std::move(after), after_default});
     s->enqueued.fetch_add(1, std::memory_order_release);
   }
   s->work_cv.notify_one();

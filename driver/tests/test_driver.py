@@ -357,6 +357,29 @@ def test_api_2_streams_run_asynchronously_in_order_with_events(driver_v2: Path) 
     assert drv.code("emuEventQuery", start_evt) == INVALID_RESOURCE_HANDLE
 
 
+def test_api_2_created_streams_start_after_the_default_streams_earlier_work(driver_v2: Path) -> None:
+    """A tensor made on the default stream and read on another (which waited only on an event of a third) was read
+    before it was written: PyTorch's reference test_multiple_streams_wait_same_event got two different sums."""
+    drv = Driver(driver_v2)
+    side, third = drv.stream(), drv.stream()
+    order: list[str] = []
+    drv.call("emuLaunchKernel", drv.kernel(lambda _a: time.sleep(0.2) or order.append("default") or 0), None, None)
+    event = ctypes.c_void_p()
+    drv.call("emuEventCreateWithFlags", ctypes.byref(event), 0)
+    drv.call("emuEventRecord", event, third)
+    drv.call("emuStreamWaitEvent", side, event)
+    drv.call("emuLaunchKernel", drv.kernel(lambda _a: order.append("side") or 0), None, side)
+    drv.call("emuStreamSynchronize", side)
+    assert order == ["default", "side"]
+    # One direction only: the default stream does not wait for created streams (no legacy-stream barrier).
+    drv.call("emuLaunchKernel", drv.kernel(lambda _a: time.sleep(0.3) or order.append("slow side") or 0), None, side)
+    drv.call("emuLaunchKernel", drv.kernel(lambda _a: order.append("default again") or 0), None, None)
+    drv.call("emuStreamSynchronize", None)
+    assert order[-1] == "default again" and drv.code("emuStreamQuery", side) == NOT_READY
+    drv.call("emuStreamSynchronize", side)
+    drv.call("emuEventDestroy", event)
+
+
 def test_api_2_async_copy_is_checked_at_enqueue(driver_v2: Path) -> None:
     drv = Driver(driver_v2)
     a = drv.malloc(128)

@@ -5,7 +5,7 @@ import time
 
 import pytest
 import torch
-from smoke_gates import DRIVER_MAJOR, requires_driver
+from smoke_gates import DRIVER_MAJOR, requires_driver, requires_torch
 
 import torch_emu
 
@@ -177,3 +177,26 @@ def test_record_stream_delays_reuse_until_the_stream_is_done():
     z = torch.empty(n, device="emu")
     assert z.data_ptr() == old
     assert torch.emu.memory_reserved() == reserved
+
+
+@pytest.mark.feature("streams")
+@requires_driver(2, "asynchronous streams")
+@requires_torch(">=2.6", "torch.Stream and torch.accelerator for emu")
+def test_streams_waiting_on_one_event_read_what_the_default_stream_wrote():
+    """PyTorch's reference test_multiple_streams_wait_same_event: tensors made on the default stream, read on two
+    streams that waited on an event of a third, gave two sums (7 in 30 runs here) until created streams started
+    after the default stream's earlier work (the driver's ordering)."""
+    for _ in range(20):
+        s1, s2, s3 = (torch.Stream(device="emu:0") for _ in range(3))
+        x, y = torch.randn(30, 30, device="emu:0"), torch.randn(30, 30, device="emu:0")
+        event = s1.record_event()
+        s2.wait_event(event)
+        s3.wait_event(event)
+        with s2:
+            z2 = torch.matmul(x, y)
+        with s3:
+            z3 = torch.matmul(x, y)
+        torch.accelerator.synchronize()
+        assert event.query()
+        assert torch.equal(z2, z3)
+        torch.testing.assert_close(z2.cpu(), x.cpu() @ y.cpu())
