@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import logging
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
-from buildmatrix.builder.workspace import Workspace
+from buildmatrix.builder.workspace import RunLock, Workspace
 from buildmatrix.errors import EXIT_CELLS_FAILED, EngineUnavailable, ResourceError, UserError
 from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import Cell, Selection, expand
@@ -153,7 +154,6 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.builder.runners.select import runners_or_unbuilt
     from buildmatrix.builder.scheduler import RunOptions
     from buildmatrix.builder.unbuilt import record_not_built
-    from buildmatrix.builder.workspace import RunLock
     from buildmatrix.progress import ProgressDisplay, summary_table
 
     loaded = load_cells(args)
@@ -287,8 +287,12 @@ def cmd_merge_results(args: argparse.Namespace, console: Console) -> int:
     into = Path(args.into)
     # With the project's matrix.yaml, every record's wheels are checked against its distributions too.
     matrix_path = Path(args.matrix)
-    rules = RecordRules.of(load_matrix(matrix_path.resolve())) if matrix_path.is_file() else None
-    report = merge_wheel_trees([Path(p) for p in args.sources], into, rules)
+    matrix = load_matrix(matrix_path.resolve()) if matrix_path.is_file() else None
+    rules = RecordRules.of(matrix) if matrix is not None else None
+    # In a project, under the run lock a build takes (RunLocked, exit 6): a build writing wheels/ meanwhile would mix
+    # its records with the merged ones.
+    with RunLock(Workspace.for_root(matrix.root)) if matrix is not None else contextlib.nullcontext():
+        report = merge_wheel_trees([Path(p) for p in args.sources], into, rules)
     console.print(
         f"merged {len(args.sources)} tree(s) into {into}: {len(report.cells)} cell record(s), "
         f"{report.wheels} wheel(s) checked against their records, {report.copied} file(s) copied",
@@ -439,8 +443,8 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
     if withdrawals and (problem := reason_problem(args.reason or "")):
         raise UserError(f"--reason {problem} (nothing was written)")
     if args.check:
-        if withdrawals or args.new_ledger:
-            raise UserError("--check writes nothing: it takes no --yank, --remove or --new-ledger")
+        if withdrawals or args.new_ledger or args.first_publish:
+            raise UserError("--check writes nothing: it takes no --yank, --remove, --new-ledger or --first-publish")
         problems = docs_problems(read_docs_table(matrix.root, DocsLayout.of(matrix)), matrix)
     else:
         registry = Registry(workspace.cache_dir / "registry", offline=args.offline)
@@ -461,6 +465,7 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
             withdrawals=withdrawals,
             new_ledger=args.new_ledger,
             layout=DocsLayout.of(matrix),
+            first_publish=args.first_publish,
         )
         for line in origins_lines(report.origins):
             console.print(line, highlight=False)
@@ -508,7 +513,13 @@ def cmd_fetch_site(args: argparse.Namespace, console: Console) -> int:
     committed = read_docs_table(matrix.root, layout) if (matrix.root / layout.table).is_file() else None
     if committed is not None and committed.plugin != matrix.plugin.distribution:
         committed = None  # another project's docs (a template's, a copy's) say nothing about this site
-    report = fetch_site(args.site_url, workspace.wheels_dir / "site", committed=committed, new_ledger=args.new_ledger)
+    report = fetch_site(
+        args.site_url,
+        workspace.wheels_dir / "site",
+        committed=committed,
+        new_ledger=args.new_ledger,
+        first_publish=args.first_publish,
+    )
     for note in report.notes:
         console.print(note, highlight=False)
     if report.version is not None:
@@ -670,7 +681,9 @@ def add_compat_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     compat.add_argument("--matrix", default="matrix.yaml")
     compat.add_argument("--offline", action="store_true", help="use the cached registry answers only")
     compat.add_argument(
-        "--site-url", default="", help="URL the site is served at, for the commands in the docs (default: <site>)"
+        "--site-url",
+        help="URL the site is served at, for the commands in the docs (default: the committed "
+        "docs/compatibility.json's, else <site>)",
     )
     compat.add_argument("--check", action="store_true", help="write nothing; fail if the committed docs are stale")
     compat.add_argument(
@@ -693,6 +706,12 @@ def add_compat_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="the live site has published but lost its released.json: start a new ledger from the wheels it serves",
     )
+    compat.add_argument(
+        "--first-publish",
+        action="store_true",
+        help="this is the project's first publish: start a release history although there is no local site while "
+        "the committed docs name a site or list passed cells (else: fetch-site first)",
+    )
     compat.set_defaults(func=cmd_compat_table)
 
 
@@ -708,6 +727,12 @@ def add_fetch_site_parser(sub: argparse._SubParsersAction[argparse.ArgumentParse
         "--new-ledger",
         action="store_true",
         help="the site has published but serves no released.json: start a ledger from the wheels its table lists",
+    )
+    fetch.add_argument(
+        "--first-publish",
+        action="store_true",
+        help="the project's first publish: a site URL that answers 404 for everything starts an empty release "
+        "history (else it is 'not found')",
     )
     fetch.set_defaults(func=cmd_fetch_site)
 

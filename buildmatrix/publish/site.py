@@ -8,17 +8,15 @@ The whole next version is built and checked beside the live one, then made live 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildmatrix.builder.records.model import CellResult
-from buildmatrix.errors import RecordError, RunLocked
+from buildmatrix.errors import RecordError
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import Matrix, TorchRelease
 from buildmatrix.model.pythons import Python
@@ -41,7 +39,7 @@ from buildmatrix.publish.staging import LiveSite, Staged, Withdrawal, stage_logs
 from buildmatrix.publish.table import CompatTable
 from buildmatrix.publish.tableparse import parse_table
 from buildmatrix.publish.verify import site_problems
-from buildmatrix.publish.versions import live_version, new_version, read_ledger, recover_site, swap
+from buildmatrix.publish.versions import live_version, new_version, publish_lock, read_ledger, recover_site, swap
 from buildmatrix.util.atomic import write_new
 from buildmatrix.util.paths import read_regular
 from buildmatrix.util.when import utc_iso
@@ -171,7 +169,7 @@ def write_site(
     site and the docs are left as they were. With `matrix`, the table is also checked against matrix.yaml.
     """
     site.parent.mkdir(parents=True, exist_ok=True)
-    with _publish_lock(site):
+    with publish_lock(site):
         notes = recover_site(site)
         live = read_live(site, new_ledger, limits)
         report = _write_site(
@@ -188,18 +186,19 @@ def publish(
     *,
     wheels_dir: Path,
     site: Path,
-    site_url: str = "",
+    site_url: str | None = None,
     docs_root: Path | None = None,
     withdrawals: Iterable[Withdrawal] = (),
     new_ledger: bool = False,
     layout: DocsLayout | None = None,
     limits: LedgerLimits = DEFAULT_LIMITS,
+    first_publish: bool = False,
 ) -> tuple[CompatTable, SiteReport]:
     """compat-table: under the publish lock, read the live site, lay this run's records over its table and the
     committed one (results accumulate), and publish the result as write_site does. Returns the table and the report
     (with each cell's origin)."""
     site.parent.mkdir(parents=True, exist_ok=True)
-    with _publish_lock(site):
+    with publish_lock(site):
         notes = recover_site(site)
         live = read_live(site, new_ledger, limits)
         bases: list[tuple[str, CompatTable]] = []
@@ -207,8 +206,14 @@ def publish(
             bases.append((f"the live site ({live.path.name}/{SITE_TABLE})", live.table))
         root = docs_root or matrix.root
         layout = layout or DocsLayout.of(matrix)
-        if (root / layout.table).is_file():
-            bases.append((str(layout.table), read_docs_table(root, layout)))
+        committed = read_docs_table(root, layout) if (root / layout.table).is_file() else None
+        if committed is not None:
+            bases.append((str(layout.table), committed))
+        ours = committed if committed is not None and committed.plugin == matrix.plugin.distribution else None
+        if live is None and not first_publish and ours is not None:
+            _refuse_a_new_history(site, layout, ours)
+        if site_url is None:  # not given: the site the committed docs name stays the site (CI passes its URL)
+            site_url = ours.site_url if ours is not None else ""
         table, origins = overlay_table(matrix, cells, results, available, site_url=site_url, bases=bases)
         docs = docs_of(table, root, layout)  # they must render first
         fresh = {cell_id for cell_id, origin in origins.items() if origin == "records"}
@@ -217,6 +222,24 @@ def publish(
         )
         report = dataclasses.replace(report, notes=(*notes, *report.notes), origins=origins)
         return table, _with_docs(report, table, docs_root, layout, docs)
+
+
+def _refuse_a_new_history(site: Path, layout: DocsLayout, committed: CompatTable) -> None:
+    """No local site, but the committed docs say this project has published: publishing now would start an empty
+    release history over the live one (after a `git clean`, on a fresh clone). RecordError (exit 7) saying how on."""
+    listed = sum(c.installable for c in committed.cells)
+    if not committed.site_url and not listed:
+        return
+    said = f"names the site {committed.site_url}" if committed.site_url else ""
+    said += (" and " if said else "") + f"lists {listed} passed cell(s)" if listed else ""
+    url = committed.site_url or "URL"
+    raise RecordError(
+        str(site / RELEASED),
+        f"missing: there is no local site, but {layout.table} {said}, so this project has published before. "
+        "Publishing now would start a new, empty release history over the live one. Fetch the live site's ledger "
+        f"first: `buildmatrix fetch-site --site-url {url}`; if this really is the project's first publish, say so: "
+        "`buildmatrix compat-table --first-publish`",
+    )
 
 
 def _with_docs(
@@ -229,17 +252,6 @@ def _with_docs(
     if report.published and docs_root is not None:
         return dataclasses.replace(report, docs=tuple(write_docs(table, docs_root, layout, rendered)))
     return report
-
-
-@contextmanager
-def _publish_lock(site: Path) -> Iterator[None]:
-    """One publisher at a time: a second would read a live site the first is about to replace."""
-    with site.with_name(f".{site.name}-publish.lock").open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunLocked(f"another command is publishing or fetching {site}; wait for it to finish") from None
-        yield  # the kernel drops the lock when the file closes, or when its holder dies
 
 
 def _write_site(

@@ -183,6 +183,14 @@ def stage_wheels(
                 staged.problems.append(_missing(wheels_dir, path, sha))
                 continue
         known = staged.ledger.get(path)
+        if known is not None and known.removed is not None and not known.restorable:
+            # Withdrawn for good: a record naming it (right after a build, on CI, a reproducible rebuild) neither
+            # serves it again nor stops the publish of the other cells; its cells are shown without it.
+            staged.unserved.add(path)
+            staged.notes.append(
+                f"{path}: withdrawn on {known.removed_on}, not served; {len(cells)} cell(s) naming it shown without it"
+            )
+            continue
         if known is not None and known.sha256 == sha:  # released: the live site's copy, linked with its metadata
             released = _read_wheel(live_dir, path, sha)
             if released is not None and live_dir is not None:

@@ -11,16 +11,19 @@ checked and is about to go live. The history is never deleted:
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import re
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildmatrix.errors import RecordError
+from buildmatrix.errors import RecordError, RunLocked
 from buildmatrix.publish.ledger import DEFAULT_LIMITS, RELEASED, Ledger, LedgerLimits, parse_ledger
 
 log = logging.getLogger(__name__)
@@ -189,3 +192,16 @@ def prune(site: Path, live_ledger: Ledger | None = None) -> list[Path]:
             shutil.rmtree(version.path)
             removed.append(version.path)
     return removed
+
+
+@contextmanager
+def publish_lock(site: Path) -> Iterator[None]:
+    """One command at a time changes the site: a publish (compat-table) or a fetch-site; a second would read a live
+    site the first is about to replace. A held lock is RunLocked (exit code 6)."""
+    site.parent.mkdir(parents=True, exist_ok=True)
+    with site.with_name(f".{site.name}-publish.lock").open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunLocked(f"another command is publishing or fetching {site}; wait for it to finish") from None
+        yield  # the kernel drops the lock when the file closes, or when its holder dies

@@ -55,6 +55,12 @@ runner: auto
 TINY_CELLS = ("torch2.13-cpu-cp311-drv1", "torch2.13-cpu-cp311-drv2")
 
 
+def site_variables(world: ActWorld) -> dict[str, str]:
+    """The repository variables of every run: the stand-in Pages site, whose first run is the first publish (the flag
+    matters only while the address answers 404 for everything)."""
+    return {"SITE_URL": world.pages_url, "FIRST_PUBLISH": "true"}
+
+
 def tiny_project(extra: dict[str, str | None] | None = None) -> dict[str, str | None]:
     """This repository with the tiny plugin and driver in place of ours, and the tiny matrix."""
     changes: dict[str, str | None] = {
@@ -97,7 +103,7 @@ def tiny_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ActWo
 @pytest.fixture(scope="module")
 def tiny_push(tiny_world: tuple[ActWorld, Path]) -> ActRun:
     world, work = tiny_world
-    return run_act(world, work, WORKFLOW, "push", variables={"SITE_URL": world.pages_url})
+    return run_act(world, work, WORKFLOW, "push", variables=site_variables(world))
 
 
 def test_the_workflow_under_test_is_the_one_we_ship(tiny_world: tuple[ActWorld, Path]) -> None:
@@ -171,7 +177,7 @@ def test_dispatch_with_a_selection_builds_only_it_and_never_deploys(
         WORKFLOW,
         "workflow_dispatch",
         payload={"ref": "refs/heads/main", "inputs": {"selection": "--sdk 2"}},
-        variables={"SITE_URL": world.pages_url},
+        variables=site_variables(world),
     )
     assert results(run) == {
         "plan": "success",
@@ -194,7 +200,7 @@ def test_a_run_without_a_stand_in_fails_in_plan(tiny_world: tuple[ActWorld, Path
     """act left to fetch actions/checkout from GitHub (unreachable here): plan fails, naming it; nothing else runs."""
     world, work = tiny_world
     run = run_act(
-        world, work, WORKFLOW, "push", variables={"SITE_URL": world.pages_url}, without=frozenset({"actions/checkout"})
+        world, work, WORKFLOW, "push", variables=site_variables(world), without=frozenset({"actions/checkout"})
     )
     assert run.returncode != 0
     assert results(run) == {"plan": "failure"}, run.summary()
@@ -212,7 +218,7 @@ def test_a_workflow_using_an_action_without_stand_in_is_refused_before_act_start
     with act_world(tmp_path / "world", name="new-action") as world:
         work = publish_repository(world, tiny_project({f".github/workflows/{WORKFLOW}": changed}))
         with pytest.raises(StandInError) as refused:
-            run_act(world, work, WORKFLOW, "push", variables={"SITE_URL": world.pages_url})
+            run_act(world, work, WORKFLOW, "push", variables=site_variables(world))
         assert not list(world.root.glob("act-*.log"))  # act never started
     where = work / ".github" / "workflows" / WORKFLOW
     assert f"{where}:{line}: uses: someone/new-action@0123456789abcdef0123456789abcdef01234567 has no stand-in" in str(
@@ -241,7 +247,7 @@ def test_a_plan_over_githubs_job_limit_fails_before_any_cell(tmp_path: Path) -> 
     )
     with act_world(tmp_path / "world", name="too-large") as world:
         work = publish_repository(world, tiny_project({"matrix.yaml": matrix}))
-        run = run_act(world, work, WORKFLOW, "push", variables={"SITE_URL": world.pages_url})
+        run = run_act(world, work, WORKFLOW, "push", variables=site_variables(world))
     assert results(run) == {"plan": "failure"}, run.summary() + "\n" + run.output[-4000:]
     assert "280 cells, but a GitHub Actions matrix runs at most 256 jobs" in run.job("plan").log
 
@@ -264,7 +270,7 @@ def narrowed_matrix(image_cell: bool = False) -> str:
 def test_real_plugin_push_publishes_what_a_single_machine_publishes(tmp_path: Path) -> None:
     with act_world(tmp_path / "world") as world:
         work = publish_repository(world, {"matrix.yaml": narrowed_matrix()})
-        run = run_act(world, work, WORKFLOW, "push", variables={"SITE_URL": world.pages_url})
+        run = run_act(world, work, WORKFLOW, "push", variables=site_variables(world))
         print(run.summary())
         cells = ("torch2.13-cpu-cp311-drv1", "torch2.13-cpu-cp311-drv2")
         builds = ("torch2.13-cpu-drv1", "torch2.13-cpu-drv2")  # torch_emu's wheel serves every Python
@@ -291,7 +297,7 @@ def test_a_cell_only_an_image_serves_runs_on_the_docker_runner(tmp_path: Path) -
     image_cell = "torch2.13-cuda-cp314-drv2"
     with act_world(tmp_path / "world") as world:
         work = publish_repository(world, {"matrix.yaml": narrowed_matrix(image_cell=True)})
-        run = run_act(world, work, WORKFLOW, "push", variables={"SITE_URL": world.pages_url}, timeout=3 * 3600)
+        run = run_act(world, work, WORKFLOW, "push", variables=site_variables(world), timeout=3 * 3600)
         print(run.summary())
         assert results(run)[f"cell {image_cell}"] == "success", run.summary() + "\n" + run.output[-6000:]
         assert {job.matrix["cell"]: job.matrix["runner"] for job in run.ran("cell")} == {

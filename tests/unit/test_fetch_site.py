@@ -86,13 +86,58 @@ def test_a_fresh_runner_publishes_on_the_live_sites_history(live: tuple[Project,
         assert "latest attempt failed" in get(f"{base}/index.html").decode()
 
 
-def test_nothing_released_yet_is_not_an_error_and_writes_nothing(tmp_path: Path) -> None:
+def test_a_url_that_answers_404_for_everything_is_not_found_unless_a_first_publish(
+    write_matrix: WriteMatrix, tmp_path: Path
+) -> None:
+    """A wrong or renamed site URL (three 404s) once passed as "nothing released yet", and the publish started an
+    empty history. Now it is "not found", naming both ways on; a first publish is said explicitly."""
     empty = tmp_path / "empty-site"
     empty.mkdir()
+    project = Project(load_matrix(write_matrix()))
     for url in serve(empty):
-        report = fetch_site(url, tmp_path / "wheels" / "site")
-    assert report.version is None and report.notes == (f"no site at {url} yet: nothing released",)
-    assert not (tmp_path / "wheels").exists()
+        with pytest.raises(FetchError) as stopped:
+            fetch_site(url, project.site)
+        message = str(stopped.value)
+        assert message.startswith(f"not found: {url} answers 404") and "SITE_URL" in message
+        assert "--first-publish" in message and "FIRST_PUBLISH" in message
+        assert not project.wheels.exists()
+        report = fetch_site(url, project.site, first_publish=True)
+    assert report.version is not None and "first publish" in report.notes[0]
+    assert json.loads((project.site / RELEASED).read_text())["wheels"] == {}
+    # compat-table publishes on that empty history, although the committed docs list passed cells
+    _table, published = project.run(project.record(A))
+    assert published.published and plugin_wheel(project.record(A)) in (project.site / RELEASED).read_text()
+    shutil.rmtree(project.wheels)
+    with pytest.raises(RecordError, match="fetch-site"):  # once published, the docs stop a fresh workspace
+        project.run(project.record(A))
+
+
+def test_fetch_site_takes_the_publish_lock(live: tuple[Project, str, Path], tmp_path: Path) -> None:
+    import fcntl
+
+    from buildmatrix.errors import RunLocked
+
+    project, url, _deployed = live
+    runner = runner_project(project, tmp_path)
+    runner.wheels.mkdir()
+    with (runner.wheels / ".site-publish.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(RunLocked, match="another command is publishing or fetching"):
+            fetch_site(url, runner.site)
+    assert [p.name for p in runner.wheels.iterdir()] == [".site-publish.lock"]
+    assert fetch_site(url, runner.site).version is not None
+
+
+def test_a_fetched_log_path_naming_a_site_file_says_so(live: tuple[Project, str, Path], tmp_path: Path) -> None:
+    project, url, deployed = live
+    table = json.loads((deployed / "compatibility.json").read_text())
+    cell = next(c for c in table["cells"] if c.get("log"))
+    cell["log"] = RELEASED
+    (deployed / "compatibility.json").write_text(json.dumps(table))
+    runner = runner_project(project, tmp_path)
+    with pytest.raises(RecordError, match=r"log path 'released.json' names a file of the site itself"):
+        fetch_site(url, runner.site)
+    assert not runner.site.exists()
 
 
 @pytest.mark.parametrize("how", ["the site answers", "the committed docs list wheels"])
@@ -108,8 +153,9 @@ def test_a_site_that_published_before_but_serves_no_ledger_stops_the_fetch(
         fetch_url = url
     else:  # the site is not where the URL says (the repository was renamed): every request is a 404
         committed = CompatTable.from_json((project.root / "docs" / "compatibility.json").read_text())
-        # Docs made without a site URL (locally) say nothing about a site: this is still "nothing released yet".
-        assert fetch_site(url + "/renamed-repository", runner.site, committed=committed).version is None
+        # Docs made without a site URL (locally) say nothing about a site: every request a 404 is "not found".
+        with pytest.raises(FetchError, match="not found"):
+            fetch_site(url + "/renamed-repository", runner.site, committed=committed)
         committed = dataclasses.replace(committed, site_url=url)
         fetch_url = url + "/renamed-repository"
     with pytest.raises(RecordError) as stopped:
@@ -160,6 +206,10 @@ def test_a_trickling_site_is_cut_off_at_the_deadline(tmp_path: Path, monkeypatch
         with pytest.raises(FetchError, match=r"\(3 attempts\): .* did not answer in full within 1\.5 s"):
             fetch_site(u.rstrip("/"), tmp_path / "wheels" / "site", deadline=1.5)
         assert time.monotonic() - start < 8  # three deadlines and two short waits, never forever
+        start = time.monotonic()
+        with pytest.raises(FetchError, match=r"within its total deadline of 2 s"):
+            fetch_site(u.rstrip("/"), tmp_path / "wheels" / "site", deadline=1.5, total=2.0)
+        assert time.monotonic() - start < 4  # the total deadline, not three request deadlines
     assert not (tmp_path / "wheels").exists()
 
 

@@ -245,9 +245,33 @@ def test_withdrawing_a_wheel_is_explicit_and_recorded(project: Project) -> None:
         assert status_of(f"{base}/{path}") == 404 and status_of(f"{base}/{path}.metadata") == 404
         assert status_of(f"{base}/simple/torch-emu/") == 404  # no torch-emu wheel is served any more
         assert name not in get(f"{base}/simple/").decode() + get(f"{base}/index.html").decode()
-    # Its record comes back (the same bytes): a withdrawn wheel is never served again.
+    # Its record comes back (the same bytes, a reproducible rebuild): it stays withdrawn, and the publish goes on.
     _table, back = project.run(passed)
-    assert not back.published and "withdrawn on" in back.problems[0] and "never served again" in back.problems[0]
+    assert back.published and any(n.startswith(f"{path}: withdrawn on") for n in back.notes), back.problems
+    for base in project.served():
+        assert status_of(f"{base}/{path}") == 404
+
+
+def test_remove_works_with_the_records_present_and_never_blocks_other_cells(project: Project) -> None:
+    """Right after a build, and always on CI, wheels/results holds the records of the cells that tested the wheel:
+    --remove once failed there, and every later publish of that reproducible build failed too."""
+    first, other = project.record(A), project.record(B)
+    project.run(first, other)
+    path, kept = plugin_wheel(first), plugin_wheel(other)
+    _table, removed = project.run(first, other, withdrawals=[Withdrawal(path, "bad tag", remove=True)])
+    assert removed.published, removed.problems
+    _table, again = project.run(
+        first, other, withdrawals=[Withdrawal(path, "again, from CI\nsecond line", remove=True)]
+    )
+    assert again.published, again.problems
+    entry = json.loads((project.site / RELEASED).read_text())["wheels"][path]
+    assert entry["removed"]["reason"] == "bad tag"  # the first reason and date are kept
+    assert [(h["kind"], h["reason"]) for h in entry["history"]] == [("remove", "again, from CI\nsecond line")]
+    _table, later = project.run(project.record(A, finished=2e9), other)  # a rebuild: same bytes, still withdrawn
+    assert later.published, later.problems
+    for base in project.served():
+        assert status_of(f"{base}/{path}") == 404
+        check_served(base, kept, (project.wheels / kept).read_bytes())
 
 
 def test_a_multi_line_reason_publishes_round_trips_and_the_site_publishes_again(project: Project) -> None:
@@ -322,6 +346,35 @@ def test_a_withdrawal_reason_is_checked_at_the_command_line(project: Project) ->
     assert project.site.resolve() == live and "yanked" not in (live / RELEASED).read_text()
 
 
+def test_a_fresh_workspace_never_starts_a_new_history_over_a_published_site(project: Project) -> None:
+    """`git clean -fdx` removes wheels/: the next compat-table once published an empty ledger, exit 0."""
+    passed = project.record(A)
+    project.run(passed)
+    docs = {p: p.read_text() for p in (project.root / "docs").iterdir()}
+    shutil.rmtree(project.wheels)
+    with pytest.raises(RecordError) as stopped:
+        project.run()
+    message = str(stopped.value)
+    assert "lists 1 passed cell(s)" in message and "buildmatrix fetch-site --site-url" in message
+    assert "--first-publish" in message
+    assert [p.name for p in project.wheels.iterdir()] == [".site-publish.lock"]  # no site, no version, no ledger
+    assert {p: p.read_text() for p in (project.root / "docs").iterdir()} == docs
+    _table, report = project.run(project.record(A), first_publish=True)  # said explicitly: it starts again
+    assert report.published
+
+
+def test_compat_table_without_a_site_url_keeps_the_committed_one(project: Project) -> None:
+    url = "https://owner.example.org/repo"
+    passed = project.record(A)
+    project.run(passed, site_url=url)
+    table, _report = project.run(passed)
+    assert table.site_url == url
+    assert json.loads((project.root / "docs" / "compatibility.json").read_text())["site_url"] == url
+    shutil.rmtree(project.wheels)
+    with pytest.raises(RecordError, match=f"names the site {url}.*fetch-site --site-url {url}"):
+        project.run(project.record(A))
+
+
 def test_a_site_that_published_before_but_lost_its_ledger_stops_the_publish(project: Project) -> None:
     passed = project.record(A)
     project.run(passed)
@@ -384,7 +437,10 @@ def test_a_partial_build_overlays_the_committed_results(project: Project, tmp_pa
     (clone.root / "README.md").write_text(README_TEXT)
     write_docs(CompatTable.from_json(committed), clone.root)
     rebuilt = clone.record(A, finished=2e9)
-    table, report = clone.run(rebuilt)
+    # Without its site's ledger the clone starts a new history: only when told to (else it says to fetch-site first).
+    with pytest.raises(RecordError, match="fetch-site"):
+        clone.run(rebuilt)
+    table, report = clone.run(rebuilt, first_publish=True)
     assert report.published, report.problems
     shown = {c.id: c for c in table.cells}
     assert shown[A].recorded == "2033-05-18T03:33:20Z" and shown[B].status == Status.PASSED

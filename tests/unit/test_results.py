@@ -16,7 +16,7 @@ from buildmatrix.model.cellkey import CellKey
 from buildmatrix.model.pythons import Python
 from buildmatrix.vocab import RunnerName, Status
 
-from conftest import run_cli
+from conftest import WriteMatrix, run_cli
 
 SHA = "ab" * 32
 
@@ -254,3 +254,20 @@ def test_build_rebuilds_a_cell_whose_record_is_damaged_and_says_why(tmp_path: Pa
     replanned = engine.plan_cell(cells[0], build, made)
     assert replanned.reusable is None  # rebuilt, never silently "not built"
     assert str(engine.damaged[cells[0].id]).startswith(f"{path}: not valid JSON")
+
+
+def test_merge_results_in_a_project_waits_for_no_build_it_is_refused_while_one_runs(
+    write_matrix: WriteMatrix, tmp_path: Path
+) -> None:
+    """merge-results took no run lock: a build writing wheels/ meanwhile mixed its records with the merged ones."""
+    from buildmatrix.builder.workspace import RunLock, Workspace
+    from buildmatrix.errors import RunLocked
+
+    path = write_matrix()
+    source = ResultStore(tmp_path / "machine1" / "results")
+    source.save(result(A, 1.0, Status.FAILED))
+    into = path.parent / "wheels"
+    with RunLock(Workspace.for_root(path.parent)):
+        done = run_cli(path.parent, "merge-results", str(tmp_path / "machine1"), "--into", str(into), timeout=60)
+    assert done.returncode == RunLocked.exit_code and "another build-matrix run" in done.stderr, done.stderr
+    assert not into.exists()
