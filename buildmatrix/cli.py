@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
+from buildmatrix import __version__
 from buildmatrix.builder.workspace import RunLock, Workspace
 from buildmatrix.errors import EXIT_CELLS_FAILED, EngineUnavailable, ResourceError, UserError
 from buildmatrix.model.builds import Build, plan_builds
@@ -192,7 +193,7 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
     if engine.orphans_ended:
         console.print(f"ended {engine.orphans_ended} process(es) left running by an earlier run that was killed")
     made_builds = [engine.build_results[b.id] for b in builds if b.id in engine.build_results]
-    console.print(summary_table(results, made_builds))
+    console.print(summary_table(results, made_builds, up_to_date=display.up_to_date()))
     for cell_id, damage in engine.damaged.items():
         console.print(Text.assemble((cell_id, "yellow"), f" rebuilt: its record was damaged ({damage})"))
     failed: list[CellResult | BuildResult] = [r for r in results if r.status != Status.PASSED]
@@ -743,6 +744,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Build and test a PyTorch extension or backend across a torch x Python (x SDK) matrix.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version and exit"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     matrix = sub.add_parser("matrix", help="show the expanded cells")

@@ -166,6 +166,11 @@ class RegistryError(UserError):
     exit_code = 9
 
 
+class RegistryUnreachable(RegistryError):
+    """A torch source could not be reached (no answer, a network error) and no cached answer stands in: the network's
+    problem, not matrix.yaml's. Exit code 9."""
+
+
 class FetchError(UserError):
     """`fetch-site` cannot read the live site (network, HTTP status, size, deadline), or it lost a released wheel.
     Exit code 9, like an unreadable index."""

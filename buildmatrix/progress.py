@@ -54,6 +54,11 @@ class ProgressDisplay:
             elif what != "queued":
                 self.console.print(f"{cell_id}: {what}", highlight=False)
 
+    def up_to_date(self) -> set[str]:
+        """The builds ("build <id>") and cells the run found up to date: nothing of theirs ran."""
+        with self.lock:
+            return {name for name, (what, _) in self.state.items() if what == "up-to-date"}
+
     def _table(self) -> Table:
         table = Table(title="buildmatrix build")
         table.add_column("build or cell")
@@ -75,8 +80,12 @@ def failure_kind(result: CellResult | BuildResult) -> str:
     return "deterministic" if result.failure_class else "recorded before failure classes"
 
 
-def summary_table(results: list[CellResult], builds: list[BuildResult] | None = None) -> Table:
-    """The run's builds (what each made) and cells (what each tested)."""
+def summary_table(
+    results: list[CellResult], builds: list[BuildResult] | None = None, up_to_date: set[str] | None = None
+) -> Table:
+    """The run's builds (what each made) and cells (what each tested); those in `up_to_date` (cell ids, "build <id>")
+    did not run: they are marked so, with the time of the run that made their record."""
+    fresh = up_to_date or set()
     table = Table(title="summary")
     for column in ("build or cell", "status", "smoke (pass/fail/skip)", "time", "wheel"):
         table.add_column(column)
@@ -88,7 +97,10 @@ def summary_table(results: list[CellResult], builds: list[BuildResult] | None = 
             else f"{build.status} ({build.failed_step}; {failure_kind(build).split(',')[0]})"
         )
         wheel = build.wheel.filename if build.wheel else "-"
-        table.add_row(f"build {build.id}", f"[{style}]{status}[/{style}]", "-", f"{build.seconds:.0f} s", wheel)
+        name = f"build {build.id}"
+        if name in fresh:
+            status = f"{status}, up to date"
+        table.add_row(name, f"[{style}]{status}[/{style}]", "-", _seconds(build.seconds, name in fresh), wheel)
     for result in results:
         style = STYLE.get(result.status, "yellow")
         smoke = result.smoke
@@ -98,11 +110,18 @@ def summary_table(results: list[CellResult], builds: list[BuildResult] | None = 
             if result.status == Status.PASSED
             else f"{result.status} ({result.failed_step}; {failure_kind(result).split(',')[0]})"
         )
+        if result.id in fresh:
+            status = f"{status}, up to date"
         table.add_row(
             result.id,
             f"[{style}]{status}[/{style}]",
             counts,
-            f"{result.seconds:.0f} s",
+            _seconds(result.seconds, result.id in fresh),
             result.wheel.filename if result.wheel else "-",
         )
     return table
+
+
+def _seconds(seconds: float, earlier: bool) -> str:
+    """A row's time: this run's, or the earlier run's that made the record (up to date: nothing ran now)."""
+    return f"{seconds:.0f} s earlier" if earlier else f"{seconds:.0f} s"

@@ -18,7 +18,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from buildmatrix.errors import MatrixError, Problem, RegistryError
+from buildmatrix.errors import MatrixError, Problem, RegistryError, RegistryUnreachable
 from buildmatrix.model.matrix import PIP_CONFIG, Matrix, TorchRelease, WheelSource
 from buildmatrix.model.pythons import Python
 from buildmatrix.util import http
@@ -361,7 +361,7 @@ class Registry:
                 if cached is None:
                     hint = "" if base == self.index_url else "; a machine without it can name a local-find-links mirror"
                     why = damage or f"no cached copy in {cache}"
-                    raise RegistryError(f"cannot read {page} ({exc}) and {why}{hint}") from None
+                    raise RegistryUnreachable(f"cannot read {page} ({exc}) and {why}{hint}") from None
                 log.warning("registry unreachable (%s); using cached %s", exc, cache)
                 return cached
             except ValueError as exc:  # larger than the cap
@@ -428,12 +428,16 @@ def published_pythons(matrix: Matrix, registry: Registry) -> dict[TorchRelease, 
     """Per release, the Pythons its wheels support; a release with no wheel there is a located MatrixError, never
     silently left out of the matrix."""
     problems: list[Problem] = []
+    unreachable: dict[str, list[str]] = {}  # what could not be read -> the entries (file:line: key) that name it
     out: dict[TorchRelease, set[Python]] = {}
     parsed: dict[str, list[PublishedWheel]] = {}  # where -> its Linux wheels: each source's filenames parsed once
     for index, release in enumerate(matrix.torch):
         key = f"torch[{index}]"
         try:
             where, files = registry.release_files(release)
+        except RegistryUnreachable as exc:  # the network's problem: matrix.yaml is not invalid (exit 9, not 3)
+            unreachable.setdefault(str(exc), []).append(f"{matrix.path}:{matrix.lines.line(f'{key}.wheels')}: {key}")
+            continue
         except RegistryError as exc:
             problems.append(Problem(str(matrix.path), matrix.lines.line(f"{key}.wheels"), f"{key}.wheels", str(exc)))
             continue
@@ -458,4 +462,6 @@ def published_pythons(matrix: Matrix, registry: Registry) -> dict[TorchRelease, 
         problems.append(Problem(str(matrix.path), matrix.lines.line(f"{key}.version"), f"{key}.version", why))
     if problems:
         raise MatrixError(problems)
+    if unreachable:
+        raise RegistryUnreachable("; ".join(f"{', '.join(keys)}: {why}" for why, keys in unreachable.items()))
     return out

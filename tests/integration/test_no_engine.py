@@ -77,4 +77,9 @@ def test_main_command_without_an_engine_builds_the_local_cells_and_records_the_o
     again = run_cli(root, "build", "--matrix", str(root / "matrix.yaml"), timeout=900, env=env)
     assert again.returncode == EngineUnavailable.exit_code, again.stdout + again.stderr
     assert json.loads((records / f"{LOCAL}.json").read_text()) == local
+    rows = [line for line in again.stdout.splitlines() if LOCAL in line and "passed" in line]
+    [build_row] = [row for row in rows if f"build {LOCAL}" in row]  # the build and the cell share the id here
+    [cell_row] = [row for row in rows if row is not build_row]
+    for row in (build_row, cell_row):  # the summary says nothing ran for them
+        assert "passed, up to date" in row and " s earlier" in row, again.stdout
     assert json.loads((records / f"{IMAGE}.json").read_text())["status"] == "not built"
