@@ -573,7 +573,13 @@ def cmd_schema(args: argparse.Namespace, console: Console) -> int:
 def add_build_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     build = sub.add_parser("build", help="build and smoke-test the selected cells")
     add_common(build)
-    build.add_argument("--jobs", "-j", type=at_least(1), default=1, help="cells built at once (default: %(default)s)")
+    build.add_argument(
+        "--jobs",
+        "-j",
+        type=at_least(1),
+        default=1,
+        help="builds and cells run at once, each build compiling on its share of the cores (default: %(default)s)",
+    )
     build.add_argument("--fail-fast", action="store_true", help="start no new cell after a failure")
     build.add_argument(
         "--force", action="store_true", help="rebuild cells whose inputs are unchanged, and the caches they use"

@@ -31,6 +31,7 @@ from buildmatrix.builder.scheduler import RunOptions, Scheduler
 from buildmatrix.builder.sourcetree import apply_series, copy_pristine, release_series, write_plugin_version
 from buildmatrix.builder.steps import BUILD, ProgressCallback, StepRecorder
 from buildmatrix.builder.tiers import judge_deep
+from buildmatrix.builder.toolenv import compiler_share
 from buildmatrix.builder.verdicts import check_built_wheel, fail_with_build, judge_smoke, record_failure
 from buildmatrix.builder.wheelcheck import check_cell_pin
 from buildmatrix.builder.workspace import Workspace
@@ -209,8 +210,11 @@ class Engine:
     def build_log(self, build_id: str) -> Path:
         return self.workspace.logs_dir / "builds" / f"{build_id}.log"
 
-    def run_build(self, item: PlannedBuild, attempt: int = 1, force: bool = False) -> BuildResult:
-        """Make one build and record it; raises ResourceError only when its log or record cannot be written."""
+    def run_build(
+        self, item: PlannedBuild, attempt: int = 1, force: bool = False, compilers: int | None = None
+    ) -> BuildResult:
+        """Make one build and record it, running `compilers` compiler processes (default: every core this process
+        may use); raises ResourceError only when its log or record cannot be written."""
         build = item.build
         runner = self.runners.of(build.python)
         result = BuildResult(
@@ -251,6 +255,7 @@ class Engine:
                 source.index_urls,
                 force=force,
                 build_env=self.matrix.contract.build.environment(version, sdk_version),
+                compilers=compilers if compilers is not None else compiler_share(1),
             )
             runner.build(job, steps, output)
             with steps.step("check"):

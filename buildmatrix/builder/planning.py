@@ -90,6 +90,7 @@ class Inputs:
                 "project_requires": contract.project_requires,
                 "env": dict(sorted(contract.env.items())),
                 "relabel": contract.relabel,
+                "ninja": contract.ninja,
             },
             **self.shared(runner),
         }
@@ -114,6 +115,7 @@ class Inputs:
             "patches": self.patches(cell.torch),
             "smoke_requires": list(smoke.requirements_for(cell.torch.version, cell.python)),
             "smoke_args": list(smoke.args),
+            "smoke_threads": smoke.threads,
             "build": made,
             # Only with tiers, so that a project without them keeps its cells' inputs (and records) as they were.
             **({"tiers": smoke.tiers.as_inputs(deep)} if smoke.tiers is not None else {}),

@@ -15,6 +15,7 @@ from buildmatrix.builder.records.model import BuildResult, CellResult
 from buildmatrix.builder.records.store import ResultStore
 from buildmatrix.builder.steps import BUILD
 from buildmatrix.builder.tiers import settle
+from buildmatrix.builder.toolenv import compiler_share
 from buildmatrix.errors import RecordError, ResourceError
 from buildmatrix.model.builds import Build
 from buildmatrix.model.cells import Cell
@@ -46,7 +47,9 @@ class Scheduled(Protocol):
 
     def plan_cell(self, cell: Cell, build: Build, made: BuildResult, force: bool = False) -> PlannedCell: ...
 
-    def run_build(self, item: PlannedBuild, attempt: int = 1, force: bool = False) -> BuildResult: ...
+    def run_build(
+        self, item: PlannedBuild, attempt: int = 1, force: bool = False, compilers: int | None = None
+    ) -> BuildResult: ...
 
     def run_cell(self, item: PlannedCell, made: BuildResult, attempt: int = 1) -> CellResult: ...
 
@@ -178,7 +181,8 @@ class Scheduler:
     ) -> Future[BuildResult | CellResult]:
         engine = self.engine
         if isinstance(item, PlannedBuild):
-            return pool.submit(engine.run_build, item, attempt, self.options.force)
+            # each of the `jobs` builds and cells running at once gets its share of the cores
+            return pool.submit(engine.run_build, item, attempt, self.options.force, compiler_share(self.options.jobs))
         return pool.submit(engine.run_cell, item, engine.build_results[item.build.id], attempt)
 
     def finished(self, item: PlannedBuild | PlannedCell, attempt: int, result: BuildResult | CellResult) -> None:

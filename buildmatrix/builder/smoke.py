@@ -40,6 +40,12 @@ def private_temp() -> Iterator[dict[str, str]]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
+def smoke_threads(contract: SmokeContract) -> dict[str, str]:
+    """The smoke run's thread count (smoke.threads, 1 unless declared): torch sizes its intra-op pool from
+    OMP_NUM_THREADS, which otherwise is every core, for each of the cells and builds running at once."""
+    return {"OMP_NUM_THREADS": str(contract.threads)}
+
+
 def pytest_args(
     tests: Path, junit: Path, features: Path, contract: SmokeContract, tier: Tier | None = None
 ) -> list[str]:

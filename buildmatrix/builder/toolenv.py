@@ -13,6 +13,7 @@ from packaging.version import Version
 from buildmatrix.model.matrix import Matrix
 
 CCACHE_WRAPPERS = Path("/usr/lib/ccache")
+NINJA = "ninja"
 # 1980-01-01, the earliest time a zip entry can carry.
 DEFAULT_SOURCE_DATE_EPOCH = "315532800"
 
@@ -23,8 +24,51 @@ def reproducible_env() -> dict[str, str]:
     return {"SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", DEFAULT_SOURCE_DATE_EPOCH)}
 
 
-def compile_env(workdir: Path, jobs: int | None = None) -> dict[str, str]:
-    env = {"MAX_JOBS": str(jobs or os.cpu_count() or 1), **reproducible_env()}
+# setuptools reads this file last (DIST_EXTRA_CONFIG), after the project's setup.cfg.
+PARALLEL_CONFIG = "build-parallel.cfg"
+
+
+def available_cores() -> int:
+    """The cores this process may run on: its CPU affinity (a container's or `taskset`'s share), else the machine's."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def compiler_share(jobs: int, cores: int | None = None) -> int:
+    """The compiler processes one build may run while `jobs` builds and cells run at once on `cores` cores (this
+    process's by default): an equal share, at least one, so `jobs` up to the cores never run more compilers than
+    cores, and one build alone uses them all."""
+    return max(1, (cores if cores is not None else available_cores()) // max(1, jobs))
+
+
+def parallel_env(compilers: int, extensions_config: str | None = None) -> dict[str, str]:
+    """What makes a build system run `compilers` compiler processes: MAX_JOBS (torch's cpp_extension passes it to
+    ninja as -j), CMAKE_BUILD_PARALLEL_LEVEL (cmake --build), and, given extensions_config (the path, as the build
+    sees it, of a file holding parallel_config's text), setuptools' build_ext building that many extensions at once."""
+    env = {"MAX_JOBS": str(compilers), "CMAKE_BUILD_PARALLEL_LEVEL": str(compilers)}
+    if extensions_config is not None:
+        env["DIST_EXTRA_CONFIG"] = extensions_config
+    return env
+
+
+def parallel_config(compilers: int) -> str:
+    """setuptools' build_ext --parallel as a config file: extensions built `compilers` at a time. Only for a build
+    without ninja: torch's ninja build writes one build.ninja per build directory, which extensions built at once
+    would overwrite under each other."""
+    return f"[build_ext]\nparallel = {compilers}\n"
+
+
+def compile_env(workdir: Path, compilers: int, *, parallel_extensions: bool = False) -> dict[str, str]:
+    """The build's environment: `compilers` compiler processes (parallel_env; with parallel_extensions, its config
+    file written to workdir), a fixed SOURCE_DATE_EPOCH and source paths, and ccache when this machine has it."""
+    config = None
+    if parallel_extensions:
+        path = workdir / PARALLEL_CONFIG
+        path.write_text(parallel_config(compilers))
+        config = str(path)
+    env = {**parallel_env(compilers, config), **reproducible_env()}
     # The build directory differs between machines (a CI job's workspace, a checkout, a clone): without this map the
     # compiler writes it into debug information and __FILE__ strings, so the same inputs gave different wheel bytes.
     prefix_map = f"-ffile-prefix-map={workdir}=."
@@ -75,7 +119,8 @@ def project_build_requires(source: Path) -> tuple[str, ...]:
 def build_requirements(matrix: Matrix) -> tuple[str, ...]:
     """What a cell's build environment installs besides torch and the SDK wheel: matrix.yaml's build.requires and,
     unless build.project-requires is false, the project's [build-system].requires without torch and the SDK (the
-    cell provides those: the build runs without isolation, in that environment)."""
+    cell provides those: the build runs without isolation, in that environment), and ninja unless build.ninja is
+    false."""
     contract = matrix.contract.build
     sdk = matrix.sdk
     provided = {canonicalize_name("torch")}
@@ -92,6 +137,10 @@ def build_requirements(matrix: Matrix) -> tuple[str, ...]:
             raise UserError(f"{matrix.plugin.source / 'pyproject.toml'}: '{text}' is not a requirement") from None
         if name not in provided and text not in out:
             out.append(text)
+    # ninja, unless the project opts out (build.ninja: false) or names it itself: torch's cpp_extension then compiles
+    # an extension's translation units MAX_JOBS at a time; without it, setuptools compiles them one after another.
+    if contract.ninja and NINJA not in {canonicalize_name(Requirement(r).name) for r in out}:
+        out.append(NINJA)
     return tuple(out)
 
 

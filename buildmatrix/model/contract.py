@@ -48,6 +48,8 @@ class BuildContract:
     per_python: bool = True  # the interpreter's minor and ABI (a C extension using the CPython API)
     per_variant: bool = True  # the torch release's variant (cpu, cu121...), not only its version
     stable_abi: Version | None = None  # from this torch release on, one build against the oldest serves the later
+    ninja: bool = True  # ninja goes into the build environment (torch's cpp_extension compiles in parallel with it)
+    parallel_extensions: bool = False  # setuptools builds the extensions at the same time (a build without ninja)
 
     def environment(self, version: Version, sdk_version: str | None) -> dict[str, str]:
         """The variables a cell's build gets: the declared ones, its version and SDK version where asked for."""
@@ -104,6 +106,7 @@ class SmokeContract:
     args: tuple[str, ...] = ()
     requires_for: tuple[SmokeRequirementsFor, ...] = ()
     tiers: SmokeTiers | None = None  # None: the whole suite on every cell
+    threads: int = 1  # OMP_NUM_THREADS of the smoke run: the cores a cell's test counts as
 
     @property
     def reports_features(self) -> bool:
@@ -192,6 +195,8 @@ def _build(reader: OptionReader, node: Node) -> BuildContract:
         "per-python",
         "per-variant",
         "stable-abi",
+        "ninja",
+        "parallel-extensions",
     )
     values = {name: reader.parse(reader.child(node, name)) for name in names}
     env = {}
@@ -214,6 +219,8 @@ def _build(reader: OptionReader, node: Node) -> BuildContract:
         per_python=values["per-python"] is not False,
         per_variant=values["per-variant"] is not False,
         stable_abi=values["stable-abi"],
+        ninja=values["ninja"] is not False,
+        parallel_extensions=values["parallel-extensions"] is True,
     )
 
 
@@ -240,11 +247,13 @@ def _smoke(reader: OptionReader, node: Node) -> SmokeContract:
     for index, text in enumerate(requires or ()):
         _requirement(reader, f"{node.key}.requires[{index}]", text)
     args = reader.parse(reader.child(node, "args"))
+    threads = reader.parse(reader.child(node, "threads"))
     return SmokeContract(
         tuple(requires) if requires is not None else ("pytest",),
         tuple(args or ()),
         _smoke_requires_for(reader, reader.child(node, "requires-for")),
         _smoke_tiers(reader, reader.child(node, "tiers")),
+        threads=threads if threads is not None else 1,
     )
 
 

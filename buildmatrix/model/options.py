@@ -35,6 +35,7 @@ class Kind(StrEnum):
     NAMED = "named mappings"  # a mapping of names to items, the child `<path>.<name>`
     TEXT = "text"
     INTEGER = "integer"
+    COUNT = "count"  # a whole number, 1 or more
     CHOICE = "choice"  # one of Option.allowed
     VERSION = "version"  # a quoted PEP 440 version
     VERSIONS = "versions"  # a list of quoted versions, each once
@@ -528,7 +529,7 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         "How each cell builds its wheel from its copy of the source. The build runs without isolation, in an "
         "environment holding the cell's torch (and SDK wheel), so a setup.py that imports torch works.",
         default={},
-        example='build:\n  version-env: MY_EXT_VERSION\n  requires: ["ninja"]\n  env: {FORCE_CUDA: "0"}',
+        example='build:\n  version-env: MY_EXT_VERSION\n  requires: ["pybind11"]\n  env: {FORCE_CUDA: "0"}',
     ),
     Option(
         "build.version-file",
@@ -621,6 +622,26 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         "its own.",
         default_doc="none: one build per release",
         example='stable-abi: "2.10"',
+    ),
+    Option(
+        "build.ninja",
+        Kind.BOOLEAN,
+        "`true`: ninja is installed into the build environment (unless a requirement names it already), so torch's "
+        "cpp_extension compiles each extension's translation units in parallel. Every build gets `MAX_JOBS` and "
+        "`CMAKE_BUILD_PARALLEL_LEVEL`: its share of the machine's cores (all of them with `--jobs 1`, half each "
+        "with `--jobs 2` on a machine of two or more). `false`: the build environment holds no ninja of ours.",
+        default=True,
+    ),
+    Option(
+        "build.parallel-extensions",
+        Kind.BOOLEAN,
+        "`true`: setuptools builds the project's extensions at the same time, as many as the build's share of "
+        "cores (`build_ext --parallel`, through a `DIST_EXTRA_CONFIG` file read after the project's setup.cfg). "
+        "For a build with several extensions that does not use ninja (torch's `BuildExtension` with "
+        "`use_ninja=False`, as torch-scatter's): without ninja setuptools compiles one file at a time. Never with "
+        "ninja: torch's ninja build writes one build.ninja per build directory, which extensions built at once "
+        "overwrite.",
+        default=False,
     ),
     Option("check", Kind.MAPPING, "What the check step requires of each built wheel.", default={}),
     Option(
@@ -769,6 +790,13 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         "has (of the release it is built against first, as in the rule above); a build with none of them follows "
         "the rule.",
         default=(),
+    ),
+    Option(
+        "smoke.threads",
+        Kind.COUNT,
+        "The threads a cell's smoke run may use (`OMP_NUM_THREADS`, which sizes torch's intra-op pool): one by "
+        "default, so cells and builds running at once (`--jobs`) share the cores instead of each taking them all.",
+        default=1,
     ),
 )
 

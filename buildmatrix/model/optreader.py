@@ -141,6 +141,13 @@ class OptionReader(OptionWalker):
             return None
         return value
 
+    def count(self, node: Node) -> int | None:
+        value = node.value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            self.problem(node.key, f"{value!r:.40} is not allowed (allowed: a whole number, 1 or more)")
+            return None
+        return value
+
     def text(self, node: Node) -> str | None:
         if not isinstance(node.value, str) or not node.value:
             self.problem(node.key, f"expected a non-empty string, got {describe(node.value)}")
@@ -375,6 +382,7 @@ PARSERS: dict[Kind, Callable[[OptionReader, Node], Any]] = {
     Kind.PROJECT_FILE: OptionReader.project_file,
     Kind.ENV_NAME: OptionReader.env_name,
     Kind.INTEGER: OptionReader.integer,
+    Kind.COUNT: OptionReader.count,
     Kind.CHOICE: OptionReader.choice,
     Kind.VERSION: OptionReader.version,
     Kind.VERSIONS: OptionReader.versions,

@@ -47,6 +47,7 @@ KIND_SCHEMA: dict[Kind, dict[str, Any]] = {
     Kind.PROJECT_FILE: {"type": "string", "minLength": 1, "pattern": DIRECTORY_PATTERN},
     Kind.ENV_NAME: {"type": "string", "pattern": f"^{ENV_NAME.pattern}$"},
     Kind.INTEGER: {"type": "integer"},
+    Kind.COUNT: {"type": "integer", "minimum": 1},
     Kind.CHOICE: {"type": "string"},
     Kind.VERSION: {"type": "string", "pattern": VERSION_PATTERN},
     Kind.VERSIONS: {

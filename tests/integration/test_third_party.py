@@ -45,6 +45,7 @@ build:
   relabel: true
   requires: ["setuptools>=64", "wheel"]
   env: {FORCE_ONLY_CPU: "1"}
+  parallel-extensions: true
 check:
   torch-pin: none
 smoke:

@@ -23,7 +23,7 @@ from buildmatrix.builder.runners.docker import (
     smoke_result,
 )
 from buildmatrix.builder.sdkwheels import SdkWheels
-from buildmatrix.builder.toolenv import reproducible_env
+from buildmatrix.builder.toolenv import PARALLEL_CONFIG, reproducible_env
 from buildmatrix.builder.verdicts import judge_smoke
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import StepFailed
@@ -121,6 +121,30 @@ def test_builds_and_cells_share_the_hosts_uv_cache(write_matrix: WriteMatrix, tm
     mounts, cell_env = cell_mounts(cell_job, uv_cache)
     assert (uv_cache, UV_CACHE, "rw") in mounts and cell_env["UV_CACHE_DIR"] == UV_CACHE
     assert (cell_job.workspace.wheels_dir.resolve(), "/wheels", "ro") in mounts  # the build's wheels, read-only
+
+
+def test_a_container_build_gets_its_share_of_the_cores_and_a_cell_one_thread(
+    write_matrix: WriteMatrix, tmp_path: Path
+) -> None:
+    """The build's share of the cores reaches cibuildwheel's container (torch's ninja, CMake, and setuptools' parallel
+    extensions when declared, through the config file the runner writes to /out); a cell's run gets smoke.threads."""
+
+    def container_env(job: BuildJob) -> dict[str, str]:
+        container = build_container(job, "x", None, tmp_path, tmp_path / "cell.py", uv_cache=tmp_path)
+        return {a.split("=", 2)[1]: a.split("=", 2)[2] for a in container.create_args if a.startswith("--env=")}
+
+    build_job, cell_job = docker_jobs(write_matrix, tmp_path)
+    env = container_env(replace(build_job, compilers=3))
+    assert env["MAX_JOBS"] == env["CMAKE_BUILD_PARALLEL_LEVEL"] == "3" and "DIST_EXTRA_CONFIG" not in env
+    assert cell_mounts(cell_job, tmp_path)[1]["OMP_NUM_THREADS"] == "1"
+    declared = tmp_path / "declared"
+    declared.mkdir()
+    build_job, cell_job = docker_jobs(
+        write_matrix, declared, "build: {parallel-extensions: true}\nsmoke: {threads: 2}\n"
+    )
+    env = container_env(replace(build_job, compilers=2))
+    assert env["MAX_JOBS"] == "2" and env["DIST_EXTRA_CONFIG"] == f"/out/{PARALLEL_CONFIG}"
+    assert cell_mounts(cell_job, tmp_path)[1]["OMP_NUM_THREADS"] == "2"
 
 
 def test_a_cell_installs_its_torch_its_builds_wheels_and_its_smoke_requirements(

@@ -40,6 +40,7 @@ class BuildJob:
     force: bool = False  # --force: rebuild the shared caches this build uses (SDK wheel) rather than trust them
     # What the build gets in its environment (matrix.yaml's build.env, build.version-env, build.sdk-version-env).
     build_env: Mapping[str, str] = field(default_factory=dict)
+    compilers: int = 1  # compiler processes the build may run: its share of the cores (toolenv.compiler_share)
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,17 @@ from packaging.version import Version
 
 from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, SmokeRun, site_packages, the_one_wheel
 from buildmatrix.builder.sdkwheels import SdkBuild, SdkWheels
-from buildmatrix.builder.smoke import pytest_args, stage_tests
+from buildmatrix.builder.smoke import pytest_args, smoke_threads, stage_tests
 from buildmatrix.builder.steps import StepRecorder
-from buildmatrix.builder.toolenv import build_requirements, reproducible_env, torch_constraints, uv_cache_dir
+from buildmatrix.builder.toolenv import (
+    PARALLEL_CONFIG,
+    build_requirements,
+    parallel_config,
+    parallel_env,
+    reproducible_env,
+    torch_constraints,
+    uv_cache_dir,
+)
 from buildmatrix.builder.wheelcheck import check_installed
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.docker import oci
@@ -111,7 +119,10 @@ def build_container(
         "CCACHE_DIR": f"{CACHE}/ccache",
         "CCACHE_BASEDIR": "/project",
         "CCACHE_NOHASHDIR": "1",
-        "MAX_JOBS": str(os.cpu_count() or 1),
+        # the build's share of the cores; build.parallel-extensions: the config file DockerRunner.build writes to /out
+        **parallel_env(
+            job.compilers, f"{OUT}/{PARALLEL_CONFIG}" if job.matrix.contract.build.parallel_extensions else None
+        ),
         **reproducible_env(),
         **job.build_env,  # matrix.yaml's build.env, build.version-env, build.sdk-version-env
     }
@@ -334,6 +345,8 @@ class DockerRunner:
             (out / "constraints.txt").write_text(
                 _constraints(job.matrix, build.release.requirement_version, build.release.version, sdk_wheel)
             )
+            if job.matrix.contract.build.parallel_extensions:
+                (out / PARALLEL_CONFIG).write_text(parallel_config(job.compilers))
             container = build_container(job, tag, sdk_wheel, cache, CELL_HELPER, uv_cache=self.uv_cache())
             env = {**oci.client_env(), **container.secret_env, **container.cibw_env}
             # earlier steps' output (uv's "Building wheel..." for the SDK) is not cibuildwheel's
@@ -434,6 +447,7 @@ def cell_mounts(job: CellJob, uv_cache: Path) -> tuple[list[tuple[Path, str, str
         "UV_CACHE_DIR": UV_CACHE,
         "UV_LINK_MODE": "copy",
         **({"UV_EXTRA_INDEX_URL": " ".join(job.index_urls)} if job.index_urls else {}),
+        **smoke_threads(job.matrix.contract.smoke),
     }
     from buildmatrix.docker.images import passed_env
 

@@ -15,7 +15,7 @@ from buildmatrix.builder.buildenv import build_environment, log_notes
 from buildmatrix.builder.interpreters import Interpreter, find_interpreter
 from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, SmokeRun, site_packages, the_one_wheel
 from buildmatrix.builder.sdkwheels import SdkWheels
-from buildmatrix.builder.smoke import private_temp, pytest_args, stage_tests
+from buildmatrix.builder.smoke import private_temp, pytest_args, smoke_threads, stage_tests
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_requirements, compile_env, find_uv, torch_constraints
 from buildmatrix.builder.wheelcheck import check_installed, provided_symbols
@@ -117,7 +117,9 @@ class LocalRunner:
         with steps.step("build"):
             environment = build_environment(
                 os.environ,
-                compile_env(job.workdir),
+                compile_env(
+                    job.workdir, job.compilers, parallel_extensions=job.matrix.contract.build.parallel_extensions
+                ),
                 job.build_env,
                 hide_cuda=job.build.release.variant == CPU_VARIANT,
                 shadow_root=job.workdir / "path-without-nvcc",
@@ -208,7 +210,7 @@ class LocalRunner:
                     ],
                     job.log_file,
                     cwd=run_dir,
-                    env=temp_env,
+                    env={**temp_env, **smoke_threads(job.matrix.contract.smoke)},
                     timeout=job.matrix.timeouts["smoke"],
                 )
         except StepFailed as exc:
