@@ -63,8 +63,23 @@ def rendered_docs(
 
 
 def docs_of(table: CompatTable, root: Path, layout: DocsLayout) -> dict[Path, str]:
-    """rendered_docs with the project's README read from `root` (when the layout has one)."""
+    """rendered_docs with the project's README read from `root` (when the layout has one); raises DocsError when a
+    file would be written (or the README read) through a symlink that leaves the project."""
+    for rel in (layout.table, layout.markdown, *((layout.readme,) if layout.readme is not None else ())):
+        confined(root, rel)
     return rendered_docs(table, read_readme(root, layout), root / (layout.readme or README), layout)
+
+
+def confined(root: Path, rel: Path) -> Path:
+    """Where root/rel really is (symlinks followed), when that is inside the project; DocsError otherwise (like
+    `patches:`, the docs never lead out of the project, whatever a directory or file on the way links to)."""
+    target = (root / rel).resolve()
+    if not target.is_relative_to(root.resolve()):
+        raise DocsError(
+            f"{root / rel}: leads to {target}, outside the project {root} (a symlink on the way); the docs are "
+            "written inside the project only (nothing was written)"
+        )
+    return target
 
 
 def read_docs_table(root: Path, layout: DocsLayout = DocsLayout()) -> CompatTable:
@@ -111,9 +126,10 @@ def write_docs(
     changed = []
     if rendered is None:
         rendered = docs_of(table, root, layout)
+    targets = {rel: confined(root, rel) for rel in rendered}  # every one checked before any is written
     for rel, text in rendered.items():
-        path = root / rel
-        if not path.is_file() or path.read_text() != text:
-            write_text_atomic(path, text)
+        path, target = root / rel, targets[rel]
+        if not target.is_file() or target.read_text() != text:
+            write_text_atomic(target, text)  # through a link inside the project: its target, the link kept
             changed.append(path)
     return changed

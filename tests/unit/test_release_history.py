@@ -513,3 +513,24 @@ def test_only_versions_we_made_and_marked_are_cleaned_up(project: Project) -> No
     for _ in range(3):
         project.run(passed)
     assert unmarked.is_dir() and (unmarked / RELEASED).is_file()
+
+
+@pytest.mark.parametrize("link", ["docs", "README.md"])
+def test_the_docs_are_never_written_through_a_symlink_that_leaves_the_project(
+    project: Project, tmp_path_factory: pytest.TempPathFactory, link: str
+) -> None:
+    """publish.docs and publish.readme were written through such a link (patches: was refused in the same case)."""
+    from buildmatrix.errors import DocsError
+
+    outside = tmp_path_factory.mktemp("outside")
+    if link == "docs":
+        (project.root / "docs").symlink_to(outside, target_is_directory=True)
+    else:
+        (outside / "README.md").write_text(README_TEXT)
+        (project.root / "README.md").unlink()
+        (project.root / "README.md").symlink_to(outside / "README.md")
+    before = {p.name: p.read_text() for p in outside.iterdir()}
+    with pytest.raises(DocsError, match="outside the project"):
+        project.run(project.record(A))
+    assert {p.name: p.read_text() for p in outside.iterdir()} == before
+    assert not project.site.exists()  # nothing published either
