@@ -118,20 +118,22 @@ class Engine:
         except RecordError as exc:
             stored = None
             self.damaged[f"{BUILD}{build.id}"] = exc
+        unusable = ""
         if prebuilt:  # made by another job of the same checkout: its record is the build, whatever this machine has
-            reusable = stored if stored is not None and self._usable_prebuilt(stored) else None
+            unusable = self._prebuilt_problem(stored) if stored is not None else ""
+            reusable = stored if stored is not None and not unusable else None
         else:
             reusable = (
                 stored
                 if stored is not None and up_to_date(stored, wanted, self._wheels, self.needs_sdk_wheel)
                 else None
             )
-        return PlannedBuild(build, inputs, wanted, reusable, problem)
+        return PlannedBuild(build, inputs, wanted, reusable, problem, unusable)
 
-    def _usable_prebuilt(self, stored: BuildResult) -> bool:
-        from buildmatrix.builder.planning import files_intact
+    def _prebuilt_problem(self, stored: BuildResult) -> str:
+        from buildmatrix.builder.planning import files_problem
 
-        return stored.status != Status.PASSED or files_intact(stored, self._wheels, self.needs_sdk_wheel)
+        return "" if stored.status != Status.PASSED else files_problem(stored, self._wheels, self.needs_sdk_wheel)
 
     def plan_cell(self, cell: Cell, build: Build, made: BuildResult, force: bool = False) -> PlannedCell:
         runner = self.runners.of(cell.python)

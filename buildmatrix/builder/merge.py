@@ -32,6 +32,7 @@ class TreeFile:
     tree: Path
     rel: str  # POSIX path relative to the tree, the same in the merged tree
     sha256: str
+    log: bool = False  # a log: timestamped, never byte-identical between runs, and no part of what was built
 
     @property
     def path(self) -> Path:
@@ -201,11 +202,13 @@ class _Planner:
                 self.problems.append(f"{path}: log {exc}")
                 ok = False
             else:
-                found.append(TreeFile(tree, result.log, file_sha256(log)))
+                found.append(TreeFile(tree, result.log, file_sha256(log), log=True))
         return found if ok else None
 
     def add_file(self, item: TreeFile, cell_id: str) -> None:
         earlier = self.plan.files.get(item.rel)
+        if earlier is not None and item.log and earlier.log:
+            return  # the same record's log from another tree: the first is kept (logs carry times; never a conflict)
         if earlier is not None and earlier.sha256 != item.sha256:
             self.problems.append(
                 f"{item.rel} (cell {cell_id}): {earlier.tree} and {item.tree} hold different files "

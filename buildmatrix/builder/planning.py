@@ -32,6 +32,7 @@ class PlannedBuild:
     inputs_hash: str
     reusable: BuildResult | None  # a stored record for the same inputs
     problem: str | None = None  # why the build cannot even be planned (e.g. no interpreter)
+    unusable: str = ""  # with --prebuilt: why the stored record cannot be used although it is there
 
 
 @dataclass
@@ -141,18 +142,24 @@ def up_to_date(stored: CellResult | BuildResult, wanted: str, wheels_dir: Path, 
 
 def files_intact(stored: CellResult | BuildResult, wheels_dir: Path, needs_sdk_wheel: bool) -> bool:
     """Its wheels unchanged (the plugin's and a wheel SDK's, each against its sha256), its log a regular file."""
+    return not files_problem(stored, wheels_dir, needs_sdk_wheel)
+
+
+def files_problem(stored: CellResult | BuildResult, wheels_dir: Path, needs_sdk_wheel: bool) -> str:
+    """Why the files a record names are not as it says ('' when they are): a wheel missing, changed or not named, or
+    its log not a regular file."""
     if stored.wheel is None or (needs_sdk_wheel and stored.sdk_wheel is None):
-        return False
+        return "its record names no wheel" if stored.wheel is None else "its record names no SDK wheel"
     for wheel in (w for w in (stored.wheel, stored.sdk_wheel) if w is not None):
         try:
             path = regular_file(wheels_dir, wheel.path)
-        except ValueError:
-            return False
-        if file_sha256(path) != wheel.sha256:
-            return False
+        except ValueError as exc:
+            return f"its wheel {wheel.path}: {exc}"
+        if (digest := file_sha256(path)) != wheel.sha256:
+            return f"its wheel {wheel.path} has sha256 {digest}, not the {wheel.sha256} its record names"
     if stored.log is not None:
         try:
             regular_file(wheels_dir, stored.log)
-        except ValueError:
-            return False
-    return True
+        except ValueError as exc:
+            return f"its log {stored.log}: {exc}"
+    return ""

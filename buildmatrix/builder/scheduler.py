@@ -213,7 +213,13 @@ def not_prebuilt(planned: PlannedBuild) -> BuildResult:
         RunnerName(planned.inputs["runner"]),
         status=Status.FAILED,
         failed_step="setup",
-        error=f"build {build.id} is not in wheels/results/builds/ (--prebuilt tests the builds another job made; "
-        "download its artifact into wheels/ first, or build without --prebuilt)",
+        error=(
+            f"build {build.id} is in wheels/results/builds/, but {planned.unusable} (--prebuilt tests the build "
+            "another job made as its record says: download that job's whole artifact into wheels/ again, or build "
+            "without --prebuilt)"
+            if planned.unusable
+            else f"build {build.id} is not in wheels/results/builds/ (--prebuilt tests the builds another job made; "
+            "download its artifact into wheels/ first, or build without --prebuilt)"
+        ),
         failure_class=FailureClass.DETERMINISTIC,
     )

@@ -195,6 +195,13 @@ def test_prebuilt_tests_the_build_another_job_made(tmp_path: Path) -> None:
     tested = build(root, "--python", "3.12", "--prebuilt")
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert f"build {SHARED}: build\n" not in tested.stdout and record(root, "cells", CELLS[1])["status"] == "passed"
+    # The build's record is there but its wheel is not what it says: the message names that, not a missing record.
+    wheel = root / "wheels" / record(root, "builds", SHARED)["wheel"]["path"]
+    wheel.write_bytes(wheel.read_bytes() + b"another build")
+    changed = build(root, "--python", "3.12", "--prebuilt")
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    error = record(root, "cells", CELLS[1])["error"]
+    assert f"build {SHARED} is in wheels/results/builds/, but its wheel" in error and "sha256" in error, error
 
     elsewhere = project(tmp_path / "elsewhere", per_python=False)
     missing = build(elsewhere, "--python", "3.11", "--prebuilt")

@@ -155,6 +155,18 @@ def test_same_wheel_path_with_different_bytes_is_a_conflict(machines: list[Path]
     assert not (tmp_path / "merged").exists()
 
 
+def test_a_log_is_no_part_of_a_builds_identity(machines: list[Path], tmp_path: Path) -> None:
+    """The same record's log from two trees differs (logs carry timestamps): once called a reproducibility failure."""
+    again = tmp_path / "again"
+    shutil.copytree(machines[0], again)
+    result = ResultStore(again / "results").load(CELLS[0].id)
+    assert result is not None and result.log
+    (again / result.log).write_text("# the same build, logged at another time\n")
+    into = tmp_path / "merged"
+    merge_wheel_trees([machines[0], again], into)
+    assert (into / result.log).read_bytes() == (machines[0] / result.log).read_bytes()  # the first tree's
+
+
 def test_what_the_destination_holds_must_agree_too(whole: Path, machines: list[Path], tmp_path: Path) -> None:
     into = tmp_path / "merged"
     merge_wheel_trees(machines[:1], into)
