@@ -85,7 +85,7 @@ def cli_markdown(parser: argparse.ArgumentParser) -> str:
     lines = [
         "# Command line",
         "",
-        GENERATED.format(what="from the argparse parser", source="buildmatrix/cli.py"),
+        GENERATED.format(what="from the argparse parser", source="buildmatrix/cli/"),
         "",
         _cell(parser.description or ""),
         "",

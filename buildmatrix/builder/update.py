@@ -1,19 +1,23 @@
-"""`outdated --apply`: write the edits into matrix.yaml only if the result loads and expands; name what to probe."""
+"""`outdated`: compare matrix.yaml with the registry; with --apply, write the edits into matrix.yaml only if the result
+loads and expands, then probe each release they add or move; the Markdown report."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import UpdateError, UserError
 from buildmatrix.model.cells import expand
 from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.matrix import Matrix, TorchRelease
 from buildmatrix.model.matrixedit import apply_edits
-from buildmatrix.model.outdated import AddRelease, Edit, SetVersion
+from buildmatrix.model.outdated import AddRelease, Edit, SetVersion, compare, read_sources
 from buildmatrix.model.pythons import Python
-from buildmatrix.model.registry import Registry
+from buildmatrix.model.registry import DEFAULT_INDEX, Registry
 from buildmatrix.util.atomic import write_text_atomic
+from buildmatrix.vocab import RunnerName
 
 
 @dataclass(frozen=True)
@@ -68,3 +72,67 @@ def changed_releases(matrix: Matrix, edits: list[Edit]) -> tuple[TorchRelease, .
 
 def report_path(matrix: Matrix) -> Path:
     return matrix.root / "build" / "outdated" / "report.md"
+
+
+@dataclass(frozen=True)
+class OutdatedOptions:
+    matrix: Path = Path("matrix.yaml")
+    offline: bool = False  # the cached registry answers only
+    index_url: str = DEFAULT_INDEX  # the PEP 691 simple index torch is read from
+    apply: bool = False  # edit matrix.yaml, then probe each new or moved release
+    probe: bool = True  # with apply: run the drift probe of each changed release
+    variants: frozenset[str] | None = None  # new minors of these variants only (None: any)
+    runner: str | None = None  # the probe's runner (None: local)
+    report: Path | None = None  # the Markdown report (None: build/outdated/report.md)
+
+
+@dataclass(frozen=True)
+class OutdatedReport:
+    text: str  # the Markdown report, as written
+    path: Path
+
+
+def outdated(options: OutdatedOptions, say: Callable[[str], None]) -> OutdatedReport:
+    """Compare matrix.yaml with the registry; with apply, edit it and probe each changed release (a release the
+    probe cannot run on is reported and the others are probed); write the report. `say` hears each step."""
+    from buildmatrix.builder import probe
+    from buildmatrix.report_outdated import outdated_markdown
+
+    matrix = load_matrix(options.matrix.resolve())
+    registry = Registry(
+        Workspace.for_root(matrix.root).cache_dir / "registry", index_url=options.index_url, offline=options.offline
+    )
+    comparison = compare(matrix, read_sources(matrix, registry), options.variants)
+    probes: dict[TorchRelease, probe.ProbeReport | str] = {}
+    applied = False
+    if options.apply and comparison.edits:
+        result = write_edits(matrix, comparison.edits, registry)
+        applied = True
+        say(f"edited {matrix.path.name}: {len(comparison.edits)} change(s)")
+        for release in result.changed:
+            if not options.probe:
+                probes[release] = "not probed (`--no-probe`)"
+                continue
+            # One release the probe cannot run on (no interpreter, a locked workspace) leaves the others probed.
+            try:
+                asked = RunnerName(options.runner or RunnerName.LOCAL)
+                cell, runner, why = probe.probe_cell_here(release, result.matrix, registry, asked)
+                say(f"drift probe of torch {release.version} as cell {cell.id} ({why})")
+                report = probe.run_probe(
+                    result.matrix,
+                    release,
+                    cell,
+                    registry,
+                    runner=runner,
+                    progress=lambda cell_id, what: say(f"  {cell_id}: {what}"),
+                )
+            except UserError as exc:
+                probes[release] = f"not probed: {exc}"
+                say(f"torch {release.version}: {probes[release]}")
+                continue
+            probes[release] = report
+            say(f"torch {release.version}: {report.verdict()}")
+    text = outdated_markdown(comparison, applied, probes, matrix.root)
+    path = options.report.resolve() if options.report else report_path(matrix)
+    write_text_atomic(path, text)
+    return OutdatedReport(text, path)

@@ -1,0 +1,139 @@
+"""The command line: the parser, built from each group of commands' declarations, and main, the only place that turns
+errors into exit codes. `python -m buildmatrix --help`."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from buildmatrix import __version__
+from buildmatrix.cli import cells, project, publishing, releases, render
+from buildmatrix.errors import EXIT_CELLS_FAILED, ResourceError, UserError
+from buildmatrix.util.atomic import write_text_atomic
+from buildmatrix.util.failures import is_resource_error, resource_message
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="buildmatrix",
+        description="Build and test a PyTorch extension or backend across a torch x Python (x SDK) matrix.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version and exit"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    cells.add_parsers(sub)
+    releases.add_parsers(sub)
+    cells.add_merge_parser(sub)
+    publishing.add_parsers(sub)
+    add_schema_parser(sub)
+    project.add_parsers(sub)
+    return parser
+
+
+def cmd_schema(args: argparse.Namespace, console: Console) -> int:
+    """matrix.schema.json and the reference pages generated from the code: options (from the declared options
+    table), the command line (from this module's parser) and the exit codes (from the error hierarchy)."""
+    from buildmatrix.clireference import cli_markdown, exit_codes_markdown
+    from buildmatrix.model.reference import reference_markdown
+    from buildmatrix.model.schema import schema_json
+
+    generators: list[tuple[str | None, Callable[[], str]]] = [
+        (args.schema, schema_json),
+        (args.reference, reference_markdown),
+        (args.cli, lambda: cli_markdown(build_parser())),
+        (args.exit_codes, exit_codes_markdown),
+    ]
+    outputs = [(Path(p), make()) for p, make in generators if p]
+    if not outputs:
+        print(schema_json(), end="")
+        return 0
+    stale = [path for path, text in outputs if not path.is_file() or path.read_text(encoding="utf-8") != text]
+    if args.check:
+        for path in stale:
+            console.print(f"{path} is not what `buildmatrix schema` generates; regenerate it", highlight=False)
+        return EXIT_CELLS_FAILED if stale else 0
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, dict(outputs)[path])
+        console.print(f"wrote {path}", highlight=False)
+    return 0
+
+
+def add_schema_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    schema = sub.add_parser(
+        "schema",
+        help="matrix.schema.json and the reference pages generated from the code (default: schema to stdout)",
+    )
+    schema.add_argument("--schema", metavar="FILE", help="write the JSON Schema here (e.g. matrix.schema.json)")
+    schema.add_argument("--reference", metavar="FILE", help="write the options reference page (Markdown) here")
+    schema.add_argument("--cli", metavar="FILE", help="write the command-line reference page here, from the parser")
+    schema.add_argument("--exit-codes", metavar="FILE", help="write the exit codes page here, from the error classes")
+    schema.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file differs")
+    schema.set_defaults(func=cmd_schema)
+
+
+# The cyclic garbage collector's first threshold while a command runs (CPython's default is 700 allocations). A command
+# builds tens of thousands of long-lived objects (records, tables, ledger entries: 10 000 cells make ~1 million) and
+# almost no cycles; at the default, collections that find nothing took 15 % of compat-table's CPU at 10 000 cells.
+GC_THRESHOLD = 100_000
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """GC_THRESHOLD while the command runs, the caller's thresholds again after (main may run inside a test)."""
+    before = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    with _fewer_collections():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    console = render.console()
+    try:
+        code: int = args.func(args, console)
+        return code
+    except UserError as exc:
+        errors = render.errors()
+        errors.print(Text.assemble(("error: ", "bold red"), str(exc)), highlight=False, soft_wrap=True)
+        return exc.exit_code
+    except OSError as exc:
+        errors = render.errors()
+        if is_resource_error(exc):
+            # A full disk or a read-only directory outside the engine's own checks (the site, the docs): one line.
+            errors.print(Text.assemble(("error: ", "bold red"), resource_message(exc)), highlight=False, soft_wrap=True)
+            return ResourceError.exit_code
+        if exc.filename is None:
+            raise
+        # A path the user named (--report, --into, ...) that does not exist or is not what it must be.
+        logging.getLogger(__name__).debug("%s", exc, exc_info=True)
+        where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
+        errors.print(Text.assemble(("error: ", "bold red"), f"{where}: {exc.strerror or exc}"), highlight=False)
+        return UserError.exit_code
+    except KeyboardInterrupt:
+        Console(stderr=True).print("interrupted; finished cells are recorded, the next run resumes")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

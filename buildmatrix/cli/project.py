@@ -1,0 +1,68 @@
+"""The commands on a project and its machine: `init` (a starter matrix.yaml, noxfile.py and workflow) and `engine`
+(make a Docker engine answer). Each parses, calls the library and renders."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from buildmatrix.errors import UserError
+
+
+def cmd_init(args: argparse.Namespace, console: Console) -> int:
+    """The starter files of a project: matrix.yaml, noxfile.py and the GitHub workflow (never over existing files)."""
+    from buildmatrix.starter import project_facts, starter_files, write_starter
+
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise UserError(f"{root} is not a directory (init writes into an existing project)")
+    facts = project_facts(
+        root,
+        distribution=args.distribution,
+        version=args.version,
+        source=args.source,
+        tests=args.tests,
+        requirement=args.requirement,
+    )
+    for path in write_starter(root, starter_files(root, facts), facts):
+        console.print(f"wrote {path}", highlight=False)
+    console.print(
+        f"next, in {root}: `buildmatrix matrix` lists the cells, `buildmatrix build --torch 2.13 --jobs 1` builds one",
+        highlight=False,
+    )
+    return 0
+
+
+def cmd_engine(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix.docker.engine import ensure_engine
+
+    report = ensure_engine(Path(args.log).resolve(), install=not args.no_install)
+    for action in report.actions:
+        console.print(action, highlight=False, markup=False)
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    add_init_parser(sub)
+    engine = sub.add_parser(
+        "engine",
+        help="make a Docker engine answer: apt-get install docker.io and debootstrap if missing, start dockerd (root)",
+    )
+    engine.add_argument(
+        "--log", default="build/dockerd.log", help="dockerd's log when started here (default: %(default)s)"
+    )
+    engine.add_argument("--no-install", action="store_true", help="never run apt-get; say what is missing")
+    engine.set_defaults(func=cmd_engine)
+
+
+def add_init_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    init = sub.add_parser("init", help="write a starter matrix.yaml, noxfile.py and GitHub workflow into a project")
+    init.add_argument("--dir", default=".", help="the project's root (default: here)")
+    init.add_argument("--distribution", help="the wheels' name (default: pyproject.toml's, else the directory's)")
+    init.add_argument("--version", help="plugin.version (default: pyproject.toml's, else 0.1.0)")
+    init.add_argument("--source", help="the source tree, relative to the root (default: . , the project itself)")
+    init.add_argument("--tests", help="the smoke tests, inside the source (default: tests/ or test/)")
+    init.add_argument("--requirement", default="buildmatrix[docker]", help="how noxfile.py installs buildmatrix")
+    init.set_defaults(func=cmd_init)

@@ -1,0 +1,171 @@
+"""The commands on torch releases: `patches` (the per-release shim series), `probe` (a release not in matrix.yaml),
+`outdated` (matrix.yaml against the registry, --apply edits it and probes). Each parses, calls the library and
+renders."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from buildmatrix.builder.workspace import Workspace
+from buildmatrix.cli.flags import add_matrix, add_offline, add_runner
+from buildmatrix.errors import EXIT_CELLS_FAILED, UserError
+from buildmatrix.model.loader import load_matrix
+from buildmatrix.model.registry import DEFAULT_INDEX, Registry
+from buildmatrix.vocab import RunnerName, Status
+
+
+def cmd_patches(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix.builder import patchtool
+
+    matrix = load_matrix(Path(args.matrix).resolve())
+    edit_root = Workspace.for_root(matrix.root).build_dir.parent / "patch-edit"
+    if args.action == "check":
+        report = patchtool.check(matrix)
+        for release, applied in report.applied.items():
+            console.print(
+                f"{release}: {len(applied)} patch(es) apply cleanly" + (f" ({', '.join(applied)})" if applied else ""),
+                highlight=False,
+            )
+        for line in report.failures:
+            console.print(Text.assemble(("FAIL ", "red"), line))
+        for name in report.unused_series:
+            console.print(
+                Text.assemble(
+                    ("UNUSED ", "red"), f"patches/{name}: no torch release of the matrix uses this series; delete it"
+                )
+            )
+        for line in report.dead_gates:
+            console.print(Text.assemble(("DEAD ", "red"), line))
+        return 0 if report.ok else EXIT_CELLS_FAILED
+    if not args.release:
+        raise UserError(f"`patches {args.action}` needs a torch release, e.g. `patches {args.action} 2.4`")
+    if args.action == "edit":
+        tree = patchtool.edit_tree(matrix, args.release, edit_root)
+        console.print(
+            f"edit the plugin for torch {args.release} in {tree / matrix.plugin.source.name}, "
+            f"then run `buildmatrix patches refresh {args.release}`"
+        )
+        return 0
+    result = patchtool.refresh(matrix, args.release, edit_root / f"torch{args.release}")
+    for path in result.files:
+        console.print(f"wrote {path.relative_to(matrix.root)}", highlight=False)
+    if result.missing_from_matrix:
+        console.print(
+            f"now add '{args.release}' as the last entry of the patches of torch {args.release} in {matrix.path.name}"
+        )
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix.builder import probe
+    from buildmatrix.builder.runners.select import runner_for_cell
+
+    matrix = load_matrix(Path(args.matrix).resolve())
+    registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=args.offline)
+    release = probe.resolve_release(args.release, matrix, registry, tuple(args.series or ()))
+    asked = RunnerName(args.runner or RunnerName.LOCAL)
+    if args.python is None:  # any Python the release publishes that this machine can build
+        cell, runner, why = probe.probe_cell_here(release, matrix, registry, asked, args.sdk)
+    else:
+        cell = probe.probe_cell(release, matrix, registry, args.python, args.sdk)
+        runner, why = runner_for_cell(cell, probe.probe_matrix(matrix, release), asked)
+    console.print(
+        f"probing torch {release.version} as cell {cell.id} ({why})"
+        + (f" with series {', '.join(release.patches)}" if release.patches else "")
+    )
+    from buildmatrix.util.process import CHILDREN
+    from buildmatrix.util.signals import exit_code_of, stop_on_signals
+
+    with stop_on_signals(CHILDREN.stop) as stopped_by:  # the probe's children die at once, its cell is interrupted
+        report = probe.run_probe(
+            matrix,
+            release,
+            cell,
+            registry,
+            runner=runner,
+            progress=lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False),
+        )
+    if stopped_by:
+        console.print(f"stopped by {stopped_by[0]}")
+        return exit_code_of(stopped_by[0])
+    console.print(report.markdown(), highlight=False, markup=False)
+    console.print(f"report: {probe.probe_dir(matrix, release) / 'report.md'}")
+    return 0 if report.status == Status.PASSED else EXIT_CELLS_FAILED
+
+
+def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
+    from buildmatrix.builder.update import OutdatedOptions, outdated
+
+    options = OutdatedOptions(
+        Path(args.matrix),
+        offline=args.offline,
+        index_url=args.index_url,
+        apply=args.apply,
+        probe=not args.no_probe,
+        variants=frozenset(args.variant) if args.variant else None,
+        runner=args.runner,
+        report=Path(args.report) if args.report else None,
+    )
+    report = outdated(options, lambda line: console.print(line, highlight=False))
+    console.print(report.text, highlight=False, markup=False)
+    console.print(f"report: {report.path}", highlight=False)
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    patches = sub.add_parser("patches", help="check, edit and refresh the per-release shim series")
+    patches.add_argument("action", choices=("check", "edit", "refresh"))
+    patches.add_argument("release", nargs="?", help="torch minor for edit/refresh, e.g. 2.4")
+    add_matrix(patches)
+    patches.set_defaults(func=cmd_patches)
+
+    probe = sub.add_parser(
+        "probe", help="build and smoke-test against a torch release not in matrix.yaml; report the breaks by interface"
+    )
+    probe.add_argument("release", help="e.g. 2.16 (newest 2.16.x on the registry) or 2.14.1")
+    add_matrix(probe)
+    add_offline(probe)
+    probe.add_argument(
+        "--python",
+        metavar="X.Y",
+        help="default: the newest Python the release publishes (within matrix.yaml's) that this machine can build",
+    )
+    probe.add_argument("--sdk", metavar="V", help="SDK version (default: the newest in matrix.yaml)")
+    probe.add_argument(
+        "--series", action="append", metavar="NAME", help="apply this shim series first (repeatable, in order)"
+    )
+    add_runner(probe, "local")
+    probe.set_defaults(func=cmd_probe)
+
+    add_outdated_parser(sub)
+
+
+def add_outdated_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    outdated = sub.add_parser(
+        "outdated",
+        help="compare matrix.yaml with the torch registry: new minors, patch releases, Pythons, yanked releases",
+    )
+    add_matrix(outdated)
+    add_offline(outdated)
+    outdated.add_argument(
+        "--index-url", default=DEFAULT_INDEX, help="PEP 691 simple index to read torch from (default: %(default)s)"
+    )
+    outdated.add_argument(
+        "--apply",
+        action="store_true",
+        help="edit matrix.yaml (comments kept): new releases as coverage cells, patch moves; then probe each",
+    )
+    outdated.add_argument("--no-probe", action="store_true", help="with --apply: edit only, do not run the drift probe")
+    outdated.add_argument(
+        "--variant",
+        action="append",
+        metavar="NAME",
+        help="new minors of these variants only (default: any; the registry's build first)",
+    )
+    add_runner(outdated, "local")
+    outdated.add_argument("--report", metavar="FILE", help="Markdown report (default: build/outdated/report.md)")
+    outdated.set_defaults(func=cmd_outdated)
