@@ -8,6 +8,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from buildmatrix.builder.records.fields import LIMITS
 from buildmatrix.model.cellkey import BuildKey, CellKey
 from buildmatrix.vocab import Cause, FailureClass, RunnerName, Status, TierStatus
 
@@ -15,6 +16,17 @@ from buildmatrix.vocab import Cause, FailureClass, RunnerName, Status, TierStatu
 # results/builds/). 2: the SDK axis is general (cell `sdk` and `label`, `sdk_wheel`). Records of 2 (each cell built its
 # own wheel) and 1 (`driver`, `driver_wheel`, the fixed label scheme) are still read: records/parse.py migrates them.
 RESULT_SCHEMA_VERSION = 3
+
+
+def clipped(text: str | None, key: str) -> str | None:
+    """A record's free text (error, error_tail) within the limit its reader holds it to (records/fields.LIMITS): the
+    writer never writes a record its reader refuses. Clipped in the middle, saying how much, so both ends remain."""
+    limit = LIMITS[key]
+    if text is None or len(text) <= limit:
+        return text
+    note = f"\n[... cut: {len(text)} characters in all ...]\n"
+    keep = limit - len(note)
+    return text[: keep // 2] + note + text[len(text) - (keep - keep // 2) :]
 
 
 @dataclass
@@ -102,6 +114,7 @@ class CellResult:
         data = asdict(self)
         del data["patches"]
         data["cell"] = self.cell.to_dict(self.patches)
+        data["error"], data["error_tail"] = clipped(self.error, "error"), clipped(self.error_tail, "error_tail")
         if data["deep"] is None:  # a project without tiers writes the records it always wrote
             del data["deep"]
         return data
@@ -148,6 +161,7 @@ class BuildResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["build"] = self.build.to_dict()
+        data["error"], data["error_tail"] = clipped(self.error, "error"), clipped(self.error_tail, "error_tail")
         data["patches"] = list(self.patches)
         if data["deep"] is None:
             del data["deep"]
