@@ -196,6 +196,13 @@ CLASSES_NOTE = (
 )
 
 
+def shows_features(table: CompatTable) -> bool:
+    """Whether the pages have a features section: when a release has features, or when no cell has run its smoke
+    suite yet (the section says so). A suite that ran and reports no features (most projects' own suites) gets
+    none: "no feature is known" would read as if nothing had been tested."""
+    return any(r.features for r in table.releases) or not any(c.smoke is not None for c in table.cells)
+
+
 def features_table(table: CompatTable) -> str:
     names = sorted({name for release in table.releases for name in release.features})
     measured = [r for r in table.releases if r.features]
@@ -318,8 +325,7 @@ def compatibility_markdown(table: CompatTable) -> str:
             grid(table),
             legend(table),
             *([history] if (history := history_section(table)) else []),
-            "## Features per torch release\n",
-            features_table(table),
+            *(["## Features per torch release\n", features_table(table)] if shows_features(table) else []),
             "## Install\n",
             install_section(table),
         ]
@@ -332,7 +338,8 @@ def readme_section(table: CompatTable) -> str:
             README_START,
             grid(table, links=False),
             legend(table)
-            + "Features per torch release and install commands: [docs/compatibility.md](docs/compatibility.md).\n",
+            + ("Features per torch release and install commands" if shows_features(table) else "Install commands")
+            + ": [docs/compatibility.md](docs/compatibility.md).\n",
             "Install with torch already installed (it is kept): `"
             + release_index_command(table, "X.Y", site_or_placeholder(table))
             + "` with your torch's X.Y"

@@ -27,6 +27,7 @@ from buildmatrix.publish.markdown import (
     NOT_AVAILABLE_MARK,
     NOT_IN_MATRIX,
     look_alike_note,
+    shows_features,
 )
 from buildmatrix.publish.table import SITE_PLACEHOLDER, CompatCell, CompatTable
 from buildmatrix.util.paths import relative_path_problem
@@ -274,10 +275,16 @@ def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Colle
             "<h2>Cells</h2>",
             cells_table(table, logs),
             *([f'<p class="note" id="free-threaded">{_e(note)}</p>'] if (note := free_threaded_note(table)) else []),
-            "<h2>Features per torch release</h2>",
-            features_html(table),
-            f"<p>✓ available, ◐ {partial_words(table)}, {NOT_AVAILABLE_MARK} not available in this release, "
-            "✗ failed.</p>",
+            *(
+                [
+                    "<h2>Features per torch release</h2>",
+                    features_html(table),
+                    f"<p>✓ available, ◐ {partial_words(table)}, {NOT_AVAILABLE_MARK} not available in this release, "
+                    "✗ failed.</p>",
+                ]
+                if shows_features(table)
+                else []
+            ),
             "<h2>Index</h2>",
             index_links(index_pages),
             f'<script id="choices" type="application/json">{choices_json(table)}</script>',
