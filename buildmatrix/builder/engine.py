@@ -260,6 +260,7 @@ class Engine:
                 compilers=compilers if compilers is not None else compiler_share(1),
             )
             runner.build(job, steps, output)
+            output.torch_build["wheel_source"] = source.describe()  # the one used here (a local mirror's find-links)
             with steps.step("check"):
                 check_built_wheel(job, output, runner)
             with steps.step("publish"):
@@ -379,6 +380,7 @@ class Engine:
             result.wheel, result.sdk_wheel = made.wheel, made.sdk_wheel
         sdk_wheel = regular_file(self._wheels, made.sdk_wheel.path) if made.sdk_wheel is not None else None
         source = self.registry.source(cell.torch)
+        result.torch_build["wheel_source"] = source.describe()  # the cell's own torch, from here on this machine
         job = CellJob(
             cell,
             self.matrix,

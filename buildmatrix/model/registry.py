@@ -119,6 +119,15 @@ class TorchSource:
     find_links: tuple[str, ...] = ()
     index_urls: tuple[str, ...] = ()
 
+    def describe(self) -> str:
+        """Where torch was installed from, as a record says it: an index source mirrored locally reads as the
+        find-links it was really installed from, not as the index matrix.yaml names."""
+        if self.find_links:
+            return "find-links " + " ".join(self.find_links)
+        if self.index_urls:
+            return "index " + " ".join(self.index_urls)
+        return "registry"
+
 
 class _AnchorParser(HTMLParser):
     """Collects (text, href) of every link on a PEP 503 project page."""
