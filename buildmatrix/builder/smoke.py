@@ -15,11 +15,19 @@ from buildmatrix.model.contract import SmokeContract, Tier
 
 
 def stage_tests(tests: Path, dest: Path) -> Path:
-    """Copy the suite away from the plugin sources so the installed package is what gets imported."""
+    """Copy the suite away from the plugin sources so the installed package is what gets imported.
+
+    A neutral pytest.ini goes beside the copy: pytest takes the first configuration file above its arguments, and
+    the scratch of a local cell is inside the project (build/), whose own pytest settings (a plugin it needs, strict
+    options) are the project's tests', not the smoke suite's. A configuration file of the suite's own, inside its
+    directory, is found first and still applies."""
     target = dest / "smoke-tests"
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(tests, target, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    (dest / "pytest.ini").write_text(
+        "# buildmatrix: the smoke suite runs apart from the project's pytest settings\n[pytest]\n"
+    )
     return target
 
 

@@ -8,6 +8,7 @@ the engine calls it at the end of a run, `merge-results` after merging the trees
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -28,13 +29,28 @@ def judge_deep(run: SmokeRun, cell_id: str, seconds: float) -> TierResult:
         failure = run.failure
         raise StepFailed(Step.DEEP, failure.message, failure.log_tail, failure.failure_class, failure.cause)
     ran = counts.passed + counts.failed + counts.errors
-    if ran == 0 and counts.errors == 0:
+    # Nothing ran: "not run" when pytest passed (every test skipped) or found none to run (exit code 5); pytest that
+    # could not start (a usage or configuration error, exit code 4) failed.
+    if ran == 0 and (run.failure is None or _pytest_exit_code(run) == NO_TESTS_COLLECTED):
         return TierResult(cell_id, TierStatus.NOT_RUN, counts, features, None, None, seconds)
     if run.failure is None and counts.failed == 0 and counts.errors == 0:
         return TierResult(cell_id, TierStatus.PASSED, counts, features, None, None, seconds)
     detail = f" ({run.detail})" if run.detail else ""
     error = f"{counts.failed} failed, {counts.errors} errors, {counts.passed} passed{detail}"
     return TierResult(cell_id, TierStatus.FAILED, counts, features, error, FailureClass.DETERMINISTIC, seconds)
+
+
+NO_TESTS_COLLECTED = 5  # pytest's exit code when the selection holds no test
+_EXIT_CODE = re.compile(r"(?:pytest )?exit code (\d+)")
+
+
+def _pytest_exit_code(run: SmokeRun) -> int | None:
+    """pytest's exit code, as the runner's failure says it ("exit code 5: ...", "pytest exit code 5")."""
+    for text in (run.detail, run.failure.message if run.failure is not None else ""):
+        found = _EXIT_CODE.match(text)
+        if found:
+            return int(found.group(1))
+    return None
 
 
 def deep_failure_message(build_id: str, deep: TierResult) -> str:

@@ -84,6 +84,9 @@ def project(tmp_path: Path, tiers: bool = True) -> Path:
     (root / "plugin" / "ANY_PYTHON").write_text("")
     (root / "plugin" / "tests" / "test_deep.py").write_text(DEEP_TESTS)
     (root / "README.md").write_text("# tiny\n\n<!-- compat-table:start -->\n<!-- compat-table:end -->\n")
+    # The project's own pytest settings are its tests', never the smoke suite's (a local cell's scratch is inside
+    # the project): a plugin the smoke environment lacks and strict options would stop every smoke run.
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "--strict-config"\ntimeout = 5\n')
     contract = TINY_CONTRACT.replace("build: {", "build: {per-python: false, ")
     if tiers:
         contract = "\n".join(line for line in contract.splitlines() if not line.startswith("smoke:")) + "\n" + TIERS

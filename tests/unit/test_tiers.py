@@ -201,17 +201,21 @@ def _junit(path: Path, tests: int, failures: int = 0, skipped: int = 0) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("counts", "failed", "expected"),
+    ("counts", "exit_code", "expected"),
     [
-        ((3, 0, 0), False, TierStatus.PASSED),
-        ((3, 0, 2), False, TierStatus.PASSED),  # one test checked something
-        ((3, 0, 3), False, TierStatus.NOT_RUN),  # every test skipped: never "passed"
-        ((0, 0, 0), True, TierStatus.NOT_RUN),  # pytest selected nothing (exit code 5)
-        ((3, 1, 0), True, TierStatus.FAILED),
+        ((3, 0, 0), None, TierStatus.PASSED),
+        ((3, 0, 2), None, TierStatus.PASSED),  # one test checked something
+        ((3, 0, 3), None, TierStatus.NOT_RUN),  # every test skipped: never "passed"
+        ((0, 0, 0), "exit code 5: pytest", TierStatus.NOT_RUN),  # pytest selected nothing (the local runner's words)
+        ((0, 0, 0), "pytest exit code 5", TierStatus.NOT_RUN),  # (the Docker runner's)
+        ((0, 0, 0), "exit code 4: pytest", TierStatus.FAILED),  # pytest could not start (a configuration error)
+        ((3, 1, 0), "exit code 1: pytest", TierStatus.FAILED),
     ],
 )
-def test_deep_verdict(tmp_path: Path, counts: tuple[int, int, int], failed: bool, expected: TierStatus) -> None:
-    failure = StepFailed("smoke", "pytest exit code 1") if failed else None
+def test_deep_verdict(
+    tmp_path: Path, counts: tuple[int, int, int], exit_code: str | None, expected: TierStatus
+) -> None:
+    failure = StepFailed("smoke", exit_code) if exit_code else None
     run = SmokeRun(_junit(tmp_path / "junit.xml", *counts), tmp_path / "none.json", failure)
     verdict = judge_deep(run, CELL_A.id, 1.0)
     assert verdict.status == expected and verdict.cell == CELL_A.id
