@@ -12,6 +12,7 @@ from buildmatrix.publish.advice import (
     install_commands,
     partial_words,
     release_index_command,
+    smoke_mark,
 )
 from buildmatrix.publish.table import CompatCell, CompatTable
 from buildmatrix.util.when import day
@@ -117,7 +118,7 @@ def cell_text(table: CompatTable, cell: CompatCell | None, links: bool = True) -
     if cell.status == Status.NOT_BUILT:
         return str(Status.NOT_BUILT)
     if cell.status == Status.PASSED:
-        text = f"✓ {cell.smoke.passed}/{cell.smoke.total}" if cell.smoke else "✓"
+        text = f"✓ {smoke_mark(cell.smoke)}" if cell.smoke else "✓"
         text += f" {LATEST_FAILED_MARK}" if cell.latest is not None else ""
     else:
         text = f"✗ {md(cell.failed_step)}" + (f" ({md(cell.failure)})" if cell.failure else "")
@@ -147,8 +148,8 @@ def legend(table: CompatTable) -> str:
     return (
         f"{len(table.cells)} cells: {len(passed)} passed, {len(built) - len(passed)} failed, "
         f"{len(table.cells) - len(built)} not built. "
-        f"✓ passed (smoke tests passed/total), ✗ failed (in the named step), {NOT_IN_MATRIX} not in the matrix "
-        "(torch publishes no wheel for that Python, or matrix.yaml excludes it).\n"
+        "✓ passed (smoke tests passed, and how many the suite skipped), ✗ failed (in the named step), "
+        f"{NOT_IN_MATRIX} not in the matrix (torch publishes no wheel for that Python, or matrix.yaml excludes it).\n"
         + (f"{free_threaded_note(table)}\n" if free_threaded_note(table) else "")
         + (DEEP_NOTE if any(c.deep for c in table.cells) else "")
         + (CLASSES_NOTE if any(c.failure for c in table.cells) else "")
@@ -186,8 +187,8 @@ LATEST_FAILED_NOTE = (
 # Only with test tiers (smoke.tiers), so docs of projects without them stay byte-identical.
 DEEP_NOTE = (
     "Counts are the quick suite's, run on every cell; deep: the build's deep suite, run once per build on the cell "
-    "named (on the cell itself where none is named): ✓ passed/total, ✗ failed (which fails every cell of the build), "
-    "not run (every test skipped).\n"
+    "named (on the cell itself where none is named): ✓ passed (skipped), ✗ failed (which fails every cell of the "
+    "build), not run (every test skipped).\n"
 )
 # Only when some record carries a failure class, so docs of older records stay byte-identical.
 CLASSES_NOTE = (
