@@ -196,6 +196,10 @@ class Engine:
         try:
             return Scheduler(self, cells, options, builds_only).go()
         finally:
+            if CHILDREN.stopping:
+                # Interrupted: what left its step's process group (a tool that calls setsid, a fork racing the
+                # group's kill) still carries our owner mark; it is ended, and gone, before the run returns.
+                kill_orphans(CHILDREN.owner)
             self._sweep()  # containers whose clients were killed (timeout, stop) outlive them
             CHILDREN.owner = None
             CHILDREN.reset()  # every child is gone by now; a later run in this process may start its own

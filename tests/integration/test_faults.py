@@ -157,6 +157,25 @@ def test_signal_stops_the_run_and_kills_every_child(tiny: Path, signum: signal.S
         assert record(tiny, DRV2)["status"] == "passed"
 
 
+def test_an_interrupted_compile_has_ended_every_process_when_the_run_returns(tiny: Path) -> None:
+    """Ctrl-C during a build's compile once returned, in one run of two, with compilers still running two seconds
+    later. A real compile (two cc processes, one in a session of its own, as a parallel build tool may start them)
+    is interrupted again and again: each time, when the run has returned, none of its processes is left."""
+    (tiny / "plugin" / "ESCAPING_COMPILE").write_text("")
+    for attempt in range(3):
+        env, mark = marker()
+        proc = start_build(tiny, {**env, "CCACHE_DISABLE": "1"}, "--sdk", "2")
+        wait_for_line(proc, f"build {DRV2}: build\n")
+        deadline = time.monotonic() + 120
+        while sum(" -O2 -c " in p for p in living(mark)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sum(" -O2 -c " in p for p in living(mark)) >= 2, living(mark)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground process group
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGINT, out
+        assert living(mark) == [], f"attempt {attempt}: processes outlived the run"  # at once, no grace
+
+
 def test_sigkill_leaves_orphans_that_the_next_run_ends(tiny: Path) -> None:
     (tiny / "plugin" / "HANG_BUILD").write_text("")
     env, mark = marker()
