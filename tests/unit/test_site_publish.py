@@ -187,6 +187,20 @@ def test_a_log_path_outside_wheels_is_never_read_or_written(published: Published
     assert "root:x" not in "".join(p.read_text(errors="replace") for p in site.rglob("*") if p.is_file())
 
 
+def test_a_table_its_reader_would_refuse_never_goes_live(published: Published) -> None:
+    """The writer wrote a table the next publish (and fetch-site) refused with exit 7: the staged table is read back
+    with the reader before the swap."""
+    matrix, table, wheels, site = published
+    before, live = snapshot(site), site.readlink().as_posix()
+    cells = tuple(
+        dataclasses.replace(c, requirement="x" * 2000) if c.id == CELL else c for c in table.cells
+    )  # longer than the reader's 1024
+    report = write_site(dataclasses.replace(table, cells=cells), wheels, site, matrix)
+    assert not report.published
+    assert any("does not read back" in p and "requirement" in p for p in report.problems), report.problems
+    assert site.readlink().as_posix() == live and snapshot(site) == before
+
+
 def test_a_failure_while_staging_leaves_the_live_site(published: Published, monkeypatch: pytest.MonkeyPatch) -> None:
     matrix, table, wheels, site = published
     before, live = snapshot(site), site.readlink().as_posix()
