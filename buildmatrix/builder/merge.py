@@ -298,3 +298,17 @@ def merge_wheel_trees(sources: list[Path], into: Path, rules: RecordRules | None
     store.write_summary(merged, builds=builds)
     wheels = {r.path for c in merged for r in (c.wheel, c.sdk_wheel) if r is not None}
     return MergeReport(merged, len(wheels), copied)
+
+
+def merge_results(sources: list[Path], into: Path, matrix_path: Path) -> MergeReport:
+    """merge_wheel_trees for `merge-results`: with the project's matrix.yaml (when there is one), every record's
+    wheels are checked against its distributions too, and the merge runs under the run lock a build takes
+    (RunLocked, exit 6): a build writing wheels/ meanwhile would mix its records with the merged ones."""
+    from buildmatrix.builder.workspace import RunLock, Workspace
+    from buildmatrix.model.loader import load_matrix
+
+    matrix = load_matrix(matrix_path.resolve()) if matrix_path.is_file() else None
+    if matrix is None:
+        return merge_wheel_trees(sources, into)
+    with RunLock(Workspace.for_root(matrix.root)):
+        return merge_wheel_trees(sources, into, RecordRules.of(matrix))

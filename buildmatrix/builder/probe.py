@@ -328,3 +328,53 @@ __all__ = [
     "resolve_release",
     "run_probe",
 ]
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    release: str  # "2.16" (the newest 2.16.x on the registry) or "2.14.1"
+    matrix: Path = Path("matrix.yaml")
+    offline: bool = False  # the cached registry answers only
+    python: str | None = None  # None: the newest Python the release publishes that this machine can build
+    sdk: str | None = None  # None: the newest SDK version of matrix.yaml
+    series: tuple[str, ...] = ()  # shim series applied first, in order
+    runner: str | None = None  # None: local
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """The probe before it runs: the release, the cell it builds and tests, its runner and why."""
+
+    matrix: Matrix
+    registry: Registry
+    release: TorchRelease
+    cell: Cell
+    runner: Runner
+    why: str
+
+
+def plan_probe(options: ProbeOptions) -> ProbePlan:
+    from buildmatrix.builder.runners.select import runner_for_cell
+    from buildmatrix.model.loader import load_matrix
+
+    matrix = load_matrix(options.matrix.resolve())
+    registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=options.offline)
+    release = resolve_release(options.release, matrix, registry, options.series)
+    asked = RunnerName(options.runner or RunnerName.LOCAL)
+    if options.python is None:  # any Python the release publishes that this machine can build
+        cell, runner, why = probe_cell_here(release, matrix, registry, asked, options.sdk)
+    else:
+        cell = probe_cell(release, matrix, registry, options.python, options.sdk)
+        runner, why = runner_for_cell(cell, probe_matrix(matrix, release), asked)
+    return ProbePlan(matrix, registry, release, cell, runner, why)
+
+
+def run_planned(plan: ProbePlan, progress: ProgressCallback) -> ProbeReport | str:
+    """Run the probe; Ctrl-C or SIGTERM kill its children at once and interrupt its cell: then the signal's name is
+    returned instead of the report."""
+    from buildmatrix.util.process import CHILDREN
+    from buildmatrix.util.signals import stop_on_signals
+
+    with stop_on_signals(CHILDREN.stop) as stopped_by:
+        report = run_probe(plan.matrix, plan.release, plan.cell, plan.registry, runner=plan.runner, progress=progress)
+    return stopped_by[0] if stopped_by else report

@@ -4,11 +4,9 @@ errors into exit codes. `python -m buildmatrix --help`."""
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -19,6 +17,7 @@ from buildmatrix.cli import cells, project, publishing, releases, render
 from buildmatrix.errors import EXIT_CELLS_FAILED, ResourceError, UserError
 from buildmatrix.util.atomic import write_text_atomic
 from buildmatrix.util.failures import is_resource_error, resource_message
+from buildmatrix.util.gcthreshold import fewer_collections
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,25 +81,8 @@ def add_schema_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     schema.set_defaults(func=cmd_schema)
 
 
-# The cyclic garbage collector's first threshold while a command runs (CPython's default is 700 allocations). A command
-# builds tens of thousands of long-lived objects (records, tables, ledger entries: 10 000 cells make ~1 million) and
-# almost no cycles; at the default, collections that find nothing took 15 % of compat-table's CPU at 10 000 cells.
-GC_THRESHOLD = 100_000
-
-
-@contextmanager
-def _fewer_collections() -> Iterator[None]:
-    """GC_THRESHOLD while the command runs, the caller's thresholds again after (main may run inside a test)."""
-    before = gc.get_threshold()
-    gc.set_threshold(GC_THRESHOLD, *before[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    with _fewer_collections():
+    with fewer_collections():
         return _main(argv)
 
 

@@ -4,7 +4,6 @@ wheels/ trees several machines built). Each parses, calls the library and render
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -105,20 +104,10 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_merge_results(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix.builder.merge import merge_wheel_trees
-    from buildmatrix.builder.records.parse import RecordRules
-    from buildmatrix.builder.workspace import RunLock, Workspace
-    from buildmatrix.model.loader import load_matrix
+    from buildmatrix.builder.merge import merge_results
 
     into = Path(args.into)
-    # With the project's matrix.yaml, every record's wheels are checked against its distributions too.
-    matrix_path = Path(args.matrix)
-    matrix = load_matrix(matrix_path.resolve()) if matrix_path.is_file() else None
-    rules = RecordRules.of(matrix) if matrix is not None else None
-    # In a project, under the run lock a build takes (RunLocked, exit 6): a build writing wheels/ meanwhile would mix
-    # its records with the merged ones.
-    with RunLock(Workspace.for_root(matrix.root)) if matrix is not None else contextlib.nullcontext():
-        report = merge_wheel_trees([Path(p) for p in args.sources], into, rules)
+    report = merge_results([Path(p) for p in args.sources], into, Path(args.matrix))
     console.print(
         f"merged {len(args.sources)} tree(s) into {into}: {len(report.cells)} cell record(s), "
         f"{report.wheels} wheel(s) checked against their records, {report.copied} file(s) copied",

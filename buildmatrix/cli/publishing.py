@@ -10,62 +10,35 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from buildmatrix.builder.workspace import Workspace
 from buildmatrix.cli.flags import add_matrix, add_offline
 from buildmatrix.cli.render import origins_lines
-from buildmatrix.errors import EXIT_CELLS_FAILED, UserError
-from buildmatrix.model.cells import expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.registry import Registry, published_pythons
+from buildmatrix.errors import EXIT_CELLS_FAILED
 
 
 def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix.builder.records.parse import RecordRules
-    from buildmatrix.builder.records.store import ResultStore
-    from buildmatrix.publish.docs import DocsLayout, docs_problems, read_docs_table
-    from buildmatrix.publish.ledger import reason_problem
-    from buildmatrix.publish.site import publish
-    from buildmatrix.publish.staging import Withdrawal
+    from buildmatrix.publish.compat import CompatOptions, compat_table
 
-    matrix = load_matrix(Path(args.matrix).resolve())
-    workspace = Workspace.for_root(matrix.root)
-    withdrawals = [Withdrawal(w, args.reason or "") for w in args.yank or ()]
-    withdrawals += [Withdrawal(w, args.reason or "", remove=True) for w in args.remove or ()]
-    if withdrawals and (problem := reason_problem(args.reason or "")):
-        raise UserError(f"--reason {problem} (nothing was written)")
-    if args.check:
-        if withdrawals or args.new_ledger or args.first_publish:
-            raise UserError("--check writes nothing: it takes no --yank, --remove, --new-ledger or --first-publish")
-        problems = docs_problems(read_docs_table(matrix.root, DocsLayout.of(matrix)), matrix)
-    else:
-        registry = Registry(workspace.cache_dir / "registry", offline=args.offline)
-        available = published_pythons(matrix, registry)
-        results = ResultStore(workspace.results_dir, RecordRules.of(matrix)).all()
-        # Under the publish lock: the live site's ledger and table, this run's records over them and the committed
-        # table; the site is built and checked beside the live one, and nothing (site or docs) changes unless every
-        # check passes.
-        _table, report = publish(
-            matrix,
-            expand(matrix, available),
-            results,
-            available,
-            wheels_dir=workspace.wheels_dir,
-            site=workspace.wheels_dir / "site",
-            site_url=args.site_url,
-            docs_root=matrix.root,
-            withdrawals=withdrawals,
-            new_ledger=args.new_ledger,
-            layout=DocsLayout.of(matrix),
-            first_publish=args.first_publish,
-        )
+    options = CompatOptions(
+        Path(args.matrix),
+        offline=args.offline,
+        site_url=args.site_url,
+        check=args.check,
+        yank=tuple(args.yank or ()),
+        remove=tuple(args.remove or ()),
+        reason=args.reason or "",
+        new_ledger=args.new_ledger,
+        first_publish=args.first_publish,
+    )
+    outcome = compat_table(options)
+    report, problems = outcome.report, outcome.problems
+    if report is not None:
         for line in origins_lines(report.origins):
             console.print(line, highlight=False)
         for note in report.notes:
             console.print(f"note: {note}", highlight=False)
-        problems = report.problems
         if report.published:
             for path in report.docs:
-                console.print(f"wrote {path.relative_to(matrix.root)}", highlight=False)
+                console.print(f"wrote {path.relative_to(outcome.matrix.root)}", highlight=False)
             console.print(
                 f"site: {report.site / 'index.html'} ({report.wheels} wheel(s), {len(report.pages)} index page(s))",
                 highlight=False,
@@ -81,28 +54,18 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_fetch_site(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix.publish.docs import DocsLayout, read_docs_table
-    from buildmatrix.publish.fetch import fetch_site
+    from buildmatrix.publish.compat import FetchOptions, fetch
 
-    matrix = load_matrix(Path(args.matrix).resolve())
-    workspace = Workspace.for_root(matrix.root)
-    layout = DocsLayout.of(matrix)
-    committed = read_docs_table(matrix.root, layout) if (matrix.root / layout.table).is_file() else None
-    if committed is not None and committed.plugin != matrix.plugin.distribution:
-        committed = None  # another project's docs (a template's, a copy's) say nothing about this site
-    report = fetch_site(
-        args.site_url,
-        workspace.wheels_dir / "site",
-        committed=committed,
-        new_ledger=args.new_ledger,
-        first_publish=args.first_publish,
+    options = FetchOptions(
+        args.site_url, Path(args.matrix), new_ledger=args.new_ledger, first_publish=args.first_publish
     )
+    report, site = fetch(options)
     for note in report.notes:
         console.print(note, highlight=False)
     if report.version is not None:
         console.print(
             f"fetched {report.url}: released.json ({report.ledger_entries} wheel(s) released), {report.wheels} "
-            f"wheel(s) served and {report.logs} log(s), into {workspace.wheels_dir / 'site'} -> {report.version.name}",
+            f"wheel(s) served and {report.logs} log(s), into {site} -> {report.version.name}",
             highlight=False,
         )
     return 0

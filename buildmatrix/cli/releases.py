@@ -14,8 +14,8 @@ from buildmatrix.builder.workspace import Workspace
 from buildmatrix.cli.flags import add_matrix, add_offline, add_runner
 from buildmatrix.errors import EXIT_CELLS_FAILED, UserError
 from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.registry import DEFAULT_INDEX, Registry
-from buildmatrix.vocab import RunnerName, Status
+from buildmatrix.model.registry import DEFAULT_INDEX
+from buildmatrix.vocab import Status
 
 
 def cmd_patches(args: argparse.Namespace, console: Console) -> int:
@@ -61,39 +61,30 @@ def cmd_patches(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_probe(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix.builder import probe
-    from buildmatrix.builder.runners.select import runner_for_cell
+    from buildmatrix.builder.probe import ProbeOptions, plan_probe, probe_dir, run_planned
+    from buildmatrix.util.signals import exit_code_of
 
-    matrix = load_matrix(Path(args.matrix).resolve())
-    registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=args.offline)
-    release = probe.resolve_release(args.release, matrix, registry, tuple(args.series or ()))
-    asked = RunnerName(args.runner or RunnerName.LOCAL)
-    if args.python is None:  # any Python the release publishes that this machine can build
-        cell, runner, why = probe.probe_cell_here(release, matrix, registry, asked, args.sdk)
-    else:
-        cell = probe.probe_cell(release, matrix, registry, args.python, args.sdk)
-        runner, why = runner_for_cell(cell, probe.probe_matrix(matrix, release), asked)
+    options = ProbeOptions(
+        args.release,
+        Path(args.matrix),
+        offline=args.offline,
+        python=args.python,
+        sdk=args.sdk,
+        series=tuple(args.series or ()),
+        runner=args.runner,
+    )
+    plan = plan_probe(options)
+    release = plan.release
     console.print(
-        f"probing torch {release.version} as cell {cell.id} ({why})"
+        f"probing torch {release.version} as cell {plan.cell.id} ({plan.why})"
         + (f" with series {', '.join(release.patches)}" if release.patches else "")
     )
-    from buildmatrix.util.process import CHILDREN
-    from buildmatrix.util.signals import exit_code_of, stop_on_signals
-
-    with stop_on_signals(CHILDREN.stop) as stopped_by:  # the probe's children die at once, its cell is interrupted
-        report = probe.run_probe(
-            matrix,
-            release,
-            cell,
-            registry,
-            runner=runner,
-            progress=lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False),
-        )
-    if stopped_by:
-        console.print(f"stopped by {stopped_by[0]}")
-        return exit_code_of(stopped_by[0])
+    report = run_planned(plan, lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False))
+    if isinstance(report, str):
+        console.print(f"stopped by {report}")
+        return exit_code_of(report)
     console.print(report.markdown(), highlight=False, markup=False)
-    console.print(f"report: {probe.probe_dir(matrix, release) / 'report.md'}")
+    console.print(f"report: {probe_dir(plan.matrix, release) / 'report.md'}")
     return 0 if report.status == Status.PASSED else EXIT_CELLS_FAILED
 
 
