@@ -7,6 +7,9 @@ nox.options.sessions = ["lint", "unit"]
 
 ORCHESTRATION = [".[docker]", "uv"]
 TEST_DEPS = [".[test]", "uv"]
+# Two workers (the development machine and CI have two cores), one group per worker at a time and the groups in the
+# order tests/parallel_plan.py gives them (long ones first): `-- -n 0` after it runs one test at a time.
+PARALLEL = ("-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder")
 DOCS_DEPS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10"]  # the same pins as pyproject.toml's docs extra
 PYTHON_TREES = ("buildmatrix", "tests", "driver", "plugin", "examples", "scripts", "noxfile.py")
 
@@ -101,23 +104,24 @@ def docs(session: nox.Session) -> None:
 def unit(session: nox.Session) -> None:
     """Fast tests of the pure logic (no compiler, no torch)."""
     session.install(*TEST_DEPS)
-    session.run("pytest", "-m", "not integration", *session.posargs)
+    session.run("pytest", *PARALLEL, "-m", "not integration", *session.posargs)
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Everything CI runs: unit tests, driver tests, runner integration tests and the real torch 2.13 cell. Tests that
-    download a torch release from the registry (marked `download`, GBs each) are left out: `nox -s tests -- -m
-    download` runs them (a later -m replaces this one)."""
+    """Everything CI runs: unit tests, driver tests, runner integration tests and the real torch 2.13 cell, on two
+    workers (tests/parallel_plan.py keeps the tests that share a cache or a fixture on one, and starts the long ones
+    first). Tests that download a torch release from the registry (marked `download`, GBs each) are left out: `nox -s
+    tests -- -m download` runs them (a later -m replaces this one)."""
     session.install(*TEST_DEPS)
-    session.run("pytest", "-m", "not docker and not download", *session.posargs)
+    session.run("pytest", *PARALLEL, "-m", "not docker and not download", *session.posargs)
 
 
 @nox.session
 def act(session: nox.Session) -> None:
     """The GitHub workflows run under act on this machine, with the stand-ins of tests/act/ (part of `tests`)."""
     session.install(*TEST_DEPS)
-    session.run("pytest", "-m", "act and not docker", *session.posargs)
+    session.run("pytest", *PARALLEL, "-m", "act and not docker", *session.posargs)
 
 
 @nox.session

@@ -32,7 +32,10 @@ from site_compare import assert_same_site
 
 from conftest import TINY_CONTRACT, run_cli
 
-pytestmark = [pytest.mark.act, pytest.mark.integration]
+# One worker runs every act test that uses the cache store (~/.cache/buildmatrix-act, kept between runs): each run
+# restores from it, saves to it and evicts from it, and runs of one stand-in repository share its entries
+# (tests/parallel_plan.py).
+pytestmark = [pytest.mark.act, pytest.mark.integration, pytest.mark.xdist_group("act-cache-store")]
 
 WORKFLOW = "build-matrix.yml"
 TINY = Path(__file__).parents[1] / "fixtures" / "tiny"

@@ -18,7 +18,10 @@ import pytest
 from act_harness import ActRun, ActWorld, act_world, git, publish_repository, run_act
 from registry_server import Answers
 
-pytestmark = [pytest.mark.act, pytest.mark.integration]
+# One worker runs every act test that uses the cache store (~/.cache/buildmatrix-act, kept between runs): each run
+# restores from it, saves to it and evicts from it, and runs of one stand-in repository share its entries
+# (tests/parallel_plan.py).
+pytestmark = [pytest.mark.act, pytest.mark.integration, pytest.mark.xdist_group("act-cache-store")]
 
 WORKFLOW = "outdated.yml"
 BRANCH = "outdated/matrix"
