@@ -224,7 +224,7 @@ def main() -> None:
         seen = failing(r, 4)
     elif scenario == "silent":
         if rank == 1:
-            time.sleep(2)  # alive, never answers
+            time.sleep(6)  # alive, never answers (longer than the peer needs to time out, even on a loaded machine)
             os._exit(0)
         seen = failing(r, 4)
     elif scenario == "mismatch":

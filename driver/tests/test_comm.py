@@ -97,7 +97,7 @@ def test_silent_peer_times_out(lib23: Path) -> None:
     rank0, _ = run_ranks(lib23, "silent", timeout_ms=700)
     assert rank0["error"] == LAUNCH_FAILURE
     assert "timed out after" in str(rank0["message"]) and "waiting for rank 1" in str(rank0["message"])
-    assert 0.6 < float(rank0["after_s"]) < 4.5
+    assert 0.6 < float(rank0["after_s"]) < 5.5
 
 
 def test_mismatched_collectives_fail_on_every_rank(lib23: Path) -> None:
