@@ -1,5 +1,7 @@
 """Loads the compiled library and registers the emu device (imported by torch_emu once the guard passed)."""
 
+import warnings
+
 import torch
 
 from torch_emu import _build_info, _dynamo_device, _inductor_backend, _multiprocessing
@@ -27,12 +29,28 @@ def _register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 
 
+def _register_collectives() -> None:
+    """A torch without torch.distributed, or a registry this release lays out differently, must not cost the device:
+    the backend is then missing (the doctor and the smoke suite say why), and emu still loads."""
+    if not torch.distributed.is_available():
+        return
+    try:
+        from torch_emu import distributed
+
+        distributed.register()
+    except Exception as exc:
+        warnings.warn(f"torch_emu could not register its collective backend: {exc!r}", stacklevel=2)
+
+
 _register()
 # torch.compile: Dynamo's device interface and Inductor's registry, each once its module is imported (not now).
 _dynamo_device.install()
 _inductor_backend.install()
 # torch.multiprocessing: an emu storage is refused in the receiving process instead of hanging it.
 _multiprocessing.install()
+# torch.distributed: the emu collective backend, registered for the device (and FSDP2's default mesh kept on CPU for
+# groups that have no emu backend).
+_register_collectives()
 
 
 def build_info() -> dict:

@@ -32,6 +32,19 @@ def _load_error() -> BaseException | None:
     return getattr(torch_emu, "LOAD_ERROR", None)
 
 
+def _collectives_line() -> str:
+    """The torch.distributed backend for emu, or why there is none."""
+    from torch_emu import distributed
+
+    ok, why = distributed.available()
+    if not ok:
+        return f"  collectives not available: {why}"
+    return (
+        f"  collectives '{distributed.BACKEND}' (torch.distributed backend of emu: init_process_group(device_id="
+        "torch.device('emu', local_rank)) picks it; one host, shared memory)"
+    )
+
+
 def _first_computation() -> tuple[list[str], list[str]]:
     """Device lines and problems of a first computation on emu (only called when the extension loaded)."""
     import torch
@@ -39,7 +52,7 @@ def _first_computation() -> tuple[list[str], list[str]]:
     count = torch.emu.device_count()
     names = {torch.emu.get_device_name(i) for i in range(count)}
     memory = torch.emu.get_device_properties(0).total_memory >> 20 if count else 0
-    lines = [f"  devices     {count} x {', '.join(sorted(names))}, {memory} MiB each"]
+    lines = [f"  devices     {count} x {', '.join(sorted(names))}, {memory} MiB each", _collectives_line()]
     try:
         ok = torch.ones(4, device="emu").add(1).sum().item() == 8.0
     except Exception as exc:  # the runtime itself is broken: say so

@@ -224,6 +224,60 @@ def _patch_cuda_module() -> None:
     torch.cuda.device_count = emu.device_count
 
 
+def _swap_backend(backend: Any) -> Any:
+    """ "nccl" and the "cuda:nccl" forms name emu's collective backend (as transfer_to_npu makes them "hccl")."""
+    if not isinstance(backend, str):
+        return backend
+    from torch_emu.distributed import BACKEND
+
+    if backend.lower() == "nccl":
+        return BACKEND
+    if ":" not in backend:
+        return backend
+    pairs = []
+    for pair in backend.split(","):
+        device, _, name = pair.partition(":")
+        device, name = device.strip(), name.strip()
+        if device == "cuda":
+            device = "emu"
+        if name.lower() == "nccl":
+            name = BACKEND
+        pairs.append(f"{device}:{name}")
+    return ",".join(pairs)
+
+
+def _wrap_backend(fn: Callable[..., Any]) -> Callable[..., Any]:
+    if getattr(fn, _PATCHED_MARK, False):
+        return fn
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if "backend" in kwargs:
+            kwargs["backend"] = _swap_backend(kwargs["backend"])
+        elif args and fn.__name__ == "init_process_group":
+            args = (_swap_backend(args[0]), *args[1:])
+        if "device_id" in kwargs:
+            kwargs["device_id"] = _swap(kwargs["device_id"])
+        return fn(*args, **kwargs)
+
+    setattr(wrapper, _PATCHED_MARK, True)
+    return wrapper
+
+
+def _patch_distributed() -> None:
+    """init_process_group(backend="nccl") and new_group(backend="nccl") run on emu's backend, and NCCL counts as
+    available, so a CUDA training script's checks pass unchanged."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+    for name in ("init_process_group", "new_group"):
+        setattr(dist, name, _wrap_backend(getattr(dist, name)))
+        setattr(dist.distributed_c10d, name, getattr(dist, name))
+    dist.is_nccl_available = lambda: True  # type: ignore[assignment]
+    dist.distributed_c10d.is_nccl_available = dist.is_nccl_available
+
+
 def apply() -> None:
     for name in _TORCH_FUNCTIONS:
         if hasattr(torch, name):
@@ -241,6 +295,7 @@ def apply() -> None:
     _patch_generator()
     first = not getattr(torch.device, _PATCHED_MARK, False)
     _patch_device_constructor()
+    _patch_distributed()
     if first:  # said once: importing again (after a failed import, for example) patches nothing new
         warnings.warn(
             "torch_emu.contrib.transfer_to_emu: 'cuda' now means the emu device in this process (device arguments, "

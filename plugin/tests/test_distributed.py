@@ -1,0 +1,74 @@
+"""The emu collective backend (quick tier): registration for the device, one job of two processes through the
+collectives c10d offers, and what a job on several hosts is told. The training runs are in
+test_distributed_training.py (deep tier)."""
+
+from __future__ import annotations
+
+import dist_workers
+import pytest
+import torch
+from packaging.specifiers import SpecifierSet
+from smoke_gates import TORCH
+
+import torch_emu
+from torch_emu import distributed as emu_dist
+
+pytestmark = pytest.mark.feature("distributed")
+
+# Verified on torch 2.13 (the release line this backend was written and measured on); the other releases' Python
+# process-group hooks have not been exercised yet, so there the feature says so instead of failing the cell.
+VERIFIED = SpecifierSet(">=2.13,<2.14")
+
+
+def _unavailable() -> str | None:
+    ok, why = emu_dist.available()
+    if not ok:
+        return f"not available: {why}"
+    if TORCH not in VERIFIED:
+        return f"not available: the eccl backend is verified on torch {VERIFIED} only, this is {TORCH}"
+    return None
+
+
+requires_collectives = pytest.mark.skipif(_unavailable() is not None, reason=_unavailable() or "")
+
+
+def test_unavailable_builds_say_why() -> None:
+    ok, why = emu_dist.available()
+    api = torch_emu.driver_api_version()
+    assert ok == (api >= (2, 3))
+    if not ok:
+        assert "needs driver API 2.3" in why
+
+
+@requires_collectives
+def test_backend_is_registered_for_the_emu_device() -> None:
+    backend = torch.distributed.Backend
+    assert emu_dist.BACKEND.upper() in backend._plugins
+    if hasattr(backend, "default_device_backend_map"):  # torch >= 2.2: what device_id alone consults
+        assert backend.default_device_backend_map["emu"] == emu_dist.BACKEND
+
+
+@requires_collectives
+def test_collectives_between_two_processes() -> None:
+    world = 2
+    for rank, seen in enumerate(dist_workers.run_job("collectives", world)):
+        assert seen["backend"] == "eccl"  # picked from device_id alone
+        assert seen["all_reduce"] == [3.0] * 5
+        assert seen["max"] == [1.0, 10.0] and seen["min"] == [0.0, 9.0] and seen["avg"] == [0.5, 9.5]
+        assert seen["broadcast"] == [1.0] * 3
+        assert seen["all_gather"] == [[0.0, 0.0], [1.0, 1.0]]
+        assert seen["all_gather_into_tensor"] == [0.0, 0.0, 1.0, 1.0]
+        assert seen["reduce_scatter_tensor"] == [[0.0, 2.0], [4.0, 6.0]][rank]
+        assert seen["all_to_all_single"] == [[0.0, 1.0, 100.0, 101.0], [2.0, 3.0, 102.0, 103.0]][rank]
+        assert seen["batch_isend_irecv"] == [float((rank - 1) % world)] * 3
+        assert seen["all_gather_object"] == [{"rank": 0}, {"rank": 1}]
+        assert seen["broadcast_object_list"] == ["from 0"]
+        assert seen["async_returned_s"] < 1.0  # queued on the stream, not waited for
+
+
+@requires_collectives
+def test_a_job_on_several_hosts_is_refused_with_the_reason() -> None:
+    assert emu_dist.one_host_problem({"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}) is None
+    assert emu_dist.one_host_problem({}) is None
+    problem = emu_dist.one_host_problem({"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"})
+    assert problem is not None and "--nnodes" in problem and "one host only" in problem

@@ -1,0 +1,126 @@
+"""Training on the emu collective backend (deep tier: each test runs a job of two processes): DDP, FSDP2 and DTensor
+on two emu devices match one CPU process, CPU FSDP2 over gloo still works with torch_emu installed, faults fail the
+job instead of hanging it, and a CUDA-written DDP script runs under torchrun after one import."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import dist_workers
+import pytest
+import torch
+from test_distributed import requires_collectives
+
+pytestmark = [pytest.mark.feature("distributed"), pytest.mark.deep]
+
+
+def assert_matches_reference(state: dict[str, list[float]]) -> None:
+    reference = dist_workers.reference()
+    assert state.keys() == reference.keys()
+    for name, values in reference.items():
+        torch.testing.assert_close(torch.tensor(state[name]), torch.tensor(values), rtol=1e-5, atol=1e-6, msg=name)
+
+
+@requires_collectives
+def test_ddp_on_two_emu_processes_matches_one_cpu_process() -> None:
+    """Buckets (a tiny bucket_cap_mb), no_sync, a communication hook and find_unused_parameters, 3 SGD steps."""
+    for seen in dist_workers.run_job("ddp", 2):
+        assert_matches_reference(seen["state"])
+
+
+@requires_collectives
+def test_fsdp2_on_two_emu_processes_matches_one_cpu_process() -> None:
+    """fully_shard per layer and at the root, activation checkpointing, 3 SGD steps."""
+    for seen in dist_workers.run_job("fsdp2", 2):
+        assert seen["placements"] == "(Shard(dim=0),)"
+        assert_matches_reference(seen["state"])
+
+
+@requires_collectives
+def test_dtensor_matmul_and_redistribute_on_emu() -> None:
+    for seen in dist_workers.run_job("dtensor", 2):
+        assert seen["matmul_error"] < 1e-5
+        assert seen["redistribute_exact"] and seen["local_shape"] == [8, 3]
+
+
+@requires_collectives
+def test_cpu_fsdp2_over_gloo_still_works_with_torch_emu_installed() -> None:
+    """The default mesh followed the current accelerator (emu) even for a gloo-only job, which then failed."""
+    for seen in dist_workers.run_job("fsdp2_cpu_gloo", 2):
+        assert_matches_reference(seen["state"])
+
+
+@requires_collectives
+def test_a_dead_rank_fails_its_peer_well_within_the_timeout() -> None:
+    [seen] = dist_workers.run_job("dead_rank", 2, 60.0, answers=1)
+    assert "rank 1 (pid" in seen["error"] and "exited" in seen["error"]
+    assert seen["after_s"] < 30.0  # found by the driver's liveness check, not by the 60 s group timeout
+
+
+@requires_collectives
+def test_mismatched_shapes_and_dtypes_raise_on_every_rank() -> None:
+    for seen in dist_workers.run_job("mismatch", 2):
+        assert seen["error"] is not None and "does not match across ranks" in seen["error"]
+        assert "all_reduce of 4 float32" in seen["error"] and "all_reduce of 8 float64" in seen["error"]
+
+
+@requires_collectives
+def test_a_destroyed_group_frees_its_communicator_and_a_new_one_works() -> None:
+    for seen in dist_workers.run_job("regroup", 2, dist_workers.free_port()):
+        assert seen["first"] == [2.0, 2.0] and seen["subgroup"] == [1.0, 1.0]
+
+
+@requires_collectives
+def test_a_job_on_several_hosts_is_refused_at_init(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_LOCAL_WORLD_SIZE", "1")  # what torchrun --nnodes 2 --nproc-per-node 1 sets
+    with pytest.raises(AssertionError, match=r"one host only.*--nnodes"):
+        dist_workers.run_job("collectives", 2)
+
+
+CUDA_DDP_SCRIPT = """\
+    import torch_emu.contrib.transfer_to_emu  # the one line the CUDA script gains
+    import os
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    assert dist.is_nccl_available()
+    dist.init_process_group(backend="nccl")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Linear(4, 2).cuda(), device_ids=[local_rank])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.randn(8, 4, device="cuda")).square().mean().backward()
+        opt.step()
+    weights = [torch.zeros_like(model.module.weight) for _ in range(dist.get_world_size())]
+    dist.all_gather(weights, model.module.weight.detach())
+    assert all(torch.equal(w, weights[0]) for w in weights)
+    print(f"rank {dist.get_rank()}: {dist.get_backend()} on {model.module.weight.device}", flush=True)
+    dist.destroy_process_group()
+"""
+
+
+@requires_collectives
+def test_torchrun_runs_a_cuda_ddp_script_after_one_import(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(CUDA_DDP_SCRIPT))
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(dist_workers.free_port()),
+        str(script),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=os.environ.copy(), check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rank 0: eccl on emu:0" in done.stdout and "rank 1: eccl on emu:1" in done.stdout
