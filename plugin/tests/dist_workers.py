@@ -257,7 +257,25 @@ def collectives(rank: int, world: int) -> dict[str, Any]:
     seen["async_returned_s"] = time.monotonic() - start
     work.wait()
     dist.barrier()
+    seen["profiled"] = _profile_all_reduce(device)
     return seen
+
+
+def _profile_all_reduce(device: torch.device) -> dict[str, Any]:
+    """What torch sees of one all_reduce: the ops the profiler records, and whether any CPU memory was allocated."""
+    from torch.profiler import ProfilerActivity, profile
+
+    tensor = torch.ones(1 << 12, device=device)
+    dist.all_reduce(tensor)
+    torch.emu.synchronize()  # type: ignore[attr-defined]
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        dist.all_reduce(tensor)
+        torch.emu.synchronize()  # type: ignore[attr-defined]
+    events = list(prof.events())
+    return {
+        "ops": sorted({e.name for e in events if e.name.startswith("aten::")}),
+        "cpu_bytes": sum(max(0, e.cpu_memory_usage) for e in events),
+    }
 
 
 def dead_rank(rank: int, world: int, timeout_s: float) -> dict[str, Any]:

@@ -64,6 +64,9 @@ def test_collectives_between_two_processes() -> None:
         assert seen["all_gather_object"] == [{"rank": 0}, {"rank": 1}]
         assert seen["broadcast_object_list"] == ["from 0"]
         assert seen["async_returned_s"] < 1.0  # queued on the stream, not waited for
+        # The transfer is the driver's: torch neither copies (copy_, _to_copy, to) nor allocates CPU memory for it.
+        copies = [op for op in seen["profiled"]["ops"] if "copy" in op or op == "aten::to"]
+        assert copies == [] and seen["profiled"]["cpu_bytes"] == 0, seen["profiled"]
 
 
 @requires_collectives
