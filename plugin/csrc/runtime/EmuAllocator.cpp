@@ -102,6 +102,15 @@ C10DeviceStats as_c10(const MemoryStats& s) {
 using AllocatorBase = c10::Allocator;
 #endif
 
+// torch.profiler's profile_memory and memory timeline see emu allocations and frees (a free as a negative
+// size), with the device's totals after it, as CUDA's allocator reports them.
+void report_to_profiler(void* ptr, int64_t bytes, const MemoryStats& st, c10::DeviceIndex device) {
+  if (!c10::memoryProfilingEnabled()) return;
+  c10::reportMemoryUsageToProfiler(ptr, bytes, static_cast<size_t>(st.allocated_bytes[static_cast<size_t>(Pool::All)].current),
+                                   static_cast<size_t>(st.reserved_bytes[static_cast<size_t>(Pool::All)].current),
+                                   c10::Device(c10::DeviceType::PrivateUse1, device));
+}
+
 class CachingAllocator final : public AllocatorBase {
  public:
   c10::DataPtr allocate(size_t n) override {
@@ -122,6 +131,7 @@ class CachingAllocator final : public AllocatorBase {
     increase(st.requested_bytes, block->size, static_cast<int64_t>(n));
     increase(st.active, block->size, 1);
     increase(st.active_bytes, block->size, static_cast<int64_t>(block->size));
+    report_to_profiler(block->ptr, static_cast<int64_t>(block->size), st, device);
     return {block->ptr, block->ptr, &deleter, c10::Device(c10::DeviceType::PrivateUse1, device)};
   }
 
@@ -145,6 +155,7 @@ class CachingAllocator final : public AllocatorBase {
     decrease(st.allocation, block->size, 1);
     decrease(st.allocated_bytes, block->size, static_cast<int64_t>(block->size));
     decrease(st.requested_bytes, block->size, static_cast<int64_t>(block->requested));
+    report_to_profiler(block->ptr, -static_cast<int64_t>(block->size), st, block->device);
 #if EMU_DRIVER_HAS_EVENTS
     if (!block->used_on.empty()) {
       PendingFree pending{block, {}};
@@ -174,6 +185,16 @@ class CachingAllocator final : public AllocatorBase {
   }
 
   void empty() {
+    // Emptying waits for the devices (emuFree, the pending blocks' events). A kernel still queued may hold
+    // the last reference to a tensor, and its end frees that block through release(), which takes mu_:
+    // waiting with mu_ held deadlocked (torch.emu.empty_cache() right after a dropped tensor's kernel was
+    // queued). So the devices are drained first, without the lock.
+    if (!in_bad_fork()) {
+      for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+        DeviceSwitch on(d);
+        EMU_CHECK(emuDeviceSynchronize());
+      }
+    }
     std::lock_guard<std::mutex> lock(mu_);
     empty_locked();
   }
