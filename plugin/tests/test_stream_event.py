@@ -200,3 +200,25 @@ def test_streams_waiting_on_one_event_read_what_the_default_stream_wrote():
         assert event.query()
         assert torch.equal(z2, z3)
         torch.testing.assert_close(z2.cpu(), x.cpu() @ y.cpu())
+
+
+@pytest.mark.feature("streams")
+def test_stream_priority_is_kept_and_reported():
+    """Stream(priority=...) dropped the priority; now it picks the pool and reads back, numbered as CUDA's."""
+    assert torch.emu.Stream.priority_range() == (0, -1)
+    high, normal = torch.emu.Stream(priority=-1), torch.emu.Stream()
+    assert (high.priority, normal.priority) == (-1, 0)
+    assert torch.emu.Stream(priority=-5).priority == -1  # clamped to the range, as CUDA does
+    assert torch.emu.Stream("emu:1", priority=-1).priority == -1
+    assert high != normal and "priority=-1" in repr(high)
+    # The priority travels with the stream: the current stream and one rebuilt from its id keep it.
+    with torch.emu.stream(high):
+        assert torch.emu.current_stream().priority == -1
+        x = torch.ones(64, device="emu") * 2
+    high.synchronize()
+    assert x.sum().item() == 128
+    rebuilt = torch.emu.Stream(stream_id=high.stream_id, device_index=high.device_index)
+    assert rebuilt.priority == -1 and rebuilt == high
+    if hasattr(torch, "Stream"):  # torch's own Stream(priority=...) reaches the guard's high-priority pool
+        generic = torch.Stream(device="emu", priority=-1)
+        assert torch.emu.Stream(stream_id=generic.stream_id, device_index=generic.device_index).priority == -1

@@ -28,20 +28,32 @@ _StreamBase = getattr(torch, "Stream", torch._C.Stream)
 class Stream(_StreamBase):
     """An in-order queue of work on one emu device. Stream() takes one from the device's pool.
 
-    A torch.Stream underneath, so torch APIs that take one (Tensor.record_stream) accept it.
+    A torch.Stream underneath, so torch APIs that take one (Tensor.record_stream) accept it. priority is numbered as
+    CUDA's: lower is higher; emu has two, 0 and -1 (priority_range()), and any negative priority means -1.
     """
 
     def __new__(
         cls, device=None, priority: int = 0, *, stream_id: int | None = None, device_index: int | None = None
     ) -> Stream:
         if stream_id is None:
-            stream_id, device_index = _ops.stream_from_pool(_index(device))
+            stream_id, device_index = _ops.stream_from_pool(_index(device), int(priority))
         index = int(device_index if device_index is not None else _ops.device_current())
         return super().__new__(cls, stream_id=int(stream_id), device_index=index, device_type=_PRIVATEUSE1)
 
     @property
     def device(self) -> torch.device:
         return torch.device("emu", self.device_index)
+
+    @property
+    def priority(self) -> int:
+        """0 (normal) or -1 (high), kept from the pool the stream came from."""
+        return int(_ops.stream_priority(self.stream_id, self.device_index))
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """(least, greatest) priority, as torch.cuda.Stream.priority_range: (0, -1)."""
+        least, greatest = _ops.stream_priority_range()
+        return int(least), int(greatest)
 
     def query(self) -> bool:
         return _ops.stream_query(self.stream_id, self.device_index)
@@ -70,7 +82,7 @@ class Stream(_StreamBase):
         return hash((self.stream_id, self.device_index))
 
     def __repr__(self) -> str:
-        return f"<torch.emu.Stream device=emu:{self.device_index} stream_id={self.stream_id}>"
+        return f"<torch.emu.Stream device=emu:{self.device_index} stream_id={self.stream_id} priority={self.priority}>"
 
 
 class Event:

@@ -57,11 +57,11 @@ struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   c10::Stream getDefaultStream(c10::Device d) const override { return getDefaultEmuStream(d.index()); }
 
-  c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*isHighPriority*/ = false) const override {
-    return getStreamFromPool(d.index());
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority = false) const override {
+    return getStreamFromPool(d.index(), isHighPriority);
   }
 
-  c10::Stream getNewStream(c10::Device d, int /*priority*/ = 0) const override { return getStreamFromPool(d.index()); }
+  c10::Stream getNewStream(c10::Device d, int priority = 0) const override { return getStreamFromPool(d.index(), priority < 0); }
 
   c10::Stream exchangeStream(c10::Stream s) const EMU_STREAM_NOEXCEPT override {
     const c10::Stream old = getCurrentEmuStream(s.device_index());

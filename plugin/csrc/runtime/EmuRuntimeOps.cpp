@@ -88,7 +88,12 @@ void fork_check() { check_not_forked(); }
 
 std::tuple<int64_t, int64_t> stream_current(int64_t device) { return as_tuple(getCurrentEmuStream(device_or_current(device))); }
 std::tuple<int64_t, int64_t> stream_default(int64_t device) { return as_tuple(getDefaultEmuStream(device_or_current(device))); }
-std::tuple<int64_t, int64_t> stream_from_pool(int64_t device) { return as_tuple(getStreamFromPool(device_or_current(device))); }
+// priority as CUDA numbers it: below 0 takes the high-priority pool (emu has two priorities).
+std::tuple<int64_t, int64_t> stream_from_pool(int64_t device, int64_t priority) {
+  return as_tuple(getStreamFromPool(device_or_current(device), priority < 0));
+}
+int64_t stream_priority_of(int64_t stream_id, int64_t device) { return stream_priority(stream_of(stream_id, device)); }
+std::tuple<int64_t, int64_t> stream_priority_range() { return {kLowestStreamPriority, kHighestStreamPriority}; }
 void stream_set(int64_t stream_id, int64_t device) { setCurrentEmuStream(stream_of(stream_id, device)); }
 
 bool stream_query(int64_t stream_id, int64_t device) {
@@ -293,7 +298,9 @@ TORCH_LIBRARY_FRAGMENT(torch_emu, m) {
 
   m.def("stream_current(int device) -> (int stream_id, int device_index)", &stream_current);
   m.def("stream_default(int device) -> (int stream_id, int device_index)", &stream_default);
-  m.def("stream_from_pool(int device) -> (int stream_id, int device_index)", &stream_from_pool);
+  m.def("stream_from_pool(int device, int priority=0) -> (int stream_id, int device_index)", &stream_from_pool);
+  m.def("stream_priority(int stream_id, int device) -> int", &stream_priority_of);
+  m.def("stream_priority_range() -> (int least, int greatest)", &stream_priority_range);
   m.def("stream_set(int stream_id, int device) -> ()", &stream_set);
   m.def("stream_query(int stream_id, int device) -> bool", &stream_query);
   m.def("stream_synchronize(int stream_id, int device) -> ()", &stream_synchronize);

@@ -13,12 +13,14 @@ namespace torch_emu {
 
 namespace {
 
-constexpr int kPoolSize = 8;  // streams per device handed out round robin, as in c10/cuda
+constexpr int kPoolSize = 8;  // streams per device and priority handed out round robin, as in c10/cuda
 
+// Ids 1..kPoolSize are the normal pool, kPoolSize+1..2*kPoolSize the high-priority pool.
 struct DevicePool {
   std::once_flag created;
-  std::array<emuStream_t, kPoolSize> streams{};
+  std::array<emuStream_t, 2 * kPoolSize> streams{};
   std::atomic<uint32_t> next{0};
+  std::atomic<uint32_t> next_high{0};
 };
 
 // One pool per possible device index: the driver's own bound, so the two cannot disagree.
@@ -67,13 +69,13 @@ c10::DeviceIndex checked_device_index(int64_t device) {
 
 c10::DeviceIndex device_or_current(int64_t device) { return device < 0 ? current_device() : checked_device_index(device); }
 
-// Stream ids: 0 is the default stream; 1..kPoolSize are pool entries.
+// Stream ids: 0 is the default stream; 1..2*kPoolSize are pool entries (the upper half high priority).
 emuStream_t raw_stream(const c10::Stream& stream) {
   check_not_forked();  // the stream's worker thread did not survive fork(): waiting on it would hang
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "not an emu stream: ", stream);
   const c10::StreamId id = stream.id();
   if (id == 0) return nullptr;  // the default stream of the current device: callers switch device first
-  TORCH_CHECK(id > 0 && id <= kPoolSize, "unknown emu stream id ", id);
+  TORCH_CHECK(id > 0 && id <= 2 * kPoolSize, "unknown emu stream id ", id);
   auto& pool = pools()[static_cast<size_t>(stream.device_index())];
   std::call_once(pool.created, create_pool, stream.device_index(), std::ref(pool));
   return pool.streams[static_cast<size_t>(id - 1)];
@@ -111,11 +113,16 @@ DeviceSwitch::~DeviceSwitch() {
   if (previous_ >= 0) emuSetDevice(previous_);
 }
 
-c10::Stream getStreamFromPool(c10::DeviceIndex device) {
+c10::Stream getStreamFromPool(c10::DeviceIndex device, bool high_priority) {
   device = device_or_current(device);
   auto& pool = pools()[static_cast<size_t>(device)];
-  const auto id = static_cast<c10::StreamId>(pool.next.fetch_add(1) % kPoolSize + 1);
+  auto& next = high_priority ? pool.next_high : pool.next;
+  const auto id = static_cast<c10::StreamId>(next.fetch_add(1) % kPoolSize + 1 + (high_priority ? kPoolSize : 0));
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id);
+}
+
+int stream_priority(const c10::Stream& stream) {
+  return stream.id() > kPoolSize ? kHighestStreamPriority : kLowestStreamPriority;
 }
 
 }  // namespace torch_emu

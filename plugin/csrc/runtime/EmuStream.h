@@ -41,7 +41,15 @@ class DeviceSwitch {
   int previous_ = -1;
 };
 
-// A stream from the device's pool (round robin), for torch.emu.Stream().
-c10::Stream getStreamFromPool(c10::DeviceIndex device = -1);
+// A stream from the device's pool (round robin), for torch.emu.Stream(); high_priority takes it from
+// the high-priority pool instead.
+c10::Stream getStreamFromPool(c10::DeviceIndex device = -1, bool high_priority = false);
+
+// Stream priorities as CUDA numbers them: lower is higher. Emu has two, normal (0) and high (-1):
+// kLowestStreamPriority, kHighestStreamPriority (torch.emu.Stream.priority_range()). The priority of
+// a stream is kept in its id (the pool it came from).
+constexpr int kLowestStreamPriority = 0;
+constexpr int kHighestStreamPriority = -1;
+int stream_priority(const c10::Stream& stream);
 
 }  // namespace torch_emu
