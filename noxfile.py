@@ -1,5 +1,7 @@
 """Sessions are thin: each installs the orchestration package and calls its CLI (`python -m buildmatrix`)."""
 
+from pathlib import Path
+
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
@@ -11,6 +13,7 @@ TEST_DEPS = [".[test]", "uv"]
 # order tests/parallel_plan.py gives them (long ones first): `-- -n 0` after it runs one test at a time.
 PARALLEL = ("-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder")
 DOCS_DEPS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10"]  # the same pins as pyproject.toml's docs extra
+CPP_TREES = ("plugin/csrc", "driver")  # all our C++: .clang-format at the root applies to it
 PYTHON_TREES = ("buildmatrix", "tests", "driver", "plugin", "examples", "scripts", "noxfile.py")
 
 
@@ -127,11 +130,23 @@ def act(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff (rules and format) over all our Python; mypy strict over the package, its tests, the plugin's development
-    tests and this file."""
+    tests and this file; then cpp-format."""
     session.install(".[test]", "ruff", "mypy", "types-PyYAML", "nox")
     session.run("ruff", "check", *PYTHON_TREES)
     session.run("ruff", "format", "--check", *PYTHON_TREES)
     session.run("mypy", "buildmatrix", "tests", "plugin/devtests", "noxfile.py")
+    session.notify("cpp-format")
+
+
+@nox.session(name="cpp-format", venv_backend="none")
+def cpp_format(session: nox.Session) -> None:
+    """Fail on C++ that clang-format 14 (Debian bookworm's, as .clang-format says) would change (-- --fix rewrites)."""
+    version = session.run("clang-format", "--version", silent=True, external=True) or ""
+    if " version 14." not in str(version):
+        session.error(f"clang-format 14 is required (each major formats differently), found: {version!s}".strip())
+    files = sorted(str(p) for tree in CPP_TREES for p in Path(tree).rglob("*") if p.suffix in {".cpp", ".h"})
+    mode = ["-i"] if "--fix" in session.posargs else ["--dry-run", "--Werror"]
+    session.run("clang-format", "--style=file", *mode, *files, external=True, silent=True)
 
 
 @nox.session(name="docker-engine")

@@ -67,7 +67,7 @@ sources = sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc").rglob("*.cpp"
 library = CppExtension(
     name=LIBRARY,
     sources=sources,
-    include_dirs=[str(HERE / "csrc"), str(HERE / "csrc" / "runtime"), emu_driver.get_include()],
+    include_dirs=[str(HERE / "csrc"), emu_driver.get_include()],  # our includes are rooted at csrc/
     library_dirs=[emu_driver.get_library_dir()],
     libraries=["emu_driver"],
     # The driver wheel installs beside torch_emu in site-packages: find its library there.

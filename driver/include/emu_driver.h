@@ -44,15 +44,15 @@ extern "C" {
 
 typedef enum emuError_t {
   emuSuccess = 0,
-  emuErrorInvalidValue = 1,          /* a bad argument (null out-pointer, bad kind, ...) */
-  emuErrorMemoryAllocation = 2,      /* device memory exhausted */
-  emuErrorInvalidDevice = 3,         /* device index out of range */
-  emuErrorInvalidDevicePointer = 4,  /* not inside a live device allocation, or range overruns it */
+  emuErrorInvalidValue = 1, /* a bad argument (null out-pointer, bad kind, ...) */
+  emuErrorMemoryAllocation = 2, /* device memory exhausted */
+  emuErrorInvalidDevice = 3, /* device index out of range */
+  emuErrorInvalidDevicePointer = 4, /* not inside a live device allocation, or range overruns it */
   emuErrorInvalidResourceHandle = 5, /* unknown or destroyed stream or event */
-  emuErrorNotReady = 6,              /* query: work still pending */
-  emuErrorNotPermitted = 7,          /* e.g. emuKernelTranslate outside a kernel */
-  emuErrorLaunchFailure = 8,         /* a kernel returned non-zero; sticky on its stream until synchronized */
-  emuErrorInitialization = 9,        /* the runtime could not reserve its address ranges */
+  emuErrorNotReady = 6, /* query: work still pending */
+  emuErrorNotPermitted = 7, /* e.g. emuKernelTranslate outside a kernel */
+  emuErrorLaunchFailure = 8, /* a kernel returned non-zero; sticky on its stream until synchronized */
+  emuErrorInitialization = 9, /* the runtime could not reserve its address ranges */
 #if EMU_DRIVER_VERSION >= 2003
   emuErrorCommFailure = 10, /* API 2.3: a peer died, timed out, aborted, or disagreed on a collective */
 #endif
@@ -78,9 +78,9 @@ EMU_API emuError_t emuDriverGetVersion(int* version);
 #define EMU_MAX_DEVICES 16
 
 typedef struct emuDeviceProp {
-  char name[64];          /* "Emu Accelerator E2 (API 2.2)" */
-  size_t totalGlobalMem;  /* bytes */
-  int major;              /* API version of the driver */
+  char name[64]; /* "Emu Accelerator E2 (API 2.2)" */
+  size_t totalGlobalMem; /* bytes */
+  int major; /* API version of the driver */
   int minor;
   int multiProcessorCount;
 } emuDeviceProp;
@@ -110,14 +110,14 @@ typedef enum emuMemoryType {
 
 typedef struct emuPointerAttributes {
   emuMemoryType type;
-  int device;       /* -1 for host memory */
-  void* basePtr;    /* start of the live allocation holding the pointer (device or pinned host) */
-  size_t size;      /* size of that allocation as asked for */
+  int device; /* -1 for host memory */
+  void* basePtr; /* start of the live allocation holding the pointer (device or pinned host) */
+  size_t size; /* size of that allocation as asked for */
 } emuPointerAttributes;
 
 /* Allocations are 256-byte aligned; size 0 gives a null pointer and success. */
 EMU_API emuError_t emuMalloc(void** devPtr, size_t size); /* on the current device */
-EMU_API emuError_t emuFree(void* devPtr);                 /* null is a no-op; waits for the device */
+EMU_API emuError_t emuFree(void* devPtr); /* null is a no-op; waits for the device */
 EMU_API emuError_t emuPointerGetAttributes(emuPointerAttributes* attr, const void* ptr);
 
 /* Synchronous: ordered after all work queued on any stream of the devices
@@ -162,8 +162,7 @@ EMU_API void emuKernelSetErrorMessage(const char* message);
  * stream reaches the copy and the call returns at once; a pageable source is first staged (copied
  * into driver memory before the call returns, so the caller may reuse it); a pageable destination
  * makes the call wait until the copy is done (and so report earlier failures of the stream). */
-EMU_API emuError_t emuMemcpyAsync(void* dst, const void* src, size_t count, emuMemcpyKind kind,
-                                  emuStream_t stream);
+EMU_API emuError_t emuMemcpyAsync(void* dst, const void* src, size_t count, emuMemcpyKind kind, emuStream_t stream);
 EMU_API emuError_t emuMemsetAsync(void* devPtr, int value, size_t count, emuStream_t stream);
 #endif
 
@@ -191,8 +190,8 @@ EMU_API emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t e
  * attributes), and emuHostGetFlags says whether the pages are really locked. Size 0 gives a
  * null pointer and success. */
 #define emuHostAllocDefault 0x0
-#define emuHostAllocPortable 0x1   /* accepted for CUDA parity: every allocation serves every device */
-#define emuHostAllocLocked 0x100   /* reported by emuHostGetFlags only: mlock succeeded */
+#define emuHostAllocPortable 0x1 /* accepted for CUDA parity: every allocation serves every device */
+#define emuHostAllocLocked 0x100 /* reported by emuHostGetFlags only: mlock succeeded */
 EMU_API emuError_t emuHostAlloc(void** ptr, size_t size, unsigned int flags);
 /* Null is a no-op. Waits until the queued copies that use the allocation have run (never call it
  * from a kernel that such a copy is queued behind); ptr must be the start of the allocation. */
@@ -255,28 +254,58 @@ EMU_API emuError_t emuCommDevice(emuComm_t comm, int* device);
 EMU_API const char* emuCommGetFailure(emuComm_t comm);
 
 /* Counts are in elements of datatype. sendbuf may equal recvbuf (in place) for every collective. */
-EMU_API emuError_t emuCommAllReduce(const void* sendbuf, void* recvbuf, size_t count, emuDataType datatype,
-                                    emuRedOp op, emuComm_t comm, emuStream_t stream);
+EMU_API emuError_t emuCommAllReduce(
+    const void* sendbuf,
+    void* recvbuf,
+    size_t count,
+    emuDataType datatype,
+    emuRedOp op,
+    emuComm_t comm,
+    emuStream_t stream);
 /* recvbuf on the root is the result; elsewhere it is not written (may be null). */
-EMU_API emuError_t emuCommReduce(const void* sendbuf, void* recvbuf, size_t count, emuDataType datatype,
-                                 emuRedOp op, int root, emuComm_t comm, emuStream_t stream);
+EMU_API emuError_t emuCommReduce(
+    const void* sendbuf,
+    void* recvbuf,
+    size_t count,
+    emuDataType datatype,
+    emuRedOp op,
+    int root,
+    emuComm_t comm,
+    emuStream_t stream);
 /* sendbuf is read on the root only; every rank's recvbuf gets it. */
-EMU_API emuError_t emuCommBroadcast(const void* sendbuf, void* recvbuf, size_t count, emuDataType datatype,
-                                    int root, emuComm_t comm, emuStream_t stream);
+EMU_API emuError_t emuCommBroadcast(
+    const void* sendbuf,
+    void* recvbuf,
+    size_t count,
+    emuDataType datatype,
+    int root,
+    emuComm_t comm,
+    emuStream_t stream);
 /* recvbuf holds nranks * sendcount elements, rank r's at offset r * sendcount. */
-EMU_API emuError_t emuCommAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, emuDataType datatype,
-                                    emuComm_t comm, emuStream_t stream);
+EMU_API emuError_t emuCommAllGather(
+    const void* sendbuf,
+    void* recvbuf,
+    size_t sendcount,
+    emuDataType datatype,
+    emuComm_t comm,
+    emuStream_t stream);
 /* sendbuf holds nranks * recvcount elements; rank r gets the reduction of every rank's block r. */
-EMU_API emuError_t emuCommReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
-                                        emuDataType datatype, emuRedOp op, emuComm_t comm, emuStream_t stream);
+EMU_API emuError_t emuCommReduceScatter(
+    const void* sendbuf,
+    void* recvbuf,
+    size_t recvcount,
+    emuDataType datatype,
+    emuRedOp op,
+    emuComm_t comm,
+    emuStream_t stream);
 /* Point to point. Between emuCommGroupStart and emuCommGroupEnd (per host thread) sends and receives are
  * collected and queued as one transfer that progresses them together, so exchanges such as all-to-all
  * never deadlock; every call of a group must name the same communicator and stream. Outside a group each
  * call is a group of one. A receive must name the count its sender sends. */
-EMU_API emuError_t emuCommSend(const void* sendbuf, size_t count, emuDataType datatype, int peer, emuComm_t comm,
-                               emuStream_t stream);
-EMU_API emuError_t emuCommRecv(void* recvbuf, size_t count, emuDataType datatype, int peer, emuComm_t comm,
-                               emuStream_t stream);
+EMU_API emuError_t
+emuCommSend(const void* sendbuf, size_t count, emuDataType datatype, int peer, emuComm_t comm, emuStream_t stream);
+EMU_API emuError_t
+emuCommRecv(void* recvbuf, size_t count, emuDataType datatype, int peer, emuComm_t comm, emuStream_t stream);
 EMU_API emuError_t emuCommGroupStart(void);
 EMU_API emuError_t emuCommGroupEnd(void);
 #endif

@@ -15,26 +15,39 @@ emuError_t fail(emuError_t code, const std::string& message) {
   return code;
 }
 
-emuError_t succeed() { return emuSuccess; }
+emuError_t succeed() {
+  return emuSuccess;
+}
 
-}  // namespace emu
+} // namespace emu
 
 extern "C" {
 
 const char* emuGetErrorName(emuError_t error) {
   switch (error) {
-    case emuSuccess: return "emuSuccess";
-    case emuErrorInvalidValue: return "emuErrorInvalidValue";
-    case emuErrorMemoryAllocation: return "emuErrorMemoryAllocation";
-    case emuErrorInvalidDevice: return "emuErrorInvalidDevice";
-    case emuErrorInvalidDevicePointer: return "emuErrorInvalidDevicePointer";
-    case emuErrorInvalidResourceHandle: return "emuErrorInvalidResourceHandle";
-    case emuErrorNotReady: return "emuErrorNotReady";
-    case emuErrorNotPermitted: return "emuErrorNotPermitted";
-    case emuErrorLaunchFailure: return "emuErrorLaunchFailure";
-    case emuErrorInitialization: return "emuErrorInitialization";
+    case emuSuccess:
+      return "emuSuccess";
+    case emuErrorInvalidValue:
+      return "emuErrorInvalidValue";
+    case emuErrorMemoryAllocation:
+      return "emuErrorMemoryAllocation";
+    case emuErrorInvalidDevice:
+      return "emuErrorInvalidDevice";
+    case emuErrorInvalidDevicePointer:
+      return "emuErrorInvalidDevicePointer";
+    case emuErrorInvalidResourceHandle:
+      return "emuErrorInvalidResourceHandle";
+    case emuErrorNotReady:
+      return "emuErrorNotReady";
+    case emuErrorNotPermitted:
+      return "emuErrorNotPermitted";
+    case emuErrorLaunchFailure:
+      return "emuErrorLaunchFailure";
+    case emuErrorInitialization:
+      return "emuErrorInitialization";
 #if EMU_DRIVER_HAS_COMM
-    case emuErrorCommFailure: return "emuErrorCommFailure";
+    case emuErrorCommFailure:
+      return "emuErrorCommFailure";
 #endif
   }
   return "emuErrorUnknown";
@@ -42,23 +55,36 @@ const char* emuGetErrorName(emuError_t error) {
 
 const char* emuGetErrorString(emuError_t error) {
   switch (error) {
-    case emuSuccess: return "no error";
-    case emuErrorInvalidValue: return "invalid argument";
-    case emuErrorMemoryAllocation: return "out of device memory";
-    case emuErrorInvalidDevice: return "invalid device ordinal";
-    case emuErrorInvalidDevicePointer: return "invalid device pointer";
-    case emuErrorInvalidResourceHandle: return "invalid resource handle";
-    case emuErrorNotReady: return "device not ready";
-    case emuErrorNotPermitted: return "operation not permitted";
-    case emuErrorLaunchFailure: return "kernel launch failure";
-    case emuErrorInitialization: return "initialization error";
+    case emuSuccess:
+      return "no error";
+    case emuErrorInvalidValue:
+      return "invalid argument";
+    case emuErrorMemoryAllocation:
+      return "out of device memory";
+    case emuErrorInvalidDevice:
+      return "invalid device ordinal";
+    case emuErrorInvalidDevicePointer:
+      return "invalid device pointer";
+    case emuErrorInvalidResourceHandle:
+      return "invalid resource handle";
+    case emuErrorNotReady:
+      return "device not ready";
+    case emuErrorNotPermitted:
+      return "operation not permitted";
+    case emuErrorLaunchFailure:
+      return "kernel launch failure";
+    case emuErrorInitialization:
+      return "initialization error";
 #if EMU_DRIVER_HAS_COMM
-    case emuErrorCommFailure: return "communicator failure";
+    case emuErrorCommFailure:
+      return "communicator failure";
 #endif
   }
   return "unknown error";
 }
 
-const char* emuGetLastErrorMessage(void) { return emu::last_message().c_str(); }
+const char* emuGetLastErrorMessage(void) {
+  return emu::last_message().c_str();
+}
 
-}  // extern "C"
+} // extern "C"

@@ -13,8 +13,8 @@ struct Event {
   unsigned flags = 0;
   std::mutex mu;
   std::condition_variable cv;
-  uint64_t recorded = 0;   // generation of the latest record
-  uint64_t completed = 0;  // generation the stream has reached
+  uint64_t recorded = 0; // generation of the latest record
+  uint64_t completed = 0; // generation the stream has reached
   std::chrono::steady_clock::time_point when;
 };
 
@@ -34,15 +34,16 @@ std::shared_ptr<Event> find_event(emuEvent_t handle, emuError_t* error) {
   return it->second;
 }
 
-}  // namespace
-}  // namespace emu
+} // namespace
+} // namespace emu
 
 using emu::fail;
 
 extern "C" {
 
 emuError_t emuEventCreateWithFlags(emuEvent_t* event, unsigned int flags) {
-  if (event == nullptr) return fail(emuErrorInvalidValue, "event is null");
+  if (event == nullptr)
+    return fail(emuErrorInvalidValue, "event is null");
   if ((flags & ~unsigned(emuEventDisableTiming)) != 0)
     return fail(emuErrorInvalidValue, "unknown event flags " + std::to_string(flags));
   auto e = std::make_shared<emu::Event>();
@@ -57,7 +58,8 @@ emuError_t emuEventCreateWithFlags(emuEvent_t* event, unsigned int flags) {
 emuError_t emuEventDestroy(emuEvent_t event) {
   std::lock_guard<std::mutex> lock(emu::g_events_mu);
   // Queued records and waits keep their own reference; the handle dies now.
-  if (emu::live_events().erase(event) == 0) return fail(emuErrorInvalidResourceHandle, "unknown or destroyed event");
+  if (emu::live_events().erase(event) == 0)
+    return fail(emuErrorInvalidResourceHandle, "unknown or destroyed event");
   return emuSuccess;
 }
 
@@ -65,9 +67,11 @@ emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
   EMU_RUNTIME(rt);
   emuError_t err = emuSuccess;
   auto e = emu::find_event(event, &err);
-  if (!e) return err;
+  if (!e)
+    return err;
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
-  if (s == nullptr) return err;
+  if (s == nullptr)
+    return err;
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(e->mu);
@@ -83,7 +87,8 @@ emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
       [e, generation] {
         {
           std::lock_guard<std::mutex> lock(e->mu);
-          if (e->completed < generation) e->completed = generation;
+          if (e->completed < generation)
+            e->completed = generation;
         }
         e->cv.notify_all();
       });
@@ -92,7 +97,8 @@ emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
 emuError_t emuEventQuery(emuEvent_t event) {
   emuError_t err = emuSuccess;
   auto e = emu::find_event(event, &err);
-  if (!e) return err;
+  if (!e)
+    return err;
   std::lock_guard<std::mutex> lock(e->mu);
   return e->completed >= e->recorded ? emuSuccess : fail(emuErrorNotReady, "the event's work is still pending");
 }
@@ -100,7 +106,8 @@ emuError_t emuEventQuery(emuEvent_t event) {
 emuError_t emuEventSynchronize(emuEvent_t event) {
   emuError_t err = emuSuccess;
   auto e = emu::find_event(event, &err);
-  if (!e) return err;
+  if (!e)
+    return err;
   std::unique_lock<std::mutex> lock(e->mu);
   const uint64_t target = e->recorded;
   e->cv.wait(lock, [&] { return e->completed >= target; });
@@ -111,15 +118,18 @@ emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event) {
   EMU_RUNTIME(rt);
   emuError_t err = emuSuccess;
   auto e = emu::find_event(event, &err);
-  if (!e) return err;
+  if (!e)
+    return err;
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
-  if (s == nullptr) return err;
+  if (s == nullptr)
+    return err;
   uint64_t target;
   {
     std::lock_guard<std::mutex> lock(e->mu);
     target = e->recorded;
   }
-  if (target == 0) return emuSuccess;  // never recorded: nothing to wait for, as in CUDA
+  if (target == 0)
+    return emuSuccess; // never recorded: nothing to wait for, as in CUDA
   return emu::submit(s, [e, target] {
     std::unique_lock<std::mutex> lock(e->mu);
     e->cv.wait(lock, [&] { return e->completed >= target; });
@@ -128,31 +138,38 @@ emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event) {
 }
 
 emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t end) {
-  if (ms == nullptr) return fail(emuErrorInvalidValue, "ms is null");
+  if (ms == nullptr)
+    return fail(emuErrorInvalidValue, "ms is null");
   emuError_t err = emuSuccess;
   auto a = emu::find_event(start, &err);
-  if (!a) return err;
+  if (!a)
+    return err;
   auto b = emu::find_event(end, &err);
-  if (!b) return err;
+  if (!b)
+    return err;
   if ((a->flags | b->flags) & emuEventDisableTiming)
     return fail(emuErrorInvalidResourceHandle, "elapsed time needs two events created with timing enabled");
   std::chrono::steady_clock::time_point ta, tb;
   {
     std::lock_guard<std::mutex> lock(a->mu);
-    if (a->recorded == 0) return fail(emuErrorInvalidResourceHandle, "the start event was never recorded");
-    if (a->completed < a->recorded) return fail(emuErrorNotReady, "the start event has not completed");
+    if (a->recorded == 0)
+      return fail(emuErrorInvalidResourceHandle, "the start event was never recorded");
+    if (a->completed < a->recorded)
+      return fail(emuErrorNotReady, "the start event has not completed");
     ta = a->when;
   }
   {
     std::lock_guard<std::mutex> lock(b->mu);
-    if (b->recorded == 0) return fail(emuErrorInvalidResourceHandle, "the end event was never recorded");
-    if (b->completed < b->recorded) return fail(emuErrorNotReady, "the end event has not completed");
+    if (b->recorded == 0)
+      return fail(emuErrorInvalidResourceHandle, "the end event was never recorded");
+    if (b->completed < b->recorded)
+      return fail(emuErrorNotReady, "the end event has not completed");
     tb = b->when;
   }
   *ms = std::chrono::duration<float, std::milli>(tb - ta).count();
   return emuSuccess;
 }
 
-}  // extern "C"
+} // extern "C"
 
-#endif  // EMU_DRIVER_HAS_EVENTS
+#endif // EMU_DRIVER_HAS_EVENTS

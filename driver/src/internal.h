@@ -34,11 +34,11 @@ struct Device {
   char* dev_base = nullptr;
   char* host_base = nullptr;
 
-  std::mutex mu;                    // guards live, free_blocks, used, streams
-  std::map<size_t, size_t> live;    // offset -> size of live allocations
-  std::map<size_t, size_t> free_blocks;  // offset -> size, coalesced
+  std::mutex mu; // guards live, free_blocks, used, streams
+  std::map<size_t, size_t> live; // offset -> size of live allocations
+  std::map<size_t, size_t> free_blocks; // offset -> size, coalesced
   size_t used = 0;
-  std::vector<Stream*> streams;     // every live stream of the device, default first
+  std::vector<Stream*> streams; // every live stream of the device, default first
   Stream* default_stream = nullptr;
 
   bool contains(const void* p) const {
@@ -49,8 +49,8 @@ struct Device {
 
 struct Runtime {
   std::vector<std::unique_ptr<Device>> devices;
-  char* reserved = nullptr;  // all device ranges, PROT_NONE
-  char* backing = nullptr;   // all host mappings, read-write
+  char* reserved = nullptr; // all device ranges, PROT_NONE
+  char* backing = nullptr; // all host mappings, read-write
   size_t reserved_bytes = 0;
 };
 
@@ -78,15 +78,15 @@ struct Stream {
   Device* device = nullptr;
   bool is_default = false;
   std::mutex mu;
-  std::condition_variable work_cv;  // worker waits for tasks
-  std::condition_variable idle_cv;  // synchronizers wait for completion
+  std::condition_variable work_cv; // worker waits for tasks
+  std::condition_variable idle_cv; // synchronizers wait for completion
   std::deque<Task> queue;
   std::atomic<uint64_t> enqueued{0};
   std::atomic<uint64_t> completed{0};
   bool stopping = false;
-  emuError_t sticky = emuSuccess;  // a failed kernel, reported by the next sync/query
+  emuError_t sticky = emuSuccess; // a failed kernel, reported by the next sync/query
   std::string sticky_message;
-  std::thread worker;               // API 2.x only
+  std::thread worker; // API 2.x only
 };
 
 // Resolves a handle (null: the current device's default stream); null with the error recorded if unknown.
@@ -113,10 +113,11 @@ void pinned_use_done(void* base);
 bool& in_kernel();
 std::string& kernel_message();
 
-}  // namespace emu
+} // namespace emu
 
 // Starts the runtime on first use; returns its error from the calling API function if it cannot start.
-#define EMU_RUNTIME(rt)                        \
-  emuError_t rt##_error = emuSuccess;          \
+#define EMU_RUNTIME(rt)                         \
+  emuError_t rt##_error = emuSuccess;           \
   emu::Runtime* rt = emu::runtime(&rt##_error); \
-  if (rt == nullptr) return rt##_error
+  if (rt == nullptr)                            \
+  return rt##_error

@@ -24,17 +24,19 @@ void* align_up(void* p, size_t alignment) {
   return reinterpret_cast<void*>((address + alignment - 1) & ~(uintptr_t(alignment) - 1));
 }
 
-Runtime* g_runtime = nullptr;  // set once by start(); never freed (process lifetime)
+Runtime* g_runtime = nullptr; // set once by start(); never freed (process lifetime)
 emuError_t g_start_error = emuSuccess;
 std::string g_start_message;
 struct sigaction g_previous_segv;
 struct sigaction g_previous_bus;
 
 bool parse_int(const char* text, long lo, long hi, long* out) {
-  if (text == nullptr || *text == '\0') return false;
+  if (text == nullptr || *text == '\0')
+    return false;
   char* end = nullptr;
   long v = std::strtol(text, &end, 10);
-  if (*end != '\0' || v < lo || v > hi) return false;
+  if (*end != '\0' || v < lo || v > hi)
+    return false;
   *out = v;
   return true;
 }
@@ -43,10 +45,14 @@ void write_hex(char* buf, size_t* n, uintptr_t v) {
   const char* digits = "0123456789abcdef";
   char tmp[2 * sizeof(uintptr_t)];
   int len = 0;
-  do { tmp[len++] = digits[v & 0xf]; v >>= 4; } while (v != 0);
+  do {
+    tmp[len++] = digits[v & 0xf];
+    v >>= 4;
+  } while (v != 0);
   buf[(*n)++] = '0';
   buf[(*n)++] = 'x';
-  while (len > 0) buf[(*n)++] = tmp[--len];
+  while (len > 0)
+    buf[(*n)++] = tmp[--len];
 }
 
 // Async-signal-safe: only write(2) and sigaction. Host code touched the
@@ -59,10 +65,12 @@ void on_fault(int sig, siginfo_t* info, void*) {
     char buf[256];
     size_t n = 0;
     const char* head = "emu driver: host code dereferenced device pointer ";
-    for (const char* c = head; *c; ++c) buf[n++] = *c;
+    for (const char* c = head; *c; ++c)
+      buf[n++] = *c;
     write_hex(buf, &n, reinterpret_cast<uintptr_t>(addr));
     const char* tail = "; device memory is reachable only through emuMemcpy or inside a kernel\n";
-    for (const char* c = tail; *c && n < sizeof(buf) - 1; ++c) buf[n++] = *c;
+    for (const char* c = tail; *c && n < sizeof(buf) - 1; ++c)
+      buf[n++] = *c;
     ssize_t ignored = write(2, buf, n);
     (void)ignored;
   }
@@ -75,8 +83,8 @@ void start() {
   const char* mem_env = std::getenv("EMU_DEVICE_MEMORY_MB");
   if (count_env != nullptr && !parse_int(count_env, 1, EMU_MAX_DEVICES, &count)) {
     g_start_error = emuErrorInitialization;
-    g_start_message = std::string("EMU_DEVICE_COUNT='") + count_env + "' is not an integer in 1.." +
-                      std::to_string(EMU_MAX_DEVICES);
+    g_start_message =
+        std::string("EMU_DEVICE_COUNT='") + count_env + "' is not an integer in 1.." + std::to_string(EMU_MAX_DEVICES);
     return;
   }
   if (mem_env != nullptr && !parse_int(mem_env, 1, 1 << 20, &megabytes)) {
@@ -90,18 +98,20 @@ void start() {
   void* reserved = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   // The bytes: committed lazily by the kernel as they are touched.
   // One huge page of slack, so the bytes can start on a 2 MiB boundary.
-  void* mapping = mmap(nullptr, total + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* mapping =
+      mmap(nullptr, total + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   void* backing = mapping == MAP_FAILED ? MAP_FAILED : align_up(mapping, kHugePage);
   // With transparent huge pages in "madvise" mode (the common default), an anonymous mapping gets 4 KiB pages
   // unless asked. A 64 MiB memcpy into such a mapping took 7.9 ms against 3.4 ms with huge pages (best of 15, on
   // a loaded machine); on a quiet one scripts/bench_plugin.py shows ~1.0 of memcpy with either, and the 0.4-0.8
   // spread of issue 17 came from machine load (see the per-round spread it prints). Asking is harmless where THP
   // is off or "always" (the call then changes nothing).
-  if (backing != MAP_FAILED) (void)madvise(backing, total, MADV_HUGEPAGE);
+  if (backing != MAP_FAILED)
+    (void)madvise(backing, total, MADV_HUGEPAGE);
   if (reserved == MAP_FAILED || backing == MAP_FAILED) {
     g_start_error = emuErrorInitialization;
     g_start_message = "could not reserve " + std::to_string(total / kMiB) + " MiB of address space for " +
-                      std::to_string(count) + " device(s): " + std::strerror(errno);
+        std::to_string(count) + " device(s): " + std::strerror(errno);
     return;
   }
   auto* rt = new Runtime();
@@ -117,7 +127,8 @@ void start() {
     d->free_blocks[0] = capacity;
     rt->devices.push_back(std::move(d));
   }
-  for (auto& d : rt->devices) d->default_stream = create_stream(d.get(), true);
+  for (auto& d : rt->devices)
+    d->default_stream = create_stream(d.get(), true);
   struct sigaction action;
   std::memset(&action, 0, sizeof(action));
   action.sa_sigaction = on_fault;
@@ -128,7 +139,7 @@ void start() {
   g_runtime = rt;
 }
 
-}  // namespace
+} // namespace
 
 Runtime* runtime(emuError_t* error) {
   static std::once_flag once;
@@ -142,7 +153,8 @@ Runtime* runtime(emuError_t* error) {
 
 Device* device_of(Runtime* rt, const void* p) {
   auto c = static_cast<const char*>(p);
-  if (c < rt->reserved || c >= rt->reserved + rt->reserved_bytes) return nullptr;
+  if (c < rt->reserved || c >= rt->reserved + rt->reserved_bytes)
+    return nullptr;
   return rt->devices[size_t(c - rt->reserved) / rt->devices[0]->capacity].get();
 }
 
@@ -151,20 +163,22 @@ int& current_device_index() {
   return index;
 }
 
-}  // namespace emu
+} // namespace emu
 
 using emu::fail;
 
 extern "C" {
 
 emuError_t emuDriverGetVersion(int* version) {
-  if (version == nullptr) return fail(emuErrorInvalidValue, "version is null");
+  if (version == nullptr)
+    return fail(emuErrorInvalidValue, "version is null");
   *version = EMU_DRIVER_VERSION;
   return emuSuccess;
 }
 
 emuError_t emuGetDeviceCount(int* count) {
-  if (count == nullptr) return fail(emuErrorInvalidValue, "count is null");
+  if (count == nullptr)
+    return fail(emuErrorInvalidValue, "count is null");
   EMU_RUNTIME(rt);
   *count = int(rt->devices.size());
   return emuSuccess;
@@ -173,28 +187,39 @@ emuError_t emuGetDeviceCount(int* count) {
 emuError_t emuSetDevice(int device) {
   EMU_RUNTIME(rt);
   if (device < 0 || size_t(device) >= rt->devices.size())
-    return fail(emuErrorInvalidDevice, "device " + std::to_string(device) + " does not exist; there are " +
-                                           std::to_string(rt->devices.size()) + " device(s)");
+    return fail(
+        emuErrorInvalidDevice,
+        "device " + std::to_string(device) + " does not exist; there are " + std::to_string(rt->devices.size()) +
+            " device(s)");
   emu::current_device_index() = device;
   return emuSuccess;
 }
 
 emuError_t emuGetDevice(int* device) {
-  if (device == nullptr) return fail(emuErrorInvalidValue, "device is null");
+  if (device == nullptr)
+    return fail(emuErrorInvalidValue, "device is null");
   EMU_RUNTIME(rt);
   *device = emu::current_device_index();
   return emuSuccess;
 }
 
 emuError_t emuGetDeviceProperties(emuDeviceProp* prop, int device) {
-  if (prop == nullptr) return fail(emuErrorInvalidValue, "prop is null");
+  if (prop == nullptr)
+    return fail(emuErrorInvalidValue, "prop is null");
   EMU_RUNTIME(rt);
   if (device < 0 || size_t(device) >= rt->devices.size())
-    return fail(emuErrorInvalidDevice, "device " + std::to_string(device) + " does not exist; there are " +
-                                           std::to_string(rt->devices.size()) + " device(s)");
+    return fail(
+        emuErrorInvalidDevice,
+        "device " + std::to_string(device) + " does not exist; there are " + std::to_string(rt->devices.size()) +
+            " device(s)");
   std::memset(prop, 0, sizeof(*prop));
-  std::snprintf(prop->name, sizeof(prop->name), "Emu Accelerator E%d (API %d.%d)", EMU_DRIVER_VERSION_MAJOR,
-                EMU_DRIVER_VERSION_MAJOR, EMU_DRIVER_VERSION_MINOR);
+  std::snprintf(
+      prop->name,
+      sizeof(prop->name),
+      "Emu Accelerator E%d (API %d.%d)",
+      EMU_DRIVER_VERSION_MAJOR,
+      EMU_DRIVER_VERSION_MAJOR,
+      EMU_DRIVER_VERSION_MINOR);
   prop->totalGlobalMem = rt->devices[size_t(device)]->capacity;
   prop->major = EMU_DRIVER_VERSION_MAJOR;
   prop->minor = EMU_DRIVER_VERSION_MINOR;
@@ -203,7 +228,8 @@ emuError_t emuGetDeviceProperties(emuDeviceProp* prop, int device) {
 }
 
 emuError_t emuMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
-  if (free_bytes == nullptr || total_bytes == nullptr) return fail(emuErrorInvalidValue, "null out-pointer");
+  if (free_bytes == nullptr || total_bytes == nullptr)
+    return fail(emuErrorInvalidValue, "null out-pointer");
   EMU_RUNTIME(rt);
   emu::Device* d = rt->devices[size_t(emu::current_device_index())].get();
   std::lock_guard<std::mutex> lock(d->mu);
@@ -217,4 +243,4 @@ emuError_t emuDeviceSynchronize(void) {
   return emu::synchronize_device(rt->devices[size_t(emu::current_device_index())].get());
 }
 
-}  // extern "C"
+} // extern "C"

@@ -13,13 +13,13 @@ namespace {
 
 std::mutex g_streams_mu;
 std::unordered_set<Stream*>& live_streams() {
-  static auto* streams = new std::unordered_set<Stream*>();  // process lifetime, like the runtime
+  static auto* streams = new std::unordered_set<Stream*>(); // process lifetime, like the runtime
   return *streams;
 }
 
 // Runs one task as a kernel and records a failure as the stream's sticky error.
 void run_task(Stream* s, const std::function<int()>& task) {
-  const bool outer = in_kernel();  // 1.x runs kernels on the caller: a kernel may launch another
+  const bool outer = in_kernel(); // 1.x runs kernels on the caller: a kernel may launch another
   in_kernel() = true;
   kernel_message().clear();
   int status = task();
@@ -39,7 +39,8 @@ void run_task(Stream* s, const std::function<int()>& task) {
 // another stream (which waited on an event of a third) could be read before it was written.
 void wait_for_default_stream(Stream* s, uint64_t target) {
   Stream* d = s->device->default_stream;
-  if (target == 0 || d == nullptr || d == s || d->completed.load(std::memory_order_acquire) >= target) return;
+  if (target == 0 || d == nullptr || d == s || d->completed.load(std::memory_order_acquire) >= target)
+    return;
   std::unique_lock<std::mutex> lock(d->mu);
   d->idle_cv.wait(lock, [d, target] { return d->completed.load(std::memory_order_acquire) >= target; });
 }
@@ -54,23 +55,24 @@ void worker_loop(Stream* s) {
         // worker busy without paying a futex wake-up per kernel.
         lock.unlock();
         for (int spin = 0; spin < 2000; ++spin) {
-          if (s->completed.load(std::memory_order_acquire) != s->enqueued.load(std::memory_order_acquire)) break;
+          if (s->completed.load(std::memory_order_acquire) != s->enqueued.load(std::memory_order_acquire))
+            break;
           std::this_thread::yield();
         }
         lock.lock();
         s->work_cv.wait(lock, [s] { return s->stopping || !s->queue.empty(); });
       }
-      if (s->queue.empty() && s->stopping) return;
+      if (s->queue.empty() && s->stopping)
+        return;
       task = std::move(s->queue.front());
       s->queue.pop_front();
     }
     wait_for_default_stream(s, task.after_default);
     run_task(s, task.run);
     s->completed.fetch_add(1, std::memory_order_release);
-    if (task.after) task.after();
-    {
-      std::lock_guard<std::mutex> lock(s->mu);
-    }
+    if (task.after)
+      task.after();
+    { std::lock_guard<std::mutex> lock(s->mu); }
     s->idle_cv.notify_all();
   }
 }
@@ -97,18 +99,23 @@ emuError_t copy_async(Stream* s, char* to, char* from, size_t count, const void*
         return 0;
       },
       [pinned_src, pinned_dst] {
-        if (pinned_src != nullptr) pinned_use_done(pinned_src);
-        if (pinned_dst != nullptr) pinned_use_done(pinned_dst);
+        if (pinned_src != nullptr)
+          pinned_use_done(pinned_src);
+        if (pinned_dst != nullptr)
+          pinned_use_done(pinned_dst);
       });
-  if (err != emuSuccess) return err;
-  if (host_dst != nullptr && pinned_dst == nullptr) return synchronize_stream(s);
+  if (err != emuSuccess)
+    return err;
+  if (host_dst != nullptr && pinned_dst == nullptr)
+    return synchronize_stream(s);
   return emuSuccess;
 }
 #endif
 
 emuError_t take_sticky(Stream* s) {
   std::lock_guard<std::mutex> lock(s->mu);
-  if (s->sticky == emuSuccess) return emuSuccess;
+  if (s->sticky == emuSuccess)
+    return emuSuccess;
   emuError_t err = s->sticky;
   std::string message = s->sticky_message;
   s->sticky = emuSuccess;
@@ -116,7 +123,7 @@ emuError_t take_sticky(Stream* s) {
   return fail(err, "a kernel on stream of device " + std::to_string(s->device->index) + " failed: " + message);
 }
 
-}  // namespace
+} // namespace
 
 bool& in_kernel() {
   thread_local bool flag = false;
@@ -153,7 +160,10 @@ void destroy_stream(Stream* s) {
     std::lock_guard<std::mutex> lock(s->device->mu);
     auto& v = s->device->streams;
     for (auto it = v.begin(); it != v.end(); ++it)
-      if (*it == s) { v.erase(it); break; }
+      if (*it == s) {
+        v.erase(it);
+        break;
+      }
   }
 #if EMU_DRIVER_HAS_ASYNC
   {
@@ -167,7 +177,8 @@ void destroy_stream(Stream* s) {
 }
 
 Stream* resolve_stream(Runtime* rt, emuStream_t handle, emuError_t* error) {
-  if (handle == nullptr) return rt->devices[size_t(current_device_index())]->default_stream;
+  if (handle == nullptr)
+    return rt->devices[size_t(current_device_index())]->default_stream;
   auto* s = reinterpret_cast<Stream*>(handle);
   std::lock_guard<std::mutex> lock(g_streams_mu);
   if (live_streams().count(s) == 0) {
@@ -184,7 +195,8 @@ emuError_t submit(Stream* s, std::function<int()> run, std::function<void()> aft
   uint64_t after_default = 0;
   if (d != nullptr && d != s) {
     after_default = d->enqueued.load(std::memory_order_acquire);
-    if (d->completed.load(std::memory_order_acquire) >= after_default) after_default = 0;
+    if (d->completed.load(std::memory_order_acquire) >= after_default)
+      after_default = 0;
   }
   {
     std::lock_guard<std::mutex> lock(s->mu);
@@ -194,7 +206,8 @@ emuError_t submit(Stream* s, std::function<int()> run, std::function<void()> aft
   s->work_cv.notify_one();
 #else
   run_task(s, run);
-  if (after) after();
+  if (after)
+    after();
 #endif
   return emuSuccess;
 }
@@ -218,32 +231,38 @@ emuError_t synchronize_device(Device* d) {
   emuError_t first = emuSuccess;
   for (Stream* s : streams) {
     emuError_t err = synchronize_stream(s);
-    if (first == emuSuccess) first = err;
+    if (first == emuSuccess)
+      first = err;
   }
   return first;
 }
 
-}  // namespace emu
+} // namespace emu
 
 using emu::fail;
 
 extern "C" {
 
 emuError_t emuStreamCreate(emuStream_t* stream) {
-  if (stream == nullptr) return fail(emuErrorInvalidValue, "stream is null");
+  if (stream == nullptr)
+    return fail(emuErrorInvalidValue, "stream is null");
   EMU_RUNTIME(rt);
-  *stream = reinterpret_cast<emuStream_t>(emu::create_stream(rt->devices[size_t(emu::current_device_index())].get(), false));
+  *stream =
+      reinterpret_cast<emuStream_t>(emu::create_stream(rt->devices[size_t(emu::current_device_index())].get(), false));
   return emuSuccess;
 }
 
 emuError_t emuStreamDestroy(emuStream_t stream) {
   EMU_RUNTIME(rt);
-  if (stream == nullptr) return fail(emuErrorInvalidResourceHandle, "the default stream cannot be destroyed");
+  if (stream == nullptr)
+    return fail(emuErrorInvalidResourceHandle, "the default stream cannot be destroyed");
   emuError_t err = emuSuccess;
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
-  if (s == nullptr) return err;
-  if (s->is_default) return fail(emuErrorInvalidResourceHandle, "the default stream cannot be destroyed");
-  emu::synchronize_stream(s);  // a pending failure dies with the stream, as in CUDA
+  if (s == nullptr)
+    return err;
+  if (s->is_default)
+    return fail(emuErrorInvalidResourceHandle, "the default stream cannot be destroyed");
+  emu::synchronize_stream(s); // a pending failure dies with the stream, as in CUDA
   emu::destroy_stream(s);
   return emuSuccess;
 }
@@ -252,7 +271,8 @@ emuError_t emuStreamSynchronize(emuStream_t stream) {
   EMU_RUNTIME(rt);
   emuError_t err = emuSuccess;
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
-  if (s == nullptr) return err;
+  if (s == nullptr)
+    return err;
   return emu::synchronize_stream(s);
 }
 
@@ -260,47 +280,56 @@ emuError_t emuStreamQuery(emuStream_t stream) {
   EMU_RUNTIME(rt);
   emuError_t err = emuSuccess;
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
-  if (s == nullptr) return err;
+  if (s == nullptr)
+    return err;
   {
     std::lock_guard<std::mutex> lock(s->mu);
     if (s->completed.load(std::memory_order_acquire) < s->enqueued)
       return fail(emuErrorNotReady, "work is still queued on the stream");
   }
-  return emu::synchronize_stream(s);  // reports (and clears) a failed kernel
+  return emu::synchronize_stream(s); // reports (and clears) a failed kernel
 }
 
 emuError_t emuStreamGetDevice(emuStream_t stream, int* device) {
-  if (device == nullptr) return fail(emuErrorInvalidValue, "device is null");
+  if (device == nullptr)
+    return fail(emuErrorInvalidValue, "device is null");
   EMU_RUNTIME(rt);
   emuError_t err = emuSuccess;
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
-  if (s == nullptr) return err;
+  if (s == nullptr)
+    return err;
   *device = s->device->index;
   return emuSuccess;
 }
 
 emuError_t emuLaunchKernel(emuKernelFn fn, void* args, emuStream_t stream) {
-  if (fn == nullptr) return fail(emuErrorInvalidValue, "kernel function is null");
+  if (fn == nullptr)
+    return fail(emuErrorInvalidValue, "kernel function is null");
   EMU_RUNTIME(rt);
   emuError_t err = emuSuccess;
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
-  if (s == nullptr) return err;
+  if (s == nullptr)
+    return err;
   return emu::submit(s, [fn, args] { return fn(args); });
 }
 
 emuError_t emuKernelTranslate(const void* devPtr, size_t bytes, void** kernelPtr) {
-  if (kernelPtr == nullptr) return fail(emuErrorInvalidValue, "kernelPtr is null");
-  if (!emu::in_kernel()) return fail(emuErrorNotPermitted, "emuKernelTranslate is only allowed inside a running kernel");
+  if (kernelPtr == nullptr)
+    return fail(emuErrorInvalidValue, "kernelPtr is null");
+  if (!emu::in_kernel())
+    return fail(emuErrorNotPermitted, "emuKernelTranslate is only allowed inside a running kernel");
   EMU_RUNTIME(rt);
   char* host = nullptr;
   emuError_t err = emu::translate(rt, devPtr, bytes, "kernel pointer", &host, nullptr);
-  if (err != emuSuccess) return err;
+  if (err != emuSuccess)
+    return err;
   *kernelPtr = host;
   return emuSuccess;
 }
 
 void emuKernelSetErrorMessage(const char* message) {
-  if (emu::in_kernel()) emu::kernel_message() = message == nullptr ? "" : message;
+  if (emu::in_kernel())
+    emu::kernel_message() = message == nullptr ? "" : message;
 }
 
 #if EMU_DRIVER_HAS_ASYNC
@@ -308,8 +337,10 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t count, emuMemcpyKin
   EMU_RUNTIME(rt);
   emuError_t err = emuSuccess;
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
-  if (s == nullptr) return err;
-  if (count == 0) return emuSuccess;
+  if (s == nullptr)
+    return err;
+  if (count == 0)
+    return emuSuccess;
   // Ranges are checked now, so the caller gets the error; the copy runs in stream order.
   char* to = static_cast<char*>(dst);
   char* from = const_cast<char*>(static_cast<const char*>(src));
@@ -318,12 +349,14 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t count, emuMemcpyKin
   if (kind < emuMemcpyHostToHost || kind > emuMemcpyDeviceToDevice)
     return fail(emuErrorInvalidValue, "unknown emuMemcpyKind " + std::to_string(int(kind)));
   if (dst_device) {
-    if ((err = emu::translate(rt, dst, count, "dst", &to, nullptr))) return err;
+    if ((err = emu::translate(rt, dst, count, "dst", &to, nullptr)))
+      return err;
   } else if (dst == nullptr || emu::device_of(rt, dst) != nullptr) {
     return fail(emuErrorInvalidValue, "dst must be host memory for this copy kind");
   }
   if (src_device) {
-    if ((err = emu::translate(rt, src, count, "src", &from, nullptr))) return err;
+    if ((err = emu::translate(rt, src, count, "src", &from, nullptr)))
+      return err;
   } else if (src == nullptr || emu::device_of(rt, src) != nullptr) {
     return fail(emuErrorInvalidValue, "src must be host memory for this copy kind");
   }
@@ -341,10 +374,13 @@ emuError_t emuMemsetAsync(void* devPtr, int value, size_t count, emuStream_t str
   EMU_RUNTIME(rt);
   emuError_t err = emuSuccess;
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
-  if (s == nullptr) return err;
-  if (count == 0) return emuSuccess;
+  if (s == nullptr)
+    return err;
+  if (count == 0)
+    return emuSuccess;
   char* host = nullptr;
-  if ((err = emu::translate(rt, devPtr, count, "devPtr", &host, nullptr))) return err;
+  if ((err = emu::translate(rt, devPtr, count, "devPtr", &host, nullptr)))
+    return err;
   return emu::submit(s, [host, value, count] {
     std::memset(host, value, count);
     return 0;
@@ -352,4 +388,4 @@ emuError_t emuMemsetAsync(void* devPtr, int value, size_t count, emuStream_t str
 }
 #endif
 
-}  // extern "C"
+} // extern "C"

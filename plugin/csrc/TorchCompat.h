@@ -14,8 +14,8 @@ namespace compat {
 template <class T>
 using optional = std::optional<T>;
 
-}  // namespace compat
-}  // namespace torch_emu
+} // namespace compat
+} // namespace torch_emu
 
 // torch >= 2.9 has c10::DeviceAllocator (c10/core/CachingDeviceAllocator.h), the base that
 // torch.accelerator's memory functions require of a device's allocator; older releases set 0.

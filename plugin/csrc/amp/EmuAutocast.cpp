@@ -8,28 +8,35 @@
 #include <ATen/ops/norm.h>
 #include <torch/library.h>
 
-#include "../TorchCompat.h"
+#include "TorchCompat.h"
 
 namespace torch_emu {
 
 namespace {
 
-at::Tensor binary_cross_entropy_banned(const at::Tensor&, const at::Tensor&, const compat::optional<at::Tensor>&, int64_t) {
-  TORCH_CHECK(false,
-              "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
-              "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
-              "In this case, combine the two layers using torch.nn.functional.binary_cross_entropy_with_logits\n"
-              "or torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits are\n"
-              "safe to autocast.");
+at::Tensor binary_cross_entropy_banned(
+    const at::Tensor&,
+    const at::Tensor&,
+    const compat::optional<at::Tensor>&,
+    int64_t) {
+  TORCH_CHECK(
+      false,
+      "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
+      "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
+      "In this case, combine the two layers using torch.nn.functional.binary_cross_entropy_with_logits\n"
+      "or torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits are\n"
+      "safe to autocast.");
 }
 
-}  // namespace
+} // namespace
 
-TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
+}
 
 // AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE spells its signatures unqualified, as inside namespace at,
 // and which names it uses varies by release (DimnameList in 2.4, gone from ATen by 2.13).
-using namespace at;  // NOLINT(google-build-using-namespace)
+using namespace at; // NOLINT(google-build-using-namespace)
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 #define EMU_LOWER_PRECISION_FP(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
@@ -48,4 +55,4 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN((&binary_cross_entropy_banned)));
 }
 
-}  // namespace torch_emu
+} // namespace torch_emu

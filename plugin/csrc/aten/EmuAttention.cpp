@@ -31,13 +31,15 @@
 namespace torch_emu {
 namespace {
 
-constexpr int64_t kMathBackend = 0;  // SDPBackend::math: 0 in every release (its enum moved between headers)
+constexpr int64_t kMathBackend = 0; // SDPBackend::math: 0 in every release (its enum moved between headers)
 
 int64_t choose_backend(const at::Tensor& query) {
-  TORCH_CHECK(at::globalContext().userEnabledMathSDP(), "No available kernel for scaled_dot_product_attention on ",
-              query.device(),
-              ": emu runs attention with the math backend only (SDPBackend.MATH), which is disabled here; enable "
-              "it, for example with torch.nn.attention.sdpa_kernel([SDPBackend.MATH])");
+  TORCH_CHECK(
+      at::globalContext().userEnabledMathSDP(),
+      "No available kernel for scaled_dot_product_attention on ",
+      query.device(),
+      ": emu runs attention with the math backend only (SDPBackend.MATH), which is disabled here; enable "
+      "it, for example with torch.nn.attention.sdpa_kernel([SDPBackend.MATH])");
   return kMathBackend;
 }
 
@@ -63,20 +65,23 @@ void fused_sdp_choice_op(const c10::OperatorHandle& op, torch::jit::Stack* stack
 }
 
 void refuse_fused_attention(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(),
-                              ": emu has no fused scaled_dot_product_attention kernel (SDPBackend.OVERRIDEABLE). "
-                              "torch.nn.functional.scaled_dot_product_attention runs on emu with the math backend "
-                              "(SDPBackend.MATH), the one torch._fused_sdp_choice reports for emu tensors: call it "
-                              "instead, or select SDPBackend.MATH with torch.nn.attention.sdpa_kernel");
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false,
+      op.schema().name(),
+      ": emu has no fused scaled_dot_product_attention kernel (SDPBackend.OVERRIDEABLE). "
+      "torch.nn.functional.scaled_dot_product_attention runs on emu with the math backend "
+      "(SDPBackend.MATH), the one torch._fused_sdp_choice reports for emu tensors: call it "
+      "instead, or select SDPBackend.MATH with torch.nn.attention.sdpa_kernel");
 }
 
 // The fused entry points exist from torch 2.5 on: registered only where the release declares them, so
 // one source serves every release.
 std::unique_ptr<torch::Library> register_refusals() {
-  auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
-                                                  __LINE__);
+  auto library =
+      std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   for (const char* name :
-       {"_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_fused_attention_overrideable_backward"}) {
+       {"_scaled_dot_product_fused_attention_overrideable",
+        "_scaled_dot_product_fused_attention_overrideable_backward"}) {
     if (c10::Dispatcher::singleton().findSchema({std::string("aten::") + name, ""}).has_value())
       library->impl(name, torch::CppFunction::makeFromBoxedFunction<&refuse_fused_attention>());
   }
@@ -85,16 +90,16 @@ std::unique_ptr<torch::Library> register_refusals() {
 
 const std::unique_ptr<torch::Library> g_refusals = register_refusals();
 
-}  // namespace
+} // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_sdp_choice", torch::CppFunction::makeFromBoxedFunction<&fused_sdp_choice_op>());
 }
 
-}  // namespace torch_emu
+} // namespace torch_emu
 
 #if EMU_HAS_SDP_CHOICE_STUB
 namespace at::native {
 REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_emu::StubChoice<fused_sdp_choice_fn>::call)
-}  // namespace at::native
+} // namespace at::native
 #endif

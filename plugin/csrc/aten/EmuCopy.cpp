@@ -23,19 +23,21 @@
 #define EMU_HAS_NAMED_TENSORS 0
 #endif
 
-#include "../runtime/EmuHostAllocator.h"
-#include "Launch.h"
+#include "aten/Launch.h"
+#include "runtime/EmuHostAllocator.h"
 
 namespace torch_emu {
 
 namespace {
 
-bool is_emu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+bool is_emu(const at::Tensor& t) {
+  return t.device().type() == c10::DeviceType::PrivateUse1;
+}
 
 // Same bytes as dst would hold: contiguous, same dtype and shape, no lazy conj/neg bits.
 bool plain_copy_of(const at::Tensor& src, const at::Tensor& dst) {
-  return src.is_contiguous() && src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() && !src.is_conj() &&
-         !src.is_neg();
+  return src.is_contiguous() && src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() &&
+      !src.is_conj() && !src.is_neg();
 }
 
 // The device address of the first element (never dereferenced on the host).
@@ -58,7 +60,7 @@ void queue_pinned_copy(c10::DeviceIndex device, void* to, const void* from, size
   record_pinned_use(kind == emuMemcpyHostToDevice ? from : to, stream);
 #else
   (void)device, (void)to, (void)from, (void)bytes, (void)kind;
-  TORCH_CHECK(false, "pinned host memory needs emu driver API 2.2");  // is_pinned_host() is false there
+  TORCH_CHECK(false, "pinned host memory needs emu driver API 2.2"); // is_pinned_host() is false there
 #endif
 }
 
@@ -70,11 +72,13 @@ void check_copy_supported(const at::Tensor& dst, const at::Tensor& src) {
   const bool strided = !dst.is_contiguous() || !src.is_contiguous();
   const auto key = std::make_tuple(int(dst.scalar_type()), int(src.scalar_type()), strided);
   thread_local std::set<std::tuple<int, int, bool>> supported;
-  if (supported.count(key) != 0) return;
+  if (supported.count(key) != 0)
+    return;
   // Zeroed (a memset for any dtype), so the probe converts defined values: garbage may warn (NaN to integer).
   at::Tensor to = at::zeros({strided ? 4 : 2}, at::TensorOptions().dtype(dst.scalar_type()));
   at::Tensor from = at::zeros({strided ? 4 : 2}, at::TensorOptions().dtype(src.scalar_type()));
-  if (strided) to = to.slice(0, 0, 4, 2), from = from.slice(0, 0, 4, 2);
+  if (strided)
+    to = to.slice(0, 0, 4, 2), from = from.slice(0, 0, 4, 2);
   to.copy_(from);
   supported.insert(key);
 }
@@ -88,7 +92,8 @@ void copy_same_device(const at::Tensor& dst, const at::Tensor& src) {
 void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   // Convert on the host (dtype, broadcast, layout, conj): then one memcpy into device memory.
   at::Tensor host = src.expand(dst.sizes());
-  if (!plain_copy_of(host, dst)) host = host.to(dst.scalar_type()).resolve_conj().resolve_neg().contiguous();
+  if (!plain_copy_of(host, dst))
+    host = host.to(dst.scalar_type()).resolve_conj().resolve_neg().contiguous();
   const at::Tensor staged = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
   const c10::DeviceIndex device = common_device("copy_", {&staged});
   const size_t bytes = static_cast<size_t>(staged.numel()) * staged.element_size();
@@ -102,11 +107,16 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
     std::memcpy(stage.get(), host.data_ptr(), bytes);
     queue_pinned_copy(device, device_address(staged), stage.get(), bytes, emuMemcpyHostToDevice);
   } else {
-    if (callers_pageable) host = host.clone();  // a driver without host allocation: copy what it holds now
-    launch(device, [staged = arg(staged), host, bytes] { std::memcpy(kernel_view(staged).data_ptr(), host.data_ptr(), bytes); });
+    if (callers_pageable)
+      host = host.clone(); // a driver without host allocation: copy what it holds now
+    launch(device, [staged = arg(staged), host, bytes] {
+      std::memcpy(kernel_view(staged).data_ptr(), host.data_ptr(), bytes);
+    });
   }
-  if (!staged.is_same(dst)) copy_same_device(dst, staged);
-  if (!non_blocking) sync_current(device);
+  if (!staged.is_same(dst))
+    copy_same_device(dst, staged);
+  if (!non_blocking)
+    sync_current(device);
 }
 
 void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
@@ -120,11 +130,14 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
   const size_t bytes = static_cast<size_t>(host.numel()) * host.element_size();
   if (non_blocking && host.is_same(dst) && is_pinned_host(host.data_ptr())) {
     queue_pinned_copy(device, host.data_ptr(), device_address(device_src), bytes, emuMemcpyDeviceToHost);
-    return;  // complete once the current stream has passed it
+    return; // complete once the current stream has passed it
   }
-  launch(device, [host, device_src = arg(device_src), bytes] { std::memcpy(host.data_ptr(), kernel_view(device_src).data_ptr(), bytes); });
-  sync_current(device);  // pageable memory (or a staging tensor): complete on return, as with CUDA
-  if (!host.is_same(dst)) dst.copy_(host);
+  launch(device, [host, device_src = arg(device_src), bytes] {
+    std::memcpy(host.data_ptr(), kernel_view(device_src).data_ptr(), bytes);
+  });
+  sync_current(device); // pageable memory (or a staging tensor): complete on return, as with CUDA
+  if (!host.is_same(dst))
+    dst.copy_(host);
 }
 
 void copy_across_devices(const at::Tensor& dst, const at::Tensor& src) {
@@ -135,17 +148,27 @@ void copy_across_devices(const at::Tensor& dst, const at::Tensor& src) {
   }
   const at::Tensor to = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
   // emuMemcpy is ordered after all work on both devices and complete on return.
-  EMU_CHECK(emuMemcpy(device_address(to), device_address(from), static_cast<size_t>(to.numel()) * to.element_size(),
-                      emuMemcpyDeviceToDevice));
-  if (!to.is_same(dst)) copy_same_device(dst, to);
+  EMU_CHECK(emuMemcpy(
+      device_address(to),
+      device_address(from),
+      static_cast<size_t>(to.numel()) * to.element_size(),
+      emuMemcpyDeviceToDevice));
+  if (!to.is_same(dst))
+    copy_same_device(dst, to);
 }
 
 at::Tensor& copy_unnamed(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(self.defined() && src.defined(), "copy_: undefined tensor");
   check_not_forked();
-  TORCH_CHECK(at::is_expandable_to(src.sizes(), self.sizes()), "copy_: cannot copy a tensor of shape ", src.sizes(),
-              " into one of shape ", self.sizes(), " (the shapes must match, or the source must broadcast to the destination)");
-  if (self.is_same(src) || self.numel() == 0) return self;
+  TORCH_CHECK(
+      at::is_expandable_to(src.sizes(), self.sizes()),
+      "copy_: cannot copy a tensor of shape ",
+      src.sizes(),
+      " into one of shape ",
+      self.sizes(),
+      " (the shapes must match, or the source must broadcast to the destination)");
+  if (self.is_same(src) || self.numel() == 0)
+    return self;
   check_storage(self, "copy_ (destination)");
   check_storage(src, "copy_ (source)");
   if (is_emu(self) && is_emu(src)) {
@@ -191,7 +214,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return dst;
 }
 
-}  // namespace
+} // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("copy_", copy_);
@@ -199,4 +222,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", copy_from_and_resize);
 }
 
-}  // namespace torch_emu
+} // namespace torch_emu

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "Fallback.h"
-#include "Launch.h"
-#include "Widen.h"
+#include "aten/Fallback.h"
+#include "aten/Launch.h"
+#include "aten/Widen.h"
 
 namespace torch_emu {
 
@@ -54,9 +54,11 @@ Tensor integer_histc(const Tensor& self, int64_t bins, const at::Scalar& min, co
     const scalar_t* data = values.data_ptr<scalar_t>();
     for (int64_t i = 0; i < values.numel(); ++i) {
       const auto v = static_cast<int64_t>(data[i]);
-      if (v < first || v > last) continue;
+      if (v < first || v > last)
+        continue;
       int64_t bin = static_cast<int>((v - first) * bins / (last - first));
-      if (bin == bins) bin -= 1;
+      if (bin == bins)
+        bin -= 1;
       counts[static_cast<size_t>(bin)] += 1;
     }
     // The counts in the input's dtype, wrapping as CUDA's atomic adds in that dtype do.
@@ -93,16 +95,26 @@ Tensor trace_like_cuda(const Tensor& self) {
 // ---- nansum of complex numbers ----
 // The CPU refuses complex inputs ("nansum on CPU does not support complex inputs"); CUDA sums them, an element
 // with a NaN real or imaginary part counting as zero.
-Tensor nansum_like_cuda(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, compat::optional<c10::ScalarType> dtype) {
-  if (!self.is_complex()) return at::native::call_fallback_fn<&emu_fallback, at::_ops::nansum>::call(self, dim, keepdim, dtype);
+Tensor nansum_like_cuda(
+    const Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    compat::optional<c10::ScalarType> dtype) {
+  if (!self.is_complex())
+    return at::native::call_fallback_fn<&emu_fallback, at::_ops::nansum>::call(self, dim, keepdim, dtype);
   return at::sum(self.masked_fill(at::isnan(self), 0), dim, keepdim, dtype);
 }
 
-Tensor& nansum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, compat::optional<c10::ScalarType> dtype,
-                   Tensor& out) {
+Tensor& nansum_out(
+    const Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    compat::optional<c10::ScalarType> dtype,
+    Tensor& out) {
   if (!self.is_complex())
     return at::native::call_fallback_fn<&emu_fallback, at::_ops::nansum_out>::call(self, dim, keepdim, dtype, out);
-  const Tensor result = nansum_like_cuda(self, dim, keepdim, dtype.has_value() ? dtype : compat::optional<c10::ScalarType>(out.scalar_type()));
+  const Tensor result = nansum_like_cuda(
+      self, dim, keepdim, dtype.has_value() ? dtype : compat::optional<c10::ScalarType>(out.scalar_type()));
   at::native::resize_output(out, result.sizes());
   out.copy_(result);
   return out;
@@ -124,9 +136,24 @@ void fft_in_narrow_dtypes(const c10::OperatorHandle& op, torch::jit::Stack* stac
 }
 
 const char* const kFftFunctions[] = {
-    "fft_fft",  "fft_ifft",  "fft_rfft",  "fft_irfft",  "fft_hfft",  "fft_ihfft",
-    "fft_fft2", "fft_ifft2", "fft_rfft2", "fft_irfft2", "fft_hfft2", "fft_ihfft2",
-    "fft_fftn", "fft_ifftn", "fft_rfftn", "fft_irfftn", "fft_hfftn", "fft_ihfftn",
+    "fft_fft",
+    "fft_ifft",
+    "fft_rfft",
+    "fft_irfft",
+    "fft_hfft",
+    "fft_ihfft",
+    "fft_fft2",
+    "fft_ifft2",
+    "fft_rfft2",
+    "fft_irfft2",
+    "fft_hfft2",
+    "fft_ihfft2",
+    "fft_fftn",
+    "fft_ifftn",
+    "fft_rfftn",
+    "fft_irfftn",
+    "fft_hfftn",
+    "fft_ihfftn",
 };
 
 void register_fft(torch::Library& m) {
@@ -138,7 +165,7 @@ void register_fft(torch::Library& m) {
   }
 }
 
-}  // namespace
+} // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("histc", histc_like_cuda);
@@ -149,6 +176,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   register_fft(m);
 }
 
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { register_fft(m); }
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  register_fft(m);
+}
 
-}  // namespace torch_emu
+} // namespace torch_emu

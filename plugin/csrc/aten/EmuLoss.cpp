@@ -6,7 +6,7 @@
 // the functional form goes straight to the fallback too: the same CPU kernel, the same warnings.
 #include <torch/library.h>
 
-#include "Fallback.h"
+#include "aten/Fallback.h"
 
 namespace torch_emu {
 
@@ -15,4 +15,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("smooth_l1_loss", torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
 }
 
-}  // namespace torch_emu
+} // namespace torch_emu

@@ -18,12 +18,12 @@
 #include <string>
 #include <utility>
 
-#include "../runtime/EmuAllocator.h"
-#include "../runtime/EmuStorage.h"
-#include "Fallback.h"
-#include "Launch.h"
-#include "SparseSupport.h"
-#include "Widen.h"
+#include "aten/Fallback.h"
+#include "aten/Launch.h"
+#include "aten/SparseSupport.h"
+#include "aten/Widen.h"
+#include "runtime/EmuAllocator.h"
+#include "runtime/EmuStorage.h"
 
 namespace torch_emu {
 
@@ -37,41 +37,65 @@ c10::DeviceIndex checked_index(const c10::Device& device) {
 }
 
 void check_options(compat::optional<c10::Layout> layout, compat::optional<bool> pin_memory) {
-  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, "emu supports only strided tensors, not ", *layout);
+  TORCH_CHECK(
+      c10::layout_or_default(layout) == c10::Layout::Strided, "emu supports only strided tensors, not ", *layout);
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "pin_memory applies to CPU tensors only, not emu tensors");
 }
 
-at::Tensor empty_memory_format(c10::IntArrayRef size, compat::optional<c10::ScalarType> dtype, compat::optional<c10::Layout> layout,
-                               compat::optional<c10::Device> device, compat::optional<bool> pin_memory,
-                               compat::optional<c10::MemoryFormat> memory_format) {
+at::Tensor empty_memory_format(
+    c10::IntArrayRef size,
+    compat::optional<c10::ScalarType> dtype,
+    compat::optional<c10::Layout> layout,
+    compat::optional<c10::Device> device,
+    compat::optional<bool> pin_memory,
+    compat::optional<c10::MemoryFormat> memory_format) {
   check_options(layout, pin_memory);
   DeviceSwitch on(checked_index(c10::device_or_default(device)));
   return at::detail::empty_generic(size, emu_allocator(), kEmuKeys, c10::dtype_or_default(dtype), memory_format);
 }
 
-at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, compat::optional<c10::ScalarType> dtype,
-                         compat::optional<c10::Layout> layout, compat::optional<c10::Device> device, compat::optional<bool> pin_memory) {
+at::Tensor empty_strided(
+    c10::IntArrayRef size,
+    c10::IntArrayRef stride,
+    compat::optional<c10::ScalarType> dtype,
+    compat::optional<c10::Layout> layout,
+    compat::optional<c10::Device> device,
+    compat::optional<bool> pin_memory) {
   check_options(layout, pin_memory);
   DeviceSwitch on(checked_index(c10::device_or_default(device)));
   return at::detail::empty_strided_generic(size, stride, emu_allocator(), kEmuKeys, c10::dtype_or_default(dtype));
 }
 
 // Views share storage and only change metadata: ATen's device-generic implementations serve.
-at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride, compat::optional<int64_t> offset) {
+at::Tensor as_strided(
+    const at::Tensor& self,
+    c10::IntArrayRef size,
+    c10::IntArrayRef stride,
+    compat::optional<int64_t> offset) {
   return at::native::as_strided_tensorimpl(self, size, stride, offset);
 }
-at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
+at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) {
+  return at::native::view(self, size);
+}
 at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
   return at::native::_reshape_alias(self, size, stride);
 }
-at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) { return at::native::unfold(self, dim, size, step); }
-at::Tensor view_as_real(const at::Tensor& self) { return at::native::view_as_real(self); }
-at::Tensor view_as_complex(const at::Tensor& self) { return at::native::view_as_complex(self); }
+at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) {
+  return at::native::unfold(self, dim, size, step);
+}
+at::Tensor view_as_real(const at::Tensor& self) {
+  return at::native::view_as_real(self);
+}
+at::Tensor view_as_complex(const at::Tensor& self) {
+  return at::native::view_as_complex(self);
+}
 
 int64_t bytes_needed(const at::Tensor& self) {
-  if (self.numel() == 0) return 0;
+  if (self.numel() == 0)
+    return 0;
   int64_t extent = 1;
-  for (int64_t d = 0; d < self.dim(); ++d) extent += (self.size(d) - 1) * self.stride(d);
+  for (int64_t d = 0; d < self.dim(); ++d)
+    extent += (self.size(d) - 1) * self.stride(d);
   return (self.storage_offset() + extent) * static_cast<int64_t>(self.element_size());
 }
 
@@ -81,23 +105,40 @@ void grow_to_fit(const at::Tensor& self) {
     resize_storage_bytes(self.storage().unsafeGetStorageImpl(), static_cast<size_t>(needed));
 }
 
-const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, compat::optional<c10::MemoryFormat> memory_format) {
-  for (int64_t s : size) TORCH_CHECK(s >= 0, "resize_: negative size ", s, " in ", size);
+const at::Tensor& resize_(
+    const at::Tensor& self,
+    c10::IntArrayRef size,
+    compat::optional<c10::MemoryFormat> memory_format) {
+  for (int64_t s : size)
+    TORCH_CHECK(s >= 0, "resize_: negative size ", s, " in ", size);
   auto* impl = self.unsafeGetTensorImpl();
-  if (self.sizes() == size && !memory_format.has_value()) return self;
+  if (self.sizes() == size && !memory_format.has_value())
+    return self;
   impl->set_sizes_contiguous(size);
-  if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(*memory_format);
+  if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve)
+    impl->empty_tensor_restride(*memory_format);
   grow_to_fit(self);
   return self;
 }
 
-at::Tensor& set_storage_offset(at::Tensor& self, at::Storage storage, int64_t offset, c10::IntArrayRef size, c10::IntArrayRef stride) {
-  TORCH_CHECK(!storage.data() || storage.device().type() == c10::DeviceType::PrivateUse1,
-              "set_: an emu tensor can only take emu storage, not storage on ", storage.device());
+at::Tensor& set_storage_offset(
+    at::Tensor& self,
+    at::Storage storage,
+    int64_t offset,
+    c10::IntArrayRef size,
+    c10::IntArrayRef stride) {
+  TORCH_CHECK(
+      !storage.data() || storage.device().type() == c10::DeviceType::PrivateUse1,
+      "set_: an emu tensor can only take emu storage, not storage on ",
+      storage.device());
   // As on CPU and CUDA: taking another device's storage would silently move the tensor.
-  TORCH_CHECK(!storage.data() || storage.device() == self.device(), "Attempted to set the storage of a tensor on device \"",
-              self.device(), "\" to a storage on different device \"", storage.device(),
-              "\".  This is no longer allowed; the devices must match.");
+  TORCH_CHECK(
+      !storage.data() || storage.device() == self.device(),
+      "Attempted to set the storage of a tensor on device \"",
+      self.device(),
+      "\" to a storage on different device \"",
+      storage.device(),
+      "\".  This is no longer allowed; the devices must match.");
   TORCH_CHECK(offset >= 0, "set_: negative storage offset ", offset);
   auto* impl = self.unsafeGetTensorImpl();
   impl->set_storage_keep_dtype(std::move(storage));
@@ -118,12 +159,13 @@ at::Tensor& set_storage(at::Tensor& self, at::Storage storage) {
 }
 
 at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
-  if (self.is_same(source)) return self;
+  if (self.is_same(source))
+    return self;
   return set_storage_offset(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
 }
 
 at::Tensor& set_empty(at::Tensor& self) {
-  DeviceSwitch on(self.device().index());  // the empty storage belongs to self's device
+  DeviceSwitch on(self.device().index()); // the empty storage belongs to self's device
   at::Storage storage(at::Storage::use_byte_size_t(), 0, emu_allocator(), /*resizable=*/true);
   return set_storage_offset(self, std::move(storage), 0, {0}, {});
 }
@@ -135,10 +177,15 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   at::Tensor host = at::empty({}, self.options().device(at::kCPU));
   DeviceSwitch on(device);
   EMU_CHECK(emuStreamSynchronize(raw_stream(getCurrentEmuStream(device))));
-  EMU_CHECK(emuMemcpy(host.data_ptr(), static_cast<const char*>(self.storage().data()) + self.storage_offset() * self.element_size(),
-                      self.element_size(), emuMemcpyDeviceToHost));
-  if (self.is_conj()) host = host.conj().resolve_conj();
-  if (self.is_neg()) host = host.neg();
+  EMU_CHECK(emuMemcpy(
+      host.data_ptr(),
+      static_cast<const char*>(self.storage().data()) + self.storage_offset() * self.element_size(),
+      self.element_size(),
+      emuMemcpyDeviceToHost));
+  if (self.is_conj())
+    host = host.conj().resolve_conj();
+  if (self.is_neg())
+    host = host.neg();
   return host.item();
 }
 
@@ -163,19 +210,26 @@ bool fallback_disabled() {
 
 // The device of an op's inputs: that of its first input tensor (or tensor in a list) that is not a
 // 0-dim CPU tensor, which stands for a number and goes with any device; none if it has no such input.
-compat::optional<c10::Device> input_device(const std::vector<c10::Argument>& args, const torch::jit::Stack& stack, size_t first) {
+compat::optional<c10::Device> input_device(
+    const std::vector<c10::Argument>& args,
+    const torch::jit::Stack& stack,
+    size_t first) {
   auto device_of = [](const at::Tensor& t) -> compat::optional<c10::Device> {
-    if (!t.defined() || (t.is_cpu() && t.dim() == 0)) return {};
+    if (!t.defined() || (t.is_cpu() && t.dim() == 0))
+      return {};
     return t.device();
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = stack[first + i];
-    if (args[i].is_out()) continue;
+    if (args[i].is_out())
+      continue;
     if (v.isTensor()) {
-      if (auto d = device_of(v.toTensor())) return d;
+      if (auto d = device_of(v.toTensor()))
+        return d;
     } else if (v.isTensorList()) {
       for (const at::Tensor& t : v.toTensorList().vec())
-        if (auto d = device_of(t)) return d;
+        if (auto d = device_of(t))
+          return d;
     }
   }
   return {};
@@ -186,15 +240,25 @@ compat::optional<c10::Device> input_device(const std::vector<c10::Argument>& arg
 // carries both phrasings torch uses ("Expected out tensor to have device ...", "... on the same device").
 void check_out_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack, const std::string& name) {
   const auto& args = op.schema().arguments();
-  if (stack.size() < args.size()) return;
+  if (stack.size() < args.size())
+    return;
   const size_t first = stack.size() - args.size();
   const auto device = input_device(args, stack, first);
-  if (!device.has_value()) return;
+  if (!device.has_value())
+    return;
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = stack[first + i];
-    if (!args[i].is_out() || !v.isTensor() || !v.toTensor().defined()) continue;
-    TORCH_CHECK(v.toTensor().device() == *device, "Expected out tensor to have device ", *device, ", but got ",
-                v.toTensor().device(), " instead: out= tensors must be on the same device as the inputs (in ", name, ")");
+    if (!args[i].is_out() || !v.isTensor() || !v.toTensor().defined())
+      continue;
+    TORCH_CHECK(
+        v.toTensor().device() == *device,
+        "Expected out tensor to have device ",
+        *device,
+        ", but got ",
+        v.toTensor().device(),
+        " instead: out= tensors must be on the same device as the inputs (in ",
+        name,
+        ")");
   }
 }
 
@@ -205,17 +269,21 @@ void check_out_devices(const c10::OperatorHandle& op, const torch::jit::Stack& s
 // the CPU kernel's refusal, as on CUDA.
 void optional_tensor_lists_to_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& args = op.schema().arguments();
-  if (stack->size() < args.size()) return;
+  if (stack->size() < args.size())
+    return;
   const size_t first = stack->size() - args.size();
   bool emu_tensor_argument = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = (*stack)[first + i];
-    emu_tensor_argument |= v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == c10::DeviceType::PrivateUse1;
+    emu_tensor_argument |=
+        v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == c10::DeviceType::PrivateUse1;
   }
-  if (!emu_tensor_argument) return;
+  if (!emu_tensor_argument)
+    return;
   for (size_t i = 0; i < args.size(); ++i) {
     c10::IValue& v = (*stack)[first + i];
-    if (!v.isOptionalTensorList()) continue;
+    if (!v.isOptionalTensorList())
+      continue;
     c10::List<compat::optional<at::Tensor>> on_cpu;
     bool moved = false;
     for (const compat::optional<at::Tensor>& t : v.toOptionalTensorList()) {
@@ -226,7 +294,8 @@ void optional_tensor_lists_to_cpu(const c10::OperatorHandle& op, torch::jit::Sta
         on_cpu.push_back(t);
       }
     }
-    if (moved) v = c10::IValue(std::move(on_cpu));
+    if (moved)
+      v = c10::IValue(std::move(on_cpu));
   }
 }
 
@@ -237,18 +306,24 @@ thread_local std::string widened_now;
 struct WideningOp {
   std::string outer;
   explicit WideningOp(const std::string& key) : outer(std::exchange(widened_now, key)) {}
-  ~WideningOp() { widened_now = outer; }
+  ~WideningOp() {
+    widened_now = outer;
+  }
   WideningOp(const WideningOp&) = delete;
   WideningOp& operator=(const WideningOp&) = delete;
 };
 
-}  // namespace
+} // namespace
 
 void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().operator_name();
   const std::string key = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-  TORCH_CHECK(!fallback_disabled(), "operator ", key, " has no native emu kernel and the CPU fallback is off "
-              "(TORCH_EMU_FALLBACK=error)");
+  TORCH_CHECK(
+      !fallback_disabled(),
+      "operator ",
+      key,
+      " has no native emu kernel and the CPU fallback is off "
+      "(TORCH_EMU_FALLBACK=error)");
   check_out_devices(op, *stack, key);
   if (key != widened_now) {
     std::lock_guard<std::mutex> lock(counts().mu);
@@ -331,6 +406,6 @@ TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
 }
-#endif  // EMU_HAS_SPARSE
+#endif // EMU_HAS_SPARSE
 
-}  // namespace torch_emu
+} // namespace torch_emu

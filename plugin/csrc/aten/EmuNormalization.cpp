@@ -16,9 +16,9 @@
 #include <array>
 #include <tuple>
 
-#include "Fallback.h"
-#include "Launch.h"
-#include "Widen.h"
+#include "aten/Fallback.h"
+#include "aten/Launch.h"
+#include "aten/Widen.h"
 
 namespace torch_emu {
 
@@ -27,55 +27,95 @@ namespace {
 using at::Tensor;
 
 compat::optional<Tensor> on_cpu(const compat::optional<Tensor>& t, bool widened) {
-  if (!t.has_value() || !t->defined()) return compat::optional<Tensor>();
+  if (!t.has_value() || !t->defined())
+    return compat::optional<Tensor>();
   return widened ? t->cpu().to(wider(t->scalar_type())) : t->cpu();
 }
 
-std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const compat::optional<Tensor>& weight,
-                                                     const compat::optional<Tensor>& bias,
-                                                     const compat::optional<Tensor>& running_mean,
-                                                     const compat::optional<Tensor>& running_var, bool training,
-                                                     double momentum, double eps) {
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm(
+    const Tensor& input,
+    const compat::optional<Tensor>& weight,
+    const compat::optional<Tensor>& bias,
+    const compat::optional<Tensor>& running_mean,
+    const compat::optional<Tensor>& running_var,
+    bool training,
+    double momentum,
+    double eps) {
   const Tensor none;
-  common_device("native_batch_norm", {&input, weight ? &*weight : &none, bias ? &*bias : &none,
-                                      running_mean ? &*running_mean : &none, running_var ? &*running_var : &none});
+  common_device(
+      "native_batch_norm",
+      {&input,
+       weight ? &*weight : &none,
+       bias ? &*bias : &none,
+       running_mean ? &*running_mean : &none,
+       running_var ? &*running_var : &none});
   const bool widened = is_narrow(input.scalar_type());
   compat::optional<Tensor> mean_cpu = on_cpu(running_mean, widened), var_cpu = on_cpu(running_var, widened);
-  auto result = at::native_batch_norm(widened ? input.cpu().to(wider(input.scalar_type())) : input.cpu(),
-                                      on_cpu(weight, widened), on_cpu(bias, widened), mean_cpu, var_cpu, training, momentum, eps);
+  auto result = at::native_batch_norm(
+      widened ? input.cpu().to(wider(input.scalar_type())) : input.cpu(),
+      on_cpu(weight, widened),
+      on_cpu(bias, widened),
+      mean_cpu,
+      var_cpu,
+      training,
+      momentum,
+      eps);
   if (training) {
-    if (mean_cpu.has_value()) running_mean->copy_(*mean_cpu);
-    if (var_cpu.has_value()) running_var->copy_(*var_cpu);
+    if (mean_cpu.has_value())
+      running_mean->copy_(*mean_cpu);
+    if (var_cpu.has_value())
+      running_var->copy_(*var_cpu);
   }
   const auto device = input.device();
-  return {std::get<0>(result).to(device, input.scalar_type()), std::get<1>(result).to(device), std::get<2>(result).to(device)};
+  return {
+      std::get<0>(result).to(device, input.scalar_type()),
+      std::get<1>(result).to(device),
+      std::get<2>(result).to(device)};
 }
 
 // The same op as torch.export and torch.compile spell it (running statistics declared mutable): Half and BFloat16
 // through the route above, every other dtype through the CPU fallback.
-std::tuple<Tensor, Tensor, Tensor> native_batch_norm_legit(const Tensor& input, const compat::optional<Tensor>& weight,
-                                                           const compat::optional<Tensor>& bias, Tensor& running_mean,
-                                                           Tensor& running_var, bool training, double momentum, double eps) {
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm_legit(
+    const Tensor& input,
+    const compat::optional<Tensor>& weight,
+    const compat::optional<Tensor>& bias,
+    Tensor& running_mean,
+    Tensor& running_var,
+    bool training,
+    double momentum,
+    double eps) {
   if (!is_narrow(input.scalar_type()))
     return at::native::call_fallback_fn<&emu_fallback, at::_ops::_native_batch_norm_legit>::call(
         input, weight, bias, running_mean, running_var, training, momentum, eps);
-  return (native_batch_norm)(input, weight, bias, running_mean, running_var, training, momentum, eps);  // emu's, not at::
+  return (
+      native_batch_norm)(input, weight, bias, running_mean, running_var, training, momentum, eps); // emu's, not at::
 }
-std::tuple<Tensor, Tensor, Tensor> native_batch_norm_legit_no_stats(const Tensor& input, const compat::optional<Tensor>& weight,
-                                                                    const compat::optional<Tensor>& bias, bool training,
-                                                                    double momentum, double eps) {
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm_legit_no_stats(
+    const Tensor& input,
+    const compat::optional<Tensor>& weight,
+    const compat::optional<Tensor>& bias,
+    bool training,
+    double momentum,
+    double eps) {
   if (!is_narrow(input.scalar_type()))
     return at::native::call_fallback_fn<&emu_fallback, at::_ops::_native_batch_norm_legit_no_stats>::call(
         input, weight, bias, training, momentum, eps);
-  return (native_batch_norm)(input, weight, bias, compat::optional<Tensor>(), compat::optional<Tensor>(), training, momentum, eps);
+  return (
+      native_batch_norm)(input, weight, bias, compat::optional<Tensor>(), compat::optional<Tensor>(), training, momentum, eps);
 }
 
 // The backward of a Half or BFloat16 normalization, in Float too (the CPU kernel refuses the Float statistics
 // CUDA's forward saves): the input's gradient in the input's dtype, the weight's and bias's in the weight's.
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
-    const Tensor& grad_out, const Tensor& input, const compat::optional<Tensor>& weight,
-    const compat::optional<Tensor>& running_mean, const compat::optional<Tensor>& running_var,
-    const compat::optional<Tensor>& save_mean, const compat::optional<Tensor>& save_invstd, bool train, double eps,
+    const Tensor& grad_out,
+    const Tensor& input,
+    const compat::optional<Tensor>& weight,
+    const compat::optional<Tensor>& running_mean,
+    const compat::optional<Tensor>& running_var,
+    const compat::optional<Tensor>& save_mean,
+    const compat::optional<Tensor>& save_invstd,
+    bool train,
+    double eps,
     std::array<bool, 3> output_mask) {
   if (!is_narrow(input.scalar_type()))
     return at::native::call_fallback_fn<&emu_fallback, at::_ops::native_batch_norm_backward>::call(
@@ -83,16 +123,26 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
   const Tensor none;
   common_device("native_batch_norm_backward", {&grad_out, &input, weight ? &*weight : &none});
   auto grads = at::native_batch_norm_backward(
-      grad_out.cpu().to(wider(grad_out.scalar_type())), input.cpu().to(wider(input.scalar_type())), on_cpu(weight, true),
-      on_cpu(running_mean, true), on_cpu(running_var, true), on_cpu(save_mean, true), on_cpu(save_invstd, true), train, eps,
+      grad_out.cpu().to(wider(grad_out.scalar_type())),
+      input.cpu().to(wider(input.scalar_type())),
+      on_cpu(weight, true),
+      on_cpu(running_mean, true),
+      on_cpu(running_var, true),
+      on_cpu(save_mean, true),
+      on_cpu(save_invstd, true),
+      train,
+      eps,
       output_mask);
   const auto device = input.device();
   const auto parameters = weight.has_value() && weight->defined() ? weight->scalar_type() : input.scalar_type();
   auto back = [&](const Tensor& t, c10::ScalarType dtype) { return t.defined() ? t.to(device, dtype) : t; };
-  return {back(std::get<0>(grads), input.scalar_type()), back(std::get<1>(grads), parameters), back(std::get<2>(grads), parameters)};
+  return {
+      back(std::get<0>(grads), input.scalar_type()),
+      back(std::get<1>(grads), parameters),
+      back(std::get<2>(grads), parameters)};
 }
 
-}  // namespace
+} // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", native_batch_norm);
@@ -101,4 +151,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_native_batch_norm_legit.no_stats", native_batch_norm_legit_no_stats);
 }
 
-}  // namespace torch_emu
+} // namespace torch_emu

@@ -6,10 +6,10 @@
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
-#include "../runtime/EmuGenerator.h"
-#include "Fallback.h"
-#include "Launch.h"
-#include "Widen.h"
+#include "aten/Fallback.h"
+#include "aten/Launch.h"
+#include "aten/Widen.h"
+#include "runtime/EmuGenerator.h"
 
 namespace torch_emu {
 
@@ -23,7 +23,13 @@ using at::Tensor;
 // f(view, generator, widened) and probe(view, generator, dtypes) get the dtype of a tensor argument, if the op has one,
 // as second of the dtypes.
 template <typename F, typename P>
-Tensor& sample(const char* op, Tensor& self, const compat::optional<at::Generator>& gen, const Dtypes& dtypes, F f, P probe) {
+Tensor& sample(
+    const char* op,
+    Tensor& self,
+    const compat::optional<at::Generator>& gen,
+    const Dtypes& dtypes,
+    F f,
+    P probe) {
   const auto device = common_device(op, {&self});
   const bool widened = computes_widened(op, dtypes, [&](const Dtypes& d) {
     at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>(0);
@@ -40,8 +46,12 @@ Tensor& sample(const char* op, Tensor& self, const compat::optional<at::Generato
 template <typename F>
 Tensor& sample(const char* op, Tensor& self, const compat::optional<at::Generator>& gen, F f) {
   return sample(
-      op, self, gen, {self.scalar_type(), c10::ScalarType::Undefined, c10::ScalarType::Undefined},
-      [f](Tensor v, const at::Generator& g, bool) { f(v, g); }, [f](Tensor v, const at::Generator& g, const Dtypes&) { f(v, g); });
+      op,
+      self,
+      gen,
+      {self.scalar_type(), c10::ScalarType::Undefined, c10::ScalarType::Undefined},
+      [f](Tensor v, const at::Generator& g, bool) { f(v, g); },
+      [f](Tensor v, const at::Generator& g, const Dtypes&) { f(v, g); });
 }
 
 Tensor& normal_(Tensor& self, double mean, double std, compat::optional<at::Generator> gen) {
@@ -59,9 +69,16 @@ Tensor& bernoulli_float(Tensor& self, double p, compat::optional<at::Generator> 
 Tensor& bernoulli_tensor(Tensor& self, const Tensor& p, compat::optional<at::Generator> gen) {
   common_device("bernoulli_", {&self, &p});
   return sample(
-      "bernoulli_.Tensor", self, gen, {self.scalar_type(), p.scalar_type(), c10::ScalarType::Undefined},
-      [p = arg(p)](Tensor v, const at::Generator& g, bool widened) { v.bernoulli_(computed(kernel_view(p), widened), g); },
-      [](Tensor v, const at::Generator& g, const Dtypes& d) { v.bernoulli_(at::full({1}, 0.5, at::TensorOptions().dtype(d[1])), g); });
+      "bernoulli_.Tensor",
+      self,
+      gen,
+      {self.scalar_type(), p.scalar_type(), c10::ScalarType::Undefined},
+      [p = arg(p)](Tensor v, const at::Generator& g, bool widened) {
+        v.bernoulli_(computed(kernel_view(p), widened), g);
+      },
+      [](Tensor v, const at::Generator& g, const Dtypes& d) {
+        v.bernoulli_(at::full({1}, 0.5, at::TensorOptions().dtype(d[1])), g);
+      });
 }
 Tensor& random_from(Tensor& self, int64_t from, compat::optional<int64_t> to, compat::optional<at::Generator> gen) {
   return sample("random_", self, gen, [from, to](Tensor v, const at::Generator& g) { v.random_(from, to, g); });
@@ -81,13 +98,14 @@ c10::DeviceIndex emu_device_of(const torch::jit::Stack& stack, size_t first) {
       return v.toTensor().device().index();
     if (v.isTensorList()) {
       for (const at::Tensor& t : v.toTensorList().vec())
-        if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) return t.device().index();
+        if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1)
+          return t.device().index();
     }
   }
   return -1;
 }
 
-}  // namespace
+} // namespace
 
 void emu_generators_to_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& arguments = op.schema().arguments();
@@ -98,12 +116,15 @@ void emu_generators_to_cpu(const c10::OperatorHandle& op, torch::jit::Stack* sta
     c10::DeviceIndex device = -1;
     if (v.isGenerator()) {
       gen = v.toGenerator();
-      if (gen->device().type() != c10::DeviceType::PrivateUse1) continue;
+      if (gen->device().type() != c10::DeviceType::PrivateUse1)
+        continue;
       device = gen->device().index();
-    } else if (v.isNone() && arguments[i].type()->kind() == c10::TypeKind::OptionalType &&
-               arguments[i].type()->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType) {
-      device = emu_device_of(*stack, first);  // no generator: the emu device's default one, as for native kernels
-      if (device < 0) continue;
+    } else if (
+        v.isNone() && arguments[i].type()->kind() == c10::TypeKind::OptionalType &&
+        arguments[i].type()->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType) {
+      device = emu_device_of(*stack, first); // no generator: the emu device's default one, as for native kernels
+      if (device < 0)
+        continue;
     } else {
       continue;
     }
@@ -121,4 +142,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_", random_all);
 }
 
-}  // namespace torch_emu
+} // namespace torch_emu

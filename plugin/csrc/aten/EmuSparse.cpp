@@ -34,21 +34,24 @@
 #include <optional>
 #include <vector>
 
-#include "Fallback.h"
-#include "SparseSupport.h"
+#include "aten/Fallback.h"
+#include "aten/SparseSupport.h"
 
 namespace torch_emu {
 
 namespace {
 
-bool is_emu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
+bool is_emu(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
 
 // An emu tensor's CPU copy, keeping requires_grad: some CPU kernels read it to decide what to compute (the
 // amax/amin forward of sparse.mm's reduce returns the argmax its backward indexes only when self requires grad;
 // without it the backward read an empty tensor and crashed). Below autograd here, so nothing is recorded.
 at::Tensor cpu_copy(const at::Tensor& t) {
   at::Tensor c = t.cpu();
-  if (t.requires_grad() && !c.requires_grad()) c.requires_grad_(true);
+  if (t.requires_grad() && !c.requires_grad())
+    c.requires_grad_(true);
   return c;
 }
 
@@ -56,14 +59,16 @@ at::Tensor cpu_copy(const at::Tensor& t) {
 c10::IValue to_cpu(const c10::IValue& v, std::optional<c10::Device>& device) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
-    if (!is_emu(t)) return v;
+    if (!is_emu(t))
+      return v;
     device = t.device();
     return cpu_copy(t);
   }
   if (v.isTensorList()) {
     std::vector<at::Tensor> moved;
     for (const at::Tensor& t : v.toTensorVector()) {
-      if (is_emu(t)) device = t.device();
+      if (is_emu(t))
+        device = t.device();
       moved.push_back(is_emu(t) ? cpu_copy(t) : t);
     }
     return moved;
@@ -78,22 +83,25 @@ c10::IValue to_device(const c10::IValue& v, c10::Device device) {
   }
   if (v.isTensorList()) {
     std::vector<at::Tensor> moved;
-    for (const at::Tensor& t : v.toTensorVector()) moved.push_back(t.defined() ? t.to(device) : t);
+    for (const at::Tensor& t : v.toTensorVector())
+      moved.push_back(t.defined() ? t.to(device) : t);
     return moved;
   }
   return v;
 }
 
-}  // namespace
+} // namespace
 
 bool has_sparse_argument(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   const size_t n = op.schema().arguments().size();
   for (size_t i = stack.size() - n; i < stack.size(); ++i) {
     const c10::IValue& v = stack[i];
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().layout() != c10::kStrided) return true;
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().layout() != c10::kStrided)
+      return true;
     if (v.isTensorList())
       for (const at::Tensor& t : v.toTensorVector())
-        if (t.defined() && t.layout() != c10::kStrided) return true;
+        if (t.defined() && t.layout() != c10::kStrided)
+          return true;
   }
   return false;
 }
@@ -104,13 +112,15 @@ void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
   const size_t first = stack->size() - n;
   const std::vector<c10::IValue> originals(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
   std::optional<c10::Device> device;
-  for (size_t i = 0; i < n; ++i) (*stack)[first + i] = to_cpu(originals[i], device);
+  for (size_t i = 0; i < n; ++i)
+    (*stack)[first + i] = to_cpu(originals[i], device);
   std::vector<c10::IValue> cpu_args(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
   op.callBoxed(stack);
   // Arguments the op writes (in-place, out=): the CPU result goes back into the emu tensor.
   for (size_t i = 0; i < n; ++i) {
     const auto* alias = schema.arguments()[i].alias_info();
-    if (alias == nullptr || !alias->isWrite() || !originals[i].isTensor() || !is_emu(originals[i].toTensor())) continue;
+    if (alias == nullptr || !alias->isWrite() || !originals[i].isTensor() || !is_emu(originals[i].toTensor()))
+      continue;
     originals[i].toTensor().copy_(cpu_args[i].toTensor());
   }
   const size_t results = schema.returns().size();
@@ -126,7 +136,8 @@ void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
         aliased = true;
       }
     }
-    if (!aliased && device.has_value()) (*stack)[begin + r] = to_device((*stack)[begin + r], *device);
+    if (!aliased && device.has_value())
+      (*stack)[begin + r] = to_device((*stack)[begin + r], *device);
   }
 }
 
@@ -183,10 +194,13 @@ struct SparseFallbackBindings {
     for (const auto& [cpu_key, emu_key] : layouts) {
       auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", emu_key, __FILE__, __LINE__);
       for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
-        if (name.name.rfind("aten::", 0) != 0) continue;
+        if (name.name.rfind("aten::", 0) != 0)
+          continue;
         const auto op = c10::Dispatcher::singleton().findOp(name);
-        if (!op.has_value() || !op->hasKernelForDispatchKey(cpu_key) || op->hasKernelForDispatchKey(emu_key)) continue;
-        const std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+        if (!op.has_value() || !op->hasKernelForDispatchKey(cpu_key) || op->hasKernelForDispatchKey(emu_key))
+          continue;
+        const std::string qualified =
+            name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
         library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
       }
       libraries.push_back(std::move(library));
@@ -195,7 +209,7 @@ struct SparseFallbackBindings {
 };
 const SparseFallbackBindings bindings;
 
-}  // namespace
-#endif  // EMU_HAS_SPARSE
+} // namespace
+#endif // EMU_HAS_SPARSE
 
-}  // namespace torch_emu
+} // namespace torch_emu

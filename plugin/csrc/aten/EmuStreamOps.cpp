@@ -4,21 +4,30 @@
 #include <c10/core/Stream.h>
 #include <torch/library.h>
 
-#include "../runtime/EmuAllocator.h"
+#include "runtime/EmuAllocator.h"
 
 namespace torch_emu {
 
 namespace {
 
 void record_stream_op(at::Tensor& self, c10::Stream stream) {
-  TORCH_CHECK(self.device().type() == c10::DeviceType::PrivateUse1, "record_stream: expected an emu tensor, got ", self.device());
-  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1 && stream.device_index() == self.device().index(),
-              "record_stream: the stream is on ", stream.device(), " but the tensor is on ", self.device());
+  TORCH_CHECK(
+      self.device().type() == c10::DeviceType::PrivateUse1,
+      "record_stream: expected an emu tensor, got ",
+      self.device());
+  TORCH_CHECK(
+      stream.device_type() == c10::DeviceType::PrivateUse1 && stream.device_index() == self.device().index(),
+      "record_stream: the stream is on ",
+      stream.device(),
+      " but the tensor is on ",
+      self.device());
   record_stream(self.storage().data_ptr(), stream);
 }
 
-}  // namespace
+} // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("record_stream", record_stream_op); }
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("record_stream", record_stream_op);
+}
 
-}  // namespace torch_emu
+} // namespace torch_emu

@@ -24,7 +24,9 @@ namespace {
 // tensor's is a plain TensorImpl over CUDA memory. Sparse emu tensors (SparsePrivateUse1) are not:
 // SparseTensorImpl::shallow_copy_from asserts torch's own check, which lists no PrivateUse1 sparse
 // backend, so saying yes for them would turn a refusal into an internal assert.
-bool is_dense_emu(const at::Tensor& t) { return t.key_set().has(c10::DispatchKey::PrivateUse1); }
+bool is_dense_emu(const at::Tensor& t) {
+  return t.key_set().has(c10::DispatchKey::PrivateUse1);
+}
 
 // Dense as this torch release counts it: its own check against the key set of a dense CPU tensor,
 // so the list of dense backends is the release's, never a copy that drifts from it.
@@ -32,16 +34,19 @@ bool is_dense_for_torch(const at::Tensor& t) {
   return t.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(c10::DispatchKeySet(c10::DispatchKey::CPU));
 }
 
-bool is_dense(const at::Tensor& t) { return is_dense_emu(t) || is_dense_for_torch(t); }
+bool is_dense(const at::Tensor& t) {
+  return is_dense_emu(t) || is_dense_for_torch(t);
+}
 
 // torch's answer, plus: a dense emu tensor and any tensor torch counts as dense (CPU, CUDA, another
 // emu tensor of another dtype) are compatible, as two dense CUDA and CPU tensors are.
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
-  if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set())) return true;
+  if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()))
+    return true;
   return (is_dense_emu(self) || is_dense_emu(from)) && is_dense(self) && is_dense(from);
 }
 
-}  // namespace
+} // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
@@ -54,4 +59,4 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", torch::CppFunction::makeFallthrough());
 }
 
-}  // namespace torch_emu
+} // namespace torch_emu

@@ -1,5 +1,5 @@
 // Computing an op in a wider dtype and casting its results back (see Widen.h).
-#include "Widen.h"
+#include "aten/Widen.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
@@ -32,7 +32,9 @@ c10::ScalarType wider(c10::ScalarType t) {
   }
 }
 
-at::Tensor to_wider(const at::Tensor& t) { return t.defined() && is_narrow(t.scalar_type()) ? t.to(wider(t.scalar_type())) : t; }
+at::Tensor to_wider(const at::Tensor& t) {
+  return t.defined() && is_narrow(t.scalar_type()) ? t.to(wider(t.scalar_type())) : t;
+}
 
 bool is_narrow_dtype_refusal(const c10::Error& error) {
   // aten's dispatch macros say "\"abs_cpu\" not implemented for 'ComplexHalf'"; some kernels word it themselves
@@ -40,14 +42,18 @@ bool is_narrow_dtype_refusal(const c10::Error& error) {
   // backward only support BFloat16 in the lower percision data types on CPU."). A wrong guess costs a widened call
   // that is refused in turn, after which the original error is raised.
   std::string message = error.what_without_backtrace();
-  for (char& c : message) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (message.find("lower percision data types") != std::string::npos || message.find("lower precision data types") != std::string::npos)
+  for (char& c : message)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (message.find("lower percision data types") != std::string::npos ||
+      message.find("lower precision data types") != std::string::npos)
     return true;
   const size_t refusal = message.find("not implemented for");
-  if (refusal == std::string::npos) return false;
+  if (refusal == std::string::npos)
+    return false;
   const std::string dtype = message.substr(refusal + 19, 16);
   for (const char* name : {"half", "bfloat16", "complexhalf"})
-    if (dtype.find(name) != std::string::npos) return true;
+    if (dtype.find(name) != std::string::npos)
+      return true;
   return false;
 }
 
@@ -56,11 +62,14 @@ namespace {
 // The dtype an argument requests (ScalarType or ScalarType?), if the schema declares one.
 bool is_dtype_argument(const c10::Argument& argument) {
   c10::TypePtr type = argument.real_type();
-  if (type->kind() == c10::TypeKind::OptionalType) type = type->castRaw<c10::OptionalType>()->getElementType();
+  if (type->kind() == c10::TypeKind::OptionalType)
+    type = type->castRaw<c10::OptionalType>()->getElementType();
   return type->kind() == c10::TypeKind::ScalarTypeType;
 }
 
-bool writes(const c10::Argument& argument) { return argument.alias_info() != nullptr && argument.alias_info()->isWrite(); }
+bool writes(const c10::Argument& argument) {
+  return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+}
 
 bool is_narrow_tensor(const c10::IValue& v) {
   return v.isTensor() && v.toTensor().defined() && is_narrow(v.toTensor().scalar_type());
@@ -70,10 +79,12 @@ bool is_narrow_tensor(const c10::IValue& v) {
 template <typename F>
 void for_each_tensor(const c10::IValue& v, const F& f) {
   if (v.isTensor()) {
-    if (v.toTensor().defined()) f(v.toTensor());
+    if (v.toTensor().defined())
+      f(v.toTensor());
   } else if (v.isList()) {
     for (const c10::IValue& element : v.toListRef())
-      if (element.isTensor() && element.toTensor().defined()) f(element.toTensor());
+      if (element.isTensor() && element.toTensor().defined())
+        f(element.toTensor());
   }
 }
 
@@ -95,8 +106,12 @@ std::string signature(const c10::OperatorHandle& op, const torch::jit::Stack& st
   for (size_t i = 0; i < arguments.size(); ++i) {
     const c10::IValue& v = stack[first + i];
     key += '|';
-    for_each_tensor(v, [&](const at::Tensor& t) { key += c10::toString(t.scalar_type()); key += ','; });
-    if (is_dtype_argument(arguments[i]) && v.isInt()) key += c10::toString(static_cast<c10::ScalarType>(v.toInt()));
+    for_each_tensor(v, [&](const at::Tensor& t) {
+      key += c10::toString(t.scalar_type());
+      key += ',';
+    });
+    if (is_dtype_argument(arguments[i]) && v.isInt())
+      key += c10::toString(static_cast<c10::ScalarType>(v.toInt()));
   }
   return key;
 }
@@ -115,21 +130,26 @@ struct CastBack {
   std::vector<std::pair<c10::ScalarType, c10::ScalarType>> wide_to_narrow;
 
   void add(c10::ScalarType narrow, c10::ScalarType wide) {
-    if (narrow == wide || narrow == c10::ScalarType::Undefined || !is_narrow(narrow)) return;
+    if (narrow == wide || narrow == c10::ScalarType::Undefined || !is_narrow(narrow))
+      return;
     wide_to_narrow.emplace_back(wide, narrow);
-    if (c10::isComplexType(narrow)) wide_to_narrow.emplace_back(c10::toRealValueType(wide), c10::toRealValueType(narrow));
-    if (narrow == c10::ScalarType::Half) wide_to_narrow.emplace_back(c10::toComplexType(wide), c10::ScalarType::ComplexHalf);
+    if (c10::isComplexType(narrow))
+      wide_to_narrow.emplace_back(c10::toRealValueType(wide), c10::toRealValueType(narrow));
+    if (narrow == c10::ScalarType::Half)
+      wide_to_narrow.emplace_back(c10::toComplexType(wide), c10::ScalarType::ComplexHalf);
   }
 
   at::Tensor apply(const at::Tensor& t) const {
-    if (!t.defined()) return t;
+    if (!t.defined())
+      return t;
     for (const auto& [wide, narrow] : wide_to_narrow)
-      if (t.scalar_type() == wide) return t.to(narrow);
+      if (t.scalar_type() == wide)
+        return t.to(narrow);
     return t;
   }
 };
 
-}  // namespace
+} // namespace
 
 bool has_narrow_argument(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   const auto& arguments = op.schema().arguments();
@@ -138,8 +158,10 @@ bool has_narrow_argument(const c10::OperatorHandle& op, const torch::jit::Stack&
     const c10::IValue& v = stack[first + i];
     bool narrow = false;
     for_each_tensor(v, [&](const at::Tensor& t) { narrow = narrow || is_narrow(t.scalar_type()); });
-    if (narrow) return true;
-    if (is_dtype_argument(arguments[i]) && v.isInt() && is_narrow(static_cast<c10::ScalarType>(v.toInt()))) return true;
+    if (narrow)
+      return true;
+    if (is_dtype_argument(arguments[i]) && v.isInt() && is_narrow(static_cast<c10::ScalarType>(v.toInt())))
+      return true;
   }
   return false;
 }
@@ -150,20 +172,29 @@ void call_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t first = stack->size() - arguments.size();
   at::native::ResultTypeState narrow_inputs, wide_inputs;
   CastBack cast_back;
-  std::vector<std::pair<at::Tensor, at::Tensor>> written;  // (the caller's tensor, its widened stand-in)
+  std::vector<std::pair<at::Tensor, at::Tensor>> written; // (the caller's tensor, its widened stand-in)
 
   auto widen = [&](const at::Tensor& t, const c10::Argument& argument) {
-    if (!writes(argument)) narrow_inputs = at::native::update_result_type_state(t, narrow_inputs);
+    if (!writes(argument))
+      narrow_inputs = at::native::update_result_type_state(t, narrow_inputs);
     if (!is_narrow(t.scalar_type())) {
-      if (!writes(argument)) wide_inputs = at::native::update_result_type_state(t, wide_inputs);
+      if (!writes(argument))
+        wide_inputs = at::native::update_result_type_state(t, wide_inputs);
       return t;
     }
-    TORCH_CHECK(argument.alias_info() == nullptr || writes(argument), schema.operator_name(),
-                ": cannot compute in a wider dtype an op that returns a view of its ", c10::toString(t.scalar_type()),
-                " argument '", argument.name(), "'");
+    TORCH_CHECK(
+        argument.alias_info() == nullptr || writes(argument),
+        schema.operator_name(),
+        ": cannot compute in a wider dtype an op that returns a view of its ",
+        c10::toString(t.scalar_type()),
+        " argument '",
+        argument.name(),
+        "'");
     at::Tensor stand_in = t.to(wider(t.scalar_type()));
-    if (writes(argument)) written.emplace_back(t, stand_in);
-    else wide_inputs = at::native::update_result_type_state(stand_in, wide_inputs);
+    if (writes(argument))
+      written.emplace_back(t, stand_in);
+    else
+      wide_inputs = at::native::update_result_type_state(stand_in, wide_inputs);
     return stand_in;
   };
 
@@ -171,18 +202,21 @@ void call_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     c10::IValue& v = (*stack)[first + i];
     const c10::Argument& argument = arguments[i];
     if (v.isTensor()) {
-      if (v.toTensor().defined()) v = c10::IValue(widen(v.toTensor(), argument));
+      if (v.toTensor().defined())
+        v = c10::IValue(widen(v.toTensor(), argument));
     } else if (v.isList()) {
       bool narrow = false;
       for_each_tensor(v, [&](const at::Tensor& t) { narrow = narrow || is_narrow(t.scalar_type()); });
       if (!narrow) {
-        for_each_tensor(v, [&](const at::Tensor& t) { widen(t, argument); });  // counted for the result type
+        for_each_tensor(v, [&](const at::Tensor& t) { widen(t, argument); }); // counted for the result type
         continue;
       }
       // A new list: the caller's list object must not change under it.
       c10::impl::GenericList list(v.toList().elementType());
       for (const c10::IValue& element : v.toListRef())
-        list.push_back(element.isTensor() && element.toTensor().defined() ? c10::IValue(widen(element.toTensor(), argument)) : element);
+        list.push_back(
+            element.isTensor() && element.toTensor().defined() ? c10::IValue(widen(element.toTensor(), argument)) :
+                                                                 element);
       v = c10::IValue(std::move(list));
     } else if (is_dtype_argument(argument) && v.isInt()) {
       const auto requested = static_cast<c10::ScalarType>(v.toInt());
@@ -197,7 +231,8 @@ void call_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   op.callBoxed(stack);
 
   for (auto& [caller, stand_in] : written) {
-    if (caller.sizes() != stand_in.sizes()) caller.resize_(stand_in.sizes());
+    if (caller.sizes() != stand_in.sizes())
+      caller.resize_(stand_in.sizes());
     caller.copy_(stand_in);
   }
   // A result that aliases an argument (the self of an in-place op, an out=) is that argument: the caller's
@@ -208,7 +243,8 @@ void call_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const bool aliases = returns[j].alias_info() != nullptr;
     auto result = [&](const at::Tensor& t) {
       for (const auto& [caller, stand_in] : written)
-        if (t.is_same(stand_in)) return caller;
+        if (t.is_same(stand_in))
+          return caller;
       return aliases ? t : cast_back.apply(t);
     };
     c10::IValue& r = (*stack)[first_result + j];
@@ -216,7 +252,8 @@ void call_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       r = c10::IValue(result(r.toTensor()));
     } else if (r.isTensorList()) {
       c10::List<at::Tensor> list;
-      for (const at::Tensor& t : r.toTensorList().vec()) list.push_back(result(t));
+      for (const at::Tensor& t : r.toTensorList().vec())
+        list.push_back(result(t));
       r = c10::IValue(std::move(list));
     }
   }
@@ -240,7 +277,8 @@ void cpu_fallback_or_widened(const c10::OperatorHandle& op, torch::jit::Stack* s
     at::native::cpu_fallback(op, stack);
     return;
   } catch (const c10::Error& error) {
-    if (!is_narrow_dtype_refusal(error)) throw;
+    if (!is_narrow_dtype_refusal(error))
+      throw;
     refusal = std::current_exception();
   }
   // The CPU kernel raised before computing anything: the op runs again from the caller's arguments.
@@ -258,4 +296,4 @@ void cpu_fallback_or_widened(const c10::OperatorHandle& op, torch::jit::Stack* s
   widened_signatures().known.insert(key);
 }
 
-}  // namespace torch_emu
+} // namespace torch_emu

@@ -30,4 +30,4 @@ void emu_generators_to_cpu(const c10::OperatorHandle& op, torch::jit::Stack* sta
 bool has_sparse_argument(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
 void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
-}  // namespace torch_emu
+} // namespace torch_emu

@@ -9,11 +9,11 @@
 #include <c10/util/ArrayRef.h>
 #include <c10/util/SmallVector.h>
 
-#include "../TorchCompat.h"
-#include "../runtime/EmuException.h"
-#include "../runtime/EmuFork.h"
-#include "../runtime/EmuLaunch.h"
-#include "../runtime/EmuStream.h"
+#include "TorchCompat.h"
+#include "runtime/EmuException.h"
+#include "runtime/EmuFork.h"
+#include "runtime/EmuLaunch.h"
+#include "runtime/EmuStream.h"
 
 namespace torch_emu {
 
@@ -29,9 +29,9 @@ c10::DeviceIndex common_device(const char* op, std::initializer_list<const at::T
 // its bytes and its layout then. Later changes to the tensor (resize_, set_, t_(), a freed
 // storage) do not reach work already queued, as with CUDA kernels and their pointers.
 struct KernelArg {
-  at::Tensor host;              // a CPU argument (0-dim scalar or a host buffer): used as is
-  c10::Storage storage;         // keeps the storage object alive until the kernel ran
-  const void* data = nullptr;   // device address of the storage's first byte, at launch
+  at::Tensor host; // a CPU argument (0-dim scalar or a host buffer): used as is
+  c10::Storage storage; // keeps the storage object alive until the kernel ran
+  const void* data = nullptr; // device address of the storage's first byte, at launch
   size_t nbytes = 0;
   c10::SmallVector<int64_t, 5> sizes;
   c10::SmallVector<int64_t, 5> strides;
@@ -49,6 +49,8 @@ at::Tensor kernel_view(const KernelArg& a);
 
 // Kernel side: ATen's *_out functions take the output as Tensor&; a temporary view lives
 // until the end of the full expression, so as_lvalue(kernel_view(out)) is safe as an argument.
-inline at::Tensor& as_lvalue(at::Tensor&& view) { return view; }
+inline at::Tensor& as_lvalue(at::Tensor&& view) {
+  return view;
+}
 
-}  // namespace torch_emu
+} // namespace torch_emu

@@ -56,12 +56,14 @@ bool computes_widened(const char* op, const Dtypes& dtypes, const Probe& probe) 
   thread_local std::map<std::tuple<const char*, int, int, int>, bool> decided;
   const auto key = std::make_tuple(op, int(dtypes[0]), int(dtypes[1]), int(dtypes[2]));
   const auto known = decided.find(key);
-  if (known != decided.end()) return known->second;
+  if (known != decided.end())
+    return known->second;
   bool widened = false;
   try {
     probe(dtypes);
   } catch (const c10::Error& error) {
-    if (!is_narrow_dtype_refusal(error)) throw;
+    if (!is_narrow_dtype_refusal(error))
+      throw;
     const std::exception_ptr refusal = std::current_exception();
     try {
       probe(Dtypes{wider(dtypes[0]), wider(dtypes[1]), wider(dtypes[2])});
@@ -75,7 +77,9 @@ bool computes_widened(const char* op, const Dtypes& dtypes, const Probe& probe) 
 }
 
 // Kernel side: the view as the kernel computes it (a widened copy when the kernel computes widened).
-inline at::Tensor computed(const at::Tensor& view, bool widened) { return widened ? to_wider(view) : view; }
+inline at::Tensor computed(const at::Tensor& view, bool widened) {
+  return widened ? to_wider(view) : view;
+}
 
 // Kernel side: f writes the result into out, or into a widened stand-in whose values go back into out.
 template <typename F>
@@ -95,4 +99,4 @@ void write_into(const at::Tensor& out, bool widened, const F& f) {
 // refused too, the CPU kernel's own error is raised.
 void cpu_fallback_or_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
-}  // namespace torch_emu
+} // namespace torch_emu

@@ -3,11 +3,11 @@
 // the whole device). A block that was also used on other streams (record_stream) goes back
 // to the cache only once events recorded on those streams have completed (API 2.x).
 // From torch 2.9 it is a c10::DeviceAllocator, which torch.accelerator's memory functions require.
-#include "EmuAllocator.h"
+#include "runtime/EmuAllocator.h"
 
 #include <c10/util/Exception.h>
 
-#include "../TorchCompat.h"
+#include "TorchCompat.h"
 #if EMU_HAS_DEVICE_ALLOCATOR
 #include <c10/core/CachingDeviceAllocator.h>
 #endif
@@ -19,9 +19,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "EmuException.h"
-#include "EmuFork.h"
-#include "EmuStream.h"
+#include "runtime/EmuException.h"
+#include "runtime/EmuFork.h"
+#include "runtime/EmuStream.h"
 
 namespace torch_emu {
 
@@ -31,7 +31,9 @@ constexpr size_t kSmallRound = 512;
 constexpr size_t kLargeThreshold = size_t(1) << 20;
 constexpr size_t kLargeRound = size_t(2) << 20;
 
-Pool pool_of(size_t size) { return size < kLargeThreshold ? Pool::Small : Pool::Large; }
+Pool pool_of(size_t size) {
+  return size < kLargeThreshold ? Pool::Small : Pool::Large;
+}
 
 // Counts amount in the aggregate and in the block's pool.
 void increase(StatArray& stats, size_t block_size, int64_t amount) {
@@ -44,16 +46,21 @@ void decrease(StatArray& stats, size_t block_size, int64_t amount) {
 }
 
 constexpr std::array<StatArray MemoryStats::*, 7> kStatArrays = {
-    &MemoryStats::allocation,   &MemoryStats::segment,      &MemoryStats::active,         &MemoryStats::allocated_bytes,
-    &MemoryStats::reserved_bytes, &MemoryStats::active_bytes, &MemoryStats::requested_bytes};
+    &MemoryStats::allocation,
+    &MemoryStats::segment,
+    &MemoryStats::active,
+    &MemoryStats::allocated_bytes,
+    &MemoryStats::reserved_bytes,
+    &MemoryStats::active_bytes,
+    &MemoryStats::requested_bytes};
 
 struct Block {
   void* ptr = nullptr;
   size_t size = 0;
-  size_t requested = 0;                     // what the tensor asked for, before rounding
+  size_t requested = 0; // what the tensor asked for, before rounding
   c10::DeviceIndex device = 0;
-  c10::StreamId stream = 0;                 // the stream it was allocated on
-  std::unordered_set<c10::StreamId> used_on;  // other streams that used it
+  c10::StreamId stream = 0; // the stream it was allocated on
+  std::unordered_set<c10::StreamId> used_on; // other streams that used it
 };
 
 #if EMU_DRIVER_HAS_EVENTS
@@ -105,24 +112,30 @@ using AllocatorBase = c10::Allocator;
 // torch.profiler's profile_memory and memory timeline see emu allocations and frees (a free as a negative
 // size), with the device's totals after it, as CUDA's allocator reports them.
 void report_to_profiler(void* ptr, int64_t bytes, const MemoryStats& st, c10::DeviceIndex device) {
-  if (!c10::memoryProfilingEnabled()) return;
-  c10::reportMemoryUsageToProfiler(ptr, bytes, static_cast<size_t>(st.allocated_bytes[static_cast<size_t>(Pool::All)].current),
-                                   static_cast<size_t>(st.reserved_bytes[static_cast<size_t>(Pool::All)].current),
-                                   c10::Device(c10::DeviceType::PrivateUse1, device));
+  if (!c10::memoryProfilingEnabled())
+    return;
+  c10::reportMemoryUsageToProfiler(
+      ptr,
+      bytes,
+      static_cast<size_t>(st.allocated_bytes[static_cast<size_t>(Pool::All)].current),
+      static_cast<size_t>(st.reserved_bytes[static_cast<size_t>(Pool::All)].current),
+      c10::Device(c10::DeviceType::PrivateUse1, device));
 }
 
 class CachingAllocator final : public AllocatorBase {
  public:
   c10::DataPtr allocate(size_t n) override {
     const c10::DeviceIndex device = current_device();
-    if (n == 0) return {nullptr, nullptr, &no_delete, c10::Device(c10::DeviceType::PrivateUse1, device)};
+    if (n == 0)
+      return {nullptr, nullptr, &no_delete, c10::Device(c10::DeviceType::PrivateUse1, device)};
     const c10::StreamId stream = getCurrentEmuStream(device).id();
-    check_not_forked();  // device memory in a forked child would be freed by a driver whose workers are gone
+    check_not_forked(); // device memory in a forked child would be freed by a driver whose workers are gone
     const size_t size = round_size(n);
     std::lock_guard<std::mutex> lock(mu_);
     process_pending();
     Block* block = take_cached(device, stream, size);
-    if (block == nullptr) block = fresh_block(device, stream, size, n);
+    if (block == nullptr)
+      block = fresh_block(device, stream, size, n);
     block->requested = n;
     active_[block->ptr] = block;
     auto& st = stats_[device];
@@ -135,7 +148,9 @@ class CachingAllocator final : public AllocatorBase {
     return {block->ptr, block->ptr, &deleter, c10::Device(c10::DeviceType::PrivateUse1, device)};
   }
 
-  c10::DeleterFnPtr raw_deleter() const override { return &deleter; }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &deleter;
+  }
 
   // Device-to-device copy of raw bytes (used by Storage clone paths).
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -147,7 +162,8 @@ class CachingAllocator final : public AllocatorBase {
     auto it = active_.find(ptr);
     // A forked child frees what it inherited at exit: the driver's workers are gone, so
     // leave the memory to the process's end instead of recording events no one runs.
-    if (in_bad_fork()) return;
+    if (in_bad_fork())
+      return;
     TORCH_INTERNAL_ASSERT(it != active_.end(), "emu allocator: freeing unknown pointer ", ptr);
     Block* block = it->second;
     active_.erase(it);
@@ -163,8 +179,10 @@ class CachingAllocator final : public AllocatorBase {
       for (c10::StreamId id : block->used_on) {
         emuEvent_t event = nullptr;
         EMU_CHECK(emuEventCreateWithFlags(&event, emuEventDisableTiming));
-        EMU_CHECK(emuEventRecord(event, raw_stream(c10::Stream(c10::Stream::UNSAFE,
-                                                                c10::Device(c10::DeviceType::PrivateUse1, block->device), id))));
+        EMU_CHECK(emuEventRecord(
+            event,
+            raw_stream(
+                c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, block->device), id))));
         pending.events.push_back(event);
       }
       block->used_on.clear();
@@ -177,11 +195,14 @@ class CachingAllocator final : public AllocatorBase {
   }
 
   void record(const c10::DataPtr& data_ptr, const c10::Stream& stream) {
-    if (data_ptr.get() == nullptr) return;
+    if (data_ptr.get() == nullptr)
+      return;
     std::lock_guard<std::mutex> lock(mu_);
     auto it = active_.find(data_ptr.get());
-    if (it == active_.end()) return;  // not ours (e.g. a view of host memory)
-    if (stream.id() != it->second->stream) it->second->used_on.insert(stream.id());
+    if (it == active_.end())
+      return; // not ours (e.g. a view of host memory)
+    if (stream.id() != it->second->stream)
+      it->second->used_on.insert(stream.id());
   }
 
   void empty() {
@@ -208,7 +229,8 @@ class CachingAllocator final : public AllocatorBase {
     std::lock_guard<std::mutex> lock(mu_);
     auto& st = stats_[checked_device_index(device)];
     for (auto member : kStatArrays)
-      for (Stat& stat : st.*member) stat.peak = stat.current;
+      for (Stat& stat : st.*member)
+        stat.peak = stat.current;
   }
 
   void reset_accumulated(c10::DeviceIndex device) {
@@ -231,19 +253,36 @@ class CachingAllocator final : public AllocatorBase {
   // c10::DeviceAllocator: what torch.accelerator's memory functions and c10::getDeviceAllocator reach.
   // A forked child reports "not initialized", so torch.accelerator.empty_cache leaves the parent's
   // driver state alone there, as it does for a CUDA allocator that never started.
-  bool initialized() override { return !in_bad_fork(); }
+  bool initialized() override {
+    return !in_bad_fork();
+  }
   void emptyCache(c10::MempoolId_t mempool_id) override {
-    TORCH_CHECK(mempool_id.first == 0 && mempool_id.second == 0, "emu has no private memory pools: got pool (", mempool_id.first,
-                ", ", mempool_id.second, ")");
+    TORCH_CHECK(
+        mempool_id.first == 0 && mempool_id.second == 0,
+        "emu has no private memory pools: got pool (",
+        mempool_id.first,
+        ", ",
+        mempool_id.second,
+        ")");
     empty();
   }
-  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override { record(ptr, stream); }
-  C10DeviceStats getDeviceStats(c10::DeviceIndex device) override { return as_c10(stats(device)); }
-  void resetAccumulatedStats(c10::DeviceIndex device) override { reset_accumulated(device); }
-  void resetPeakStats(c10::DeviceIndex device) override { reset_peak(device); }
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    record(ptr, stream);
+  }
+  C10DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    return as_c10(stats(device));
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    reset_accumulated(device);
+  }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    reset_peak(device);
+  }
   // Overrides DeviceAllocator::getMemoryInfo where the release declares it (torch.accelerator.get_memory_info;
   // not in 2.9), so no `override`: on 2.9 it is a plain member. The smoke test proves it is reached.
-  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) { return memory_info(device); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) {
+    return memory_info(device);
+  }
 #endif
 
  private:
@@ -252,8 +291,10 @@ class CachingAllocator final : public AllocatorBase {
     c10::StreamId stream;
     size_t size;
     bool operator<(const Key& o) const {
-      if (device != o.device) return device < o.device;
-      if (stream != o.stream) return stream < o.stream;
+      if (device != o.device)
+        return device < o.device;
+      if (stream != o.stream)
+        return stream < o.stream;
       return size < o.size;
     }
   };
@@ -264,8 +305,10 @@ class CachingAllocator final : public AllocatorBase {
   Block* take_cached(c10::DeviceIndex device, c10::StreamId stream, size_t size) {
     // Smallest cached block of this device and stream that fits, unless it would waste more than half.
     auto it = cached_.lower_bound(Key{device, stream, size});
-    if (it == cached_.end() || it->first.device != device || it->first.stream != stream) return nullptr;
-    if (it->first.size > 2 * size && it->first.size >= kLargeThreshold) return nullptr;
+    if (it == cached_.end() || it->first.device != device || it->first.stream != stream)
+      return nullptr;
+    if (it->first.size > 2 * size && it->first.size >= kLargeThreshold)
+      return nullptr;
     Block* block = it->second;
     cached_.erase(it);
     return block;
@@ -283,15 +326,32 @@ class CachingAllocator final : public AllocatorBase {
       err = emuMalloc(&ptr, size);
     }
     if (err != emuSuccess) {
-      if (err == emuErrorMemoryAllocation) st.num_ooms += 1;
+      if (err == emuErrorMemoryAllocation)
+        st.num_ooms += 1;
       size_t free_bytes = 0, total = 0;
       emuMemGetInfo(&free_bytes, &total);
       const Stat& allocated = st.allocated_bytes[static_cast<size_t>(Pool::All)];
       const Stat& reserved = st.reserved_bytes[static_cast<size_t>(Pool::All)];
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "emu out of memory: tried to allocate ", asked, " bytes on emu:",
-                       int(device), " (", free_bytes, " of ", total, " bytes free; ", allocated.current,
-                       " allocated by tensors, ", reserved.current, " reserved by the caching allocator). ",
-                       "Driver: ", emuGetErrorName(err), ": ", emuGetLastErrorMessage());
+      TORCH_CHECK_WITH(
+          OutOfMemoryError,
+          false,
+          "emu out of memory: tried to allocate ",
+          asked,
+          " bytes on emu:",
+          int(device),
+          " (",
+          free_bytes,
+          " of ",
+          total,
+          " bytes free; ",
+          allocated.current,
+          " allocated by tensors, ",
+          reserved.current,
+          " reserved by the caching allocator). ",
+          "Driver: ",
+          emuGetErrorName(err),
+          ": ",
+          emuGetLastErrorMessage());
     }
     auto* block = new Block{ptr, size, 0, device, stream, {}};
     increase(st.segment, size, 1);
@@ -340,19 +400,22 @@ class CachingAllocator final : public AllocatorBase {
     }
     cached_.clear();
     // Every device's statistics count it, as CUDA's synchronize_and_free_events spans all devices.
-    for (auto& st : stats_) st.num_sync_all_streams += 1;
+    for (auto& st : stats_)
+      st.num_sync_all_streams += 1;
   }
 
   void process_pending() {
 #if EMU_DRIVER_HAS_EVENTS
     for (auto it = pending_.begin(); it != pending_.end();) {
       bool done = true;
-      for (emuEvent_t e : it->events) done = done && emuEventQuery(e) == emuSuccess;
+      for (emuEvent_t e : it->events)
+        done = done && emuEventQuery(e) == emuSuccess;
       if (!done) {
         ++it;
         continue;
       }
-      for (emuEvent_t e : it->events) emuEventDestroy(e);
+      for (emuEvent_t e : it->events)
+        emuEventDestroy(e);
       retire(it->block);
       it = pending_.erase(it);
     }
@@ -362,40 +425,55 @@ class CachingAllocator final : public AllocatorBase {
   std::mutex mu_;
   std::unordered_map<void*, Block*> active_;
   std::multimap<Key, Block*> cached_;
-  std::array<MemoryStats, EMU_MAX_DEVICES> stats_{};  // indexed by device: the driver's bound
+  std::array<MemoryStats, EMU_MAX_DEVICES> stats_{}; // indexed by device: the driver's bound
 #if EMU_DRIVER_HAS_EVENTS
   std::vector<PendingFree> pending_;
 #endif
 };
 
 CachingAllocator& instance() {
-  static auto* allocator = new CachingAllocator();  // outlives every tensor: never destroyed
+  static auto* allocator = new CachingAllocator(); // outlives every tensor: never destroyed
   return *allocator;
 }
 
-void CachingAllocator::deleter(void* ptr) { instance().release(ptr); }
+void CachingAllocator::deleter(void* ptr) {
+  instance().release(ptr);
+}
 
-}  // namespace
+} // namespace
 
 size_t round_size(size_t n) {
-  if (n < kLargeThreshold) return (n + kSmallRound - 1) / kSmallRound * kSmallRound;
+  if (n < kLargeThreshold)
+    return (n + kSmallRound - 1) / kSmallRound * kSmallRound;
   return (n + kLargeRound - 1) / kLargeRound * kLargeRound;
 }
 
-c10::Allocator* emu_allocator() { return &instance(); }
-MemoryStats memory_stats(c10::DeviceIndex device) { return instance().stats(device); }
-void reset_peak_stats(c10::DeviceIndex device) { instance().reset_peak(device); }
-void reset_accumulated_stats(c10::DeviceIndex device) { instance().reset_accumulated(device); }
+c10::Allocator* emu_allocator() {
+  return &instance();
+}
+MemoryStats memory_stats(c10::DeviceIndex device) {
+  return instance().stats(device);
+}
+void reset_peak_stats(c10::DeviceIndex device) {
+  instance().reset_peak(device);
+}
+void reset_accumulated_stats(c10::DeviceIndex device) {
+  instance().reset_accumulated(device);
+}
 std::pair<size_t, size_t> memory_info(c10::DeviceIndex device) {
   DeviceSwitch on(checked_device_index(device));
   size_t free_bytes = 0, total = 0;
   EMU_CHECK(emuMemGetInfo(&free_bytes, &total));
   return {free_bytes, total};
 }
-void empty_cache() { instance().empty(); }
-void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream) { instance().record(data_ptr, stream); }
+void empty_cache() {
+  instance().empty();
+}
+void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream) {
+  instance().record(data_ptr, stream);
+}
 
 // Registered for DeviceType::PrivateUse1: at::empty on emu reaches it through GetAllocator.
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &instance());
 
-}  // namespace torch_emu
+} // namespace torch_emu

@@ -39,18 +39,18 @@ using StatArray = std::array<Stat, kPools>;
 // What torch.cuda.memory_stats reports, for what this allocator does. It never splits a
 // block, so c10's inactive_split statistics are always zero and are not kept here.
 struct MemoryStats {
-  StatArray allocation;       // COUNT: blocks handed to tensors
-  StatArray segment;          // COUNT: driver allocations held (cached or in use)
-  StatArray active;           // COUNT: blocks in tensors or awaiting another stream's work
-  StatArray allocated_bytes;  // SUM: rounded bytes in tensors
-  StatArray reserved_bytes;   // SUM: bytes obtained from the driver (allocated + cached)
-  StatArray active_bytes;     // SUM: bytes of active blocks
-  StatArray requested_bytes;  // SUM: bytes tensors asked for, before rounding
-  int64_t num_alloc_retries = 0;     // driver allocations that failed, so the cache was emptied and retried
-  int64_t num_ooms = 0;              // out-of-memory errors raised
-  int64_t num_sync_all_streams = 0;  // waits for every block pending on other streams (empty_cache)
-  int64_t num_device_alloc = 0;      // emuMalloc calls that succeeded
-  int64_t num_device_free = 0;       // emuFree calls
+  StatArray allocation; // COUNT: blocks handed to tensors
+  StatArray segment; // COUNT: driver allocations held (cached or in use)
+  StatArray active; // COUNT: blocks in tensors or awaiting another stream's work
+  StatArray allocated_bytes; // SUM: rounded bytes in tensors
+  StatArray reserved_bytes; // SUM: bytes obtained from the driver (allocated + cached)
+  StatArray active_bytes; // SUM: bytes of active blocks
+  StatArray requested_bytes; // SUM: bytes tensors asked for, before rounding
+  int64_t num_alloc_retries = 0; // driver allocations that failed, so the cache was emptied and retried
+  int64_t num_ooms = 0; // out-of-memory errors raised
+  int64_t num_sync_all_streams = 0; // waits for every block pending on other streams (empty_cache)
+  int64_t num_device_alloc = 0; // emuMalloc calls that succeeded
+  int64_t num_device_free = 0; // emuFree calls
 };
 
 // Rounded size the allocator gives a request of n bytes (what memory_allocated grows by).
@@ -67,4 +67,4 @@ void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream);
 // The driver's (free, total) bytes of a device.
 std::pair<size_t, size_t> memory_info(c10::DeviceIndex device);
 
-}  // namespace torch_emu
+} // namespace torch_emu

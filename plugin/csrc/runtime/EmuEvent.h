@@ -16,4 +16,4 @@ void event_synchronize(void* event);
 double event_elapsed_ms(void* start, void* end);
 void event_destroy(void* event) noexcept;
 
-}  // namespace torch_emu
+} // namespace torch_emu

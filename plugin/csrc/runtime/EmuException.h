@@ -4,11 +4,17 @@
 #include <c10/util/Exception.h>
 #include <emu_driver.h>
 
-#define EMU_CHECK(EXPR)                                                                  \
-  do {                                                                                   \
-    const emuError_t __emu_err = (EXPR);                                                 \
-    TORCH_CHECK(__emu_err == emuSuccess, "emu driver error ", emuGetErrorName(__emu_err), \
-                ": ", emuGetErrorString(__emu_err),                                      \
-                (*emuGetLastErrorMessage() ? " (" : ""), emuGetLastErrorMessage(),       \
-                (*emuGetLastErrorMessage() ? ")" : ""), " in " #EXPR);                   \
+#define EMU_CHECK(EXPR)                          \
+  do {                                           \
+    const emuError_t __emu_err = (EXPR);         \
+    TORCH_CHECK(                                 \
+        __emu_err == emuSuccess,                 \
+        "emu driver error ",                     \
+        emuGetErrorName(__emu_err),              \
+        ": ",                                    \
+        emuGetErrorString(__emu_err),            \
+        (*emuGetLastErrorMessage() ? " (" : ""), \
+        emuGetLastErrorMessage(),                \
+        (*emuGetLastErrorMessage() ? ")" : ""),  \
+        " in " #EXPR);                           \
   } while (0)

@@ -12,4 +12,4 @@ bool in_bad_fork();
 // Raises "Cannot re-initialize emu in forked subprocess ..." in such a child.
 void check_not_forked();
 
-}  // namespace torch_emu
+} // namespace torch_emu

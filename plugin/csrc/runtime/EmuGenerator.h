@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "../TorchCompat.h"
+#include "TorchCompat.h"
 
 namespace torch_emu {
 
@@ -24,7 +24,9 @@ struct EmuGeneratorImpl : public c10::GeneratorImpl {
   uint64_t seed() override;
   void set_state(const c10::TensorImpl& new_state) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
-  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
+  static c10::DeviceType device_type() {
+    return c10::DeviceType::PrivateUse1;
+  }
 
   // The seed for the next random kernel (callers hold mutex_).
   uint64_t next_kernel_seed();
@@ -40,4 +42,4 @@ at::Generator new_generator(c10::DeviceIndex device);
 // The seed for one random kernel on `device`, from gen or the device's default generator.
 uint64_t draw_kernel_seed(const compat::optional<at::Generator>& gen, c10::DeviceIndex device);
 
-}  // namespace torch_emu
+} // namespace torch_emu

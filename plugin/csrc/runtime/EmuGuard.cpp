@@ -2,11 +2,11 @@
 // StreamGuard, the autograd engine and torch.Stream / torch.Event.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include "../TorchCompat.h"
-#include "EmuAllocator.h"
-#include "EmuEvent.h"
-#include "EmuException.h"
-#include "EmuStream.h"
+#include "TorchCompat.h"
+#include "runtime/EmuAllocator.h"
+#include "runtime/EmuEvent.h"
+#include "runtime/EmuException.h"
+#include "runtime/EmuStream.h"
 
 namespace torch_emu {
 
@@ -22,12 +22,28 @@ c10::DeviceCapability device_capability() {
   using c10::ScalarType;
   c10::DeviceCapability cap;
   cap.capability_data.capability_bits = 0;
-  for (ScalarType t : {ScalarType::Byte, ScalarType::Char, ScalarType::Short, ScalarType::Int, ScalarType::Long,
-                       ScalarType::Half, ScalarType::Float, ScalarType::Double, ScalarType::ComplexHalf,
-                       ScalarType::ComplexFloat, ScalarType::ComplexDouble, ScalarType::Bool, ScalarType::BFloat16,
-                       ScalarType::Float8_e5m2, ScalarType::Float8_e4m3fn, ScalarType::Float8_e5m2fnuz,
-                       ScalarType::Float8_e4m3fnuz, ScalarType::Float8_e8m0fnu, ScalarType::UInt16, ScalarType::UInt32,
-                       ScalarType::UInt64}) {
+  for (ScalarType t :
+       {ScalarType::Byte,
+        ScalarType::Char,
+        ScalarType::Short,
+        ScalarType::Int,
+        ScalarType::Long,
+        ScalarType::Half,
+        ScalarType::Float,
+        ScalarType::Double,
+        ScalarType::ComplexHalf,
+        ScalarType::ComplexFloat,
+        ScalarType::ComplexDouble,
+        ScalarType::Bool,
+        ScalarType::BFloat16,
+        ScalarType::Float8_e5m2,
+        ScalarType::Float8_e4m3fn,
+        ScalarType::Float8_e5m2fnuz,
+        ScalarType::Float8_e4m3fnuz,
+        ScalarType::Float8_e8m0fnu,
+        ScalarType::UInt16,
+        ScalarType::UInt32,
+        ScalarType::UInt64}) {
     cap.capability_data.capability_bits |= uint64_t{1} << static_cast<int>(t);
   }
   return cap;
@@ -35,33 +51,46 @@ c10::DeviceCapability device_capability() {
 #endif
 
 struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
-  c10::DeviceType type() const override { return kEmu; }
+  c10::DeviceType type() const override {
+    return kEmu;
+  }
 
   c10::Device exchangeDevice(c10::Device d) const override {
     TORCH_CHECK(d.type() == kEmu, "expected an emu device, got ", d);
     const c10::Device old = getDevice();
-    if (old.index() != d.index()) setDevice(d);
+    if (old.index() != d.index())
+      setDevice(d);
     return old;
   }
 
-  c10::Device getDevice() const override { return c10::Device(kEmu, current_device()); }
+  c10::Device getDevice() const override {
+    return c10::Device(kEmu, current_device());
+  }
 
   void setDevice(c10::Device d) const override {
     TORCH_CHECK(d.type() == kEmu, "expected an emu device, got ", d);
     EMU_CHECK(emuSetDevice(checked_device_index(d.index())));
   }
 
-  void uncheckedSetDevice(c10::Device d) const noexcept override { (void)emuSetDevice(d.index()); }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    (void)emuSetDevice(d.index());
+  }
 
-  c10::Stream getStream(c10::Device d) const EMU_STREAM_NOEXCEPT override { return getCurrentEmuStream(d.index()); }
+  c10::Stream getStream(c10::Device d) const EMU_STREAM_NOEXCEPT override {
+    return getCurrentEmuStream(d.index());
+  }
 
-  c10::Stream getDefaultStream(c10::Device d) const override { return getDefaultEmuStream(d.index()); }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return getDefaultEmuStream(d.index());
+  }
 
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority = false) const override {
     return getStreamFromPool(d.index(), isHighPriority);
   }
 
-  c10::Stream getNewStream(c10::Device d, int priority = 0) const override { return getStreamFromPool(d.index(), priority < 0); }
+  c10::Stream getNewStream(c10::Device d, int priority = 0) const override {
+    return getStreamFromPool(d.index(), priority < 0);
+  }
 
   c10::Stream exchangeStream(c10::Stream s) const EMU_STREAM_NOEXCEPT override {
     const c10::Stream old = getCurrentEmuStream(s.device_index());
@@ -69,12 +98,14 @@ struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return old;
   }
 
-  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return device_count();
+  }
 
 #if EMU_HAS_DEVICE_CAPABILITY
   // torch.accelerator.get_device_capability: the dtypes an emu tensor can hold and convert between.
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
-    device_or_current(d.index());  // -1: the current device
+    device_or_current(d.index()); // -1: the current device
     return device_capability();
   }
 #endif
@@ -82,7 +113,8 @@ struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   bool queryStream(const c10::Stream& s) const override {
     DeviceSwitch on(s.device_index());
     const emuError_t err = emuStreamQuery(raw_stream(s));
-    if (err == emuErrorNotReady) return false;
+    if (err == emuErrorNotReady)
+      return false;
     EMU_CHECK(err);
     return true;
   }
@@ -103,20 +135,35 @@ struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   // torch's convention (c10::Event, torch.Event): BACKEND_DEFAULT means timing on,
   // PYTORCH_DEFAULT means timing off (cheaper), as CUDA maps them.
-  void record(void** event, const c10::Stream& s, const c10::DeviceIndex device, const c10::EventFlag flag) const override {
-    TORCH_CHECK(device == -1 || device == s.device_index(), "event on emu:", int(device),
-                " cannot be recorded on a stream of emu:", int(s.device_index()));
+  void record(void** event, const c10::Stream& s, const c10::DeviceIndex device, const c10::EventFlag flag)
+      const override {
+    TORCH_CHECK(
+        device == -1 || device == s.device_index(),
+        "event on emu:",
+        int(device),
+        " cannot be recorded on a stream of emu:",
+        int(s.device_index()));
     event_record(event, s, flag == c10::EventFlag::BACKEND_DEFAULT);
   }
-  void block(void* event, const c10::Stream& s) const override { event_block(event, s); }
-  bool queryEvent(void* event) const override { return event_query(event); }
-  void synchronizeEvent(void* event) const override { event_synchronize(event); }
-  double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device*/) const override { return event_elapsed_ms(start, end); }
-  void destroyEvent(void* event, const c10::DeviceIndex /*device*/) const noexcept override { event_destroy(event); }
+  void block(void* event, const c10::Stream& s) const override {
+    event_block(event, s);
+  }
+  bool queryEvent(void* event) const override {
+    return event_query(event);
+  }
+  void synchronizeEvent(void* event) const override {
+    event_synchronize(event);
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device*/) const override {
+    return event_elapsed_ms(start, end);
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex /*device*/) const noexcept override {
+    event_destroy(event);
+  }
 };
 
-}  // namespace
+} // namespace
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, EmuGuardImpl);
 
-}  // namespace torch_emu
+} // namespace torch_emu

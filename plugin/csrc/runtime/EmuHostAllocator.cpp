@@ -4,7 +4,7 @@
 // (the driver's emuFreeHost would wait for the copies too, but blocking there stalls the host).
 // From torch 2.8 the same cache is torch's host allocator for PrivateUse1 (at::getHostAllocator),
 // which torch.accelerator's host-memory calls and Tensor.pin_memory() reach.
-#include "EmuHostAllocator.h"
+#include "runtime/EmuHostAllocator.h"
 
 #include <c10/util/Exception.h>
 
@@ -16,13 +16,13 @@
 #include <utility>
 #include <vector>
 
-#include "../TorchCompat.h"
+#include "TorchCompat.h"
 #if EMU_HAS_HOST_ALLOCATOR
 #include <ATen/core/CachingHostAllocator.h>
 #endif
-#include "EmuException.h"
-#include "EmuFork.h"
-#include "EmuStream.h"
+#include "runtime/EmuException.h"
+#include "runtime/EmuFork.h"
+#include "runtime/EmuStream.h"
 
 namespace torch_emu {
 
@@ -31,8 +31,9 @@ namespace torch_emu {
 namespace {
 
 size_t round_up_power_of_two(size_t n) {
-  size_t size = 4096;  // one page: the driver maps whole pages anyway
-  while (size < n) size <<= 1;
+  size_t size = 4096; // one page: the driver maps whole pages anyway
+  while (size < n)
+    size <<= 1;
   return size;
 }
 
@@ -42,15 +43,16 @@ struct PinnedBlock {
   void* ptr = nullptr;
   size_t size = 0;
   bool in_use = false;
-  std::set<std::pair<c10::DeviceIndex, c10::StreamId>> used_on;  // streams whose queued work used it
-  std::vector<emuEvent_t> events;                               // recorded on them when it was freed
+  std::set<std::pair<c10::DeviceIndex, c10::StreamId>> used_on; // streams whose queued work used it
+  std::vector<emuEvent_t> events; // recorded on them when it was freed
 };
 
 class HostCache {
  public:
   c10::DataPtr allocate(size_t n) {
     const c10::Device cpu(c10::DeviceType::CPU);
-    if (n == 0) return {nullptr, nullptr, &no_delete, cpu};
+    if (n == 0)
+      return {nullptr, nullptr, &no_delete, cpu};
     const size_t size = round_up_power_of_two(n);
     std::lock_guard<std::mutex> lock(mu_);
     process_events();
@@ -84,10 +86,12 @@ class HostCache {
   void release(void* ptr) {
     // A forked child frees what it inherited at exit: the driver's workers are gone, so leave
     // the memory to the process's end instead of recording events no one runs.
-    if (in_bad_fork()) return;
+    if (in_bad_fork())
+      return;
     std::lock_guard<std::mutex> lock(mu_);
     auto it = blocks_.find(ptr);
-    TORCH_INTERNAL_ASSERT(it != blocks_.end() && it->second->in_use, "emu pinned allocator: freeing unknown pointer ", ptr);
+    TORCH_INTERNAL_ASSERT(
+        it != blocks_.end() && it->second->in_use, "emu pinned allocator: freeing unknown pointer ", ptr);
     PinnedBlock* block = it->second;
     block->in_use = false;
     stats_.allocated_bytes -= static_cast<int64_t>(block->size);
@@ -102,8 +106,10 @@ class HostCache {
       DeviceSwitch on(used.first);
       emuEvent_t event = nullptr;
       EMU_CHECK(emuEventCreateWithFlags(&event, emuEventDisableTiming));
-      EMU_CHECK(emuEventRecord(event, raw_stream(c10::Stream(c10::Stream::UNSAFE,
-                                                             c10::Device(c10::DeviceType::PrivateUse1, used.first), used.second))));
+      EMU_CHECK(emuEventRecord(
+          event,
+          raw_stream(
+              c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, used.first), used.second))));
       block->events.push_back(event);
     }
     block->used_on.clear();
@@ -113,7 +119,8 @@ class HostCache {
   bool record(const void* ptr, const c10::Stream& stream) {
     std::lock_guard<std::mutex> lock(mu_);
     PinnedBlock* block = holding(ptr);
-    if (block == nullptr) return false;
+    if (block == nullptr)
+      return false;
     block->used_on.emplace(stream.device_index(), stream.id());
     return true;
   }
@@ -151,7 +158,8 @@ class HostCache {
   // Caller holds mu_. The live or cached block whose bytes contain ptr.
   PinnedBlock* holding(const void* ptr) {
     auto it = blocks_.upper_bound(const_cast<void*>(ptr));
-    if (it == blocks_.begin()) return nullptr;
+    if (it == blocks_.begin())
+      return nullptr;
     --it;
     PinnedBlock* block = it->second;
     const auto* start = static_cast<const char*>(block->ptr);
@@ -175,7 +183,8 @@ class HostCache {
         ++it;
         continue;
       }
-      for (emuEvent_t e : block->events) (void)emuEventDestroy(e);
+      for (emuEvent_t e : block->events)
+        (void)emuEventDestroy(e);
       block->events.clear();
       free_.emplace(block->size, block);
       it = waiting_.erase(it);
@@ -196,18 +205,20 @@ class HostCache {
   }
 
   std::mutex mu_;
-  std::map<void*, PinnedBlock*> blocks_;          // every block from the driver, by address
-  std::multimap<size_t, PinnedBlock*> free_;      // reusable now, by size
-  std::vector<PinnedBlock*> waiting_;             // freed, but queued work may still use them
+  std::map<void*, PinnedBlock*> blocks_; // every block from the driver, by address
+  std::multimap<size_t, PinnedBlock*> free_; // reusable now, by size
+  std::vector<PinnedBlock*> waiting_; // freed, but queued work may still use them
   PinnedStats stats_;
 };
 
 HostCache& cache() {
-  static auto* instance = new HostCache();  // outlives every pinned tensor: never destroyed
+  static auto* instance = new HostCache(); // outlives every pinned tensor: never destroyed
   return *instance;
 }
 
-void delete_pinned(void* ptr) { cache().release(ptr); }
+void delete_pinned(void* ptr) {
+  cache().release(ptr);
+}
 
 #if EMU_HAS_HOST_ALLOCATOR
 using PinnedAllocatorBase = at::HostAllocator;
@@ -249,29 +260,41 @@ using PinnedAllocatorBase = c10::Allocator;
 // c10::Allocator::allocate is const up to torch 2.2 (EMU_ALLOCATE_CONST): the state lives in HostCache.
 class PinnedHostAllocator final : public PinnedAllocatorBase {
  public:
-  c10::DataPtr allocate(size_t n) EMU_ALLOCATE_CONST override { return cache().allocate(n); }
-  c10::DeleterFnPtr raw_deleter() const override { return &delete_pinned; }
+  c10::DataPtr allocate(size_t n) EMU_ALLOCATE_CONST override {
+    return cache().allocate(n);
+  }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &delete_pinned;
+  }
 #if EMU_ALLOCATOR_HAS_COPY_DATA
-  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
 #endif
 #if EMU_HAS_HOST_ALLOCATOR
   // ctx is the DataPtr's context, the block's start; ptr may point inside the block.
   bool record_event(void* ptr, void* ctx, c10::Stream stream) override {
     return cache().record(ctx != nullptr ? ctx : ptr, stream);
   }
-  void empty_cache() override { cache().empty(); }
+  void empty_cache() override {
+    cache().empty();
+  }
   at::HostStats get_stats() override {
     at::HostStats out;
     fill_host_stats(out, cache().stats(), 0);
     return out;
   }
-  void reset_accumulated_stats() override { cache().reset_accumulated(); }
-  void reset_peak_stats() override { cache().reset_peak(); }
+  void reset_accumulated_stats() override {
+    cache().reset_accumulated();
+  }
+  void reset_peak_stats() override {
+    cache().reset_peak();
+  }
 #endif
 };
 
 PinnedHostAllocator* the_pinned_allocator() {
-  static auto* allocator = new PinnedHostAllocator();  // registered with torch below: never destroyed
+  static auto* allocator = new PinnedHostAllocator(); // registered with torch below: never destroyed
   return allocator;
 }
 
@@ -284,34 +307,56 @@ const bool host_allocator_registered = [] {
 }();
 #endif
 
-}  // namespace
+} // namespace
 
-bool pinned_memory_available() { return true; }
+bool pinned_memory_available() {
+  return true;
+}
 
-c10::Allocator* pinned_host_allocator() { return the_pinned_allocator(); }
+c10::Allocator* pinned_host_allocator() {
+  return the_pinned_allocator();
+}
 
 bool is_pinned_host(const void* ptr) {
-  if (ptr == nullptr) return false;
+  if (ptr == nullptr)
+    return false;
   emuPointerAttributes attrs{};
   EMU_CHECK(emuPointerGetAttributes(&attrs, ptr));
   return attrs.type == emuMemoryTypePinnedHost;
 }
 
-bool record_pinned_use(const void* ptr, const c10::Stream& stream) { return cache().record(ptr, stream); }
-PinnedStats pinned_stats() { return cache().stats(); }
-void reset_pinned_peak_stats() { cache().reset_peak(); }
-void reset_pinned_accumulated_stats() { cache().reset_accumulated(); }
-void empty_pinned_cache() { cache().empty(); }
+bool record_pinned_use(const void* ptr, const c10::Stream& stream) {
+  return cache().record(ptr, stream);
+}
+PinnedStats pinned_stats() {
+  return cache().stats();
+}
+void reset_pinned_peak_stats() {
+  cache().reset_peak();
+}
+void reset_pinned_accumulated_stats() {
+  cache().reset_accumulated();
+}
+void empty_pinned_cache() {
+  cache().empty();
+}
 
-#else  // driver API older than 2.2: no host allocation in the driver
+#else // driver API older than 2.2: no host allocation in the driver
 
-bool pinned_memory_available() { return false; }
+bool pinned_memory_available() {
+  return false;
+}
 
 namespace {
 
 [[noreturn]] void no_pinned_memory() {
-  TORCH_CHECK(false, "pinned host memory is not available: it needs emu driver API 2.2 (emuHostAlloc); this torch_emu "
-              "was built against driver API ", EMU_DRIVER_VERSION_MAJOR, ".", EMU_DRIVER_VERSION_MINOR);
+  TORCH_CHECK(
+      false,
+      "pinned host memory is not available: it needs emu driver API 2.2 (emuHostAlloc); this torch_emu "
+      "was built against driver API ",
+      EMU_DRIVER_VERSION_MAJOR,
+      ".",
+      EMU_DRIVER_VERSION_MINOR);
 }
 
 #if EMU_HAS_HOST_ALLOCATOR
@@ -319,12 +364,22 @@ namespace {
 // dereferences it). Emptying and statistics have nothing to do; allocating raises "not available".
 class NoPinnedHostAllocator final : public at::HostAllocator {
  public:
-  c10::DataPtr allocate(size_t /*n*/) override { no_pinned_memory(); }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
-  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
-  bool record_event(void* /*ptr*/, void* /*ctx*/, c10::Stream /*stream*/) override { return false; }
+  c10::DataPtr allocate(size_t /*n*/) override {
+    no_pinned_memory();
+  }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return nullptr;
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+  bool record_event(void* /*ptr*/, void* /*ctx*/, c10::Stream /*stream*/) override {
+    return false;
+  }
   void empty_cache() override {}
-  at::HostStats get_stats() override { return {}; }
+  at::HostStats get_stats() override {
+    return {};
+  }
   void reset_accumulated_stats() override {}
   void reset_peak_stats() override {}
 };
@@ -336,17 +391,25 @@ const bool host_allocator_registered = [] {
 }();
 #endif
 
-}  // namespace
+} // namespace
 
-c10::Allocator* pinned_host_allocator() { no_pinned_memory(); }
+c10::Allocator* pinned_host_allocator() {
+  no_pinned_memory();
+}
 
-bool is_pinned_host(const void* /*ptr*/) { return false; }
-bool record_pinned_use(const void* /*ptr*/, const c10::Stream& /*stream*/) { return false; }
-PinnedStats pinned_stats() { return {}; }
+bool is_pinned_host(const void* /*ptr*/) {
+  return false;
+}
+bool record_pinned_use(const void* /*ptr*/, const c10::Stream& /*stream*/) {
+  return false;
+}
+PinnedStats pinned_stats() {
+  return {};
+}
 void reset_pinned_peak_stats() {}
 void reset_pinned_accumulated_stats() {}
 void empty_pinned_cache() {}
 
 #endif
 
-}  // namespace torch_emu
+} // namespace torch_emu

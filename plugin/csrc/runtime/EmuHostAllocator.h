@@ -26,16 +26,16 @@ bool is_pinned_host(const void* ptr);
 bool record_pinned_use(const void* ptr, const c10::Stream& stream);
 
 struct PinnedStats {
-  int64_t allocated_bytes = 0;       // in tensors now
-  int64_t cached_bytes = 0;          // freed, waiting for reuse (some still in use by queued copies)
-  int64_t driver_allocs = 0;         // cache misses that went to emuHostAlloc
-  int64_t driver_frees = 0;          // blocks given back with emuFreeHost
-  int64_t driver_blocks = 0;         // blocks held from the driver now (in tensors or cached)
-  int64_t active_requests = 0;       // blocks in tensors now
-  int64_t peak_allocated_bytes = 0;  // highest allocated_bytes since the last peak reset
-  int64_t peak_reserved_bytes = 0;   // highest allocated + cached since the last peak reset
+  int64_t allocated_bytes = 0; // in tensors now
+  int64_t cached_bytes = 0; // freed, waiting for reuse (some still in use by queued copies)
+  int64_t driver_allocs = 0; // cache misses that went to emuHostAlloc
+  int64_t driver_frees = 0; // blocks given back with emuFreeHost
+  int64_t driver_blocks = 0; // blocks held from the driver now (in tensors or cached)
+  int64_t active_requests = 0; // blocks in tensors now
+  int64_t peak_allocated_bytes = 0; // highest allocated_bytes since the last peak reset
+  int64_t peak_reserved_bytes = 0; // highest allocated + cached since the last peak reset
   int64_t total_allocated_bytes = 0; // bytes handed out since the last accumulated reset
-  int64_t total_freed_bytes = 0;     // bytes given back by tensors since then
+  int64_t total_freed_bytes = 0; // bytes given back by tensors since then
 };
 PinnedStats pinned_stats();
 void reset_pinned_peak_stats();
@@ -43,4 +43,4 @@ void reset_pinned_accumulated_stats();
 // Returns cached blocks whose streams have passed them to the driver.
 void empty_pinned_cache();
 
-}  // namespace torch_emu
+} // namespace torch_emu

@@ -1,13 +1,15 @@
 // The non-template half of launch(): which stream the work goes to, and API 1.x's
 // synchronous error reporting.
-#include "EmuLaunch.h"
+#include "runtime/EmuLaunch.h"
 
-#include "EmuStream.h"
+#include "runtime/EmuStream.h"
 
 namespace torch_emu {
 namespace detail {
 
-void set_kernel_error(const char* message) { emuKernelSetErrorMessage(message); }
+void set_kernel_error(const char* message) {
+  emuKernelSetErrorMessage(message);
+}
 
 emuError_t launch_raw(c10::DeviceIndex device, emuKernelFn fn, void* args) {
   DeviceSwitch on(device);
@@ -24,5 +26,5 @@ void after_launch(c10::DeviceIndex device) {
 #endif
 }
 
-}  // namespace detail
-}  // namespace torch_emu
+} // namespace detail
+} // namespace torch_emu

@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "EmuException.h"
+#include "runtime/EmuException.h"
 
 namespace torch_emu {
 
@@ -19,7 +19,7 @@ namespace detail {
 emuError_t launch_raw(c10::DeviceIndex device, emuKernelFn fn, void* args);
 void after_launch(c10::DeviceIndex device);
 void set_kernel_error(const char* message);
-}  // namespace detail
+} // namespace detail
 
 // Queues body() on the current stream of `device`. The lambda owns what it captures
 // (tensors keep their storage alive until the kernel has run). An exception in the
@@ -42,10 +42,10 @@ void launch(c10::DeviceIndex device, F&& body) {
   };
   const emuError_t err = detail::launch_raw(device, trampoline, work);
   if (err != emuSuccess) {
-    delete work;  // not queued: still ours
+    delete work; // not queued: still ours
     EMU_CHECK(err);
   }
   detail::after_launch(device);
 }
 
-}  // namespace torch_emu
+} // namespace torch_emu

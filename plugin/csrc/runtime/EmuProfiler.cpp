@@ -9,10 +9,10 @@
 #include <chrono>
 #include <memory>
 
-#include "EmuEvent.h"
-#include "EmuException.h"
-#include "EmuFork.h"
-#include "EmuStream.h"
+#include "runtime/EmuEvent.h"
+#include "runtime/EmuException.h"
+#include "runtime/EmuFork.h"
+#include "runtime/EmuStream.h"
 
 namespace torch_emu {
 namespace {
@@ -30,8 +30,8 @@ struct FirstParameter<R (C::*)(A, Rest...) const> {
 using RecordDevicePtr = FirstParameter<decltype(&torch::profiler::impl::ProfilerStubs::record)>::type;
 
 struct Marker {
-  void* event = nullptr;                         // a driver timing event (API 2.x)
-  std::chrono::steady_clock::time_point when{};  // the host clock (API 1.x)
+  void* event = nullptr; // a driver timing event (API 2.x)
+  std::chrono::steady_clock::time_point when{}; // the host clock (API 1.x)
 };
 
 void destroy_marker(Marker* m) {
@@ -42,14 +42,18 @@ void destroy_marker(Marker* m) {
 struct EmuProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
   void record(RecordDevicePtr device, ProfilerVoidEventStub* event, int64_t* cpu_ns) const override {
     const c10::DeviceIndex index = current_device();
-    if (device != nullptr) *device = index;
+    if (device != nullptr)
+      *device = index;
     auto* marker = new Marker();
 #if EMU_DRIVER_HAS_EVENTS
-    if (!in_bad_fork()) event_record(&marker->event, getCurrentEmuStream(index), /*timing=*/true);
+    if (!in_bad_fork())
+      event_record(&marker->event, getCurrentEmuStream(index), /*timing=*/true);
 #endif
     marker->when = std::chrono::steady_clock::now();
-    if (cpu_ns != nullptr)  // the wall clock in nanoseconds, as c10::getTime() (not in every release's headers)
-      *cpu_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (cpu_ns != nullptr) // the wall clock in nanoseconds, as c10::getTime() (not in every release's headers)
+      *cpu_ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
     *event = std::shared_ptr<Marker>(marker, destroy_marker);
   }
 
@@ -59,7 +63,7 @@ struct EmuProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
     if (a->event != nullptr && b->event != nullptr) {
       event_synchronize(b->event);
       const double ms = event_elapsed_ms(a->event, b->event);
-      return static_cast<float>(ms > 0 ? ms * 1000.0 : 0.0);  // microseconds, as the profiler expects
+      return static_cast<float>(ms > 0 ? ms * 1000.0 : 0.0); // microseconds, as the profiler expects
     }
     const double us = std::chrono::duration<double, std::micro>(b->when - a->when).count();
     return static_cast<float>(us > 0 ? us : 0.0);
@@ -68,7 +72,9 @@ struct EmuProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
   void mark(const char*) const override {}
   void rangePush(const char*) const override {}
   void rangePop() const override {}
-  bool enabled() const override { return true; }
+  bool enabled() const override {
+    return true;
+  }
 
   void onEachDevice(std::function<void(int)> op) const override {
     for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
@@ -94,5 +100,5 @@ struct Registration {
 };
 const Registration registration;
 
-}  // namespace
-}  // namespace torch_emu
+} // namespace
+} // namespace torch_emu

@@ -18,14 +18,14 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "EmuAllocator.h"
-#include "EmuEvent.h"
-#include "EmuException.h"
-#include "EmuFork.h"
-#include "EmuGenerator.h"
-#include "EmuHostAllocator.h"
-#include "EmuSerialization.h"
-#include "EmuStream.h"
+#include "runtime/EmuAllocator.h"
+#include "runtime/EmuEvent.h"
+#include "runtime/EmuException.h"
+#include "runtime/EmuFork.h"
+#include "runtime/EmuGenerator.h"
+#include "runtime/EmuHostAllocator.h"
+#include "runtime/EmuSerialization.h"
+#include "runtime/EmuStream.h"
 
 namespace torch_emu {
 namespace {
@@ -34,11 +34,13 @@ constexpr c10::DeviceType kEmu = c10::DeviceType::PrivateUse1;
 using IntDict = c10::Dict<std::string, int64_t>;
 
 c10::Stream stream_of(int64_t stream_id, int64_t device) {
-  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kEmu, device_or_current(device)),
-                     static_cast<c10::StreamId>(stream_id));
+  return c10::Stream(
+      c10::Stream::UNSAFE, c10::Device(kEmu, device_or_current(device)), static_cast<c10::StreamId>(stream_id));
 }
 
-std::tuple<int64_t, int64_t> as_tuple(const c10::Stream& s) { return {s.id(), s.device_index()}; }
+std::tuple<int64_t, int64_t> as_tuple(const c10::Stream& s) {
+  return {s.id(), s.device_index()};
+}
 
 // ---- driver and devices ----
 
@@ -49,7 +51,7 @@ IntDict build_features() {
   d.insert("driver_api_minor", EMU_DRIVER_VERSION_MINOR);
   d.insert("async_streams", EMU_DRIVER_HAS_ASYNC ? 1 : 0);
   d.insert("event_timing", EMU_DRIVER_HAS_EVENTS ? 1 : 0);
-  d.insert("pinned_memory", pinned_memory_available() ? 1 : 0);  // driver API 2.2: pinned host memory
+  d.insert("pinned_memory", pinned_memory_available() ? 1 : 0); // driver API 2.2: pinned host memory
   return d;
 }
 
@@ -59,10 +61,18 @@ int64_t driver_version() {
   return v;
 }
 
-int64_t device_count_op() { return device_count(); }
-int64_t device_current() { return current_device(); }
-int64_t device_index(int64_t device) { return checked_device_index(device); }
-void device_set(int64_t device) { EMU_CHECK(emuSetDevice(device_or_current(device))); }
+int64_t device_count_op() {
+  return device_count();
+}
+int64_t device_current() {
+  return current_device();
+}
+int64_t device_index(int64_t device) {
+  return checked_device_index(device);
+}
+void device_set(int64_t device) {
+  EMU_CHECK(emuSetDevice(device_or_current(device)));
+}
 
 void device_synchronize(int64_t device) {
   DeviceSwitch on(device_or_current(device));
@@ -72,8 +82,12 @@ void device_synchronize(int64_t device) {
 std::tuple<std::string, int64_t, int64_t, int64_t, int64_t> device_properties(int64_t device) {
   emuDeviceProp prop{};
   EMU_CHECK(emuGetDeviceProperties(&prop, device_or_current(device)));
-  return {std::string(prop.name), static_cast<int64_t>(prop.totalGlobalMem), prop.major, prop.minor,
-          prop.multiProcessorCount};
+  return {
+      std::string(prop.name),
+      static_cast<int64_t>(prop.totalGlobalMem),
+      prop.major,
+      prop.minor,
+      prop.multiProcessorCount};
 }
 
 std::tuple<int64_t, int64_t> device_memory_info(int64_t device) {
@@ -81,26 +95,41 @@ std::tuple<int64_t, int64_t> device_memory_info(int64_t device) {
   return {static_cast<int64_t>(free_bytes), static_cast<int64_t>(total)};
 }
 
-bool fork_is_bad() { return in_bad_fork(); }
-void fork_check() { check_not_forked(); }
+bool fork_is_bad() {
+  return in_bad_fork();
+}
+void fork_check() {
+  check_not_forked();
+}
 
 // ---- streams ----
 
-std::tuple<int64_t, int64_t> stream_current(int64_t device) { return as_tuple(getCurrentEmuStream(device_or_current(device))); }
-std::tuple<int64_t, int64_t> stream_default(int64_t device) { return as_tuple(getDefaultEmuStream(device_or_current(device))); }
+std::tuple<int64_t, int64_t> stream_current(int64_t device) {
+  return as_tuple(getCurrentEmuStream(device_or_current(device)));
+}
+std::tuple<int64_t, int64_t> stream_default(int64_t device) {
+  return as_tuple(getDefaultEmuStream(device_or_current(device)));
+}
 // priority as CUDA numbers it: below 0 takes the high-priority pool (emu has two priorities).
 std::tuple<int64_t, int64_t> stream_from_pool(int64_t device, int64_t priority) {
   return as_tuple(getStreamFromPool(device_or_current(device), priority < 0));
 }
-int64_t stream_priority_of(int64_t stream_id, int64_t device) { return stream_priority(stream_of(stream_id, device)); }
-std::tuple<int64_t, int64_t> stream_priority_range() { return {kLowestStreamPriority, kHighestStreamPriority}; }
-void stream_set(int64_t stream_id, int64_t device) { setCurrentEmuStream(stream_of(stream_id, device)); }
+int64_t stream_priority_of(int64_t stream_id, int64_t device) {
+  return stream_priority(stream_of(stream_id, device));
+}
+std::tuple<int64_t, int64_t> stream_priority_range() {
+  return {kLowestStreamPriority, kHighestStreamPriority};
+}
+void stream_set(int64_t stream_id, int64_t device) {
+  setCurrentEmuStream(stream_of(stream_id, device));
+}
 
 bool stream_query(int64_t stream_id, int64_t device) {
   const c10::Stream s = stream_of(stream_id, device);
   DeviceSwitch on(s.device_index());
   const emuError_t err = emuStreamQuery(raw_stream(s));
-  if (err == emuErrorNotReady) return false;
+  if (err == emuErrorNotReady)
+    return false;
   EMU_CHECK(err);
   return true;
 }
@@ -118,7 +147,9 @@ void stream_synchronize(int64_t stream_id, int64_t device) {
 
 struct EventSlot {
   explicit EventSlot(bool enable_timing) : timing(enable_timing) {}
-  ~EventSlot() { event_destroy(event); }
+  ~EventSlot() {
+    event_destroy(event);
+  }
   EventSlot(const EventSlot&) = delete;
   EventSlot& operator=(const EventSlot&) = delete;
   std::mutex mutex;
@@ -141,10 +172,11 @@ class EventTable {
     return it->second;
   }
   void remove(int64_t handle) {
-    std::shared_ptr<EventSlot> gone;  // released after the table's lock
+    std::shared_ptr<EventSlot> gone; // released after the table's lock
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = slots_.find(handle);
-    if (it == slots_.end()) return;
+    if (it == slots_.end())
+      return;
     gone = std::move(it->second);
     slots_.erase(it);
   }
@@ -156,7 +188,7 @@ class EventTable {
 };
 
 EventTable& events() {
-  static auto* table = new EventTable();  // never destroyed: Python may free events during interpreter exit
+  static auto* table = new EventTable(); // never destroyed: Python may free events during interpreter exit
   return *table;
 }
 
@@ -165,8 +197,12 @@ void* recorded_event(const std::shared_ptr<EventSlot>& slot) {
   return slot->event;
 }
 
-int64_t event_create(bool enable_timing) { return events().add(enable_timing); }
-void event_destroy_op(int64_t handle) { events().remove(handle); }
+int64_t event_create(bool enable_timing) {
+  return events().add(enable_timing);
+}
+void event_destroy_op(int64_t handle) {
+  events().remove(handle);
+}
 
 void event_record_op(int64_t handle, int64_t stream_id, int64_t device) {
   const auto slot = events().get(handle);
@@ -195,7 +231,9 @@ double event_elapsed_time(int64_t start, int64_t end) {
   return event_elapsed_ms(recorded_event(a), recorded_event(b));
 }
 
-bool event_recorded(int64_t handle) { return recorded_event(events().get(handle)) != nullptr; }
+bool event_recorded(int64_t handle) {
+  return recorded_event(events().get(handle)) != nullptr;
+}
 
 // ---- device memory ----
 
@@ -204,10 +242,14 @@ bool event_recorded(int64_t handle) { return recorded_event(events().get(handle)
 IntDict memory_stats_op(int64_t device) {
   const MemoryStats s = memory_stats(device_or_current(device));
   const std::pair<const char*, const StatArray*> arrays[] = {
-      {"allocation", &s.allocation},           {"segment", &s.segment},
-      {"active", &s.active},                   {"allocated_bytes", &s.allocated_bytes},
-      {"reserved_bytes", &s.reserved_bytes},   {"active_bytes", &s.active_bytes},
-      {"requested_bytes", &s.requested_bytes}, {"inactive_split", nullptr},
+      {"allocation", &s.allocation},
+      {"segment", &s.segment},
+      {"active", &s.active},
+      {"allocated_bytes", &s.allocated_bytes},
+      {"reserved_bytes", &s.reserved_bytes},
+      {"active_bytes", &s.active_bytes},
+      {"requested_bytes", &s.requested_bytes},
+      {"inactive_split", nullptr},
       {"inactive_split_bytes", nullptr}};
   const char* pools[kPools] = {"all", "small_pool", "large_pool"};
   IntDict d;
@@ -222,7 +264,8 @@ IntDict memory_stats_op(int64_t device) {
     }
   }
   for (const char* name : {"oversize_allocations", "oversize_segments"}) {
-    for (const char* metric : {"current", "peak", "allocated", "freed"}) d.insert(std::string(name) + "." + metric, 0);
+    for (const char* metric : {"current", "peak", "allocated", "freed"})
+      d.insert(std::string(name) + "." + metric, 0);
   }
   d.insert("num_alloc_retries", s.num_alloc_retries);
   d.insert("num_ooms", s.num_ooms);
@@ -233,9 +276,15 @@ IntDict memory_stats_op(int64_t device) {
   return d;
 }
 
-void memory_reset_peak(int64_t device) { reset_peak_stats(device_or_current(device)); }
-void memory_reset_accumulated(int64_t device) { reset_accumulated_stats(device_or_current(device)); }
-void memory_empty_cache() { empty_cache(); }
+void memory_reset_peak(int64_t device) {
+  reset_peak_stats(device_or_current(device));
+}
+void memory_reset_accumulated(int64_t device) {
+  reset_accumulated_stats(device_or_current(device));
+}
+void memory_empty_cache() {
+  empty_cache();
+}
 
 // ---- pinned host memory ----
 
@@ -255,32 +304,42 @@ IntDict host_memory_stats() {
   return d;
 }
 
-void host_memory_reset_peak() { reset_pinned_peak_stats(); }
-void host_memory_reset_accumulated() { reset_pinned_accumulated_stats(); }
+void host_memory_reset_peak() {
+  reset_pinned_peak_stats();
+}
+void host_memory_reset_accumulated() {
+  reset_pinned_accumulated_stats();
+}
 
-void host_memory_empty_cache() { empty_pinned_cache(); }
+void host_memory_empty_cache() {
+  empty_pinned_cache();
+}
 
 // ---- generators ----
 
 // The device's default generator; Python seeds it and reads its state through torch.Generator's own methods.
 // ("Generator?" is how the registry spells an at::Generator result.)
-at::Generator default_generator_op(int64_t device) { return default_generator(device_or_current(device)); }
+at::Generator default_generator_op(int64_t device) {
+  return default_generator(device_or_current(device));
+}
 
 // ---- backend metadata ----
 
 void backend_meta_set(const at::Tensor& t, const IntDict& values) {
   std::map<std::string, int64_t> copy;
-  for (const auto& entry : values) copy[entry.key()] = entry.value();
+  for (const auto& entry : values)
+    copy[entry.key()] = entry.value();
   set_backend_meta(t, copy);
 }
 
 IntDict backend_meta_get(const at::Tensor& t) {
   IntDict d;
-  for (const auto& [name, value] : backend_meta(t)) d.insert(name, value);
+  for (const auto& [name, value] : backend_meta(t))
+    d.insert(name, value);
   return d;
 }
 
-}  // namespace
+} // namespace
 
 TORCH_LIBRARY_FRAGMENT(torch_emu, m) {
   m.def("build_features() -> Dict(str, int)", &build_features);
@@ -290,8 +349,9 @@ TORCH_LIBRARY_FRAGMENT(torch_emu, m) {
   m.def("device_index(int device) -> int", &device_index);
   m.def("device_set(int device) -> ()", &device_set);
   m.def("device_synchronize(int device) -> ()", &device_synchronize);
-  m.def("device_properties(int device) -> (str name, int total_memory, int major, int minor, int multi_processor_count)",
-        &device_properties);
+  m.def(
+      "device_properties(int device) -> (str name, int total_memory, int major, int minor, int multi_processor_count)",
+      &device_properties);
   m.def("device_memory_info(int device) -> (int free, int total)", &device_memory_info);
   m.def("fork_is_bad() -> bool", &fork_is_bad);
   m.def("fork_check() -> ()", &fork_check);
@@ -329,4 +389,4 @@ TORCH_LIBRARY_FRAGMENT(torch_emu, m) {
   m.def("backend_meta_get(Tensor tensor) -> Dict(str, int)", &backend_meta_get);
 }
 
-}  // namespace torch_emu
+} // namespace torch_emu

@@ -1,7 +1,7 @@
 // EmuBackendMeta and its (de)serialization hooks, registered for PrivateUse1 in torch's
 // TensorBackendMetaRegistry: torch.save asks the first for a tensor's metadata, torch.load and
 // torch._utils.set_tensor_metadata hand a map to the second.
-#include "EmuSerialization.h"
+#include "runtime/EmuSerialization.h"
 
 #include <c10/core/TensorImpl.h>
 #include <torch/csrc/jit/serialization/pickler.h>
@@ -39,10 +39,13 @@ void set_entries(const at::Tensor& t, Entries entries) {
   }
 }
 
-bool is_named_integer(const std::string& key) { return key.rfind(kPrefix, 0) == 0; }
+bool is_named_integer(const std::string& key) {
+  return key.rfind(kPrefix, 0) == 0;
+}
 
 void for_serialization(const at::Tensor& t, std::unordered_map<std::string, bool>& metadata) {
-  for (const auto& [key, value] : entries_of(t)) metadata[key] = value;
+  for (const auto& [key, value] : entries_of(t))
+    metadata[key] = value;
 }
 
 // The map replaces the tensor's metadata, as the reference backend's hook does.
@@ -55,14 +58,16 @@ const int registered = [] {
   return 0;
 }();
 
-}  // namespace
+} // namespace
 
 void set_backend_meta(const at::Tensor& t, const std::map<std::string, int64_t>& values) {
   (void)registered;
   Entries entries;
   for (const auto& [key, value] : entries_of(t))
-    if (!is_named_integer(key)) entries[key] = value;
-  for (const auto& [name, value] : values) entries[kPrefix + name + "=" + std::to_string(value)] = true;
+    if (!is_named_integer(key))
+      entries[key] = value;
+  for (const auto& [name, value] : values)
+    entries[kPrefix + name + "=" + std::to_string(value)] = true;
   set_entries(t, std::move(entries));
 }
 
@@ -70,16 +75,19 @@ std::map<std::string, int64_t> backend_meta(const at::Tensor& t) {
   std::map<std::string, int64_t> values;
   const std::string prefix(kPrefix);
   for (const auto& [key, present] : entries_of(t)) {
-    if (!present || !is_named_integer(key)) continue;
+    if (!present || !is_named_integer(key))
+      continue;
     const auto eq = key.find('=', prefix.size());
-    if (eq == std::string::npos) continue;
+    if (eq == std::string::npos)
+      continue;
     const std::string number = key.substr(eq + 1);
     char* end = nullptr;
     const long long value = std::strtoll(number.c_str(), &end, 10);
-    if (number.empty() || *end != '\0') continue;  // not one of ours (set through torch._utils.set_tensor_metadata)
+    if (number.empty() || *end != '\0')
+      continue; // not one of ours (set through torch._utils.set_tensor_metadata)
     values[key.substr(prefix.size(), eq - prefix.size())] = value;
   }
   return values;
 }
 
-}  // namespace torch_emu
+} // namespace torch_emu

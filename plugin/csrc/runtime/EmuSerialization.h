@@ -19,4 +19,4 @@ void set_backend_meta(const at::Tensor& t, const std::map<std::string, int64_t>&
 // The tensor's named integers; empty when it has none.
 std::map<std::string, int64_t> backend_meta(const at::Tensor& t);
 
-}  // namespace torch_emu
+} // namespace torch_emu

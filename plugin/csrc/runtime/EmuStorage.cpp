@@ -1,15 +1,15 @@
 // Storage resize: fresh memory from the caching allocator, the kept bytes copied as work
 // on the device's current stream.
-#include "EmuStorage.h"
+#include "runtime/EmuStorage.h"
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
 
-#include "EmuAllocator.h"
-#include "EmuException.h"
-#include "EmuLaunch.h"
-#include "EmuStream.h"
+#include "runtime/EmuAllocator.h"
+#include "runtime/EmuException.h"
+#include "runtime/EmuLaunch.h"
+#include "runtime/EmuStream.h"
 
 namespace torch_emu {
 
@@ -22,7 +22,8 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes) {
   const size_t keep = std::min(storage->nbytes(), new_bytes);
   auto old = std::make_shared<c10::DataPtr>(storage->set_data_ptr(std::move(fresh)));
   storage->set_nbytes(new_bytes);
-  if (keep == 0) return;
+  if (keep == 0)
+    return;
   // The old block lives until the copy has run on the stream.
   launch(device, [old, fresh_ptr, keep] {
     void* from = nullptr;
@@ -33,4 +34,4 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes) {
   });
 }
 
-}  // namespace torch_emu
+} // namespace torch_emu

@@ -13,4 +13,4 @@ namespace torch_emu {
 // (copied in stream order on the storage's device).
 void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes);
 
-}  // namespace torch_emu
+} // namespace torch_emu

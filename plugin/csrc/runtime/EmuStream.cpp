@@ -1,19 +1,19 @@
 // Per-device stream pools and the per-thread current stream, as c10::Stream values.
-#include "EmuStream.h"
+#include "runtime/EmuStream.h"
 
 #include <array>
 #include <atomic>
 #include <mutex>
 #include <vector>
 
-#include "EmuException.h"
-#include "EmuFork.h"
+#include "runtime/EmuException.h"
+#include "runtime/EmuFork.h"
 
 namespace torch_emu {
 
 namespace {
 
-constexpr int kPoolSize = 8;  // streams per device and priority handed out round robin, as in c10/cuda
+constexpr int kPoolSize = 8; // streams per device and priority handed out round robin, as in c10/cuda
 
 // Ids 1..kPoolSize are the normal pool, kPoolSize+1..2*kPoolSize the high-priority pool.
 struct DevicePool {
@@ -39,11 +39,12 @@ void create_pool(c10::DeviceIndex device, DevicePool& pool) {
   int previous = 0;
   EMU_CHECK(emuGetDevice(&previous));
   EMU_CHECK(emuSetDevice(device));
-  for (auto& s : pool.streams) EMU_CHECK(emuStreamCreate(&s));
+  for (auto& s : pool.streams)
+    EMU_CHECK(emuStreamCreate(&s));
   EMU_CHECK(emuSetDevice(previous));
 }
 
-}  // namespace
+} // namespace
 
 c10::DeviceIndex current_device() {
   int device = 0;
@@ -62,19 +63,29 @@ c10::DeviceIndex device_count() {
 
 c10::DeviceIndex checked_device_index(int64_t device) {
   const int count = device_count();
-  TORCH_CHECK(device >= 0 && device < count, "The device index is out of range. It must be in [0, ", count, "), but got ",
-              device, " (there are ", count, " emu devices).");
+  TORCH_CHECK(
+      device >= 0 && device < count,
+      "The device index is out of range. It must be in [0, ",
+      count,
+      "), but got ",
+      device,
+      " (there are ",
+      count,
+      " emu devices).");
   return static_cast<c10::DeviceIndex>(device);
 }
 
-c10::DeviceIndex device_or_current(int64_t device) { return device < 0 ? current_device() : checked_device_index(device); }
+c10::DeviceIndex device_or_current(int64_t device) {
+  return device < 0 ? current_device() : checked_device_index(device);
+}
 
 // Stream ids: 0 is the default stream; 1..2*kPoolSize are pool entries (the upper half high priority).
 emuStream_t raw_stream(const c10::Stream& stream) {
-  check_not_forked();  // the stream's worker thread did not survive fork(): waiting on it would hang
+  check_not_forked(); // the stream's worker thread did not survive fork(): waiting on it would hang
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "not an emu stream: ", stream);
   const c10::StreamId id = stream.id();
-  if (id == 0) return nullptr;  // the default stream of the current device: callers switch device first
+  if (id == 0)
+    return nullptr; // the default stream of the current device: callers switch device first
   TORCH_CHECK(id > 0 && id <= 2 * kPoolSize, "unknown emu stream id ", id);
   auto& pool = pools()[static_cast<size_t>(stream.device_index())];
   std::call_once(pool.created, create_pool, stream.device_index(), std::ref(pool));
@@ -96,7 +107,8 @@ void setCurrentEmuStream(const c10::Stream& stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "not an emu stream: ", stream);
   auto& ids = current_ids();
   const auto device = static_cast<size_t>(stream.device_index());
-  if (ids.size() <= device) ids.resize(device + 1, 0);
+  if (ids.size() <= device)
+    ids.resize(device + 1, 0);
   ids[device] = stream.id();
 }
 
@@ -110,7 +122,8 @@ DeviceSwitch::DeviceSwitch(c10::DeviceIndex device) {
 }
 
 DeviceSwitch::~DeviceSwitch() {
-  if (previous_ >= 0) emuSetDevice(previous_);
+  if (previous_ >= 0)
+    emuSetDevice(previous_);
 }
 
 c10::Stream getStreamFromPool(c10::DeviceIndex device, bool high_priority) {
@@ -125,4 +138,4 @@ int stream_priority(const c10::Stream& stream) {
   return stream.id() > kPoolSize ? kHighestStreamPriority : kLowestStreamPriority;
 }
 
-}  // namespace torch_emu
+} // namespace torch_emu

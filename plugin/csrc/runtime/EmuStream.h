@@ -52,4 +52,4 @@ constexpr int kLowestStreamPriority = 0;
 constexpr int kHighestStreamPriority = -1;
 int stream_priority(const c10::Stream& stream);
 
-}  // namespace torch_emu
+} // namespace torch_emu
