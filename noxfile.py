@@ -149,6 +149,13 @@ def cpp_format(session: nox.Session) -> None:
     session.run("clang-format", "--style=file", *mode, *files, external=True, silent=True)
 
 
+@nox.session
+def sanitize(session: nox.Session) -> None:
+    """The driver under AddressSanitizer + UBSan (driver/tests) and ThreadSanitizer (a C++ program of its streams)."""
+    session.install("pytest", "pytest-timeout")
+    session.run("python", "scripts/sanitize.py", "driver", "-q", *session.posargs)
+
+
 @nox.session(name="docker-engine")
 def docker_engine(session: nox.Session) -> None:
     """Make a Docker engine answer (Debian, root): install docker.io if missing, start dockerd, say what was done."""

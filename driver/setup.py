@@ -33,6 +33,21 @@ def api_version() -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
+def werror() -> list[str]:
+    """-Werror where EMU_WERROR=1 (our CI and development builds); a release build warns but does not fail. The flag
+    does not change the library's bytes."""
+    return ["-Werror"] if os.environ.get("EMU_WERROR", "") == "1" else []
+
+
+def sanitizer_flags() -> list[str]:
+    """EMU_SANITIZE=address,undefined: an instrumented library for sanitizer runs, never one to publish (loading it
+    needs the sanitizer runtime)."""
+    names = [name for name in os.environ.get("EMU_SANITIZE", "").split(",") if name]
+    if not names:
+        return []
+    return [f"-fsanitize={','.join(names)}", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all", "-g"]
+
+
 class BuildDriver(build_py):
     """Generates the version header, compiles libemu_driver.so and lays both out in the package."""
 
@@ -63,6 +78,8 @@ class BuildDriver(build_py):
             "-pthread",
             "-Wall",
             "-Wextra",
+            *werror(),
+            *sanitizer_flags(),
             f"-I{include}",
             f"-I{HERE / 'src'}",
             *sources,

@@ -44,6 +44,15 @@ DRIVER = TESTS.resolve().parent
 VERSIONS = {"1.4": (1, 4), "2.2": (2, 2)}
 
 
+def sanitizer_flags() -> list[str]:
+    """EMU_SANITIZE=address,undefined (`nox -s sanitize`): the library instrumented, as driver/setup.py builds it then;
+    the test process needs the sanitizer runtime preloaded (LD_PRELOAD) to load it."""
+    names = [name for name in os.environ.get("EMU_SANITIZE", "").split(",") if name]
+    if not names:
+        return []
+    return [f"-fsanitize={','.join(names)}", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all", "-g"]
+
+
 def build_library(out: Path, major: int, minor: int) -> Path:
     include = out / "include"
     include.mkdir(parents=True)
@@ -61,6 +70,7 @@ def build_library(out: Path, major: int, minor: int) -> Path:
         "-shared",
         "-fvisibility=hidden",
         "-pthread",
+        *sanitizer_flags(),
         f"-I{include}",
         f"-I{DRIVER / 'include'}",
         *sources,
