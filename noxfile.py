@@ -11,7 +11,7 @@ ORCHESTRATION = [".[docker]", "uv"]
 TEST_DEPS = [".[test]", "uv"]
 # Two workers (the development machine and CI have two cores), one group per worker at a time and the groups in the
 # order tests/parallel_plan.py gives them (long ones first): `-- -n 0` after it runs one test at a time.
-PARALLEL = ("-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder")
+PARALLEL = ("-n", "2", "--dist", "loadfile", "--no-loadscope-reorder")
 DOCS_DEPS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10"]  # the same pins as pyproject.toml's docs extra
 CPP_TREES = ("plugin/csrc", "driver")  # all our C++: .clang-format at the root applies to it
 PYTHON_TREES = ("buildmatrix", "tests", "driver", "plugin", "examples", "scripts", "noxfile.py")

@@ -21,6 +21,7 @@ naming the file, line and action, when one is missing or incomplete.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import http.server
 import json
@@ -577,7 +578,7 @@ def run_act(
     ]
     raw = world.root / f"act-{run_number}.jsonl"  # act's log as it runs, for whoever watches
     start = time.monotonic()
-    with raw.open("w") as log:
+    with one_act_run_at_a_time(), raw.open("w") as log:
         # Its own session: on a timeout, act and every job process it started are ended together.
         process = subprocess.Popen(
             command, cwd=work, env=job_environment(world), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -594,6 +595,22 @@ def run_act(
     jobs, plain = parse_log(raw.read_text(errors="replace").splitlines())
     (world.root / f"act-{run_number}.log").write_text(plain)
     return ActRun(command, returncode, jobs, plain, seconds, artifacts)
+
+
+@contextlib.contextmanager
+def one_act_run_at_a_time() -> Iterator[None]:
+    """Hold the machine-wide act lock while a run goes on. The jobs of a run install with apt-get on this host (the
+    self-hosted platform), and two runs at once (two pytest workers) met apt's and dpkg's locks: a build job failed
+    in its install step ("Could not get lock /var/lib/apt/lists/lock") and its world's tests failed with it. They also
+    share the cache store. One run at a time, whichever worker or test file asks."""
+    lock_path = Path.home() / ".cache" / "buildmatrix-act" / "run.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def end_job_processes(world: ActWorld) -> list[int]:

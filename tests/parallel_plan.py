@@ -1,5 +1,8 @@
-"""How a test run is spread over pytest-xdist's workers (`nox -s tests` runs two: `-n 2 --dist loadgroup
---no-loadscope-reorder`): which tests must share a worker, and which start first. Loaded for every run (`-p
+"""How a test run is spread over pytest-xdist's workers (`nox -s tests` runs two: `-n 2 --dist loadfile
+--no-loadscope-reorder`, so a module's tests and its module fixtures stay on one worker): which tests start first,
+and the groups a `--dist loadgroup` run would keep together. Under loadgroup, xdist 3.8 still split the act tests,
+whose explicit group is below, over both workers; two act runs met apt's locks, so act runs also take one machine-wide
+lock (tests/act_harness.py). Loaded for every run (`-p
 parallel_plan` in pyproject.toml); without xdist it only orders the tests.
 
 Groups: each test gets at most one `xdist_group`, and a group runs on one worker, one test after another.
