@@ -156,6 +156,13 @@ def sanitize(session: nox.Session) -> None:
     session.run("python", "scripts/sanitize.py", "driver", "-q", *session.posargs)
 
 
+@nox.session(name="sanitize-plugin", venv_backend="venv")
+def sanitize_plugin(session: nox.Session) -> None:
+    """The driver and plugin built with ASan + UBSan; plugin/tests, less the slowest, on torch 2.13 CPU (not in CI)."""
+    session.install("torch==2.13.0", "setuptools", "wheel", "ninja", "packaging", "numpy", "pytest", "expecttest")
+    session.run("python", "scripts/sanitize.py", "plugin", "-q", *session.posargs)
+
+
 @nox.session(name="docker-engine")
 def docker_engine(session: nox.Session) -> None:
     """Make a Docker engine answer (Debian, root): install docker.io if missing, start dockerd, say what was done."""

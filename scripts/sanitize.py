@@ -1,16 +1,19 @@
-"""Sanitizer runs of our C++ (`nox -s sanitize`); prints each part's wall time.
+"""Sanitizer runs of our C++ (`nox -s sanitize`, `nox -s sanitize-plugin`); prints each part's wall time.
 
 `driver`: driver/tests against a driver built with AddressSanitizer and UndefinedBehaviorSanitizer (EMU_SANITIZE, read
 by the tests' build and by driver/setup.py), then driver/tests/stream_threads.cpp, a C++ program of the stream and event
 API with a host thread per stream, once under ThreadSanitizer and once under ASan + UBSan with the leak check on.
-Python itself is not instrumented: the ASan runtime is preloaded (LD_PRELOAD) so the instrumented
-libraries load in it, its leak check is off there (every Python process "leaks" its interned objects at exit; the C++
-program checks the driver's leaks), and reports from libpython and libtorch frames are suppressed by sanitizers/*.supp.
+`plugin`: the driver and plugin built the same way into this environment (torch must be installed there), then
+plugin/tests but for its slowest files (models, OpInfo, compile). Python itself is not instrumented: the ASan runtime
+is preloaded (LD_PRELOAD) so the instrumented libraries load in it, its leak check is off there (every Python process
+"leaks" its interned objects at exit; the C++ program checks the driver's leaks), and reports from libpython and
+libtorch frames are suppressed by sanitizers/*.supp.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SUPPRESSIONS = ROOT / "sanitizers"
 ADDRESS_UNDEFINED = "address,undefined"
+SANITIZE_FLAGS = "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+SLOW_PLUGIN_TESTS = ["test_models.py", "test_opinfo.py", "test_compile.py"]
 
 
 def runtime(name: str) -> str:
@@ -70,7 +75,32 @@ def driver(pytest_args: list[str]) -> None:
         timed("stream_threads under ASan + UBSan (leaks checked)", [str(asan)], sanitized_env(leaks=True))
 
 
+def plugin(pytest_args: list[str]) -> None:
+    env = sanitized_env(leaks=False)
+    pip = [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--force-reinstall", "-q"]
+    timed("driver built with ASan + UBSan", [*pip, "./driver"], {**env, "EMU_DRIVER_API_VERSION": "2.3"})
+    with tempfile.TemporaryDirectory() as scratch:
+        # The plugin's build takes the environment's compile and link flags; it reads its version from PLUGIN_VERSION,
+        # which the build matrix writes: this copy gets one. The suite runs from a copy with a pytest.ini of its own,
+        # as the build matrix stages it (the project's pytest settings are its tests', and the source tree's
+        # torch_emu/ must not shadow the installed one).
+        tree = Path(scratch) / "plugin"
+        shutil.copytree(ROOT / "plugin", tree)
+        (tree / "PLUGIN_VERSION").write_text("0+sanitize\n")
+        build_env = {**env, "CXXFLAGS": SANITIZE_FLAGS, "LDFLAGS": "-fsanitize=address,undefined"}
+        timed("plugin built with ASan + UBSan", [*pip, str(tree)], build_env)
+        suite = Path(scratch) / "suite"
+        shutil.copytree(ROOT / "plugin" / "tests", suite / "tests")
+        (suite / "pytest.ini").write_text("[pytest]\n")
+        # libstdc++ preloaded too: Python does not link it, and ASan's __cxa_throw interceptor, set up when the
+        # runtime starts, would find no real __cxa_throw and abort at the first C++ exception (a TORCH_CHECK).
+        preload = f"{runtime('libasan.so')} {runtime('libstdc++.so')}"
+        ignored = [f"--ignore={suite / 'tests' / name}" for name in SLOW_PLUGIN_TESTS]
+        command = [sys.executable, "-m", "pytest", "tests", "--import-mode=importlib", *ignored, *pytest_args]
+        timed("plugin/tests under ASan + UBSan", command, {**env, "LD_PRELOAD": preload}, cwd=suite)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] != "driver":
-        sys.exit("usage: sanitize.py driver [pytest arguments]")
-    driver(sys.argv[2:])
+    if len(sys.argv) < 2 or sys.argv[1] not in {"driver", "plugin"}:
+        sys.exit("usage: sanitize.py driver|plugin [pytest arguments]")
+    {"driver": driver, "plugin": plugin}[sys.argv[1]](sys.argv[2:])
