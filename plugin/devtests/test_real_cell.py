@@ -169,14 +169,30 @@ def test_another_python_builds_the_same_wheel(real_cells: Path, tmp_path: Path) 
     if other is None:
         pytest.skip(f"one CPython 3.11 installation only ({used}): no second interpreter to build with")
     first = copy_project(tmp_path / "project")
-    chosen = tmp_path / "interpreter"  # first on PATH: the local runner takes it
+    chosen = tmp_path / "interpreter"
     chosen.mkdir()
     (chosen / "python3.11").symlink_to(other)
+
+    # The local runner takes the newest 3.11 it finds on PATH and under pyenv: to build with the other one, it must be
+    # the only one there. PATH keeps its directories but those with another 3.11 outside a virtual environment
+    # (pyenv's shims, the used one's bin), and pyenv's root is an empty directory.
+    def another_311(directory: str) -> bool:
+        found = Path(directory) / "python3.11"
+        in_venv = (Path(directory).parent / "pyvenv.cfg").is_file()
+        return found.exists() and not in_venv and found.resolve() != other.resolve()
+
+    kept = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not another_311(d)]
+    no_pyenv = tmp_path / "no-pyenv"
+    no_pyenv.mkdir()
     env = {
         **os.environ,
-        "PATH": os.pathsep.join([str(chosen), os.environ.get("PATH", "")]),
+        "PATH": os.pathsep.join([str(chosen), *kept]),
+        "PYENV_ROOT": str(no_pyenv),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH")])),
     }
+    assert find_interpreter(Python.parse("3.11"), path_env=env["PATH"], pyenv_root=no_pyenv).executable == chosen / (
+        "python3.11"
+    )
     # The build only (what a CI build job runs): the bytes are the question here, and real_cells smoke-tested them.
     done = run_cli(
         first, "build", "--matrix", str(first / "matrix.yaml"), "--torch", "2.13", "--python", "3.11", "--sdk", "2",

@@ -1,8 +1,10 @@
 """The published site as a visitor sees it: the docs home page, the options reference and the install page, rendered
 in headless Chromium at a laptop's window size, each showing its key elements in the first screen.
 
-The site is put together as the publish job does: the install page rendered from the committed compatibility table
-at the root, the docs built strictly (scripts/docs_site.py, what `nox -s docs` runs) under docs/; served on 127.0.0.1.
+The site is put together as the publish job does: the install page rendered from a published compatibility table
+(tests/fixtures/published, a full run's, so every choice has a command; the committed table has none between a version
+bump and its full run) at the root, the docs built strictly (scripts/docs_site.py, what `nox -s docs` runs) under
+docs/; served on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 def site_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     site = tmp_path_factory.mktemp("published") / "site"
     site.mkdir()
-    table = CompatTable.from_json((REPO / "docs" / "compatibility.json").read_text(encoding="utf-8"))
+    table = CompatTable.from_json((REPO / "tests" / "fixtures" / "published" / "compatibility.json").read_text("utf-8"))
     (site / "index.html").write_text(site_page(table), encoding="utf-8")
     bin_dir = str(Path(sys.executable).parent)
     built = subprocess.run(

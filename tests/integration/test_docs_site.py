@@ -60,6 +60,13 @@ def docs_site(config: Path, site: Path, *args: str) -> subprocess.Popen[str]:
     )
 
 
+def reword(page: Path, old: str, new: str) -> None:
+    """Edits a page as a stale copy would read; the words must be there, or the damage would be none."""
+    text = page.read_text()
+    assert old in text, f"{page.name} no longer says {old!r}: choose words it does say"
+    page.write_text(text.replace(old, new))
+
+
 def damage(root: Path, how: str) -> None:
     index = root / "docs" / "index.md"
     if how == "broken link":
@@ -69,11 +76,9 @@ def damage(root: Path, how: str) -> None:
     elif how == "missing page":
         (root / "docs" / "how-to" / "rerun-cell.md").unlink()  # still in mkdocs.yml's nav (and linked)
     elif how == "stale sessions page":  # noxfile.py says otherwise now
-        page = root / "docs" / "reference" / "nox-sessions.md"
-        page.write_text(page.read_text().replace("Fast tests", "Quick tests"))
+        reword(root / "docs" / "reference" / "nox-sessions.md", "Fast tests", "Quick tests")
     elif how == "stale reference":  # the code says otherwise now
-        page = root / "docs" / "reference" / "command-line.md"
-        page.write_text(page.read_text().replace("cells built at once", "builds at once"))
+        reword(root / "docs" / "reference" / "command-line.md", "show the expanded cells", "show the cells")
     else:  # a page nobody can reach from the navigation
         (root / "docs" / "how-to" / "orphan.md").write_text("# Orphan\n")
 

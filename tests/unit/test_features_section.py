@@ -14,7 +14,7 @@ REPO = Path(__file__).parents[2]
 
 
 def test_no_features_section_when_the_suite_ran_and_reports_none() -> None:
-    table = parse_table((REPO / "docs" / "compatibility.json").read_text(encoding="utf-8"))
+    table = parse_table((REPO / "tests" / "fixtures" / "published" / "compatibility.json").read_text(encoding="utf-8"))
     assert any(r.features for r in table.releases) and "## Features per torch release" in compatibility_markdown(table)
     featureless = replace(table, releases=tuple(replace(r, features={}) for r in table.releases))
     assert any(c.smoke is not None for c in featureless.cells)  # the suites ran
