@@ -24,7 +24,7 @@ import emu_driver
 import torch
 from packaging.version import Version
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel
@@ -76,6 +76,9 @@ library = CppExtension(
 )
 # libtorch only: torch_python is built for one Python, and nothing here uses it (cpp_extension adds it by default).
 library.libraries = [name for name in library.libraries if name != "torch_python"]
+# torch's headers are system headers (-isystem, in COMPILE_FLAGS): their warnings are torch's, not ours to fail on.
+TORCH_INCLUDES = [path for path in library.include_dirs if path in include_paths()]
+library.include_dirs = [path for path in library.include_dirs if path not in TORCH_INCLUDES]
 
 
 # The library's own compile and link flags. distutils starts from the building interpreter's sysconfig: its CFLAGS,
@@ -83,7 +86,19 @@ library.libraries = [name for name in library.libraries if name != "torch_python
 # their own). Right for that Python's extension modules, but this library is none: with them its bytes (and its
 # RUNPATH) depended on which Python built it. The environment's CFLAGS, CXXFLAGS, CPPFLAGS and LDFLAGS still count:
 # they are the builder's (the build matrix maps its work directory out of __FILE__ strings with them).
-COMPILE_FLAGS = ["-fPIC", "-DNDEBUG", "-pthread", "-Wall"]
+# Warnings: -Wall -Wextra in every build; EMU_WERROR=1 (development builds, the sanitizer runs) makes them errors. A
+# release build (buildmatrix build, as published) only warns: a warning a newer compiler adds must not stop a release.
+# Neither -Werror nor -isystem changes the library's bytes.
+WERROR = os.environ.get("EMU_WERROR", "") == "1"
+COMPILE_FLAGS = [
+    "-fPIC",
+    "-DNDEBUG",
+    "-pthread",
+    "-Wall",
+    "-Wextra",
+    *(["-Werror"] if WERROR else []),
+    *(flag for path in TORCH_INCLUDES for flag in ("-isystem", path)),
+]
 LINK_FLAGS = ["-shared", "-pthread"]
 
 

@@ -71,10 +71,6 @@ bool writes(const c10::Argument& argument) {
   return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
 }
 
-bool is_narrow_tensor(const c10::IValue& v) {
-  return v.isTensor() && v.toTensor().defined() && is_narrow(v.toTensor().scalar_type());
-}
-
 // Calls f on every tensor an argument holds (itself, or the elements of a list of tensors or optional tensors).
 template <typename F>
 void for_each_tensor(const c10::IValue& v, const F& f) {
