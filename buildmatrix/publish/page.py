@@ -40,6 +40,12 @@ table { border-collapse: collapse; margin: 1rem 0; }
 th, td { border: 1px solid #ccd; padding: .3rem .6rem; text-align: left; }
 td.passed { background: #e6f6e6; } td.failed { background: #fbe4e4; } td.not-built { color: #777; }
 td.absent { color: #aaa; text-align: center; }
+#cells, #features { width: 100%; table-layout: fixed; } td, th { overflow-wrap: break-word; }
+#cells td, #cells th, #features td, #features th { padding: .3rem .4rem; } #features th { font-size: .85em; }
+#features tr > :first-child { width: 14rem; } #cells th.sdk { width: 4rem; }
+summary.mark { cursor: pointer; list-style: none; text-decoration: underline dotted #99a; }
+summary.mark::-webkit-details-marker { display: none; }
+.cell-details { font-size: .85em; padding-top: .2rem; }
 pre { background: #f3f4f6; padding: .8rem; white-space: pre-wrap; word-break: break-all; }
 label { margin-right: 1rem; } .note { color: #555; } .inexact { color: #9a3b00; }
 .recorded, .off-site { color: #666; font-size: .85em; } .latest-failed { color: #9a3b00; font-size: .85em; }
@@ -138,15 +144,27 @@ def selector(table: CompatTable) -> str:
     )
 
 
+def cell_mark(cell: CompatCell) -> str:
+    """A built cell's mark in the table, a few characters whatever its record holds ("✓ 288", "✗ smoke", with "!"
+    when a later attempt failed): the details open on demand beneath it."""
+    if cell.status == Status.PASSED:
+        mark = f"✓ {cell.smoke.passed}" if cell.smoke is not None else "✓"
+    else:
+        mark = f"✗ {cell.failed_step or cell.status}"
+    return mark + (" !" if cell.latest is not None else "")
+
+
 def cell_td(cell: CompatCell | None, logs: Collection[str], deep: str = "") -> str:
-    """deep: the cell's build's deep tier as words (table.deep_summary), when it has one."""
+    """A cell of the table: its short mark, and (in a <details> that opens on demand) the counts, wheel, deep tier,
+    log, where its wheels are and when it was recorded. deep: the cell's build's deep tier as words
+    (table.deep_summary), when it has one."""
     if cell is None:
         return f'<td class="absent" title="not in the matrix">{NOT_IN_MATRIX}</td>'
     if cell.status == Status.NOT_BUILT:
         return f'<td class="not-built" id="{_e(cell.id)}">{Status.NOT_BUILT}</td>'
     parts = []
     if cell.status == Status.PASSED:
-        parts.append(f"✓ {_e(smoke_summary(cell.smoke))}")
+        parts.append(_e(smoke_summary(cell.smoke)))
         href = site_href(cell.wheel.path) if cell.wheel is not None else None
         if href is not None:
             parts.append(f'<a class="wheel" href="{href}">wheel</a>')
@@ -171,11 +189,16 @@ def cell_td(cell: CompatCell | None, logs: Collection[str], deep: str = "") -> s
         )
     css = Status.PASSED if cell.status == Status.PASSED else Status.FAILED
     title = f' title="{_e(cell.error)}"' if cell.error else ""
-    return f'<td class="{css}" id="{_e(cell.id)}"{title}>' + " · ".join(parts) + "</td>"
+    return (
+        f'<td class="{css}" id="{_e(cell.id)}"{title}><details><summary class="mark">{_e(cell_mark(cell))}</summary>'
+        + '<div class="cell-details">'
+        + "<br>".join(parts)
+        + "</div></details></td>"
+    )
 
 
 def cells_table(table: CompatTable, logs: Collection[str]) -> str:
-    sdk_head = f"<th>{_e(table.sdk.name)}</th>" if table.sdk else ""
+    sdk_head = f'<th class="sdk">{_e(table.sdk.name)}</th>' if table.sdk else ""
     head = f"<tr><th>torch</th>{sdk_head}" + "".join(f"<th>Python {_e(p)}</th>" for p in table.pythons) + "</tr>"
     rows = [head]
     for release, column, cells in table.grid_rows():
@@ -183,6 +206,12 @@ def cells_table(table: CompatTable, logs: Collection[str]) -> str:
         sdk_td = f"<td>{_e(column.version)}</td>" if table.sdk else ""
         rows.append(f"<tr><th>{_e(release.label)}</th>{sdk_td}{tds}</tr>")
     return '<table id="cells">' + "\n".join(rows) + "</table>"
+
+
+CELLS_LEGEND = (
+    "✓ n: passed, n smoke tests passed; ✗ step: failed in that step; ! its latest attempt failed, its last pass stays "
+    f"published; {NOT_IN_MATRIX} not in the matrix. Click a cell for its counts, wheel, log and date."
+)
 
 
 def features_html(table: CompatTable) -> str:
@@ -195,8 +224,16 @@ def features_html(table: CompatTable) -> str:
         tds = []
         for release in measured:
             support = release.features.get(name)
-            text = "?" if support is None else f"{FEATURE_MARKS[support.state]} {support.note}".strip()
-            tds.append(f'<td title="{_e(support.state if support else "unknown")}">{_e(text)}</td>')
+            state = _e(support.state if support else "unknown")
+            if support is None:
+                tds.append(f'<td title="{state}">?</td>')
+            elif support.note:  # the note opens on demand: the mark alone keeps the table a screen wide
+                tds.append(
+                    f'<td title="{state}"><details><summary class="mark">{_e(FEATURE_MARKS[support.state])}</summary>'
+                    f'<div class="cell-details">{_e(support.note)}</div></details></td>'
+                )
+            else:
+                tds.append(f'<td title="{state}">{_e(FEATURE_MARKS[support.state])}</td>')
         rows.append(f"<tr><th><code>{_e(name)}</code></th>{''.join(tds)}</tr>")
     return '<table id="features">' + "\n".join(rows) + "</table>"
 
@@ -274,6 +311,7 @@ def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Colle
             f'<p class="note" id="look-alike">{code_spans(look_alike_note(table, "choose pinned above"))}</p>',
             "<h2>Cells</h2>",
             cells_table(table, logs),
+            f'<p class="note" id="cells-legend">{_e(CELLS_LEGEND)}</p>',
             *([f'<p class="note" id="free-threaded">{_e(note)}</p>'] if (note := free_threaded_note(table)) else []),
             *(
                 [
