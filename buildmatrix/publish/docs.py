@@ -11,7 +11,7 @@ from buildmatrix.model.matrix import Matrix
 from buildmatrix.publish.markdown import compatibility_markdown, readme_section, replace_readme_section
 from buildmatrix.publish.staleness import stale_problems
 from buildmatrix.publish.table import CompatTable
-from buildmatrix.publish.tableparse import parse_table
+from buildmatrix.publish.tableparse import parse_table, read_back_problem
 from buildmatrix.util.atomic import write_text_atomic
 
 DOCS_MARKDOWN = Path("docs/compatibility.md")
@@ -51,8 +51,12 @@ def rendered_docs(
     table: CompatTable, readme: str, readme_path: Path = README, layout: DocsLayout = DocsLayout()
 ) -> dict[Path, str]:
     """The committed files, by path relative to the project root (pure); raises DocsError naming readme_path when
-    the README has not exactly one pair of compat-table markers (no README at all with `publish.readme: false`)."""
-    docs = {layout.table: table.to_json(), layout.markdown: compatibility_markdown(table)}
+    the README has not exactly one pair of compat-table markers (no README at all with `publish.readme: false`), or
+    when the table as written would not read back through the reader (the next publish would refuse it)."""
+    text = table.to_json()
+    if problem := read_back_problem(text, table):
+        raise DocsError(f"{layout.table}: the table as written {problem}; nothing was written or published")
+    docs = {layout.table: text, layout.markdown: compatibility_markdown(table)}
     if layout.readme is None:
         return docs
     try:

@@ -37,7 +37,7 @@ from buildmatrix.publish.overlay import overlay_table
 from buildmatrix.publish.page import site_page
 from buildmatrix.publish.staging import LiveSite, Staged, Withdrawal, stage_logs, stage_wheels, withdraw
 from buildmatrix.publish.table import CompatTable
-from buildmatrix.publish.tableparse import parse_table
+from buildmatrix.publish.tableparse import parse_table, read_back_problem
 from buildmatrix.publish.verify import site_problems
 from buildmatrix.publish.versions import live_version, new_version, publish_lock, read_ledger, recover_site, swap
 from buildmatrix.util.atomic import write_new
@@ -108,13 +108,8 @@ def read_live(site: Path, new_ledger: bool = False, limits: LedgerLimits = DEFAU
 def _unreadable_table(text: str, table: CompatTable) -> list[str]:
     """Why the site's table as written would not read back as this table (empty when it does): the site never goes
     live with a table its next publish, or fetch-site, would refuse."""
-    try:
-        back = parse_table(text)
-    except ValueError as exc:
-        return [f"{SITE_TABLE}: the table as written does not read back ({exc}); nothing was published"]
-    if back != table:
-        return [f"{SITE_TABLE}: the table as written reads back different; nothing was published"]
-    return []
+    problem = read_back_problem(text, table)
+    return [f"{SITE_TABLE}: the table as written {problem}; nothing was published"] if problem else []
 
 
 def site_table(table: CompatTable, unserved: set[str]) -> CompatTable:
@@ -172,10 +167,11 @@ def write_site(
     with publish_lock(site):
         notes = recover_site(site)
         live = read_live(site, new_ledger, limits)
+        docs = docs_of(table, docs_root, layout) if docs_root is not None else None  # they must render first
         report = _write_site(
             table, wheels_dir, site, matrix, live=live, fresh=None, withdrawals=withdrawals, limits=limits
         )
-        return _with_docs(dataclasses.replace(report, notes=(*notes, *report.notes)), table, docs_root, layout)
+        return _with_docs(dataclasses.replace(report, notes=(*notes, *report.notes)), table, docs_root, layout, docs)
 
 
 def publish(

@@ -47,6 +47,16 @@ def parse_table(text: str) -> CompatTable:
     return table
 
 
+def read_back_problem(text: str, table: CompatTable) -> str:
+    """Why `text`, the JSON written for `table`, would not read back as it through parse_table ("" when it does):
+    every writer of a table (the site's, the committed docs') checks this before anything is written."""
+    try:
+        back = parse_table(text)
+    except ValueError as exc:
+        return f"does not read back ({exc})"
+    return "" if back == table else "reads back different"
+
+
 def _text(value: Any, key: str, limit: int = 1024) -> str:
     if not isinstance(value, str) or len(value) > limit:
         return f"{key}: expected a string of at most {limit} characters, got {type(value).__name__}"

@@ -416,6 +416,30 @@ def test_the_docs_are_written_under_the_publish_lock(
     assert CompatTable.from_json((path.parent / "docs" / "compatibility.json").read_text()) == table
 
 
+def test_committed_docs_their_reader_would_refuse_are_never_written(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    """docs/compatibility.json is the base of every later publish: it is read back with the reader (parse_table)
+    before it replaces the committed one, and when it would not read back, the docs and the site stay as they were."""
+    from buildmatrix.errors import DocsError
+
+    path = write_matrix()
+    root = path.parent
+    (root / "README.md").write_text("# x\n\n<!-- compat-table:start -->\n<!-- compat-table:end -->\n")
+    matrix = load_matrix(path)
+    wheels, site = tmp_path / "wheels", tmp_path / "wheels" / "site"
+    table = table_of(matrix, wheels)
+    assert write_site(table, wheels, site, matrix, docs_root=root).published
+    committed = {p: p.read_bytes() for p in [root / "README.md", *sorted((root / "docs").iterdir())]}
+    before, live = snapshot(site), site.readlink().as_posix()
+    cells = tuple(dataclasses.replace(c, requirement="x" * 2000) if c.id == CELL else c for c in table.cells)
+    unreadable = dataclasses.replace(table, cells=cells)  # a requirement longer than the reader's 1024
+    with pytest.raises(DocsError, match=r"docs/compatibility.json: the table as written does not read back \(.*"):
+        write_docs(unreadable, root, DocsLayout())
+    with pytest.raises(DocsError, match="requirement"):
+        write_site(unreadable, wheels, site, matrix, docs_root=root)
+    assert {p: p.read_bytes() for p in [root / "README.md", *sorted((root / "docs").iterdir())]} == committed
+    assert site.readlink().as_posix() == live and snapshot(site) == before and siblings(site) == [live]
+
+
 def test_a_log_or_wheel_that_is_a_symlink_is_never_published(published: Published, tmp_path: Path) -> None:
     matrix, table, wheels, site = published
     before, live = snapshot(site), site.readlink().as_posix()
