@@ -7,7 +7,6 @@ import ast
 import json
 import re
 import tempfile
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -17,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from buildmatrix.errors import MatrixError, UserError
 from buildmatrix.model.options import DISTRIBUTION_NAME
+from buildmatrix.projectmeta import ProjectMetadata, read_project
 from buildmatrix.util.atomic import write_text_atomic
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -36,6 +36,22 @@ class StarterFacts:
     source: PurePosixPath  # relative to the project root; "." for the project itself
     tests: PurePosixPath  # relative to the project root, inside source
     requirement: Requirement = field(default_factory=lambda: Requirement(DEFAULT_REQUIREMENT))  # the noxfile's
+    metadata: ProjectMetadata = field(default_factory=ProjectMetadata)  # what the project's files said
+
+    @property
+    def relabel(self) -> bool:
+        """The build fixes or computes its own version (a file states it), so the wheel is relabelled afterwards;
+        without one, the build is to read the version from `version_env`."""
+        return self.metadata.version is not None or self.metadata.computed_version is not None
+
+    @property
+    def torch_pin(self) -> str:
+        """release-line where the build may pin torch per release (it computes its requirements, or states none we
+        could read); none where every wheel would carry the same torch requirement, or none at all."""
+        torch = self.metadata.torch
+        if torch is not None and not torch.literal:
+            return "release-line"
+        return "none" if self.metadata.requirements_known else "release-line"
 
     @property
     def version_env(self) -> str:
@@ -45,13 +61,6 @@ class StarterFacts:
     @property
     def module(self) -> str:
         return re.sub(r"[^A-Za-z0-9_]", "_", self.distribution)
-
-
-def _pyproject(root: Path) -> dict[str, object]:
-    try:
-        return tomllib.loads((root / "pyproject.toml").read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return {}
 
 
 def _relative(root: Path, text: str, flag: str) -> PurePosixPath:
@@ -76,15 +85,16 @@ def project_facts(
     tests: str | None = None,
     requirement: str = DEFAULT_REQUIREMENT,
 ) -> StarterFacts:
-    """The facts the starter files need, given or read from the project: its pyproject.toml's [project] name and
-    version, else its directory's name and 0.1.0; its source is the project itself unless given; its tests are
-    tests/ or test/ inside the source (tests/ when neither exists: init writes a first test there).
+    """The facts the starter files need, given or read from the project: its name and version from pyproject.toml,
+    setup.cfg, setup.py (read, never run) or PKG-INFO (projectmeta.read_project), else its directory's name and
+    0.1.0; its source is the project itself unless given; its tests are tests/ or test/ inside the source (tests/
+    when neither exists: init writes a first test there).
 
     Each value is checked by its standard (PEP 508 names and requirements, PEP 440 versions) and the source and tests
     by what the files can spell: UserError (exit 2), before anything is written."""
-    project = _pyproject(root).get("project", {})
-    project = project if isinstance(project, dict) else {}
-    name = distribution or str(project.get("name") or "") or re.sub(r"[^A-Za-z0-9._-]+", "-", root.resolve().name)
+    metadata = read_project(root)
+    stated = metadata.name.value if metadata.name is not None else ""
+    name = distribution or stated or re.sub(r"[^A-Za-z0-9._-]+", "-", root.resolve().name)
     if distribution is None:
         name = name.strip("-._") or "my-extension"
     if not DISTRIBUTION_NAME.fullmatch(name):
@@ -92,8 +102,8 @@ def project_facts(
             f"{name!r} is not a distribution name (PEP 508: letters and digits, with . _ - inside); give "
             "--distribution (nothing was written)"
         )
-    found_version = version or (str(project["version"]) if isinstance(project.get("version"), str) else "0.1.0")
-    where = "--version" if version else "pyproject.toml's [project] version"
+    found_version = version or (metadata.version.value if metadata.version is not None else "0.1.0")
+    where = "--version" if version else f"{metadata.version.where if metadata.version else 'the default'} version"
     try:
         parsed_version = Version(found_version)
     except InvalidVersion:
@@ -120,7 +130,8 @@ def project_facts(
         tests = next(
             (str(source_path / t) for t in ("tests", "test") if (base / t).is_dir()), str(source_path / "tests")
         )
-    return StarterFacts(name, parsed_version, source_path, _relative(root, tests, "--tests"), parsed_requirement)
+    tests_path = _relative(root, tests, "--tests")
+    return StarterFacts(name, parsed_version, source_path, tests_path, parsed_requirement, metadata)
 
 
 def yaml_string(value: str) -> str:
@@ -153,6 +164,68 @@ def _fill(template: str, values: dict[str, str]) -> str:
     return text
 
 
+def _comment(text: str) -> str:
+    """Text a YAML comment can hold: one line of printable characters (a file's value may hold anything)."""
+    return " ".join("".join(c if c.isprintable() and c != "@" else " " for c in text).split())[:160]
+
+
+def contract_lines(facts: StarterFacts) -> dict[str, str]:
+    """The matrix's build and check lines init chooses from the project's metadata, each with a comment saying why:
+    how the wheel gets each cell's version, the torch pin the check requires, ninja."""
+    meta = facts.metadata
+    env = facts.version_env
+    if meta.computed_version is not None:
+        how = meta.computed_version
+        given = f"{facts.version}, PKG-INFO's" if meta.version is not None else f"{facts.version}: set it to yours"
+        version = [
+            f"  # {_comment(f'{how.where} computes the version ({how.value})')}, so the build cannot take each cell's:",
+            "  # the wheel is relabelled with it after the build; plugin.version must be the version the build makes",
+            f"  # ({_comment(given)}).",
+            "  relabel: true",
+        ]
+    elif meta.version is not None:
+        version = [
+            f"  # {_comment(f'{meta.version.where} fixes the version ({meta.version.value})')}: the wheel is",
+            "  # relabelled with each cell's after the build. Or have the build make it: read it from the variable",
+            f"  # {env} and write `version-env: {env}` here instead.",
+            "  relabel: true",
+        ]
+    else:
+        version = [
+            f"  version-env: {env}      # your build reads the wheel's version (plugin.version + the cell's label) here"
+        ]
+    torch = meta.torch
+    if facts.torch_pin == "none":
+        why = (
+            f"{torch.where} requires torch{torch.specifier} of every wheel, not one release line"
+            if torch is not None
+            else "the metadata names no torch"
+        )
+        pin = [
+            f"  # {_comment(why)}: nothing ties a wheel to its torch release, so the pages",
+            "  # give each release's own index and the exact pins only. Pin torch==X.Y.* from the build's torch",
+            "  # (e.g. in setup.py) and write release-line to check it.",
+            "  torch-pin: none",
+        ]
+    else:
+        why = f"{torch.where} is computed" if torch is not None else "no metadata names the requirements"
+        pin = [
+            f"  # {_comment(why)}: the check requires each wheel's Requires-Dist to pin torch==X.Y.* (the release",
+            "  # it was built with); write none if your build pins no torch.",
+            "  torch-pin: release-line",
+        ]
+    ninja = (
+        "your [build-system].requires names it"
+        if meta.ninja_in_build_requires
+        else "buildmatrix installs it into the build environment"
+    )
+    return {
+        "VERSION_CONTRACT": "\n".join(version),
+        "TORCH_PIN": "\n".join(pin),
+        "NINJA": f"  # ninja: {ninja}; torch's cpp_extension compiles with it in parallel.\n  ninja: true",
+    }
+
+
 FIRST_TEST = '''"""The first smoke test (written by `buildmatrix init`): the installed wheel imports, with the
 cell's torch.
 
@@ -179,9 +252,9 @@ def starter_files(root: Path, facts: StarterFacts) -> dict[Path, str]:
         "VERSION_YAML": yaml_string(str(facts.version)),
         "SOURCE_YAML": yaml_string(str(facts.source)),
         "TESTS_YAML": yaml_string(str(facts.tests)),
-        "VERSION_ENV": facts.version_env,
         "REQUIREMENT_PY": json.dumps(str(facts.requirement)),  # ASCII, escaped: a Python string literal too
         "SOURCE_GLOBS": _source_globs(facts, root),
+        **contract_lines(facts),
     }
     files = {
         Path("matrix.yaml"): _fill("matrix.yaml", values),

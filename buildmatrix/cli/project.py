@@ -58,10 +58,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def add_init_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    init = sub.add_parser("init", help="write a starter matrix.yaml, noxfile.py and GitHub workflow into a project")
+    init = sub.add_parser(
+        "init",
+        help="write a starter matrix.yaml, noxfile.py and GitHub workflow into a project, from what its "
+        "pyproject.toml, setup.cfg, setup.py (read, never run) or PKG-INFO say",
+    )
     init.add_argument("--dir", default=".", help="the project's root (default: here)")
-    init.add_argument("--distribution", help="the wheels' name (default: pyproject.toml's, else the directory's)")
-    init.add_argument("--version", help="plugin.version (default: pyproject.toml's, else 0.1.0)")
+    init.add_argument("--distribution", help="the wheels' name (default: the project's metadata, else the directory's)")
+    init.add_argument("--version", help="plugin.version (default: the project's metadata, else 0.1.0)")
     init.add_argument("--source", help="the source tree, relative to the root (default: . , the project itself)")
     init.add_argument("--tests", help="the smoke tests, inside the source (default: tests/ or test/)")
     init.add_argument("--requirement", default="buildmatrix[docker]", help="how noxfile.py installs buildmatrix")
