@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
@@ -10,8 +11,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from buildmatrix.builder.records.fields import MAX_ITEMS, feature_problem
 from buildmatrix.builder.records.model import SmokeCounts
 from buildmatrix.model.contract import SmokeContract, Tier
+
+log = logging.getLogger(__name__)
 
 
 def stage_tests(tests: Path, dest: Path) -> Path:
@@ -92,10 +96,26 @@ def read_junit(path: Path) -> SmokeCounts:
 
 
 def read_features(path: Path) -> dict[str, str]:
+    """The smoke suite's features file: feature -> outcome. Entries a record could not hold (records/fields.py
+    feature_problem: a name with markup or a newline, an unknown outcome) are left out with a warning naming them,
+    as is a file that is not a JSON object: the suite's output never makes a record its reader refuses."""
     if not path.is_file():
         return {}
     try:
         data = json.loads(path.read_text())
-    except ValueError:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        log.warning("%s: not a JSON object of features; no feature recorded", path)
         return {}
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        log.warning("%s: not a JSON object of features; no feature recorded", path)
+        return {}
+    kept: dict[str, str] = {}
+    for name, outcome in data.items():
+        if len(kept) == MAX_ITEMS:
+            log.warning("%s: more than %d features; the rest are not recorded", path, MAX_ITEMS)
+            break
+        if problem := feature_problem(name, outcome):
+            log.warning("%s: not recorded: %s", path, problem)
+            continue
+        kept[name] = outcome
+    return kept

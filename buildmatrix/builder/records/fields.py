@@ -123,27 +123,36 @@ def _str_list(value: Any, key: str) -> list[str]:
     return [_str(v, f"{key}[{i}]") for i, v in enumerate(value)]
 
 
+def feature_problem(name: object, outcome: object, key: str = "features") -> str:
+    """Why a smoke feature and its outcome cannot be recorded ("" when they can): names from the feature vocabulary,
+    outcomes "passed", "passed: <detail>", "failed" or "not available[: <reason>]". The one rule for the record's
+    reader and for the smoke suite's features file (builder/smoke.py), so no record is written that would not read."""
+    if not (isinstance(name, str) and FEATURE_NAME.fullmatch(name)):
+        return (
+            f"{key}: {name!r:.80} is not a feature name (letters, digits, spaces and ( ) . / + _ -, "
+            "at most 80 characters)"
+        )
+    try:
+        text = _str(outcome, f"{key}.{name}", LIMITS["features"])
+    except _Bad as exc:
+        return str(exc)
+    state = text.split(":", 1)[0].strip()
+    if not (text in ("passed", "failed") or text.startswith("passed: ") or text.startswith("not available")):
+        return f"{key}.{name}: {text!r:.60} is not an outcome ({', '.join(FEATURE_STATES)}, with a detail)"
+    if any(ord(ch) < 0x20 for ch in text) or not state:
+        return f"{key}.{name}: holds a control character or no state"
+    return ""
+
+
 def _features(value: Any, key: str) -> dict[str, str]:
-    """Smoke feature -> outcome: names from the feature vocabulary, outcomes "passed", "passed: <detail>", "failed"
-    or "not available[: <reason>]"."""
+    """Smoke feature -> outcome, each by feature_problem's rule."""
     data = _object(value, key)
     if len(data) > MAX_ITEMS:
         raise _Bad(f"{key}: {len(data)} features (at most {MAX_ITEMS})")
-    out = {}
     for name, outcome in data.items():
-        if not (isinstance(name, str) and FEATURE_NAME.fullmatch(name)):
-            raise _Bad(
-                f"{key}: {name!r:.80} is not a feature name (letters, digits, spaces and ( ) . / + _ -, "
-                "at most 80 characters)"
-            )
-        text = _str(outcome, f"{key}.{name}", LIMITS["features"])
-        state = text.split(":", 1)[0].strip()
-        if not (text in ("passed", "failed") or text.startswith("passed: ") or text.startswith("not available")):
-            raise _Bad(f"{key}.{name}: {text!r:.60} is not an outcome ({', '.join(FEATURE_STATES)}, with a detail)")
-        if any(ord(ch) < 0x20 for ch in text) or not state:
-            raise _Bad(f"{key}.{name}: holds a control character or no state")
-        out[name] = text
-    return out
+        if problem := feature_problem(name, outcome, key):
+            raise _Bad(problem)
+    return dict(data)
 
 
 STEPS = tuple(s.value for s in Step)

@@ -435,7 +435,7 @@ def parse_build_record(
         raise RecordError(source, f"{len(text)} characters; a record is at most {MAX_RECORD_BYTES}")
     try:
         data = load_json(text)
-    except _Bad as exc:
+    except UntrustedJSON as exc:
         raise RecordError(source, f"not a record ({exc})") from None
     except (ValueError, RecursionError) as exc:
         raise RecordError(source, f"not valid JSON ({exc}); truncated or damaged") from None

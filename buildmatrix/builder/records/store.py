@@ -33,7 +33,11 @@ class ResultStore:
         return self.directory / "cells" / f"{cell_id}.json"
 
     def save(self, result: CellResult) -> None:
-        write_text_atomic(self.path(result.id), result.to_json() + "\n")
+        """Write the cell's record once the reader has read it back whole (RecordError otherwise, nothing written)."""
+        path = self.path(result.id)
+        text = result.to_json() + "\n"
+        _readable(lambda: parse_record(text, str(path), result.id, self.rules, self.memo))
+        write_text_atomic(path, text)
 
     def build_path(self, build_id: str) -> Path:
         problem = name_problem(build_id)
@@ -42,7 +46,11 @@ class ResultStore:
         return self.directory / "builds" / f"{build_id}.json"
 
     def save_build(self, result: BuildResult) -> None:
-        write_text_atomic(self.build_path(result.id), result.to_json() + "\n")
+        """Write the build's record once the reader has read it back whole (RecordError otherwise, nothing written)."""
+        path = self.build_path(result.id)
+        text = result.to_json() + "\n"
+        _readable(lambda: parse_build_record(text, str(path), result.id, self.rules, self.memo))
+        write_text_atomic(path, text)
 
     def load_build(self, build_id: str) -> BuildResult | None:
         """The build's record, None when there is none; raises RecordError when it is damaged."""
@@ -88,6 +96,17 @@ class ResultStore:
         path = self.directory / "summary.json"
         write_text_atomic(path, summary_json(results, damaged or [], builds or []))
         return path
+
+
+def _readable(read_back: Callable[[], object]) -> None:
+    """Run the reader over a record about to be written: one validator for writing and reading, so the tool never
+    writes a record it would then refuse (exit 7 on every later command until deleted by hand)."""
+    try:
+        read_back()
+    except RecordError as exc:
+        raise RecordError(
+            exc.source, f"not written: the record would not read back ({exc.problem}); the one there is kept"
+        ) from None
 
 
 def read_record(
