@@ -145,6 +145,8 @@ class Contract:
     # Relative to the project root, holds the compat-table markers; None: `publish.readme: false`, no README block.
     publish_readme: Path | None = Path("README.md")
     publish_docs: Path = Path("docs")  # compatibility.md and .json, relative to the project root
+    # Distribution names the project owns on the public index (no look-alike can take them); checked by the loader.
+    publish_own_names: tuple[str, ...] = ()
 
 
 def read_contract(reader: OptionReader, top: Node) -> Contract:
@@ -158,11 +160,12 @@ def read_contract(reader: OptionReader, top: Node) -> Contract:
     )
 
 
-def _publish(reader: OptionReader, node: Node) -> tuple[Path | None, Path]:
+def _publish(reader: OptionReader, node: Node) -> tuple[Path | None, Path, tuple[str, ...]]:
     _section(reader, node)
     readme = reader.parse(reader.child(node, "readme"))
     docs = reader.parse(reader.child(node, "docs"))
-    return None if readme is False else Path(readme or "README.md"), Path(docs or "docs")
+    own = reader.parse(reader.child(node, "own-names"))
+    return None if readme is False else Path(readme or "README.md"), Path(docs or "docs"), tuple(own or ())
 
 
 def _probe(reader: OptionReader, node: Node) -> tuple[tuple[str, str], ...]:

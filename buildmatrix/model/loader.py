@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.cellkey import (
     DEFAULT_LABEL,
@@ -55,6 +57,8 @@ def read_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
     runner = RunnerName(reader.parse(reader.child(top, "runner")) or RunnerName.AUTO)
     timeouts = _timeouts(reader, reader.child(top, "timeouts"))
     contract = read_contract(reader, top)
+    if plugin is not None:
+        _own_names(reader, contract.publish_own_names, [plugin.distribution, *([sdk.distribution] if sdk else [])])
 
     if reader.problems:
         raise MatrixError(reader.problems)
@@ -76,6 +80,18 @@ def read_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
         contract=contract,
         options_read=frozenset(reader.read),
     )
+
+
+def _own_names(reader: OptionReader, own: tuple[str, ...], names: list[str]) -> None:
+    """publish.own-names holds only the project's own distribution names: another would silence no note."""
+    ours = {canonicalize_name(n) for n in names if n}
+    for index, name in enumerate(own):
+        if canonicalize_name(name) not in ours:
+            allowed = ", ".join(n for n in names if n)
+            reader.problem(
+                f"publish.own-names[{index}]",
+                f"'{name:.80}' is not a distribution of this project (allowed: {allowed})",
+            )
 
 
 def _schema_version(reader: OptionReader, node: Node) -> None:

@@ -686,6 +686,16 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         default="README.md",
     ),
     Option(
+        "publish.own-names",
+        Kind.TEXTS,
+        "The project's distribution names (`plugin.distribution`, a wheel SDK's `distribution`) that are its own "
+        "on the public index (PyPI): the project publishes its releases there under them, as an upstream project "
+        "whose sdist these wheels are built from does. No look-alike can take such a name, so the pages' look-alike "
+        "note leaves it out, and is left out when every name the commands install is the project's own.",
+        default=(),
+        example='own-names: ["torch-scatter"]',
+    ),
+    Option(
         "publish.docs",
         Kind.RELATIVE_PATH,
         "The directory of compatibility.md and compatibility.json (the committed table the docs are rendered from).",

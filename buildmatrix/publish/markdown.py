@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from buildmatrix.model.contract import TorchPin
@@ -53,7 +54,10 @@ def look_alike_note(table: CompatTable, pinned_where: str = "below") -> str:
     project's names (its wheel, and its SDK's wheel when it publishes one) can be taken on the public index.
     `pinned_where` says where the pinned commands are, as seen from where the note is."""
     sdk = table.sdk.distribution if table.sdk is not None and table.sdk.publishes_wheels else ""
-    names = [table.plugin, *([sdk] if sdk else [])]
+    own = {canonicalize_name(n) for n in table.own_names}
+    names = [n for n in (table.plugin, *([sdk] if sdk else [])) if canonicalize_name(n) not in own]
+    if not names:  # every name the commands install is the project's own on the public index: nothing to warn of
+        return ""
     labels = []
     cells = [c for c in table.cells if c.installable]
     if cells:
@@ -72,7 +76,7 @@ def look_alike_note(table: CompatTable, pinned_where: str = "below") -> str:
         f"and takes the highest version, so with pip the unpinned commands ({unpinned}) can install a look-alike; "
         "`uv pip install` with the same arguments cannot (uv takes a name from the first index that has it, and "
         f"`--extra-index-url` comes first). With pip, use the pinned commands ({pinned_where}): "
-        + (f"both pins carry local version labels{shown}" if both else f"the pin carries a local version label{shown}")
+        + (f"both pins carry local version labels{shown}" if sdk else f"the pin carries a local version label{shown}")
         + ", which the public index refuses, so they install our wheels with pip and uv alike."
     )
 
@@ -277,7 +281,8 @@ def install_section(table: CompatTable) -> str:
             "makes the installer pick the wheel built for it instead of upgrading torch):\n"
         )
         lines.append(f"```sh\n{any_torch}\n```\n")
-    lines.append(look_alike_note(table) + "\n")
+    if note := look_alike_note(table):
+        lines.append(note + "\n")
     current = f"{table.plugin}=={table.plugin_version}+"
     older = sorted({c.requirement for c in installable if c.requirement != current + c.key.local_version_label})
     if older:
@@ -349,7 +354,7 @@ def readme_section(table: CompatTable) -> str:
                 if (any_torch := any_torch_command(table, site_or_placeholder(table))) is not None
                 else ". " + NO_ANY_TORCH + "\n"
             ),
-            look_alike_note(table, "in [docs/compatibility.md](docs/compatibility.md)"),
+            *([note] if (note := look_alike_note(table, "in [docs/compatibility.md](docs/compatibility.md)")) else []),
             README_END,
         ]
     )

@@ -270,5 +270,6 @@ def overlay_table(
         cells=tuple(compat),
         site_url=site_url,
         torch_pin=matrix.contract.check.torch_pin,
+        own_names=matrix.contract.publish_own_names,
     )
     return table, origins

@@ -308,7 +308,11 @@ def site_page(table: CompatTable, logs: Collection[str] = (), index_pages: Colle
                 if (any_torch := any_torch_command(table, site)) is not None
                 else f'<p class="note" id="no-any-torch">{_e(NO_ANY_TORCH)}</p>'
             ),
-            f'<p class="note" id="look-alike">{code_spans(look_alike_note(table, "choose pinned above"))}</p>',
+            *(
+                [f'<p class="note" id="look-alike">{code_spans(note)}</p>']
+                if (note := look_alike_note(table, "choose pinned above"))
+                else []
+            ),
             "<h2>Cells</h2>",
             cells_table(table, logs),
             f'<p class="note" id="cells-legend">{_e(CELLS_LEGEND)}</p>',

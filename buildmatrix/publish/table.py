@@ -274,6 +274,8 @@ class CompatTable:
     # How the wheels name torch (matrix.yaml's check.torch-pin): with none, nothing ties a wheel to its torch release,
     # so only a release's own index (or an exact pin) gives a user the wheel built for their torch.
     torch_pin: TorchPin = TorchPin.RELEASE_LINE
+    # Of plugin and SDK distribution, those the project owns on the public index (publish.own-names): no look-alike.
+    own_names: tuple[str, ...] = ()
     schema_version: int = COMPAT_SCHEMA_VERSION
 
     @cached_property
@@ -343,6 +345,10 @@ class CompatTable:
             del data["torch_pin"]
         else:
             data["torch_pin"] = str(self.torch_pin)
+        if self.own_names:  # likewise: absent when empty
+            data["own_names"] = list(self.own_names)
+        else:
+            del data["own_names"]
         return data
 
     def to_json(self) -> str:
@@ -405,6 +411,7 @@ class CompatTable:
             cells=cells,
             site_url=data.get("site_url", ""),
             torch_pin=TorchPin(data.get("torch_pin", TorchPin.RELEASE_LINE)),
+            own_names=tuple(data.get("own_names", ())),
         )
 
     @classmethod

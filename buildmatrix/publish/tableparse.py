@@ -161,6 +161,8 @@ def table_problems(table: CompatTable) -> list[str]:
             ),
             _text(table.sdk.distribution if table.sdk is not None else "", "sdk.distribution", 200),
             _text(table.site_url, "site_url"),
+            *(_text(name, f"own_names[{i}]", 200) for i, name in enumerate(table.own_names[:3])),
+            "own_names: at most the plugin's and the SDK's names" if len(table.own_names) > 2 else "",
         )
         if p
     ]

@@ -359,3 +359,25 @@ def test_the_look_alike_note_names_the_projects_own_packages() -> None:
     assert "`my-ext` is not ours" in note and "the unpinned commands (your torch release's index" in note
     assert "pip install my-ext" not in note and "emu" not in note  # no bare command to copy: only ones on the page
     assert "the pin carries a local version label, which" in note
+
+
+def test_own_names_are_the_projects_distributions_and_reach_the_table(write_matrix: WriteMatrix) -> None:
+    from buildmatrix.publish.overlay import build_table
+
+    with pytest.raises(MatrixError) as info:
+        load_matrix(write_matrix(VALID + 'publish: {own-names: ["torch-emu", "torch-scatter"]}\n'))
+    [problem] = info.value.problems
+    assert problem.key == "publish.own-names[1]" and "(allowed: torch-emu, emu-driver)" in problem.message
+    matrix = load_matrix(write_matrix(VALID + 'publish: {own-names: ["Torch_Emu"]}\n'))
+    assert matrix.contract.publish_own_names == ("Torch_Emu",)
+    table = build_table(matrix, [], [], {})
+    assert table.own_names == ("Torch_Emu",)
+    assert "`emu-driver` is not ours" in look_alike_note_of(table) and "`torch-emu`" not in look_alike_note_of(table)
+
+
+def look_alike_note_of(table: object) -> str:
+    from buildmatrix.publish.markdown import look_alike_note
+    from buildmatrix.publish.table import CompatTable
+
+    assert isinstance(table, CompatTable)
+    return look_alike_note(table)

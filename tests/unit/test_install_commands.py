@@ -134,3 +134,23 @@ def test_the_page_shows_a_command_without_javascript() -> None:
     assert command.startswith("pip install ") and ONLY_BINARY in command and "==" in command
     script_free = re.sub(r"<script.*?</script>", "", page, flags=re.S)
     assert command in html.unescape(script_free)  # in the HTML itself, not only in the script's data
+
+
+def test_the_look_alike_note_is_only_where_a_name_is_not_the_projects_own_on_the_public_index() -> None:
+    """publish.own-names (an upstream project's own name, its sdist built here): the note leaves those names out, and
+    is left out of the page, the compatibility page and the README block when every name is the project's own."""
+    table = published_table()
+    sdk_only = replace(table, own_names=("torch_emu",))  # compared as PEP 503 names
+    note = re.search(r'<p class="note" id="look-alike">(.*?)</p>', site_page(sdk_only))[1]  # type: ignore[index]
+    assert "<code>emu-driver</code> is not ours" in note and "torch-emu" not in note.split(" is not ours")[0]
+    assert "both pins carry local version labels" in note  # the pinned commands still pin both
+    owned = replace(table, own_names=("torch-emu", "emu-driver"))
+    assert 'id="look-alike"' not in site_page(owned)
+    for text in (compatibility_markdown(owned), readme_section(owned)):
+        assert "Look-alike" not in text and "not ours" not in text
+    assert "Look-alike" in compatibility_markdown(table) and "Look-alike" in readme_section(table)
+    assert parse_table(owned.to_json()) == owned and '"own_names"' not in table.to_json()
+    with pytest.raises(ValueError, match="own_names"):
+        parse_table(replace(table, own_names=("a", "b", "c")).to_json())
+    with pytest.raises(ValueError, match=r"own_names\[0\]"):
+        parse_table(json.dumps({**json.loads(table.to_json()), "own_names": [7]}))

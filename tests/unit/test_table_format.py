@@ -29,9 +29,14 @@ def table(write_matrix: WriteMatrix, tmp_path: Path) -> CompatTable:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(error=texts, requirement=texts, site_url=st.sampled_from(["", "https://owner.github.io/repo"]))
+@given(
+    error=texts,
+    requirement=texts,
+    site_url=st.sampled_from(["", "https://owner.github.io/repo"]),
+    own_names=st.lists(st.text(max_size=20), max_size=2).map(tuple),
+)
 def test_a_table_reads_back_as_written_or_its_problem_is_named(
-    table: CompatTable, error: str, requirement: str, site_url: str
+    table: CompatTable, error: str, requirement: str, site_url: str, own_names: tuple[str, ...]
 ) -> None:
     failed = next(c for c in table.cells if c.id != CELL)
     cells = tuple(
@@ -40,7 +45,7 @@ def test_a_table_reads_back_as_written_or_its_problem_is_named(
         else c
         for c in table.cells
     )
-    written = dataclasses.replace(table, cells=cells, site_url=site_url)
+    written = dataclasses.replace(table, cells=cells, site_url=site_url, own_names=own_names)
     problems = table_problems(written)
     for text in (written.to_json(), written.compact_json()):
         if problems:
