@@ -47,6 +47,7 @@ class ProjectMetadata:
     torch: TorchRequirement | None = None  # None: the metadata names no torch (or there is no metadata)
     requirements_known: bool = False  # some file lists the requirements (so "no torch" means none)
     build_requires: tuple[str, ...] = ()  # pyproject.toml's [build-system].requires, as written
+    ninja_off: bool = False  # setup.py passes use_ninja=False (torch's BuildExtension compiles one file at a time)
 
     @property
     def ninja_in_build_requires(self) -> bool:
@@ -201,7 +202,13 @@ def read_setup_py(root: Path) -> ProjectMetadata:
         else:
             torch = TorchRequirement("setup.py's install_requires", literal=False)
     spread = any(k.arg is None for k in calls[0].keywords)  # setup(**options): what they hold is not read here
-    return ProjectMetadata(name, version, computed, torch, known or not spread)
+    ninja_off = any(
+        k.arg == "use_ninja" and isinstance(k.value, ast.Constant) and k.value.value is False
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for k in node.keywords
+    )
+    return ProjectMetadata(name, version, computed, torch, known or not spread, ninja_off=ninja_off)
 
 
 def read_pkg_info(root: Path) -> ProjectMetadata:
@@ -233,4 +240,6 @@ def read_project(root: Path) -> ProjectMetadata:
         version = sources[3].version  # what the sdist's build computed, when this is an unpacked sdist
     known = [s for s in sources if s.requirements_known]
     torch = known[0].torch if known else None  # the first file listing requirements says whether torch is one
-    return ProjectMetadata(name, version, computed, torch, bool(known), sources[0].build_requires)
+    return ProjectMetadata(
+        name, version, computed, torch, bool(known), sources[0].build_requires, ninja_off=sources[2].ninja_off
+    )

@@ -219,11 +219,15 @@ def contract_lines(facts: StarterFacts) -> dict[str, str]:
         if meta.ninja_in_build_requires
         else "buildmatrix installs it into the build environment"
     )
-    return {
-        "VERSION_CONTRACT": "\n".join(version),
-        "TORCH_PIN": "\n".join(pin),
-        "NINJA": f"  # ninja: {ninja}; torch's cpp_extension compiles with it in parallel.\n  ninja: true",
-    }
+    ninja_lines = f"  # ninja: {ninja}; torch's cpp_extension compiles with it in parallel.\n  ninja: true"
+    if meta.ninja_off:
+        ninja_lines = (
+            "  # setup.py turns ninja off (use_ninja=False), so each extension compiles one file at a time: build\n"
+            "  # the extensions at once instead.\n"
+            "  ninja: false\n"
+            "  parallel-extensions: true"
+        )
+    return {"VERSION_CONTRACT": "\n".join(version), "TORCH_PIN": "\n".join(pin), "NINJA": ninja_lines}
 
 
 FIRST_TEST = '''"""The first smoke test (written by `buildmatrix init`): the installed wheel imports, with the

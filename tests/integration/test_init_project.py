@@ -26,7 +26,7 @@ setup(
     version=__version__,
     install_requires=[],
     ext_modules=[CppExtension("tiny_scatter._C", ["csrc/ops.cpp"])],
-    cmdclass={"build_ext": BuildExtension},
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=False)},
     packages=["tiny_scatter"],
 )
 """
@@ -50,9 +50,10 @@ def test_init_reads_a_setup_py_project_and_writes_a_matrix_that_loads(tmp_path: 
     assert (matrix.plugin.distribution, str(matrix.plugin.version)) == ("tiny_scatter", "0.7.1")
     assert matrix.plugin.smoke_tests == project / "test"
     build, check = matrix.contract.build, matrix.contract.check
-    assert build.relabel and build.version_env is None and build.ninja
+    assert build.relabel and build.version_env is None
+    assert not build.ninja and build.parallel_extensions  # its setup.py turns ninja off, as torch-scatter's does
     assert check.torch_pin == TorchPin.NONE
     text = (project / "matrix.yaml").read_text()
     assert "# setup.py fixes the version (0.7.1): the wheel is" in text
     assert "# the metadata names no torch: nothing ties a wheel to its torch release" in text
-    assert "# ninja: buildmatrix installs it into the build environment" in text
+    assert "# setup.py turns ninja off (use_ninja=False)" in text

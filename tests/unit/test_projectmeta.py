@@ -118,6 +118,7 @@ def test_each_metadata_source_is_read_and_never_run(tmp_path: Path, case: str) -
     assert ((meta.torch.where, meta.torch.literal, meta.torch.specifier) if meta.torch else None) == torch
     assert meta.requirements_known == known
     assert not (tmp_path / "RAN").exists()
+    assert not meta.ninja_off
 
 
 @pytest.mark.parametrize(
