@@ -24,8 +24,9 @@ from buildmatrix.builder.workspace import RunLock, Workspace
 from buildmatrix.errors import UserError
 from buildmatrix.model.cells import Cell, make_cell
 from buildmatrix.model.matrix import Matrix, SdkVersion, TorchRelease, WheelSource
-from buildmatrix.model.registry import Registry
+from buildmatrix.model.registry import DEFAULT_INDEX, Registry
 from buildmatrix.util.atomic import write_text_atomic
+from buildmatrix.util.http import NETWORK_DEADLINE
 from buildmatrix.vocab import REGISTRY_VARIANT, RunnerName, Status, WheelSourceKind
 
 # What kind of break a compiler message means, in the words a shim author needs.
@@ -335,6 +336,8 @@ class ProbeOptions:
     release: str  # "2.16" (the newest 2.16.x on the registry) or "2.14.1"
     matrix: Path = Path("matrix.yaml")
     offline: bool = False  # the cached registry answers only
+    network_deadline: float = NETWORK_DEADLINE  # seconds for all its registry reads
+    index_url: str = DEFAULT_INDEX  # the registry its release is resolved on
     python: str | None = None  # None: the newest Python the release publishes that this machine can build
     sdk: str | None = None  # None: the newest SDK version of matrix.yaml
     series: tuple[str, ...] = ()  # shim series applied first, in order
@@ -358,7 +361,12 @@ def plan_probe(options: ProbeOptions) -> ProbePlan:
     from buildmatrix.model.loader import load_matrix
 
     matrix = load_matrix(options.matrix.resolve())
-    registry = Registry(Workspace.for_root(matrix.root).cache_dir / "registry", offline=options.offline)
+    registry = Registry(
+        Workspace.for_root(matrix.root).cache_dir / "registry",
+        index_url=options.index_url,
+        offline=options.offline,
+        total=options.network_deadline,
+    )
     release = resolve_release(options.release, matrix, registry, options.series)
     asked = RunnerName(options.runner or RunnerName.LOCAL)
     if options.python is None:  # any Python the release publishes that this machine can build

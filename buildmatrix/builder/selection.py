@@ -16,6 +16,7 @@ from buildmatrix.model.cells import Cell, Selection, expand
 from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.registry import Registry, published_pythons
+from buildmatrix.util.http import NETWORK_DEADLINE
 from buildmatrix.vocab import RunnerName
 
 
@@ -25,6 +26,7 @@ class SelectOptions:
 
     matrix: Path = Path("matrix.yaml")
     offline: bool = False  # the cached registry answers only
+    network_deadline: float = NETWORK_DEADLINE  # seconds for all its registry reads
     refresh: bool = False  # ask the registry again (build --force: its answers are a cache too)
     torch: tuple[str, ...] = ()
     python: tuple[str, ...] = ()
@@ -49,7 +51,10 @@ class Loaded:
 def load_cells(options: SelectOptions) -> Loaded:
     matrix = load_matrix(options.matrix.resolve())
     registry = Registry(
-        Workspace.for_root(matrix.root).cache_dir / "registry", offline=options.offline, refresh=options.refresh
+        Workspace.for_root(matrix.root).cache_dir / "registry",
+        offline=options.offline,
+        refresh=options.refresh,
+        total=options.network_deadline,
     )
     available = published_pythons(matrix, registry)
     cells = expand(matrix, available)

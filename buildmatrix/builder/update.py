@@ -17,6 +17,7 @@ from buildmatrix.model.outdated import AddRelease, Edit, SetVersion, compare, re
 from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import DEFAULT_INDEX, Registry
 from buildmatrix.util.atomic import write_text_atomic
+from buildmatrix.util.http import NETWORK_DEADLINE
 from buildmatrix.vocab import RunnerName
 
 
@@ -78,6 +79,7 @@ def report_path(matrix: Matrix) -> Path:
 class OutdatedOptions:
     matrix: Path = Path("matrix.yaml")
     offline: bool = False  # the cached registry answers only
+    network_deadline: float = NETWORK_DEADLINE  # seconds for all its registry reads
     index_url: str = DEFAULT_INDEX  # the PEP 691 simple index torch is read from
     apply: bool = False  # edit matrix.yaml, then probe each new or moved release
     probe: bool = True  # with apply: run the drift probe of each changed release
@@ -100,7 +102,10 @@ def outdated(options: OutdatedOptions, say: Callable[[str], None]) -> OutdatedRe
 
     matrix = load_matrix(options.matrix.resolve())
     registry = Registry(
-        Workspace.for_root(matrix.root).cache_dir / "registry", index_url=options.index_url, offline=options.offline
+        Workspace.for_root(matrix.root).cache_dir / "registry",
+        index_url=options.index_url,
+        offline=options.offline,
+        total=options.network_deadline,
     )
     comparison = compare(matrix, read_sources(matrix, registry), options.variants)
     probes: dict[TorchRelease, probe.ProbeReport | str] = {}

@@ -34,7 +34,44 @@ def add_matrix(parser: argparse.ArgumentParser) -> None:
 
 
 def add_offline(parser: argparse.ArgumentParser) -> None:
+    """--offline, and --network-deadline for the registry reads of a command that is not offline."""
+    from buildmatrix.util.http import NETWORK_DEADLINE
+
     parser.add_argument("--offline", action="store_true", help="use the cached registry answers only")
+    add_network_deadline(parser, NETWORK_DEADLINE)
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds > 0 (anything else is a usage error, exit code 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
+    return value
+
+
+def add_network_deadline(parser: argparse.ArgumentParser, default: float) -> None:
+    """--network-deadline: the seconds all of the command's network reads may take in total (`default` its own)."""
+    parser.add_argument(
+        "--network-deadline",
+        type=positive_seconds,
+        default=default,
+        metavar="SECONDS",
+        help="seconds all network reads of the command may take in total, whatever the server does; past it the "
+        "command stops with exit code 9 (a registry read uses its cached answer when there is one) "
+        f"(default: {default:g})",
+    )
+
+
+def add_index_url(parser: argparse.ArgumentParser) -> None:
+    """--index-url: the registry a command reads torch's releases from (`outdated`, and `probe` as outdated's does)."""
+    from buildmatrix.model.registry import DEFAULT_INDEX
+
+    parser.add_argument(
+        "--index-url", default=DEFAULT_INDEX, help="PEP 691 simple index to read torch from (default: %(default)s)"
+    )
 
 
 def add_runner(parser: argparse.ArgumentParser, default: str) -> None:
@@ -66,6 +103,7 @@ def selection(args: argparse.Namespace, refresh: bool = False) -> SelectOptions:
     return SelectOptions(
         Path(args.matrix),
         offline=args.offline,
+        network_deadline=args.network_deadline,
         refresh=refresh,
         torch=tuple(args.torch or ()),
         python=tuple(args.python or ()),

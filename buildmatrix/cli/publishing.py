@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from buildmatrix.cli.flags import add_matrix, add_offline
+from buildmatrix.cli.flags import add_matrix, add_network_deadline, add_offline
 from buildmatrix.cli.render import origins_lines
 from buildmatrix.errors import EXIT_CELLS_FAILED
 
@@ -21,6 +21,7 @@ def cmd_compat_table(args: argparse.Namespace, console: Console) -> int:
     options = CompatOptions(
         Path(args.matrix),
         offline=args.offline,
+        network_deadline=args.network_deadline,
         site_url=args.site_url,
         check=args.check,
         yank=tuple(args.yank or ()),
@@ -57,7 +58,11 @@ def cmd_fetch_site(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix.publish.compat import FetchOptions, fetch
 
     options = FetchOptions(
-        args.site_url, Path(args.matrix), new_ledger=args.new_ledger, first_publish=args.first_publish
+        args.site_url,
+        Path(args.matrix),
+        new_ledger=args.new_ledger,
+        first_publish=args.first_publish,
+        network_deadline=args.network_deadline,
     )
     report, site = fetch(options)
     for note in report.notes:
@@ -123,7 +128,10 @@ def add_fetch_site_parser(sub: argparse._SubParsersAction[argparse.ArgumentParse
         help="copy the live site's release history (released.json, compatibility.json, every released wheel and the "
         "logs) into wheels/site, the base compat-table publishes on",
     )
+    from buildmatrix.publish.fetch import TOTAL_DEADLINE
+
     add_matrix(fetch)
+    add_network_deadline(fetch, TOTAL_DEADLINE)
     fetch.add_argument("--site-url", required=True, help="where the site is served, e.g. https://owner.github.io/repo")
     fetch.add_argument(
         "--new-ledger",

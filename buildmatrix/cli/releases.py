@@ -11,10 +11,9 @@ from rich.console import Console
 from rich.text import Text
 
 from buildmatrix.builder.workspace import Workspace
-from buildmatrix.cli.flags import add_matrix, add_offline, add_runner
+from buildmatrix.cli.flags import add_index_url, add_matrix, add_offline, add_runner
 from buildmatrix.errors import EXIT_CELLS_FAILED, UserError
 from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.registry import DEFAULT_INDEX
 from buildmatrix.vocab import Status
 
 
@@ -68,6 +67,8 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
         args.release,
         Path(args.matrix),
         offline=args.offline,
+        network_deadline=args.network_deadline,
+        index_url=args.index_url,
         python=args.python,
         sdk=args.sdk,
         series=tuple(args.series or ()),
@@ -94,6 +95,7 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
     options = OutdatedOptions(
         Path(args.matrix),
         offline=args.offline,
+        network_deadline=args.network_deadline,
         index_url=args.index_url,
         apply=args.apply,
         probe=not args.no_probe,
@@ -120,6 +122,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     probe.add_argument("release", help="e.g. 2.16 (newest 2.16.x on the registry) or 2.14.1")
     add_matrix(probe)
     add_offline(probe)
+    add_index_url(probe)
     probe.add_argument(
         "--python",
         metavar="X.Y",
@@ -142,9 +145,7 @@ def add_outdated_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     add_matrix(outdated)
     add_offline(outdated)
-    outdated.add_argument(
-        "--index-url", default=DEFAULT_INDEX, help="PEP 691 simple index to read torch from (default: %(default)s)"
-    )
+    add_index_url(outdated)
     outdated.add_argument(
         "--apply",
         action="store_true",

@@ -221,9 +221,12 @@ class Registry:
         index_url: str = DEFAULT_INDEX,
         offline: bool = False,
         refresh: bool = False,
+        *,
         deadline: float = http.DEFAULT_DEADLINE,
+        total: float = http.NETWORK_DEADLINE,
     ) -> None:
         self.deadline = deadline  # seconds for one index page in all: a trickling server cannot hold a command
+        self.budget = http.Budget(total)  # seconds for every page this Registry (one command) reads, in all
         self.refresh = refresh  # --force: ask the index again even when the cached answer is fresh
         self.cache_dir = cache_dir
         self.index_url = index_url.rstrip("/") + "/"
@@ -360,7 +363,7 @@ class Registry:
         fresh = cached is not None and time.time() - cache.stat().st_mtime < CACHE_SECONDS and not self.refresh
         if not fresh and not self.offline:
             try:
-                answer = http.get(
+                answer = self.budget.get(
                     page,
                     deadline=self.deadline,
                     max_bytes=PAGE_MAX_BYTES,

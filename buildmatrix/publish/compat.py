@@ -15,16 +15,18 @@ from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.matrix import Matrix
 from buildmatrix.model.registry import Registry, published_pythons
 from buildmatrix.publish.docs import DocsLayout, docs_problems, read_docs_table
-from buildmatrix.publish.fetch import FetchReport, fetch_site
+from buildmatrix.publish.fetch import TOTAL_DEADLINE, FetchReport, fetch_site
 from buildmatrix.publish.ledger import reason_problem
 from buildmatrix.publish.site import SiteReport, publish
 from buildmatrix.publish.staging import Withdrawal
+from buildmatrix.util.http import NETWORK_DEADLINE
 
 
 @dataclass(frozen=True)
 class CompatOptions:
     matrix: Path = Path("matrix.yaml")
     offline: bool = False  # the cached registry answers only
+    network_deadline: float = NETWORK_DEADLINE  # seconds for all its registry reads
     site_url: str | None = None  # where the site is served (None: the committed table's, else <site>)
     check: bool = False  # write nothing: the committed docs against matrix.yaml
     yank: tuple[str, ...] = ()  # wheels withdrawn as PEP 592 yanked (still served, marked)
@@ -55,7 +57,7 @@ def compat_table(options: CompatOptions) -> CompatOutcome:
         if withdrawals or options.new_ledger or options.first_publish:
             raise UserError("--check writes nothing: it takes no --yank, --remove, --new-ledger or --first-publish")
         return CompatOutcome(matrix, docs_problems(read_docs_table(matrix.root, DocsLayout.of(matrix)), matrix))
-    registry = Registry(workspace.cache_dir / "registry", offline=options.offline)
+    registry = Registry(workspace.cache_dir / "registry", offline=options.offline, total=options.network_deadline)
     available = published_pythons(matrix, registry)
     results = ResultStore(workspace.results_dir, RecordRules.of(matrix)).all()
     _table, report = publish(
@@ -81,6 +83,7 @@ class FetchOptions:
     matrix: Path = Path("matrix.yaml")
     new_ledger: bool = False
     first_publish: bool = False
+    network_deadline: float = TOTAL_DEADLINE  # seconds for the whole fetch
 
 
 def fetch(options: FetchOptions) -> tuple[FetchReport, Path]:
@@ -94,6 +97,11 @@ def fetch(options: FetchOptions) -> tuple[FetchReport, Path]:
     if committed is not None and committed.plugin != matrix.plugin.distribution:
         committed = None
     report = fetch_site(
-        options.site_url, site, committed=committed, new_ledger=options.new_ledger, first_publish=options.first_publish
+        options.site_url,
+        site,
+        committed=committed,
+        new_ledger=options.new_ledger,
+        first_publish=options.first_publish,
+        total=options.network_deadline,
     )
     return report, site

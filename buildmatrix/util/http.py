@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 DEFAULT_DEADLINE = 120.0  # seconds for the whole request: connect, headers and body
+NETWORK_DEADLINE = 600.0  # seconds for every registry read of one command in all (--network-deadline)
 CHUNK = 1 << 16
 
 
@@ -66,3 +68,35 @@ def get(
     answer = outcome["answer"]
     assert isinstance(answer, Answer)
     return answer
+
+
+class Budget:
+    """The seconds one command may spend reading the network, in all: each GET gets what is left (at most its own
+    deadline), so a command reading several pages from a slow server still ends by its total deadline."""
+
+    def __init__(self, total: float = NETWORK_DEADLINE) -> None:
+        self.total = total
+        self.spent = 0.0
+
+    def get(
+        self,
+        url: str,
+        *,
+        deadline: float = DEFAULT_DEADLINE,
+        max_bytes: int,
+        headers: Mapping[str, str] | None = None,
+    ) -> Answer:
+        """get(), within the time left; raises TimeoutError naming the total deadline once it is used up."""
+        left = self.total - self.spent
+        cut = f"{url} was not read in full within the {self.total:g} s all network reads of this command may take"
+        if left <= 0:
+            raise TimeoutError(cut)
+        start = time.monotonic()
+        try:
+            return get(url, deadline=min(deadline, left), max_bytes=max_bytes, headers=headers)
+        except TimeoutError:
+            if left < deadline:
+                raise TimeoutError(cut) from None
+            raise
+        finally:
+            self.spent += time.monotonic() - start

@@ -258,6 +258,22 @@ def test_a_trickling_index_is_cut_off_at_the_deadline(tmp_path: Path) -> None:
         assert time.monotonic() - start < 4 and list(tmp_path.iterdir()) == []
 
 
+def test_every_page_of_a_command_shares_one_total_deadline(tmp_path: Path) -> None:
+    """Two index pages of a trickling server, each allowed 10 s: the Registry's total of 1.5 s ends both, so a
+    command reading many pages never takes more than its --network-deadline."""
+    import time
+
+    from registry_server import trickling_server
+
+    with trickling_server(pep691(FILES[0][0]), interval=0.3) as url:
+        registry = Registry(tmp_path, index_url=url + "simple/", deadline=10, total=1.5)
+        start = time.monotonic()
+        for index in ("a", "b"):
+            with pytest.raises(RegistryError, match=r"within the 1\.5 s all network reads of this command may take"):
+                registry.index_entries("torch", url + index)
+        assert time.monotonic() - start < 4 and list(tmp_path.iterdir()) == []
+
+
 def test_an_answer_past_the_size_cap_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from registry_server import serving
 
