@@ -130,12 +130,20 @@ def act(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff (rules and format) over all our Python; mypy strict over the package, its tests, the plugin's development
-    tests and this file; then cpp-format."""
+    tests and this file; the build epoch confirmed for the build code; then cpp-format."""
     session.install(".[test]", "ruff", "mypy", "types-PyYAML", "nox")
     session.run("ruff", "check", *PYTHON_TREES)
     session.run("ruff", "format", "--check", *PYTHON_TREES)
     session.run("mypy", "buildmatrix", "tests", "plugin/devtests", "noxfile.py")
+    session.run("python", "scripts/build_epoch.py", "--check")
     session.notify("cpp-format")
+
+
+@nox.session(name="build-epoch")
+def build_epoch(session: nox.Session) -> None:
+    """Re-confirm the build epoch for the current build code (-- --bump: a new epoch, which rebuilds every cell)."""
+    session.install(*ORCHESTRATION)
+    session.run("python", "scripts/build_epoch.py", *session.posargs)
 
 
 @nox.session(name="cpp-format", venv_backend="none")

@@ -1,14 +1,17 @@
-"""Which of this package's files are a cell's build code: the engine's and its runner's modules, with all they import.
+"""Which of this package's files are a cell's build code (the engine's and its runner's modules, with all they
+import), and the hash of their code.
 
-The build code is a cell input (editing it may change a wheel or a smoke verdict), and nothing else of the package
-is: the CLI, reporting, publishing and patch tools can change without rebuilding a cell. Derived from the imports
-themselves (at any depth of a module, function-level ones included, and every package __init__ on the way), so a
-module counts as soon as build code imports it, and the hash never leaves out code that runs during a build.
+Editing build code may change a wheel or a smoke verdict; nothing else of the package can: the CLI, reporting,
+publishing and patch tools. Derived from the imports themselves (at any depth of a module, function-level ones
+included, and every package __init__ on the way), so a module counts as soon as build code imports it, and the hash
+never leaves out code that runs during a build. Keys do not hold the hash (they hold the build epoch, epoch.py): the
+lint check compares it with the one confirmed for the epoch, and records carry it.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -60,3 +63,43 @@ def build_code(roots: Iterable[str], package_dir: Path = PACKAGE_DIR) -> frozens
                 seen.add(rel)
                 todo.extend(imported_modules(path))
     return frozenset(seen)
+
+
+def code_hash(files: Iterable[str], package_dir: Path = PACKAGE_DIR) -> str:
+    """Hash of the files' code (relative POSIX paths under package_dir), not of their text: each file's syntax tree
+    without docstrings, so a `ruff format`, a comment or a docstring leaves it as it was. The tree is written out by
+    code_text, which Python 3.11 to 3.13 write alike."""
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        tree = ast.parse((package_dir / rel).read_text(encoding="utf-8"), rel)
+        digest.update(rel.encode() + b"\0" + hashlib.sha256(code_text(_without_docstrings(tree)).encode()).digest())
+    return digest.hexdigest()
+
+
+def code_text(node: object) -> str:
+    """A syntax tree as text, without positions and without the fields left empty: ast.dump writes those differently
+    from one Python to the next (3.12 added `type_params`, 3.13 leaves empty fields out)."""
+    if isinstance(node, ast.AST):
+        fields = ",".join(f"{k}={code_text(v)}" for k, v in ast.iter_fields(node) if v is not None and v != [])
+        return f"{type(node).__name__}({fields})"
+    if isinstance(node, list):
+        return "[" + ",".join(code_text(item) for item in node) + "]"
+    return repr(node)
+
+
+DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)  # what can have a docstring
+
+
+def _without_docstrings(tree: ast.Module) -> ast.Module:
+    for node in ast.walk(tree):
+        if isinstance(node, DOCUMENTED) and node.body and _is_docstring(node.body[0]):
+            node.body = node.body[1:]
+    return tree
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )

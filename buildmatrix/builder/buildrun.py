@@ -81,6 +81,7 @@ class BuildOutcome:
     not_built: list[CellResult] = field(default_factory=list)
     damaged: Mapping[str, object] = field(default_factory=dict)  # rebuilt: its record was damaged
     orphans_ended: int = 0  # processes an earlier, killed run left behind, ended by this one
+    other_code: list[str] = field(default_factory=list)  # kept by the build epoch, made by other build code
     stopped_by: str | None = None  # the signal that stopped the run
     ran: bool = True  # False: every cell needed the engine that is missing; only records were written
 
@@ -138,6 +139,7 @@ def run_build(plan: BuildPlan, options: BuildOptions, display: Display) -> Build
     outcome.orphans_ended = engine.orphans_ended
     outcome.builds = [engine.build_results[b.id] for b in plan.builds if b.id in engine.build_results]
     outcome.damaged = dict(engine.damaged)
+    outcome.other_code = list(engine.other_code)
     outcome.failed = [r for r in outcome.results if r.status != Status.PASSED]
     if options.builds_only:
         outcome.failed = [b for b in outcome.builds if b.status != Status.PASSED]

@@ -72,7 +72,8 @@ class Engine:
         self.progress = progress or (lambda what, event: None)
         self.builds = builds
         self.store = ResultStore(workspace.results_dir, RecordRules.of(matrix))
-        self.inputs = Inputs(matrix)
+        self.inputs = Inputs(matrix, self._code_cache)
+        self.other_code: list[str] = []  # up to date by the build epoch, but made by other build code
         self.damaged: dict[str, RecordError] = {}  # builds ("build <id>") and cells rebuilt: their record was damaged
         self.build_results: dict[str, BuildResult] = {}  # the run's builds, made or up to date
         self.orphans_ended = 0  # processes (and containers) an earlier, SIGKILLed run left behind, ended by this one
@@ -86,7 +87,11 @@ class Engine:
     @runner.setter
     def runner(self, runner: Runner) -> None:
         self.runners = CellRunners(runner)
-        self.inputs = Inputs(self.matrix)
+        self.inputs = Inputs(self.matrix, self._code_cache)
+
+    @property
+    def _code_cache(self) -> Path:
+        return self.workspace.cache_dir / "build-code.json"
 
     @property
     def needs_sdk_wheel(self) -> bool:
@@ -128,6 +133,7 @@ class Engine:
                 if stored is not None and up_to_date(stored, wanted, self._wheels, self.needs_sdk_wheel)
                 else None
             )
+            self._note_other_code(reusable, runner, f"{BUILD}{build.id}")
         return PlannedBuild(build, inputs, wanted, reusable, problem, unusable)
 
     def _prebuilt_problem(self, stored: BuildResult) -> str:
@@ -150,7 +156,14 @@ class Engine:
             stored = None
             self.damaged[cell.id] = exc
         ok = stored is not None and up_to_date(stored, wanted, self._wheels, self.needs_sdk_wheel)
+        self._note_other_code(stored if ok else None, runner, cell.id)
         return PlannedCell(cell, build, inputs, wanted, stored if ok else None, problem)
+
+    def _note_other_code(self, reused: CellResult | BuildResult | None, runner: Runner, what: str) -> None:
+        """A record kept by the build epoch that other build code made (records made before they carried the code's
+        hash say nothing)."""
+        if reused is not None and reused.build_code is not None and reused.build_code != self.inputs.code_hash(runner):
+            self.other_code.append(what)
 
     @property
     def _wheels(self) -> Path:
@@ -228,6 +241,7 @@ class Engine:
             inputs_hash=item.inputs_hash,
             inputs=item.inputs,
             runner=runner.name,
+            build_code=self.inputs.code_hash(runner),
             python=str(build.python),
             attempts=attempt,
             patches=build.release.patches,
@@ -307,6 +321,7 @@ class Engine:
             inputs_hash=item.inputs_hash,
             inputs=item.inputs,
             runner=runner.name,
+            build_code=self.inputs.code_hash(runner),
             attempts=attempt,
             patches=cell.torch.patches,
         )

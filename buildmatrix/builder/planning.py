@@ -1,10 +1,11 @@
 """What a build and a cell depend on (their inputs, hashed), and when a stored record of one is still up to date.
 
 A build's inputs are what makes its wheel's bytes: its key (torch release and variant, SDK version, the Python for a
-per-Python project, the stable ABI), the plugin version, sources, patches, build settings and build code, and the
-interpreter's identity (its minor and ABI and what provides it, never a path). A cell's inputs are what its test
-depends on: its own torch, Python, patches (its smoke tests come from its release's patched copy), smoke settings,
-and the exact wheels its build made (by sha256): a rebuild that gives the same bytes leaves its cells up to date.
+per-Python project, the stable ABI), the plugin version, sources, patches, build settings, the build epoch (what they
+hold of the tool's own code, epoch.py), and the interpreter's identity (its minor and ABI and what provides it, never
+a path). A cell's inputs are what its test depends on: its own torch, Python, patches (its smoke tests come from its
+release's patched copy), smoke settings, the build epoch, and the exact wheels its build made (by sha256): a rebuild
+that gives the same bytes leaves its cells up to date.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from buildmatrix.builder.buildcode import ENGINE_MODULES, PACKAGE_DIR, build_code
+from buildmatrix.builder.buildcode import ENGINE_MODULES
+from buildmatrix.builder.epoch import CodeHashes, epoch_key
 from buildmatrix.builder.records.model import BuildResult, CellResult
 from buildmatrix.builder.runners.base import Runner
 from buildmatrix.builder.sourcetree import release_series
@@ -46,15 +48,21 @@ class PlannedCell:
 
 
 class Inputs:
-    """Computes inputs, caching the hashes every build or cell of a runner shares (sources, build code)."""
+    """Computes inputs, caching the hashes every build or cell of a runner shares (sources, build epoch).
+    code_cache: where the build code's hashes are kept across runs (None: computed in each run)."""
 
-    def __init__(self, matrix: Matrix) -> None:
+    def __init__(self, matrix: Matrix, code_cache: Path | None = None) -> None:
         self.matrix = matrix
         self._shared: dict[str, dict[str, str]] = {}  # by runner name
         self._patches: dict[TorchRelease, str] = {}
+        self._code = CodeHashes(code_cache)
+
+    def code_hash(self, runner: Runner) -> str:
+        """The hash of the code a runner's builds and cells run (recorded, never a key: keys hold the epoch)."""
+        return self._code.of((*ENGINE_MODULES, *runner.build_modules))
 
     def shared(self, runner: Runner) -> dict[str, str]:
-        """The sources and the engine's and that runner's build code."""
+        """The sources and the build epoch under that runner."""
         if runner.name not in self._shared:
             sdk, generated = self.matrix.sdk, self.matrix.contract.build.generated
             self._shared[runner.name] = {
@@ -64,7 +72,7 @@ class Inputs:
                     if sdk is not None and sdk.source is not None
                     else {}
                 ),
-                "build_code": tree_hash(PACKAGE_DIR, include=build_code((*ENGINE_MODULES, *runner.build_modules))),
+                "build_code": epoch_key(runner.name),
             }
         return self._shared[runner.name]
 

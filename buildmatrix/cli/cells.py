@@ -95,6 +95,12 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
     console.print(summary_table(outcome.results, outcome.builds, up_to_date=shown[0].up_to_date()))
     for cell_id, damage in outcome.damaged.items():
         console.print(Text.assemble((cell_id, "yellow"), f" rebuilt: its record was damaged ({damage})"))
+    if outcome.other_code:
+        shown_ids = ", ".join(outcome.other_code[:3]) + (", ..." if len(outcome.other_code) > 3 else "")
+        console.print(
+            f"{len(outcome.other_code)} record(s) kept by the build epoch ({shown_ids}) were made by other build "
+            "code: the build code changed since these records; `--force` rebuilds"
+        )
     say_failed(console, workspace, outcome.failed)
     say_not_built(console, outcome.not_built)
     console.print(f"results: {workspace.results_dir / 'summary.json'}")

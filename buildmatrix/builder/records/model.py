@@ -101,6 +101,7 @@ class CellResult:
     patches: tuple[str, ...] = ()  # the shim series applied, in order (recorded in the cell's record form)
     schema_version: int = RESULT_SCHEMA_VERSION
     deep: TierResult | None = None  # its build's deep tier (smoke.tiers); absent without tiers, or not yet known
+    build_code: str | None = None  # the hash of the build code that made it (epoch.py); absent in older records
 
     @property
     def id(self) -> str:
@@ -115,8 +116,9 @@ class CellResult:
         del data["patches"]
         data["cell"] = self.cell.to_dict(self.patches)
         data["error"], data["error_tail"] = clipped(self.error, "error"), clipped(self.error_tail, "error_tail")
-        if data["deep"] is None:  # a project without tiers writes the records it always wrote
-            del data["deep"]
+        for optional in ("deep", "build_code"):  # a project without tiers keeps the records' shape; older ones too
+            if data[optional] is None:
+                del data[optional]
         return data
 
     def to_json(self) -> str:
@@ -149,6 +151,7 @@ class BuildResult:
     patches: tuple[str, ...] = ()  # the shim series applied, in order
     schema_version: int = RESULT_SCHEMA_VERSION
     deep: TierResult | None = None  # its deep tier (smoke.tiers), as its deep cell recorded it; absent: not known
+    build_code: str | None = None  # the hash of the build code that made it (epoch.py); absent in older records
 
     @property
     def id(self) -> str:
@@ -163,8 +166,9 @@ class BuildResult:
         data["build"] = self.build.to_dict()
         data["error"], data["error_tail"] = clipped(self.error, "error"), clipped(self.error_tail, "error_tail")
         data["patches"] = list(self.patches)
-        if data["deep"] is None:
-            del data["deep"]
+        for optional in ("deep", "build_code"):
+            if data[optional] is None:
+                del data[optional]
         return data
 
     def to_json(self) -> str:

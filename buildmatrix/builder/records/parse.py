@@ -246,6 +246,7 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "started": _number,
     "finished": _opt_number,
     "deep": _tier,
+    "build_code": lambda v, k: None if v is None else _str(v, k, 64),
 }
 
 
