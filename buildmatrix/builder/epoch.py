@@ -19,13 +19,13 @@ from buildmatrix.builder.buildcode import PACKAGE_DIR, build_code, code_hash
 from buildmatrix.util.atomic import write_text_atomic
 
 BUILD_EPOCH = 1
-BUILD_CODE_SHA256 = "487393d31c6f4bf247f1f96ee09f384bdac51e3888e71510ced3b0dd842aa993"
+BUILD_CODE_SHA256 = "968a9a55fc7f9609a53549ae7c70db2be9ed03077884b6fe755a2234629b29c8"
 
 # Epoch 1 starts where the records are: its key is what keys held before epochs existed, the hash of each runner's
-# build code files (util/fingerprint.py's tree_hash) at 07f5ade, so the records that code made stay up to date.
+# build code files (util/fingerprint.py's tree_hash) at 3f9c881, so the records that code made stay up to date.
 EPOCH_1_KEYS = {
-    "local": "2e27ac99dc3cd4446fc9302957e5c6161b362bbb986546eb426414ab223506ab",
-    "docker": "b64665a2e96f30f59a4df578570c6484ff7089011c57368e54e6584d922ca699",
+    "local": "31c33083a1df5633a8a3e59cd79a9ce896ddf5374f4755329422769142725140",
+    "docker": "7fe60b25ac370640e923a80d54ae2b5678a3a0a025aa330639302d50c5acfca8",
 }
 
 EPOCH_FILE = "builder/epoch.py"  # holds the confirmed hash, so it cannot count in it
