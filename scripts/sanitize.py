@@ -1,8 +1,9 @@
 """Sanitizer runs of our C++ (`nox -s sanitize`, `nox -s sanitize-plugin`); prints each part's wall time.
 
 `driver`: driver/tests against a driver built with AddressSanitizer and UndefinedBehaviorSanitizer (EMU_SANITIZE, read
-by the tests' build and by driver/setup.py), then driver/tests/stream_threads.cpp, a C++ program of the stream and event
-API with a host thread per stream, once under ThreadSanitizer and once under ASan + UBSan with the leak check on.
+by the tests' build and by driver/setup.py), then driver/tests/stream_threads.cpp, a C++ program of the stream, event
+and graph API with a host thread per stream, once under ThreadSanitizer and once under ASan + UBSan with the leak check
+on.
 `plugin`: the driver and plugin built the same way into this environment (torch must be installed there), then
 plugin/tests but for its slowest files (models, OpInfo, compile). Python itself is not instrumented: the ASan runtime
 is preloaded (LD_PRELOAD) so the instrumented libraries load in it, its leak check is off there (every Python process
@@ -55,7 +56,7 @@ def stream_program(out: Path, sanitize: str) -> Path:
     include = out / "include"
     include.mkdir(parents=True, exist_ok=True)
     template = (ROOT / "driver" / "include" / "emu_driver_version.h.in").read_text()
-    (include / "emu_driver_version.h").write_text(template.replace("@MAJOR@", "2").replace("@MINOR@", "2"))
+    (include / "emu_driver_version.h").write_text(template.replace("@MAJOR@", "2").replace("@MINOR@", "3"))
     program = out / f"stream_threads-{sanitize.replace(',', '-')}"
     sources = sorted(str(p) for p in (ROOT / "driver" / "src").glob("*.cpp"))
     command = ["g++", "-std=c++17", "-O1", "-g", "-pthread", f"-fsanitize={sanitize}", "-fno-omit-frame-pointer"]

@@ -19,7 +19,9 @@
  *        copies treat pinned and pageable host memory as CUDA does.
  *   2.3  adds the interconnect: communicators between the processes of one
  *        host over shared memory (as NCCL's SHM transport), whose collectives
- *        and point-to-point transfers are work queued on an emu stream.
+ *        and point-to-point transfers are work queued on an emu stream; and
+ *        stream capture: work queued on a capturing stream is recorded into a
+ *        graph instead of run, and an instantiated graph replays it.
  * Symbols of a newer API are absent from a library built at an older one.
  */
 #ifndef EMU_DRIVER_H_
@@ -41,6 +43,7 @@ extern "C" {
 #define EMU_DRIVER_HAS_EVENTS (EMU_DRIVER_VERSION_MAJOR >= 2)
 #define EMU_DRIVER_HAS_HOST_ALLOC (EMU_DRIVER_VERSION >= 2002)
 #define EMU_DRIVER_HAS_COMM (EMU_DRIVER_VERSION >= 2003)
+#define EMU_DRIVER_HAS_GRAPHS (EMU_DRIVER_VERSION >= 2003)
 
 typedef enum emuError_t {
   emuSuccess = 0,
@@ -55,6 +58,8 @@ typedef enum emuError_t {
   emuErrorInitialization = 9, /* the runtime could not reserve its address ranges */
 #if EMU_DRIVER_VERSION >= 2003
   emuErrorCommFailure = 10, /* API 2.3: a peer died, timed out, aborted, or disagreed on a collective */
+  emuErrorStreamCaptureUnsupported = 11, /* API 2.3: not allowed while a stream (of the device) captures */
+  emuErrorStreamCaptureInvalidated = 12, /* API 2.3: the capture was spoilt by a call that was not allowed */
 #endif
 } emuError_t;
 
@@ -308,6 +313,45 @@ EMU_API emuError_t
 emuCommRecv(void* recvbuf, size_t count, emuDataType datatype, int peer, emuComm_t comm, emuStream_t stream);
 EMU_API emuError_t emuCommGroupStart(void);
 EMU_API emuError_t emuCommGroupEnd(void);
+#endif
+
+#if EMU_DRIVER_HAS_GRAPHS
+/* ---- stream capture and graphs (API 2.3) -------------------------------- */
+/* Between emuStreamBeginCapture and emuStreamEndCapture, work queued on a created stream (not the default
+ * stream) is recorded, not run: kernels launched with emuLaunchKernelRetained, device-to-device and memset
+ * copies, event records and waits, and launches of other graphs. The graph replays that work in the same
+ * order, with the same arguments and device addresses, each time an instance of it is launched (as
+ * cudaStreamBeginCapture, cudaGraphInstantiate and cudaGraphLaunch do).
+ * While any stream of a device captures, a call that waits for the device or for the capturing stream
+ * (emuStreamSynchronize, emuStreamQuery, emuDeviceSynchronize, emuMemcpy, emuMemset, emuFree) and work that
+ * cannot be replayed (emuLaunchKernel, whose kernel frees its arguments; a copy from or to host memory;
+ * collectives) fail at the call with emuErrorStreamCaptureUnsupported and invalidate the capture: later
+ * captured calls fail with emuErrorStreamCaptureInvalidated, and emuStreamEndCapture ends the capture with
+ * that error and the reason, giving no graph. The stream is usable again once the capture has ended.
+ * Events: a captured record takes a fresh generation at each launch, and a captured wait waits for the
+ * event's latest record at that launch. Only the capturing stream records: other streams do not join the
+ * capture (no fork and join across streams). */
+typedef struct emuGraph_st* emuGraph_t;
+typedef struct emuGraphExec_st* emuGraphExec_t;
+
+/* A kernel the driver may run many times: fn(args) at each run, release(args) (if not null) once the
+ * driver will not run it again (after its run, or when the last graph and instance recording it are
+ * destroyed). Usable with or without capture. */
+typedef void (*emuKernelReleaseFn)(void* args);
+EMU_API emuError_t emuLaunchKernelRetained(emuKernelFn fn, void* args, emuKernelReleaseFn release, emuStream_t stream);
+
+EMU_API emuError_t emuStreamBeginCapture(emuStream_t stream);
+/* Ends the capture; *graph is the recorded work (null when the capture was invalidated). */
+EMU_API emuError_t emuStreamEndCapture(emuStream_t stream, emuGraph_t* graph);
+/* *capturing is 1 while the stream captures (also after the capture was invalidated), else 0. */
+EMU_API emuError_t emuStreamIsCapturing(emuStream_t stream, int* capturing);
+EMU_API emuError_t emuGraphGetNodeCount(emuGraph_t graph, size_t* count);
+EMU_API emuError_t emuGraphInstantiate(emuGraphExec_t* exec, emuGraph_t graph);
+/* Queues the graph's work on stream (of the device it was captured on), in order after the stream's work. */
+EMU_API emuError_t emuGraphLaunch(emuGraphExec_t exec, emuStream_t stream);
+/* Destroying a graph or an instance never waits: queued replays keep what they need. */
+EMU_API emuError_t emuGraphExecDestroy(emuGraphExec_t exec);
+EMU_API emuError_t emuGraphDestroy(emuGraph_t graph);
 #endif
 
 #ifdef __cplusplus

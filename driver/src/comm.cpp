@@ -61,6 +61,9 @@ Comm* find_comm(emuComm_t handle, emuError_t* error) {
 // ---- queueing ----
 // Runs work on the stream in the communicator's queue order; a failed communicator fails the task at once.
 emuError_t enqueue(Comm* c, Stream* s, std::function<bool()> work) {
+  // Refused before a ticket is taken: a ticket that never runs would stall the communicator's later transfers.
+  if (emuError_t refused = refuse_while_capturing(s, "a collective or point-to-point transfer"))
+    return refused;
   uint64_t ticket;
   {
     std::lock_guard<std::mutex> lock(c->mu);

@@ -48,6 +48,10 @@ const char* emuGetErrorName(emuError_t error) {
 #if EMU_DRIVER_HAS_COMM
     case emuErrorCommFailure:
       return "emuErrorCommFailure";
+    case emuErrorStreamCaptureUnsupported:
+      return "emuErrorStreamCaptureUnsupported";
+    case emuErrorStreamCaptureInvalidated:
+      return "emuErrorStreamCaptureInvalidated";
 #endif
   }
   return "emuErrorUnknown";
@@ -78,6 +82,10 @@ const char* emuGetErrorString(emuError_t error) {
 #if EMU_DRIVER_HAS_COMM
     case emuErrorCommFailure:
       return "communicator failure";
+    case emuErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing";
+    case emuErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
 #endif
   }
   return "unknown error";

@@ -72,26 +72,35 @@ emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
   if (s == nullptr)
     return err;
-  uint64_t generation;
-  {
-    std::lock_guard<std::mutex> lock(e->mu);
-    generation = ++e->recorded;
-  }
-  return emu::submit(
-      s,
-      [e] {
-        std::lock_guard<std::mutex> lock(e->mu);
-        e->when = std::chrono::steady_clock::now();
-        return 0;
-      },
-      [e, generation] {
-        {
+  // The generation is taken when the record is queued: at the call, or at each launch of a graph recording it.
+  auto make = [e] {
+    uint64_t generation;
+    {
+      std::lock_guard<std::mutex> lock(e->mu);
+      generation = ++e->recorded;
+    }
+    return emu::Task{
+        [e] {
           std::lock_guard<std::mutex> lock(e->mu);
-          if (e->completed < generation)
-            e->completed = generation;
-        }
-        e->cv.notify_all();
-      });
+          e->when = std::chrono::steady_clock::now();
+          return 0;
+        },
+        [e, generation] {
+          {
+            std::lock_guard<std::mutex> lock(e->mu);
+            if (e->completed < generation)
+              e->completed = generation;
+          }
+          e->cv.notify_all();
+        },
+        0};
+  };
+#if EMU_DRIVER_HAS_GRAPHS
+  return emu::submit_node(s, make);
+#else
+  emu::Task task = make();
+  return emu::submit(s, std::move(task.run), std::move(task.after));
+#endif
 }
 
 emuError_t emuEventQuery(emuEvent_t event) {
@@ -123,18 +132,28 @@ emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event) {
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
   if (s == nullptr)
     return err;
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(e->mu);
-    target = e->recorded;
-  }
-  if (target == 0)
-    return emuSuccess; // never recorded: nothing to wait for, as in CUDA
-  return emu::submit(s, [e, target] {
-    std::unique_lock<std::mutex> lock(e->mu);
-    e->cv.wait(lock, [&] { return e->completed >= target; });
-    return 0;
-  });
+  // The record to wait for is the event's latest when the wait is queued (at the call, or at each launch of a
+  // graph recording the wait); never recorded: nothing to wait for, as in CUDA.
+  auto make = [e] {
+    uint64_t target;
+    {
+      std::lock_guard<std::mutex> lock(e->mu);
+      target = e->recorded;
+    }
+    return emu::Task{
+        [e, target] {
+          std::unique_lock<std::mutex> lock(e->mu);
+          e->cv.wait(lock, [&] { return e->completed >= target; });
+          return 0;
+        },
+        {},
+        0};
+  };
+#if EMU_DRIVER_HAS_GRAPHS
+  return emu::submit_node(s, make);
+#else
+  return emu::submit(s, make().run);
+#endif
 }
 
 emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t end) {

@@ -74,6 +74,18 @@ struct Task {
   uint64_t after_default = 0;
 };
 
+#if EMU_DRIVER_HAS_GRAPHS
+// A recorded piece of work: at each launch of its graph, make() gives the task to queue (an event record
+// takes its generation then, a kernel shares its retained arguments).
+using GraphNode = std::function<Task()>;
+
+// The recording of a capturing stream (API 2.3, graphs.cpp).
+struct Capture {
+  std::vector<GraphNode> nodes;
+  std::string invalidated; // why the capture was spoilt, or "" while it is good
+};
+#endif
+
 struct Stream {
   Device* device = nullptr;
   bool is_default = false;
@@ -87,12 +99,27 @@ struct Stream {
   emuError_t sticky = emuSuccess; // a failed kernel, reported by the next sync/query
   std::string sticky_message;
   std::thread worker; // API 2.x only
+#if EMU_DRIVER_HAS_GRAPHS
+  std::unique_ptr<Capture> capture; // guarded by mu; set between begin and end of a capture
+  std::atomic<bool> capturing{false}; // capture != null, readable without mu (the device-wide checks)
+#endif
 };
 
 // Resolves a handle (null: the current device's default stream); null with the error recorded if unknown.
 Stream* resolve_stream(Runtime* rt, emuStream_t handle, emuError_t* error);
-// Queues (2.x) or runs at once (1.x) a task on the stream.
+// Queues (2.x) or runs at once (1.x) a task on the stream. Work queued through submit cannot be replayed:
+// on a capturing stream it fails (and invalidates the capture); capturable work goes through submit_node.
 emuError_t submit(Stream* s, std::function<int()> run, std::function<void()> after = {});
+#if EMU_DRIVER_HAS_GRAPHS
+// Records the node on a capturing stream, or queues the task it makes at once.
+emuError_t submit_node(Stream* s, GraphNode node);
+// Fail with emuErrorStreamCaptureUnsupported, invalidating the capture, if s (or any stream of d) captures;
+// `call` names what was refused.
+emuError_t refuse_while_capturing(Stream* s, const char* call);
+emuError_t refuse_while_device_captures(Device* d, const char* call);
+// Ends a capture without a graph (a capturing stream being destroyed).
+void discard_capture(Stream* s);
+#endif
 emuError_t synchronize_stream(Stream* s);
 emuError_t synchronize_device(Device* d);
 Stream* create_stream(Device* d, bool is_default);

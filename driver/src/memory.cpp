@@ -130,9 +130,13 @@ emuError_t emuFree(void* devPtr) {
   emu::Device* d = emu::device_of(rt, devPtr);
   if (d == nullptr)
     return fail(emuErrorInvalidDevicePointer, "emuFree: " + emu::hex(devPtr) + " is not device memory");
+  emuError_t err = emuSuccess;
+#if EMU_DRIVER_HAS_GRAPHS
+  if ((err = emu::refuse_while_device_captures(d, "emuFree")))
+    return err;
+#endif
   // Queued work may still use the block.
-  emuError_t err = emu::synchronize_device(d);
-  if (err != emuSuccess)
+  if ((err = emu::synchronize_device(d)))
     return err;
   const size_t offset = size_t(static_cast<char*>(devPtr) - d->dev_base);
   std::lock_guard<std::mutex> lock(d->mu);
@@ -216,6 +220,12 @@ emuError_t emuMemcpy(void* dst, const void* src, size_t count, emuMemcpyKind kin
     default:
       return fail(emuErrorInvalidValue, "unknown emuMemcpyKind " + std::to_string(int(kind)));
   }
+#if EMU_DRIVER_HAS_GRAPHS
+  if (dst_dev != nullptr && (err = emu::refuse_while_device_captures(dst_dev, "emuMemcpy")))
+    return err;
+  if (src_dev != nullptr && (err = emu::refuse_while_device_captures(src_dev, "emuMemcpy")))
+    return err;
+#endif
   if (dst_dev != nullptr && (err = emu::synchronize_device(dst_dev)))
     return err;
   if (src_dev != nullptr && src_dev != dst_dev && (err = emu::synchronize_device(src_dev)))
@@ -233,6 +243,10 @@ emuError_t emuMemset(void* devPtr, int value, size_t count) {
   emuError_t err = emu::translate(rt, devPtr, count, "devPtr", &host, &d);
   if (err != emuSuccess)
     return err;
+#if EMU_DRIVER_HAS_GRAPHS
+  if ((err = emu::refuse_while_device_captures(d, "emuMemset")))
+    return err;
+#endif
   if ((err = emu::synchronize_device(d)))
     return err;
   std::memset(host, value, count);

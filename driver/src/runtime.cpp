@@ -240,7 +240,12 @@ emuError_t emuMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 
 emuError_t emuDeviceSynchronize(void) {
   EMU_RUNTIME(rt);
-  return emu::synchronize_device(rt->devices[size_t(emu::current_device_index())].get());
+  emu::Device* d = rt->devices[size_t(emu::current_device_index())].get();
+#if EMU_DRIVER_HAS_GRAPHS
+  if (emuError_t refused = emu::refuse_while_device_captures(d, "emuDeviceSynchronize"))
+    return refused;
+#endif
+  return emu::synchronize_device(d);
 }
 
 } // extern "C"

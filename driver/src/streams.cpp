@@ -69,6 +69,9 @@ void worker_loop(Stream* s) {
     }
     wait_for_default_stream(s, task.after_default);
     run_task(s, task.run);
+    // What the work holds (a retained kernel's arguments, released once no graph can run it again) goes before the
+    // task counts as done, so a synchronize that returns has seen it released.
+    task.run = nullptr;
     s->completed.fetch_add(1, std::memory_order_release);
     if (task.after)
       task.after();
@@ -104,8 +107,13 @@ emuError_t copy_async(Stream* s, char* to, char* from, size_t count, const void*
         if (pinned_dst != nullptr)
           pinned_use_done(pinned_dst);
       });
-  if (err != emuSuccess)
+  if (err != emuSuccess) { // refused (a capturing stream): nothing was queued
+    if (pinned_src != nullptr)
+      pinned_use_done(pinned_src);
+    if (pinned_dst != nullptr)
+      pinned_use_done(pinned_dst);
     return err;
+  }
   if (host_dst != nullptr && pinned_dst == nullptr)
     return synchronize_stream(s);
   return emuSuccess;
@@ -188,29 +196,98 @@ Stream* resolve_stream(Runtime* rt, emuStream_t handle, emuError_t* error) {
   return s;
 }
 
-emuError_t submit(Stream* s, std::function<int()> run, std::function<void()> after) {
+namespace {
+
+// Queues (2.x) or runs at once (1.x) a task, whatever the stream's capture state.
+emuError_t enqueue(Stream* s, Task task) {
 #if EMU_DRIVER_HAS_ASYNC
   Stream* d = s->device->default_stream;
   // The default stream's tasks queued so far: this one starts after them (0 when already done).
-  uint64_t after_default = 0;
   if (d != nullptr && d != s) {
-    after_default = d->enqueued.load(std::memory_order_acquire);
-    if (d->completed.load(std::memory_order_acquire) >= after_default)
-      after_default = 0;
+    task.after_default = d->enqueued.load(std::memory_order_acquire);
+    if (d->completed.load(std::memory_order_acquire) >= task.after_default)
+      task.after_default = 0;
   }
   {
     std::lock_guard<std::mutex> lock(s->mu);
-    s->queue.push_back(Task{std::move(run), std::move(after), after_default});
+    s->queue.push_back(std::move(task));
     s->enqueued.fetch_add(1, std::memory_order_release);
   }
   s->work_cv.notify_one();
 #else
-  run_task(s, run);
-  if (after)
-    after();
+  run_task(s, task.run);
+  if (task.after)
+    task.after();
 #endif
   return emuSuccess;
 }
+
+} // namespace
+
+emuError_t submit(Stream* s, std::function<int()> run, std::function<void()> after) {
+#if EMU_DRIVER_HAS_GRAPHS
+  if (s->capturing.load(std::memory_order_acquire)) {
+    emuError_t err = refuse_while_capturing(
+        s,
+        "work that cannot be replayed (a kernel that frees its arguments, a "
+        "copy from or to host memory, a collective)");
+    if (err != emuSuccess)
+      return err;
+  }
+#endif
+  return enqueue(s, Task{std::move(run), std::move(after), 0});
+}
+
+#if EMU_DRIVER_HAS_GRAPHS
+emuError_t submit_node(Stream* s, GraphNode node) {
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->capture) {
+      if (!s->capture->invalidated.empty())
+        return fail(
+            emuErrorStreamCaptureInvalidated,
+            "the stream's capture was invalidated by " + s->capture->invalidated + "; end it with emuStreamEndCapture");
+      s->capture->nodes.push_back(std::move(node));
+      return emuSuccess;
+    }
+  }
+  return enqueue(s, node());
+}
+
+emuError_t refuse_while_capturing(Stream* s, const char* call) {
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (!s->capture)
+    return emuSuccess;
+  if (s->capture->invalidated.empty())
+    s->capture->invalidated = call;
+  return fail(
+      emuErrorStreamCaptureUnsupported,
+      std::string(call) + " is not allowed while a stream of device " + std::to_string(s->device->index) +
+          " captures: the capture is invalidated; end it with emuStreamEndCapture");
+}
+
+emuError_t refuse_while_device_captures(Device* d, const char* call) {
+  std::vector<Stream*> streams;
+  {
+    std::lock_guard<std::mutex> lock(d->mu);
+    streams = d->streams;
+  }
+  emuError_t first = emuSuccess;
+  for (Stream* s : streams)
+    if (s->capturing.load(std::memory_order_acquire)) {
+      emuError_t err = refuse_while_capturing(s, call);
+      if (first == emuSuccess)
+        first = err;
+    }
+  return first;
+}
+
+void discard_capture(Stream* s) {
+  std::lock_guard<std::mutex> lock(s->mu);
+  s->capture.reset();
+  s->capturing.store(false, std::memory_order_release);
+}
+#endif
 
 emuError_t synchronize_stream(Stream* s) {
 #if EMU_DRIVER_HAS_ASYNC
@@ -262,6 +339,9 @@ emuError_t emuStreamDestroy(emuStream_t stream) {
     return err;
   if (s->is_default)
     return fail(emuErrorInvalidResourceHandle, "the default stream cannot be destroyed");
+#if EMU_DRIVER_HAS_GRAPHS
+  emu::discard_capture(s); // as CUDA: destroying a capturing stream ends its capture
+#endif
   emu::synchronize_stream(s); // a pending failure dies with the stream, as in CUDA
   emu::destroy_stream(s);
   return emuSuccess;
@@ -273,6 +353,10 @@ emuError_t emuStreamSynchronize(emuStream_t stream) {
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
   if (s == nullptr)
     return err;
+#if EMU_DRIVER_HAS_GRAPHS
+  if ((err = emu::refuse_while_capturing(s, "emuStreamSynchronize")))
+    return err;
+#endif
   return emu::synchronize_stream(s);
 }
 
@@ -282,6 +366,10 @@ emuError_t emuStreamQuery(emuStream_t stream) {
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
   if (s == nullptr)
     return err;
+#if EMU_DRIVER_HAS_GRAPHS
+  if ((err = emu::refuse_while_capturing(s, "emuStreamQuery")))
+    return err;
+#endif
   {
     std::lock_guard<std::mutex> lock(s->mu);
     if (s->completed.load(std::memory_order_acquire) < s->enqueued)
@@ -360,6 +448,18 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t count, emuMemcpyKin
   } else if (src == nullptr || emu::device_of(rt, src) != nullptr) {
     return fail(emuErrorInvalidValue, "src must be host memory for this copy kind");
   }
+#if EMU_DRIVER_HAS_GRAPHS
+  if (src_device && dst_device) // a copy within device memory can be replayed
+    return emu::submit_node(s, [to, from, count] {
+      return emu::Task{
+          [to, from, count] {
+            std::memmove(to, from, count);
+            return 0;
+          },
+          {},
+          0};
+    });
+#endif
 #if EMU_DRIVER_HAS_HOST_ALLOC
   return emu::copy_async(s, to, from, count, src_device ? nullptr : src, dst_device ? nullptr : dst);
 #else
@@ -381,10 +481,15 @@ emuError_t emuMemsetAsync(void* devPtr, int value, size_t count, emuStream_t str
   char* host = nullptr;
   if ((err = emu::translate(rt, devPtr, count, "devPtr", &host, nullptr)))
     return err;
-  return emu::submit(s, [host, value, count] {
+  auto run = [host, value, count] {
     std::memset(host, value, count);
     return 0;
-  });
+  };
+#if EMU_DRIVER_HAS_GRAPHS
+  return emu::submit_node(s, [run] { return emu::Task{run, {}, 0}; });
+#else
+  return emu::submit(s, run);
+#endif
 }
 #endif
 

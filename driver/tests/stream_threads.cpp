@@ -111,6 +111,85 @@ void worker(int index, int devices) {
   CHECK(emuStreamDestroy(stream));
 }
 
+#if EMU_DRIVER_HAS_GRAPHS
+void release_add_one(void* raw) {
+  delete static_cast<AddOne*>(raw);
+}
+
+int add_one_retained(void* raw) {
+  auto* args = static_cast<AddOne*>(raw);
+  void* view = nullptr;
+  const emuError_t error = emuKernelTranslate(args->device, args->bytes, &view);
+  if (error != emuSuccess)
+    return 1;
+  auto* bytes = static_cast<unsigned char*>(view);
+  for (size_t i = 0; i < args->bytes; ++i) {
+    bytes[i] = static_cast<unsigned char>(bytes[i] + 1);
+  }
+  return 0;
+}
+
+// One captured graph per thread: a memset and two retained kernels on the thread's buffer, captured on the main
+// thread, then replayed by its thread on its own stream while the other threads replay theirs; each replay's
+// result is read back through pinned memory once an event says it is done.
+struct Replay {
+  emuStream_t stream = nullptr;
+  emuGraphExec_t exec = nullptr;
+  void* device = nullptr;
+  int value = 0;
+};
+
+void replay_worker(int index, Replay* r) {
+  void* pinned = nullptr;
+  emuEvent_t done = nullptr;
+  CHECK(emuHostAlloc(&pinned, kBytes, emuHostAllocDefault));
+  CHECK(emuEventCreateWithFlags(&done, emuEventDisableTiming));
+  for (int round = 0; round < kRounds; ++round) {
+    CHECK(emuGraphLaunch(r->exec, r->stream));
+    CHECK(emuMemcpyAsync(pinned, r->device, kBytes, emuMemcpyDeviceToHost, r->stream));
+    CHECK(emuEventRecord(done, r->stream));
+    CHECK(emuEventSynchronize(done));
+    const auto* host = static_cast<const unsigned char*>(pinned);
+    if (host[0] != r->value + 2 || host[kBytes - 1] != r->value + 2) {
+      std::fprintf(stderr, "replay thread %d round %d: byte is %d, expected %d\n", index, round, host[0], r->value + 2);
+      failures.fetch_add(1);
+    }
+  }
+  CHECK(emuGraphExecDestroy(r->exec)); // concurrently with other threads' launches and destroys
+  CHECK(emuEventDestroy(done));
+  CHECK(emuFreeHost(pinned));
+}
+
+void replay_graphs() {
+  std::vector<Replay> replays(kThreads);
+  for (int i = 0; i < kThreads; ++i) {
+    Replay& r = replays[size_t(i)];
+    r.value = 10 * i;
+    CHECK(emuMalloc(&r.device, kBytes));
+    CHECK(emuStreamCreate(&r.stream));
+    CHECK(emuStreamBeginCapture(r.stream));
+    CHECK(emuMemsetAsync(r.device, r.value, kBytes, r.stream));
+    CHECK(emuLaunchKernelRetained(add_one_retained, new AddOne{r.device, kBytes}, release_add_one, r.stream));
+    CHECK(emuLaunchKernelRetained(add_one_retained, new AddOne{r.device, kBytes}, release_add_one, r.stream));
+    emuGraph_t graph = nullptr;
+    CHECK(emuStreamEndCapture(r.stream, &graph));
+    CHECK(emuGraphInstantiate(&r.exec, graph));
+    CHECK(emuGraphDestroy(graph));
+  }
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back(replay_worker, i, &replays[size_t(i)]);
+  }
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
+  for (Replay& r : replays) {
+    CHECK(emuStreamDestroy(r.stream));
+    CHECK(emuFree(r.device));
+  }
+}
+#endif
+
 } // namespace
 
 int main() {
@@ -132,6 +211,10 @@ int main() {
   for (std::thread& thread : threads) {
     thread.join();
   }
+#if EMU_DRIVER_HAS_GRAPHS
+  CHECK(emuSetDevice(0));
+  replay_graphs();
+#endif
   if (failures.load() != 0) {
     std::fprintf(stderr, "%d failure(s)\n", failures.load());
     return 1;

@@ -435,6 +435,14 @@ def test_api_2_2_adds_host_alloc_and_2_1_lacks_it(driver_v2: Path, tmp_path: Pat
     )
 
 
+def test_api_2_2_has_no_graphs(driver_v2: Path) -> None:
+    """Stream capture and graphs came with 2.3 (driver/tests/test_graphs.py)."""
+    drv = Driver(driver_v2)
+    assert drv.has("emuHostAlloc")
+    assert not drv.has("emuStreamBeginCapture")
+    assert not drv.has("emuGraphLaunch")
+
+
 def test_pinned_host_memory_is_page_aligned_registered_and_freed(driver_v2: Path) -> None:
     drv = Driver(driver_v2)
     p = pinned(drv, 10_000)
