@@ -291,6 +291,31 @@ def test_a_multi_line_reason_publishes_round_trips_and_the_site_publishes_again(
     assert entry["yanked"] == reason and entry["yanked_on"]
 
 
+def test_a_wheel_whose_requires_python_holds_a_tab_publishes_and_publishes_again(project: Project) -> None:
+    """The previous release wrote such a wheel's Requires-Python into the ledger, then refused to read its own ledger
+    (exit 7 on every later publish and fetch-site)."""
+    from fake_wheels import record
+    from packaging.utils import parse_wheel_filename
+
+    passed = project.record(A)
+    assert passed.wheel is not None
+    version = parse_wheel_filename(passed.wheel.filename)[1]
+    (project.wheels / passed.wheel.path).unlink()
+    tabbed = ">=3.9,\t<4"
+    wheel = make_wheel(
+        project.wheels / "torch2.13", "torch-emu", str(version), requires=["emu-driver>=2,<3"], requires_python=tabbed
+    )
+    passed.wheel = record(project.wheels, wheel)
+    _table, first = project.run(passed)
+    assert first.published, first.problems
+    _table, again = project.run(passed)
+    assert again.published, again.problems
+    entry = json.loads((project.site / RELEASED).read_text())["wheels"][passed.wheel.path]
+    assert entry["requires_python"] == tabbed
+    for base in project.served():
+        check_served(base, passed.wheel.path, wheel.read_bytes())
+
+
 def test_a_site_whose_live_ledger_the_previous_release_broke_publishes_again(project: Project) -> None:
     passed = project.record(A)
     project.run(passed)
@@ -344,6 +369,30 @@ def test_a_withdrawal_reason_is_checked_at_the_command_line(project: Project) ->
     )
     assert done.returncode == 2 and "16 KiB" in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert project.site.resolve() == live and "yanked" not in (live / RELEASED).read_text()
+
+
+def test_a_held_publish_lock_is_exit_6_for_every_command_that_takes_it(project: Project) -> None:
+    """The exit-code reference says 6 for a held lock; a busy publish lock once exited 2."""
+    import fcntl
+
+    from buildmatrix.errors import RunLocked
+
+    passed = project.record(A)
+    project.run(passed)
+    live = project.site.resolve()
+    published_files = [project.root / "docs", project.wheels]  # not build/: the registry's answers are a cache
+    files = {p: p.read_bytes() for d in published_files for p in sorted(d.rglob("*")) if p.is_file()}
+    with (project.wheels / ".site-publish.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        env = offline_sources(project)
+        published = run_cli(project.root, "compat-table", "--offline", timeout=120, env=env)
+        for url in project.served():  # the live site itself, read in full before the fetch writes under the lock
+            fetched = run_cli(project.root, "fetch-site", "--site-url", url, timeout=120, env=env)
+    for done in (published, fetched):
+        assert done.returncode == RunLocked.exit_code == 6, done.stdout + done.stderr
+        assert "another command is publishing" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert project.site.resolve() == live
+    assert {p: p.read_bytes() for d in published_files for p in sorted(d.rglob("*")) if p.is_file()} == files
 
 
 def test_a_fresh_workspace_never_starts_a_new_history_over_a_published_site(project: Project) -> None:
