@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import logging
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
@@ -11,11 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from buildmatrix.builder.records.fields import MAX_ITEMS, feature_problem
+from buildmatrix.builder.records.fields import feature_report
 from buildmatrix.builder.records.model import SmokeCounts
 from buildmatrix.model.contract import SmokeContract, Tier
-
-log = logging.getLogger(__name__)
 
 
 def stage_tests(tests: Path, dest: Path) -> Path:
@@ -95,27 +91,16 @@ def read_junit(path: Path) -> SmokeCounts:
     return counts
 
 
+MAX_FEATURE_REPORT = 4 << 20  # 1000 features of 2048 characters each, with room
+
+
 def read_features(path: Path) -> dict[str, str]:
-    """The smoke suite's features file: feature -> outcome. Entries a record could not hold (records/fields.py
-    feature_problem: a name with markup or a newline, an unknown outcome) are left out with a warning naming them,
-    as is a file that is not a JSON object: the suite's output never makes a record its reader refuses."""
+    """The suite's per-feature outcomes ({} when it wrote none); raises ValueError naming the file and the key of a
+    report records cannot hold (a key that is not snake_case, an outcome of no vocabulary, not JSON)."""
     if not path.is_file():
         return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        log.warning("%s: not a JSON object of features; no feature recorded", path)
-        return {}
-    if not isinstance(data, dict):
-        log.warning("%s: not a JSON object of features; no feature recorded", path)
-        return {}
-    kept: dict[str, str] = {}
-    for name, outcome in data.items():
-        if len(kept) == MAX_ITEMS:
-            log.warning("%s: more than %d features; the rest are not recorded", path, MAX_ITEMS)
-            break
-        if problem := feature_problem(name, outcome):
-            log.warning("%s: not recorded: %s", path, problem)
-            continue
-        kept[name] = outcome
-    return kept
+    # Named by its file name, not its path: the message is published, and the path is a temporary directory's.
+    source = f"the suite's feature report ({path.name})"
+    if path.stat().st_size > MAX_FEATURE_REPORT:
+        raise ValueError(f"{source}: {path.stat().st_size} bytes (at most {MAX_FEATURE_REPORT})")
+    return feature_report(path.read_text(encoding="utf-8", errors="replace"), source)

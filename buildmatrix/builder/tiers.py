@@ -24,10 +24,13 @@ def judge_deep(run: SmokeRun, cell_id: str, seconds: float) -> TierResult:
     selected: nothing was checked, so never "passed"). A transient failure (a timeout, a signal) is raised as it is,
     as the deep step's: the counts so far say nothing about the wheel."""
     counts = read_junit(run.junit)
-    features = read_features(run.features)
     if run.failure is not None and run.failure.failure_class == FailureClass.TRANSIENT:
         failure = run.failure
         raise StepFailed(Step.DEEP, failure.message, failure.log_tail, failure.failure_class, failure.cause)
+    try:
+        features = read_features(run.features)
+    except ValueError as exc:
+        return TierResult(cell_id, TierStatus.FAILED, counts, {}, str(exc), FailureClass.DETERMINISTIC, seconds)
     ran = counts.passed + counts.failed + counts.errors
     # Nothing ran: "not run" when pytest passed (every test skipped) or found none to run (exit code 5); pytest that
     # could not start (a usage or configuration error, exit code 4) failed.

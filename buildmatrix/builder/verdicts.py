@@ -107,7 +107,12 @@ def judge_smoke(run: SmokeRun, output: CellOutput) -> None:
     """Record the smoke counts and features; a failed run fails the cell with its counts (a transient failure, a
     timeout or a signal, is raised as it is: the counts so far say nothing about the plugin)."""
     output.smoke = read_junit(run.junit)
-    output.features = read_features(run.features)
+    try:
+        output.features = read_features(run.features)
+    except ValueError as exc:
+        if run.failure is not None and run.failure.failure_class == FailureClass.TRANSIENT:
+            raise run.failure from None
+        raise StepFailed("smoke", str(exc)) from None
     if run.failure is None:
         return
     if run.failure.failure_class == FailureClass.TRANSIENT:

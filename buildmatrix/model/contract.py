@@ -21,6 +21,7 @@ from packaging.version import Version
 from buildmatrix.model.optreader import OptionReader
 from buildmatrix.model.optwalk import Node
 from buildmatrix.model.pythons import Python
+from buildmatrix.util.features import FEATURE_KEY, KEY_RULE, is_feature_key, title_problem
 
 FEATURES_PLACEHOLDER = "{features}"
 
@@ -107,6 +108,8 @@ class SmokeContract:
     requires_for: tuple[SmokeRequirementsFor, ...] = ()
     tiers: SmokeTiers | None = None  # None: the whole suite on every cell
     threads: int = 1  # OMP_NUM_THREADS of the smoke run: the cores a cell's test counts as
+    # smoke.features: feature key -> the title the pages show
+    feature_titles: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def reports_features(self) -> bool:
@@ -257,7 +260,21 @@ def _smoke(reader: OptionReader, node: Node) -> SmokeContract:
         _smoke_requires_for(reader, reader.child(node, "requires-for")),
         _smoke_tiers(reader, reader.child(node, "tiers")),
         threads=threads if threads is not None else 1,
+        feature_titles=_feature_titles(reader, reader.child(node, "features")),
     )
+
+
+def _feature_titles(reader: OptionReader, node: Node) -> Mapping[str, str]:
+    titles = {}
+    for key, entry in reader.entries(node, "feature key", FEATURE_KEY, f"{KEY_RULE} characters"):
+        title = reader.parse(entry)
+        if not is_feature_key(key):
+            reader.problem(entry.key, f"{key!r} is not a feature key ({KEY_RULE} characters)")
+        elif title is not None and (problem := title_problem(title)):
+            reader.problem(entry.key, f"the title {title!r:.80} {problem}")
+        elif title is not None:
+            titles[key] = title
+    return MappingProxyType(titles)
 
 
 def _smoke_tiers(reader: OptionReader, node: Node) -> SmokeTiers | None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from buildmatrix.util.features import FEATURE_KEY, MAX_KEY
 from buildmatrix.vocab import RunnerName, SdkKind
 
 
@@ -758,10 +759,24 @@ CONTRACT_OPTIONS: tuple[Option, ...] = (
         "smoke.args",
         Kind.TEXTS,
         "Extra pytest arguments. `{features}` stands for a JSON file the suite may write with one outcome per "
-        'feature (`{"feature": "passed" | "not available: why" | ...}`), shown on the compatibility page.',
+        'feature, by its snake_case key (`{"named_tensors": "passed" | "not available: why" | ...}`), shown on the '
+        "compatibility page under the titles of `features`.",
         default=(),
         example='args: ["--my-features-json={features}", "-k", "not slow"]',
     ),
+    Option(
+        "smoke.features",
+        Kind.NAMED,
+        "Titles of the features the suite reports (`{features}` in `args`), by key: the pages show a feature by its "
+        "title, a key without one by its words (`host_allocator`: Host allocator). A key is snake_case: lower-case "
+        "words of letters and digits joined by `_`, starting with a letter; a report with any other key fails the "
+        "cell's smoke step. Records and tables written when a feature could be named by a phrase read with the "
+        "phrase's key (`named tensors`: `named_tensors`).",
+        default={},
+        example='features:\n  cuda_dtypes: "CUDA dtypes"\n  any_python: "Any Python (py3-none wheel)"',
+        schema_extra={"propertyNames": {"pattern": f"^{FEATURE_KEY.pattern}$", "maxLength": MAX_KEY}},
+    ),
+    Option("smoke.features.<name>", Kind.TEXT, "The feature's title: one line of plain text."),
     Option(
         "smoke.tiers",
         Kind.MAPPING,

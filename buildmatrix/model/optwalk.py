@@ -6,6 +6,7 @@ and line. The typed values are read by OptionReader (optreader.py), which extend
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,8 +131,11 @@ class OptionWalker:
         self.read.add(option.path)
         return [Node(option, f"{node.key}[{index}]", value) for index, value in enumerate(values)]
 
-    def entries(self, node: Node, what: str = "name") -> list[tuple[str, Node]]:
-        """The named entries of a mapping of named entries (images.<name>); each name must be a plain name."""
+    def entries(
+        self, node: Node, what: str = "name", pattern: re.Pattern[str] = PLAIN_NAME, allowed: str = ""
+    ) -> list[tuple[str, Node]]:
+        """The named entries of a mapping of named entries (images.<name>); each name must be a plain name (or match
+        `pattern`, which `allowed` describes)."""
         option = item(node.option.path)
         self.read.add(option.path)
         if not node.present or node.value is None:
@@ -142,8 +146,9 @@ class OptionWalker:
         out = []
         for name, value in node.value.items():
             key = _join(node.key, str(name))
-            if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
-                self.problem(key, f"{what} {describe(name)} is not a plain name (allowed: letters, digits, . _ -)")
+            if not isinstance(name, str) or not pattern.fullmatch(name):
+                rule = allowed or "a plain name (allowed: letters, digits, . _ -)"
+                self.problem(key, f"{what} {describe(name)} is not {rule}")
                 continue
             out.append((name, Node(option, key, value)))
         return out

@@ -114,6 +114,7 @@ def _value_schema(option: Option) -> dict[str, Any]:
             "type": "object",
             "propertyNames": {"pattern": f"^{PLAIN_NAME.pattern}$"},
             "additionalProperties": option_schema(item(option.path), described=False),
+            **option.schema_extra,
         }
     schema = dict(KIND_SCHEMA[option.kind])
     if option.root_allowed:

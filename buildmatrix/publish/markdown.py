@@ -104,13 +104,6 @@ def md(text: object) -> str:
     return str(text).translate(_MARKDOWN)
 
 
-def md_code(text: object) -> str:
-    """A name in a code span (`name`): feature names come from a vocabulary without backticks or pipes; anything
-    else is shown as plain text instead."""
-    shown = str(text)
-    return f"`{shown}`" if all(ch not in shown for ch in "`|\n\r<>") else md(shown)
-
-
 def site_or_placeholder(table: CompatTable) -> str:
     return table.site_url.rstrip("/") if table.site_url else "<site>"
 
@@ -209,13 +202,14 @@ def shows_features(table: CompatTable) -> bool:
 
 
 def features_table(table: CompatTable) -> str:
-    names = sorted({name for release in table.releases for name in release.features})
+    """A row per feature, by its title (smoke.features; its key's words without one), a column per release."""
+    shown = table.features_shown()
     measured = [r for r in table.releases if r.features]
-    if not names:
+    if not shown:
         return "No cell has run the smoke suite yet, so no feature is known.\n"
     rows = ["| feature | " + " | ".join(md(r.label) for r in measured) + " |", "|---|" + "---|" * len(measured)]
     reasons: dict[str, int] = {}  # why a release lacks a feature -> its footnote number, in order of first use
-    for name in names:
+    for name, title in shown:
         marks = []
         for release in measured:
             support = release.features.get(name)
@@ -225,7 +219,7 @@ def features_table(table: CompatTable) -> str:
                 marks.append(not_available_mark(support.note, reasons))
             else:
                 marks.append(f"{FEATURE_MARKS[support.state]} {md(support.note)}".strip())
-        rows.append(f"| {md_code(name)} | " + " | ".join(marks) + " |")
+        rows.append(f"| {md(title)} | " + " | ".join(marks) + " |")
     unmeasured = [md(r.label) for r in table.releases if not r.features]
     tail = f"\nNot measured yet (no cell ran): {', '.join(unmeasured)}.\n" if unmeasured else ""
     key = f"\n✓ available, ◐ {partial_words(table)}, {NOT_AVAILABLE_MARK} not available in this release, ✗ failed.\n"

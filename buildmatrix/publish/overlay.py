@@ -260,6 +260,9 @@ def overlay_table(
                 dict(sorted(features.items())),
             )
         )
+    keys_shown = {name for r in releases for name in r.features} | {name for c in compat for name, _ in c.features}
+    titles = {k: t for _name, base, _ in same_version for k, t in base.feature_titles.items()}
+    titles |= matrix.contract.smoke.feature_titles  # the project's own word on its features wins
     table = CompatTable(
         plugin=matrix.plugin.distribution,
         plugin_version=str(matrix.plugin.version),
@@ -271,5 +274,6 @@ def overlay_table(
         site_url=site_url,
         torch_pin=matrix.contract.check.torch_pin,
         own_names=matrix.contract.publish_own_names,
+        feature_titles={k: titles[k] for k in sorted(keys_shown) if k in titles},
     )
     return table, origins

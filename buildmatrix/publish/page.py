@@ -216,11 +216,11 @@ CELLS_LEGEND = (
 
 def features_html(table: CompatTable) -> str:
     measured = [r for r in table.releases if r.features]
-    names = sorted({n for r in measured for n in r.features})
-    if not names:
+    shown = table.features_shown()
+    if not shown:
         return "<p>No cell has run the smoke suite yet.</p>"
     rows = ["<tr><th>feature</th>" + "".join(f"<th>{_e(r.label)}</th>" for r in measured) + "</tr>"]
-    for name in names:
+    for name, title in shown:
         tds = []
         for release in measured:
             support = release.features.get(name)
@@ -234,7 +234,8 @@ def features_html(table: CompatTable) -> str:
                 )
             else:
                 tds.append(f'<td title="{state}">{_e(FEATURE_MARKS[support.state])}</td>')
-        rows.append(f"<tr><th><code>{_e(name)}</code></th>{''.join(tds)}</tr>")
+        # The title for people, the key (what records and the suite call it) for tools and a hover.
+        rows.append(f'<tr data-feature="{_e(name)}"><th title="{_e(name)}">{_e(title)}</th>{"".join(tds)}</tr>')
     return '<table id="features">' + "\n".join(rows) + "</table>"
 
 

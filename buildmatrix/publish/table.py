@@ -21,6 +21,7 @@ from buildmatrix.model.contract import TorchPin
 from buildmatrix.model.matrix import Matrix, TorchRelease, shortest_prefix
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish.tablev1 import V1_SDK_WHEEL, migrate_v1
+from buildmatrix.util.features import default_title, legacy_key
 from buildmatrix.vocab import FeatureState, SdkKind, Status, TierStatus
 
 # 2: the SDK is general (`sdk`, `sdks`, a cell's `sdk` id part and `sdk_wheel`); tables of 1 (a driver) are read as 2.
@@ -35,6 +36,23 @@ def release_key(minor: str, variant: str) -> str:
 
 def _wheel_dict(wheel: WheelRecord | None) -> dict[str, str] | None:
     return None if wheel is None else {"filename": wheel.filename, "sha256": wheel.sha256, "path": wheel.path}
+
+
+def keyed_features(features: Mapping[Any, Any], titles: dict[str, str]) -> dict[Any, Any]:
+    """Features by key, as a table read from JSON names them: a name of a table written before keys were snake_case
+    ("named tensors") reads as its key ("named_tensors"), the name becoming the key's title in `titles` unless one is
+    there already; a name of neither kind is kept as it is, for table_problems to refuse."""
+    out: dict[Any, Any] = {}
+    for name, value in features.items():
+        key = legacy_key(name) if isinstance(name, str) else None
+        if key is None:
+            key = name
+        elif key != name:
+            titles.setdefault(key, name)
+        if key in out:
+            raise ValueError(f"features: {name!r:.80} names the feature {key!r} a second time")
+        out[key] = value
+    return out
 
 
 def _smoke_dict(smoke: SmokeCounts) -> dict[str, int]:
@@ -170,8 +188,10 @@ class CompatCell:
         releases: Mapping[str, Release],
         sdks: Mapping[str, SdkColumn],
         keys: KeyParser | None = None,
+        titles: dict[str, str] | None = None,
     ) -> CompatCell:
-        """`keys`: the table's KeyParser (each version and Python text parsed once per table)."""
+        """`keys`: the table's KeyParser (each version and Python text parsed once per table); `titles`: where the
+        titles of features named the older way go (keyed_features)."""
         release = releases[data["release"]]
         sdk = {"sdk": sdks[data["sdk"]].version} if "sdk" in data else {}
         key = (keys or KeyParser()).cell(
@@ -208,7 +228,9 @@ class CompatCell:
             )
             if latest
             else None,
-            features=tuple(sorted((str(k), str(v)) for k, v in data.get("features", {}).items())),
+            features=tuple(
+                sorted((str(k), str(v)) for k, v in keyed_features(data.get("features", {}), titles or {}).items())
+            ),
             off_site=data.get("off_site", False) is True,
             deep=DeepShown.from_dict(data["deep"]) if data.get("deep") else None,
         )
@@ -277,6 +299,8 @@ class CompatTable:
     # Of plugin and SDK distribution, those the project owns on the public index (publish.own-names): no look-alike.
     own_names: tuple[str, ...] = ()
     schema_version: int = COMPAT_SCHEMA_VERSION
+    # Feature key -> the title the pages show (matrix.yaml's smoke.features); a key without one shows its words.
+    feature_titles: Mapping[str, str] = field(default_factory=dict)
 
     @cached_property
     def _by_place(self) -> dict[tuple[str, str, str], CompatCell]:
@@ -333,6 +357,14 @@ class CompatTable:
     def release(self, key: str) -> Release:
         return self._releases[key]
 
+    def feature_title(self, key: str) -> str:
+        return self.feature_titles.get(key) or default_title(key)
+
+    def features_shown(self) -> list[tuple[str, str]]:
+        """The (key, title) of every feature a release has, in the order of their titles."""
+        keys = {name for release in self.releases for name in release.features}
+        return sorted(((k, self.feature_title(k)) for k in keys), key=lambda kt: (kt[1].casefold(), kt[0]))
+
     def to_dict(self) -> dict[str, Any]:
         skip = ("sdk", "sdks", "releases", "cells")
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
@@ -349,6 +381,10 @@ class CompatTable:
             data["own_names"] = list(self.own_names)
         else:
             del data["own_names"]
+        if self.feature_titles:
+            data["feature_titles"] = dict(sorted(self.feature_titles.items()))
+        else:  # tables written before titles read the same
+            del data["feature_titles"]
         return data
 
     def to_json(self) -> str:
@@ -383,13 +419,17 @@ class CompatTable:
             data = migrate_v1(data)
         if data.get("schema_version") != COMPAT_SCHEMA_VERSION:
             raise ValueError(f"compatibility schema {data.get('schema_version')} is not {COMPAT_SCHEMA_VERSION}")
+        if not isinstance(data.get("feature_titles", {}), dict):
+            raise ValueError("feature_titles: not an object")
+        titles = dict(data.get("feature_titles", {}))
         releases = tuple(
             Release(
                 **{
                     **r,
                     "pythons": tuple(r["pythons"]),
                     "features": {
-                        k: FeatureSupport(FeatureState(v["state"]), v.get("note", "")) for k, v in r["features"].items()
+                        k: FeatureSupport(FeatureState(v["state"]), v.get("note", ""))
+                        for k, v in keyed_features(r["features"], titles).items()
                     },
                 }
             )
@@ -400,7 +440,7 @@ class CompatTable:
         by_key = {r.key: r for r in releases}
         by_tag = {d.tag: d for d in sdks}
         keys = KeyParser()
-        cells = tuple(CompatCell.from_dict(c, by_key, by_tag, keys) for c in data["cells"])
+        cells = tuple(CompatCell.from_dict(c, by_key, by_tag, keys, titles) for c in data["cells"])
         return cls(
             plugin=data["plugin"],
             plugin_version=data["plugin_version"],
@@ -412,6 +452,7 @@ class CompatTable:
             site_url=data.get("site_url", ""),
             torch_pin=TorchPin(data.get("torch_pin", TorchPin.RELEASE_LINE)),
             own_names=tuple(data.get("own_names", ())),
+            feature_titles=titles,
         )
 
     @classmethod

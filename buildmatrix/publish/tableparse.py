@@ -12,9 +12,10 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename
 
-from buildmatrix.builder.records.fields import FEATURE_NAME, SHA256, UntrustedJSON, load_json
+from buildmatrix.builder.records.fields import SHA256, UntrustedJSON, load_json
 from buildmatrix.builder.records.model import SmokeCounts, WheelRecord
 from buildmatrix.publish.table import CompatCell, CompatTable
+from buildmatrix.util.features import KEY_RULE, is_feature_key, title_problem
 from buildmatrix.util.paths import name_problem, relative_path_problem
 from buildmatrix.util.wheelname import parse_wheel
 from buildmatrix.util.when import iso_problem
@@ -87,8 +88,8 @@ def _wheel(wheel: WheelRecord | None, key: str) -> list[str]:
 def _features(features: tuple[tuple[str, str], ...], key: str) -> list[str]:
     problems = []
     for name, outcome in features:
-        if not FEATURE_NAME.fullmatch(name):
-            problems.append(f"{key}: {name!r:.80} is not a feature name")
+        if not is_feature_key(name):
+            problems.append(f"{key}: {name!r:.80} is not a feature key ({KEY_RULE} characters)")
         elif not OUTCOME.fullmatch(outcome) or any(ord(ch) < 0x20 for ch in outcome):
             problems.append(f"{key}.{name}: {outcome!r:.60} is not an outcome")
     return problems
@@ -171,10 +172,15 @@ def table_problems(table: CompatTable) -> list[str]:
             if problem := _text(getattr(release, name), f"releases[{i}].{name}", 400):
                 problems.append(problem)
         for feature, support in release.features.items():
-            if not FEATURE_NAME.fullmatch(feature):
-                problems.append(f"releases[{i}].features: {feature!r:.80} is not a feature name")
+            if not is_feature_key(feature):
+                problems.append(f"releases[{i}].features: {feature!r:.80} is not a feature key ({KEY_RULE} characters)")
             elif problem := _text(support.note, f"releases[{i}].features.{feature}.note", 4096):
                 problems.append(problem)
+    for feature, title in table.feature_titles.items():
+        if not is_feature_key(feature):
+            problems.append(f"feature_titles: {feature!r:.80} is not a feature key ({KEY_RULE} characters)")
+        elif problem := title_problem(title):
+            problems.append(f"feature_titles.{feature}: {title!r:.80} {problem}")
     for i, cell in enumerate(table.cells):
         problems += _cell(cell, i)
     return problems

@@ -1,6 +1,7 @@
 """Smoke suite of torch_emu: runs against the INSTALLED wheel, from any directory.
 
-Tests name the feature they exercise with @pytest.mark.feature("..."); with
+Tests name the feature they exercise with @pytest.mark.feature("snake_case_key") (matrix.yaml's smoke.features
+gives each key the title the compatibility page shows); with
 --emu-features-json=PATH the session writes each feature's outcome there
 ("passed" or "passed: <detail>", "failed", or "not available: <reason>") for the compatibility table.
 Driver- or torch-gated tests skip with the reason, through smoke_gates.requires_driver / requires_torch.

@@ -16,7 +16,7 @@ import torch
 
 import torch_emu
 
-pytestmark = pytest.mark.feature("any Python (py3-none wheel)")
+pytestmark = pytest.mark.feature("any_python_py3_none_wheel")
 
 LIBRARY = Path(torch_emu.__file__).resolve().parent / "libtorch_emu.so"
 

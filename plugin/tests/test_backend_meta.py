@@ -8,7 +8,7 @@ from smoke_gates import requires_torch_save
 
 import torch_emu
 
-pytestmark = pytest.mark.feature("backend metadata")
+pytestmark = pytest.mark.feature("backend_metadata")
 
 META = {"format": 29, "version": 1}
 
@@ -136,7 +136,7 @@ FAKE_TENSOR_DROPS_META = (
 )
 
 
-@pytest.mark.feature("backend metadata in FakeTensor")  # its own row: the other tests' passes must not hide it
+@pytest.mark.feature("backend_metadata_in_faketensor")  # its own row: the other tests' passes must not hide it
 def test_fake_tensor_receives_the_metadata():
     try:
         from torch._subclasses.fake_tensor import FakeTensorMode

@@ -4,7 +4,7 @@ synchronize)."""
 import pytest
 import torch
 
-pytestmark = pytest.mark.feature("checks at the call")
+pytestmark = pytest.mark.feature("checks_at_the_call")
 
 
 def _both(fn, *tensors):  # type: ignore[no-untyped-def]

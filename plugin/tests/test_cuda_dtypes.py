@@ -1,6 +1,6 @@
 """CUDA's dtypes on emu: model code branches on device.type and takes CUDA's path on emu, so emu computes the dtypes
 CUDA computes (ComplexHalf math, Half FFTs and pooling, integer histc, ...) with the result dtypes CUDA returns,
-where the CPU kernels refuse them. The OpInfo feature ("opinfo CUDA dtypes") covers every such pair of op_db; these
+where the CPU kernels refuse them. The OpInfo feature (`opinfo_cuda_dtypes`) covers every such pair of op_db; these
 tests pin what model code meets."""
 
 import pytest
@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 import torch_emu
 
-pytestmark = pytest.mark.feature("CUDA dtypes")
+pytestmark = pytest.mark.feature("cuda_dtypes")
 
 
 def as_complex32(z: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-pytestmark = pytest.mark.feature("device checks")
+pytestmark = pytest.mark.feature("device_checks")
 
 
 def test_set_storage_of_another_emu_device_raises():

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 pytestmark = [
-    pytest.mark.feature("fork safety"),
+    pytest.mark.feature("fork_safety"),
     # Python >= 3.12 warns that forking a multi-threaded process may deadlock: that is what is tested here.
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
 ]

@@ -9,7 +9,7 @@ import torch
 from smoke_gates import TORCH
 
 pytestmark = [
-    pytest.mark.feature("named tensors"),
+    pytest.mark.feature("named_tensors"),
     pytest.mark.filterwarnings("ignore:Named tensors and all their associated APIs are an experimental feature"),
     pytest.mark.skipif(
         not hasattr(torch.Tensor, "refine_names"),

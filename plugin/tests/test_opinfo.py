@@ -3,11 +3,11 @@ supports give CUDA's results.
 
 The comparison runs in a child process (opinfo_conformance.py beside this file), bounded by a timeout, so an op
 that crashes or hangs fails this test with its name instead of ending the smoke session. One run serves both
-features; the per-pass counts are recorded in their outcomes ("passed: ...") for the compatibility page: "opinfo
-conformance" for the passes against the CPU, "opinfo CUDA dtypes" for the (op, dtype) pairs only CUDA supports. From
-torch 2.13 every compared op must match; on older releases a mismatch makes the feature "not available" with the
-count (the list is in the log). TORCH_EMU_OPINFO_SAMPLES sets how many samples per op are compared: the default 1
-takes about 20 s a cell; all samples (e.g. 1000000) about 1.5-2.5 min.
+features; the per-pass counts are recorded in their outcomes ("passed: ...") for the compatibility page:
+`opinfo_conformance` for the passes against the CPU, `opinfo_cuda_dtypes` for the (op, dtype) pairs only CUDA
+supports. From torch 2.13 every compared op must match; on older releases a mismatch makes the feature "not
+available" with the count (the list is in the log). TORCH_EMU_OPINFO_SAMPLES sets how many samples per op are
+compared: the default 1 takes about 20 s a cell; all samples (e.g. 1000000) about 1.5-2.5 min.
 """
 
 import importlib.util
@@ -22,7 +22,7 @@ from packaging.version import Version
 from smoke_gates import TORCH
 
 # The deep tier (smoke.tiers: once per build): op_db against the CPU depends on the wheel and torch alone.
-pytestmark = [pytest.mark.feature("opinfo conformance"), pytest.mark.deep]
+pytestmark = [pytest.mark.feature("opinfo_conformance"), pytest.mark.deep]
 
 SCRIPT = Path(__file__).with_name("opinfo_conformance.py")
 TIMEOUT_S = 1500
@@ -97,7 +97,7 @@ def test_op_db_matches_cpu(conformance_report, emu_feature_detail):  # type: ign
     _check(conformance_report, CPU_PASSES, emu_feature_detail)
 
 
-@pytest.mark.feature("opinfo CUDA dtypes")
+@pytest.mark.feature("opinfo_cuda_dtypes")
 def test_op_db_cuda_dtypes(conformance_report, emu_feature_detail):  # type: ignore[no-untyped-def]
     """Every (op, dtype) pair this release's op_db says CUDA supports and the CPU does not, computed on emu as CUDA
     does (against the CPU in a wider dtype, cast back): model code takes CUDA's path on emu."""

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-pytestmark = pytest.mark.feature("profiler device time")
+pytestmark = pytest.mark.feature("profiler_device_time")
 
 
 def test_profiler_use_device_emu_gives_non_negative_durations():

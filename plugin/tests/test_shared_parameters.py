@@ -16,7 +16,7 @@ import torch
 from smoke_gates import requires_torch, requires_torch_save
 from torch import nn
 
-pytestmark = pytest.mark.feature("shared parameters")
+pytestmark = pytest.mark.feature("shared_parameters")
 
 VOCAB, DIM, HEADS, SEQ = 48, 32, 4, 12
 

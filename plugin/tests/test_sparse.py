@@ -15,7 +15,7 @@ import torch_emu
 # the CPU.
 # The deep tier (smoke.tiers: once per build): results against the CPU reference depend on the wheel and torch alone.
 pytestmark = [
-    pytest.mark.feature("sparse tensors"),
+    pytest.mark.feature("sparse_tensors"),
     requires_torch(">=2.5", "sparse emu tensors"),
     pytest.mark.deep,
 ]

@@ -168,10 +168,10 @@ def test_markdown_features_say_why_a_release_lacks_one(write_matrix: WriteMatrix
         cell_result(cells["torch2.4-cuda-cp310-drv1"], features={"models": needs, "named": "passed"}),
     ]
     text = features_table(table_for(matrix, results))
-    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| `")}
-    assert rows["| `models`"].count("\N{EN DASH} \\[1\\]") == 2  # one reason, one footnote, both releases
+    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["| Models"].count("\N{EN DASH} \\[1\\]") == 2  # one reason, one footnote, both releases
     assert "\\[2\\]" not in text
-    assert "\N{EN DASH} |" in rows["| `named`"]  # no reason recorded: the mark alone
+    assert "\N{EN DASH} |" in rows["| Named"]  # no reason recorded: the mark alone
     assert "- \\[1\\] transformers 5 needs torch &gt;= 2.6 \\| pinned" in text.splitlines()  # escaped, one line
     assert text.count("transformers 5 needs") == 1
 

@@ -113,7 +113,8 @@ def test_a_record_its_reader_would_refuse_is_never_written(
 
 def test_hostile_features_of_a_smoke_suite_never_reach_a_record(tmp_path: Path) -> None:
     """A suite's features file named a feature `<b>x</b>` and one with a newline: the record was written, then refused
-    on every later command (exit 7). Now those entries are left out, and the rest is recorded and reads back."""
+    on every later command (exit 7). Now the report is refused whole, naming each key that breaks the rule (the smoke
+    step fails with that: tests/unit/test_feature_keys.py); a valid report is recorded and reads back."""
     import json
 
     from buildmatrix.builder.smoke import read_features
@@ -122,7 +123,16 @@ def test_hostile_features_of_a_smoke_suite_never_reach_a_record(tmp_path: Path) 
     features.write_text(
         json.dumps({"<b>x</b>": "passed", "two\nlines": "passed", "autograd": "passed", "amp": "maybe", "fft": 3})
     )
-    assert read_features(features) == {"autograd": "passed"}
+    with pytest.raises(ValueError) as raised:
+        read_features(features)
+    for problem in (
+        "'<b>x</b>' is not a feature key",
+        "'two\\nlines' is not a feature key",
+        "'maybe' is not an outcome",
+    ):
+        assert problem in str(raised.value), str(raised.value)
+    assert "fft: expected a string" in str(raised.value)
+    features.write_text(json.dumps({"autograd": "passed"}))
     store = ResultStore(tmp_path / "results")
     result = cell_result(CELL, "passed", features=read_features(features))
     store.save(result)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Set
 from enum import StrEnum
 from typing import Any
 
+from buildmatrix.util.features import KEY_RULE, is_feature_key, legacy_key
 from buildmatrix.vocab import RunnerName, Status, Step
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -38,10 +39,6 @@ MAX_SECONDS = 1e7  # a step's duration: 115 days
 
 
 MAX_TIME = 1e11  # a Unix time: year 5138
-
-
-# A smoke feature's name: words, digits, spaces and ( ) . / + _ -; never Markdown or HTML markup, never a newline.
-FEATURE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.()+/-]{0,79}")
 
 
 FEATURE_STATES = ("passed", "failed", "not available")
@@ -124,14 +121,11 @@ def _str_list(value: Any, key: str) -> list[str]:
 
 
 def feature_problem(name: object, outcome: object, key: str = "features") -> str:
-    """Why a smoke feature and its outcome cannot be recorded ("" when they can): names from the feature vocabulary,
+    """Why a smoke feature and its outcome cannot be recorded ("" when they can): snake_case keys (util/features.py),
     outcomes "passed", "passed: <detail>", "failed" or "not available[: <reason>]". The one rule for the record's
     reader and for the smoke suite's features file (builder/smoke.py), so no record is written that would not read."""
-    if not (isinstance(name, str) and FEATURE_NAME.fullmatch(name)):
-        return (
-            f"{key}: {name!r:.80} is not a feature name (letters, digits, spaces and ( ) . / + _ -, "
-            "at most 80 characters)"
-        )
+    if not is_feature_key(name):
+        return f"{key}: {name!r:.80} is not a feature key ({KEY_RULE} characters)"
     try:
         text = _str(outcome, f"{key}.{name}", LIMITS["features"])
     except _Bad as exc:
@@ -145,13 +139,38 @@ def feature_problem(name: object, outcome: object, key: str = "features") -> str
 
 
 def _features(value: Any, key: str) -> dict[str, str]:
-    """Smoke feature -> outcome, each by feature_problem's rule."""
+    """Smoke feature key -> outcome, each by feature_problem's rule. A name written before keys were snake_case
+    ("named tensors", in records of then) reads as its key ("named_tensors")."""
     data = _object(value, key)
     if len(data) > MAX_ITEMS:
         raise _Bad(f"{key}: {len(data)} features (at most {MAX_ITEMS})")
+    out: dict[str, str] = {}
     for name, outcome in data.items():
-        if problem := feature_problem(name, outcome, key):
+        feature = (legacy_key(name) if isinstance(name, str) else None) or name
+        if problem := feature_problem(feature, outcome, key):
             raise _Bad(problem)
+        if feature in out:
+            raise _Bad(f"{key}: {name!r:.80} names the feature {feature!r} a second time")
+        out[feature] = outcome
+    return out
+
+
+def feature_report(text: str, source: str) -> dict[str, str]:
+    """A smoke suite's report of its features (the `{features}` file): snake_case keys only (no older phrase: the
+    suite is ours to fix), outcomes by feature_problem's rule. Raises ValueError naming `source` and every key
+    that breaks it."""
+    try:
+        data = load_json(text)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"{source}: not a JSON object of features ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: not a JSON object of features (a {type(data).__name__})")
+    if len(data) > MAX_ITEMS:
+        raise ValueError(f"{source}: {len(data)} features (at most {MAX_ITEMS})")
+    problems = [p for name, outcome in data.items() if (p := feature_problem(name, outcome, source))]
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise ValueError("; ".join(problems[:5]) + more)
     return dict(data)
 
 
