@@ -1,13 +1,14 @@
-"""Pure views of the expanded cells and their builds: tables for people, strategy matrices for GitHub Actions."""
+"""Pure views of the expanded cells and their builds: tables for people, strategy matrices for GitHub Actions (held to
+the job limit of builder/selection.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from rich.table import Table
 
-from buildmatrix.errors import MatrixTooLarge
+from buildmatrix.builder.selection import check_github_limit
 from buildmatrix.model.builds import Build
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.pythons import Python
@@ -125,20 +126,6 @@ def runner_plan_lines(names: list[str], runners: Mapping[str, str]) -> list[str]
     for name in names:
         by_reason.setdefault(runners[name], []).append(name)
     return [f"{reason}: {', '.join(ids)}" for reason, ids in by_reason.items()]
-
-
-# GitHub Actions runs at most this many jobs from one matrix.
-GITHUB_MATRIX_LIMIT = 256
-
-
-def check_github_limit(cells: Sequence[Cell], builds: Sequence[Build] = ()) -> None:
-    """Raise MatrixTooLarge beyond what one GitHub Actions matrix runs (the cells' and the builds' are two)."""
-    for count, what in ((len(cells), "cells"), (len(builds), "builds")):
-        if count > GITHUB_MATRIX_LIMIT:
-            raise MatrixTooLarge(
-                f"{count} {what}, but a GitHub Actions matrix runs at most {GITHUB_MATRIX_LIMIT} jobs; narrow the "
-                "selection (--torch, --python, --sdk, --variant) and run the workflow once per part"
-            )
 
 
 def build_artifact(build_id: str) -> str:

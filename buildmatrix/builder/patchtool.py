@@ -1,4 +1,5 @@
-"""Maintain the per-release shim series: check that they apply, open a release's patched tree to edit, refresh one."""
+"""Maintain the per-release shim series: check that they apply, open a release's patched tree to edit, refresh one
+(`patches`, the command's one function)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine, release_series
+from buildmatrix.builder.workspace import Workspace
 from buildmatrix.errors import PatchError, UserError
+from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.matrix import Matrix, TorchRelease
 from buildmatrix.util.process import run_captured
 
@@ -150,3 +154,40 @@ def refresh(matrix: Matrix, minor: str, tree: Path) -> RefreshResult:
     (target / "series").write_text(header + "".join(f"{n}\n" for n in names))
     written.append(target / "series")
     return RefreshResult(written, minor not in release.patches)
+
+
+class PatchAction(StrEnum):
+    CHECK = "check"  # every release's series applies; no series unused, no dead version gate
+    EDIT = "edit"  # a release's patched tree, to edit
+    REFRESH = "refresh"  # the release's own series rewritten from the edited tree
+
+
+@dataclass(frozen=True)
+class PatchesOptions:
+    matrix: Path
+    action: PatchAction
+    release: str | None = None  # the torch minor of edit and refresh, e.g. "2.4"
+
+
+@dataclass(frozen=True)
+class PatchesOutcome:
+    """What the action found or made: check's report, edit's tree, or refresh's result."""
+
+    matrix: Matrix
+    check: CheckReport | None = None
+    tree: Path | None = None
+    refresh: RefreshResult | None = None
+
+
+def patches(options: PatchesOptions) -> PatchesOutcome:
+    """The `patches` command: edit and refresh work in the project's build area (patch-edit/ beside build/)."""
+    matrix = load_matrix(options.matrix.resolve())
+    edit_root = Workspace.for_root(matrix.root).build_dir.parent / "patch-edit"
+    if options.action == PatchAction.CHECK:
+        return PatchesOutcome(matrix, check=check(matrix))
+    release = options.release
+    if not release:
+        raise UserError(f"`patches {options.action}` needs a torch release, e.g. `patches {options.action} 2.4`")
+    if options.action == PatchAction.EDIT:
+        return PatchesOutcome(matrix, tree=edit_tree(matrix, release, edit_root))
+    return PatchesOutcome(matrix, refresh=refresh(matrix, release, edit_root / f"torch{release}"))

@@ -1,20 +1,23 @@
 """The cells a command works on: the matrix loaded, its cells expanded against the registry's answers, its builds
 planned from every cell (so a selection never changes one), and the selection applied; and each selected cell's and
-build's runner, with this machine's interpreters."""
+build's runner, with this machine's interpreters. `list_matrix` is the `matrix` command: the selection with its runners,
+checked as a GitHub Actions fan-out's plan job checks them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from buildmatrix.builder.runners.local import LocalRunner
 from buildmatrix.builder.runners.select import RunnerPlan, plan_runners
 from buildmatrix.builder.workspace import Workspace
-from buildmatrix.errors import UserError
+from buildmatrix.errors import MatrixTooLarge, UserError
 from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import Cell, Selection, expand
 from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.matrix import Matrix
+from buildmatrix.model.pythons import Python
 from buildmatrix.model.registry import Registry, published_pythons
 from buildmatrix.util.http import NETWORK_DEADLINE
 from buildmatrix.vocab import RunnerName
@@ -73,3 +76,82 @@ def runner_plan(matrix: Matrix, cells: list[Cell], runner: str | None, builds: l
     interpreters."""
     asked = RunnerName(runner or matrix.runner)
     return plan_runners(cells, matrix, asked, LocalRunner(), [b.python for b in builds])
+
+
+# GitHub Actions runs at most this many jobs from one matrix.
+GITHUB_MATRIX_LIMIT = 256
+
+
+def check_github_limit(cells: Sequence[Cell], builds: Sequence[Build] = ()) -> None:
+    """Raise MatrixTooLarge beyond what one GitHub Actions matrix runs (the cells' and the builds' are two)."""
+    for count, what in ((len(cells), "cells"), (len(builds), "builds")):
+        if count > GITHUB_MATRIX_LIMIT:
+            raise MatrixTooLarge(
+                f"{count} {what}, but a GitHub Actions matrix runs at most {GITHUB_MATRIX_LIMIT} jobs; narrow the "
+                "selection (--torch, --python, --sdk, --variant) and run the workflow once per part"
+            )
+
+
+@dataclass(frozen=True)
+class MatrixOptions:
+    """What the `matrix` command is asked: the selection; the runner asked for (None: matrix.yaml's); whether each
+    cell's and build's runner is planned (the cell list alone needs none); and whether the selection is the plan of a
+    GitHub Actions fan-out, checked before any job starts (the job limit, then a runner for every build)."""
+
+    select: SelectOptions
+    runner: str | None = None
+    plan: bool = True
+    github: bool = False
+
+
+@dataclass(frozen=True)
+class MatrixListing:
+    """The selected cells and their builds, with the runner plan when one was asked for."""
+
+    matrix: Matrix
+    cells: list[Cell]
+    builds: list[Build]
+    plan: RunnerPlan | None = None
+
+    @property
+    def sdk_name(self) -> str | None:
+        return self.matrix.sdk.name if self.matrix.sdk is not None else None
+
+    def reasons(self) -> dict[str, str]:
+        """Cell id -> its runner and why ("local: /usr/bin/python3.11")."""
+        plan = self._plan()
+        return {c.id: plan.choice(c).reason for c in self.cells}
+
+    def build_reasons(self) -> dict[str, str]:
+        plan = self._plan()
+        return {b.id: plan.choice_for(b.python).reason for b in self.builds}
+
+    def runners(self) -> dict[Python, RunnerName]:
+        """Each Python's runner, for the Pythons a runner serves."""
+        return {p: r for p, c in self._plan().by_python.items() if (r := c.runner) is not None}
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """What no runner can build here."""
+        return tuple(self.plan.problems) if self.plan is not None else ()
+
+    def _plan(self) -> RunnerPlan:
+        if self.plan is None:
+            raise ValueError("the listing was made without a runner plan (MatrixOptions.plan)")
+        return self.plan
+
+
+def list_matrix(options: MatrixOptions) -> MatrixListing:
+    """The selection and, as asked, its runner plan; for a GitHub fan-out, MatrixTooLarge beyond the job limit
+    (before any plan is made) and the plan's own error when a build has no runner here."""
+    loaded = load_cells(options.select)
+    cells = loaded.cells
+    builds = loaded.builds_of(cells)
+    if options.github:
+        check_github_limit(cells, builds)
+    if not (options.plan or options.github):
+        return MatrixListing(loaded.matrix, cells, builds)
+    plan = runner_plan(loaded.matrix, cells, options.runner, builds)
+    if options.github:
+        plan.check()
+    return MatrixListing(loaded.matrix, cells, builds, plan)

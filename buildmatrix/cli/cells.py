@@ -24,26 +24,19 @@ if TYPE_CHECKING:
 
 def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix import report_matrix
-    from buildmatrix.builder.selection import load_cells, runner_plan
+    from buildmatrix.builder.selection import MatrixOptions, list_matrix
 
-    loaded = load_cells(selection(args))
-    matrix, cells = loaded.matrix, loaded.cells
-    builds = loaded.builds_of(cells)
+    # --github: each build's and cell's runner as `build` would choose it on this machine (the plan job's: the
+    # Pythons setup-python gave it); one no runner can make stops the plan, before any job starts.
+    options = MatrixOptions(selection(args), args.runner, plan=args.github or not args.json, github=args.github)
+    listing = list_matrix(options)
+    cells, builds, sdk_name = listing.cells, listing.builds, listing.sdk_name
     if args.github:
-        # Each build's and cell's runner as `build` would choose it on this machine (the plan job's: the Pythons
-        # setup-python gave it); one no runner can make stops the plan, before any job starts.
-        report_matrix.check_github_limit(cells, builds)
-        plan = runner_plan(matrix, cells, args.runner, builds)
-        plan.check()
-        runners = {p: r for p, c in plan.by_python.items() if (r := c.runner) is not None}
-        print(json.dumps(report_matrix.github_matrix(cells, builds, runners)))
+        print(json.dumps(report_matrix.github_matrix(cells, builds, listing.runners())))
     elif args.json:
         print(json.dumps([c.as_dict() for c in cells], indent=2))
     else:
-        plan = runner_plan(matrix, cells, args.runner, builds)
-        sdk_name = matrix.sdk.name if matrix.sdk is not None else None
-        reasons = {c.id: plan.choice(c).reason for c in cells}
-        build_reasons = {b.id: plan.choice_for(b.python).reason for b in builds}
+        reasons, build_reasons = listing.reasons(), listing.build_reasons()
         if len(cells) > report_matrix.RICH_ROWS:
             print(report_matrix.cells_text(cells, reasons, sdk_name))
         else:
@@ -53,7 +46,7 @@ def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
         else:
             console.print(report_matrix.builds_table(builds, build_reasons, sdk_name))
         console.print(f"{len(cells)} cell(s), {len(builds)} build(s)")
-        for problem in plan.problems:
+        for problem in listing.problems:
             console.print(Text.assemble(("cannot build: ", "red"), problem))
     return 0
 

@@ -10,20 +10,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from buildmatrix.builder.workspace import Workspace
 from buildmatrix.cli.flags import add_index_url, add_matrix, add_offline, add_runner
-from buildmatrix.errors import EXIT_CELLS_FAILED, UserError
-from buildmatrix.model.loader import load_matrix
+from buildmatrix.errors import EXIT_CELLS_FAILED
 from buildmatrix.vocab import Status
 
 
 def cmd_patches(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix.builder import patchtool
+    from buildmatrix.builder.patchtool import PatchAction, PatchesOptions, patches
 
-    matrix = load_matrix(Path(args.matrix).resolve())
-    edit_root = Workspace.for_root(matrix.root).build_dir.parent / "patch-edit"
-    if args.action == "check":
-        report = patchtool.check(matrix)
+    outcome = patches(PatchesOptions(Path(args.matrix), PatchAction(args.action), args.release))
+    matrix = outcome.matrix
+    if outcome.check is not None:
+        report = outcome.check
         for release, applied in report.applied.items():
             console.print(
                 f"{release}: {len(applied)} patch(es) apply cleanly" + (f" ({', '.join(applied)})" if applied else ""),
@@ -40,19 +38,16 @@ def cmd_patches(args: argparse.Namespace, console: Console) -> int:
         for line in report.dead_gates:
             console.print(Text.assemble(("DEAD ", "red"), line))
         return 0 if report.ok else EXIT_CELLS_FAILED
-    if not args.release:
-        raise UserError(f"`patches {args.action}` needs a torch release, e.g. `patches {args.action} 2.4`")
-    if args.action == "edit":
-        tree = patchtool.edit_tree(matrix, args.release, edit_root)
+    if outcome.tree is not None:
         console.print(
-            f"edit the plugin for torch {args.release} in {tree / matrix.plugin.source.name}, "
+            f"edit the plugin for torch {args.release} in {outcome.tree / matrix.plugin.source.name}, "
             f"then run `buildmatrix patches refresh {args.release}`"
         )
         return 0
-    result = patchtool.refresh(matrix, args.release, edit_root / f"torch{args.release}")
-    for path in result.files:
+    assert outcome.refresh is not None
+    for path in outcome.refresh.files:
         console.print(f"wrote {path.relative_to(matrix.root)}", highlight=False)
-    if result.missing_from_matrix:
+    if outcome.refresh.missing_from_matrix:
         console.print(
             f"now add '{args.release}' as the last entry of the patches of torch {args.release} in {matrix.path.name}"
         )
@@ -111,7 +106,7 @@ def cmd_outdated(args: argparse.Namespace, console: Console) -> int:
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     patches = sub.add_parser("patches", help="check, edit and refresh the per-release shim series")
-    patches.add_argument("action", choices=("check", "edit", "refresh"))
+    patches.add_argument("action", choices=("check", "edit", "refresh"))  # patchtool.PatchAction
     patches.add_argument("release", nargs="?", help="torch minor for edit/refresh, e.g. 2.4")
     add_matrix(patches)
     patches.set_defaults(func=cmd_patches)

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from packaging.version import Version
 
+from buildmatrix.builder.selection import GITHUB_MATRIX_LIMIT
 from buildmatrix.errors import MatrixTooLarge
 from buildmatrix.model.builds import Build, plan_builds
 from buildmatrix.model.cells import Cell, expand, make_cell
@@ -21,7 +22,7 @@ from buildmatrix.model.loader import load_matrix
 from buildmatrix.model.matrix import SdkVersion, TorchRelease, WheelSource
 from buildmatrix.model.pythons import Python
 from buildmatrix.publish.table import CompatTable, available_from_table
-from buildmatrix.report_matrix import GITHUB_MATRIX_LIMIT, github_matrix
+from buildmatrix.report_matrix import github_matrix
 from buildmatrix.vocab import RunnerName, WheelSourceKind
 
 ROOT = Path(__file__).parents[2]
