@@ -332,3 +332,32 @@ def write_starter(root: Path, files: dict[Path, str], facts: StarterFacts | None
                 directory.rmdir()
         raise
     return written
+
+
+@dataclass(frozen=True)
+class InitOptions:
+    """What `init` is told: the project's root, and what it would otherwise read from the project's metadata."""
+
+    root: Path
+    distribution: str | None = None
+    version: str | None = None
+    source: str | None = None
+    tests: str | None = None
+    requirement: str = DEFAULT_REQUIREMENT
+
+
+def init_project(options: InitOptions) -> list[Path]:
+    """The `init` command: the starter files of a project, matrix.yaml, noxfile.py and the GitHub workflow, never
+    over existing files; returns what was written (UserError, nothing written, otherwise)."""
+    root = options.root
+    if not root.is_dir():
+        raise UserError(f"{root} is not a directory (init writes into an existing project)")
+    facts = project_facts(
+        root,
+        distribution=options.distribution,
+        version=options.version,
+        source=options.source,
+        tests=options.tests,
+        requirement=options.requirement,
+    )
+    return write_starter(root, starter_files(root, facts), facts)

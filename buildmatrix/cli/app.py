@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -15,7 +15,6 @@ from rich.text import Text
 from buildmatrix import __version__
 from buildmatrix.cli import cells, project, publishing, releases, render
 from buildmatrix.errors import EXIT_CELLS_FAILED, ResourceError, UserError
-from buildmatrix.util.atomic import write_text_atomic
 from buildmatrix.util.failures import is_resource_error, resource_message
 from buildmatrix.util.gcthreshold import fewer_collections
 
@@ -40,30 +39,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_schema(args: argparse.Namespace, console: Console) -> int:
-    """matrix.schema.json and the reference pages generated from the code: options (from the declared options
-    table), the command line (from this module's parser) and the exit codes (from the error hierarchy)."""
-    from buildmatrix.clireference import cli_markdown, exit_codes_markdown
-    from buildmatrix.model.reference import reference_markdown
-    from buildmatrix.model.schema import schema_json
+    from buildmatrix.clireference import SchemaOptions, generate
 
-    generators: list[tuple[str | None, Callable[[], str]]] = [
-        (args.schema, schema_json),
-        (args.reference, reference_markdown),
-        (args.cli, lambda: cli_markdown(build_parser())),
-        (args.exit_codes, exit_codes_markdown),
-    ]
-    outputs = [(Path(p), make()) for p, make in generators if p]
-    if not outputs:
-        print(schema_json(), end="")
+    def file(value: str | None) -> Path | None:
+        return Path(value) if value else None
+
+    options = SchemaOptions(
+        file(args.schema), file(args.reference), file(args.cli), file(args.exit_codes), check=args.check
+    )
+    outcome = generate(options, build_parser)
+    if outcome.printed is not None:
+        print(outcome.printed, end="")
         return 0
-    stale = [path for path, text in outputs if not path.is_file() or path.read_text(encoding="utf-8") != text]
     if args.check:
-        for path in stale:
+        for path in outcome.stale:
             console.print(f"{path} is not what `buildmatrix schema` generates; regenerate it", highlight=False)
-        return EXIT_CELLS_FAILED if stale else 0
-    for path in stale:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, dict(outputs)[path])
+        return EXIT_CELLS_FAILED if outcome.stale else 0
+    for path in outcome.written:
         console.print(f"wrote {path}", highlight=False)
     return 0
 

@@ -8,25 +8,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from buildmatrix.errors import UserError
-
 
 def cmd_init(args: argparse.Namespace, console: Console) -> int:
-    """The starter files of a project: matrix.yaml, noxfile.py and the GitHub workflow (never over existing files)."""
-    from buildmatrix.starter import project_facts, starter_files, write_starter
+    from buildmatrix.starter import InitOptions, init_project
 
     root = Path(args.dir)
-    if not root.is_dir():
-        raise UserError(f"{root} is not a directory (init writes into an existing project)")
-    facts = project_facts(
-        root,
-        distribution=args.distribution,
-        version=args.version,
-        source=args.source,
-        tests=args.tests,
-        requirement=args.requirement,
-    )
-    for path in write_starter(root, starter_files(root, facts), facts):
+    options = InitOptions(root, args.distribution, args.version, args.source, args.tests, args.requirement)
+    for path in init_project(options):
         console.print(f"wrote {path}", highlight=False)
     console.print(
         f"next, in {root}: `buildmatrix matrix` lists the cells, `buildmatrix build --torch 2.13 --jobs 1` builds one",
