@@ -1,6 +1,7 @@
 """`buildmatrix build` as a library call: plan the run (the selected cells, each one's runner, the cells left unbuilt
 when no runner can start for them), then run it (under the workspace's lock, Ctrl-C and SIGTERM stopping it cleanly)
-and say what became of every build and cell. The command line only parses, calls these and renders."""
+and say what became of every build and cell. `build` is the command: the command line parses, calls it and renders
+(the plan and the runners as `build` reports them, before anything is built)."""
 
 from __future__ import annotations
 
@@ -117,6 +118,25 @@ def choose_runners(planned: RunPlan, options: BuildOptions) -> BuildPlan:
     chosen = runners_or_unbuilt(planned.plan, loaded.matrix, planned.workspace.build_dir.parent / "dockerd.log")
     cells, unbuilt = _leave_unbuilt(loaded, planned.cells, chosen.unbuilt, options.builds_only)
     return BuildPlan(planned, chosen, cells, loaded.builds_of(cells), unbuilt)
+
+
+@dataclass(frozen=True)
+class BuildReports:
+    """What `build` tells its caller as it goes: the run planned (each cell's and build's runner, before a runner is
+    made ready: starting a Docker engine takes a while), then the runners chosen; and what shows the run's progress."""
+
+    display: Display
+    planned: Callable[[RunPlan], None] = lambda _plan: None
+    chosen: Callable[[BuildPlan], None] = lambda _plan: None
+
+
+def build(options: BuildOptions, reports: BuildReports) -> BuildOutcome:
+    """The `build` command: plan the run, choose its runners, run it."""
+    planned = plan_build(options)
+    reports.planned(planned)
+    plan = choose_runners(planned, options)
+    reports.chosen(plan)
+    return run_build(plan, options, reports.display)
 
 
 def run_build(plan: BuildPlan, options: BuildOptions, display: Display) -> BuildOutcome:

@@ -53,7 +53,7 @@ def cmd_matrix(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_build(args: argparse.Namespace, console: Console) -> int:
     from buildmatrix import report_matrix
-    from buildmatrix.builder.buildrun import BuildOptions, choose_runners, plan_build, run_build
+    from buildmatrix.builder.buildrun import BuildOptions, BuildPlan, BuildReports, RunPlan, build
     from buildmatrix.builder.scheduler import RunOptions
     from buildmatrix.progress import ProgressDisplay, summary_table
 
@@ -61,13 +61,15 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
         jobs=args.jobs, fail_fast=args.fail_fast, force=args.force, retries=args.retries, prebuilt=args.prebuilt
     )
     options = BuildOptions(selection(args, refresh=args.force), run, args.runner, args.builds_only)
-    planned = plan_build(options)
-    reasons = planned.reasons
-    say_lines(console, report_matrix.runner_plan_lines(list(reasons), reasons))
-    plan = choose_runners(planned, options)
-    say_lines(console, plan.chosen.engine_actions)
-    made = "testing builds made elsewhere" if args.prebuilt else f"{len(plan.builds)} build(s)"
-    console.print(f"[bold]{len(plan.cells)} cell(s)[/bold], {made}, {plan.chosen.why}, {args.jobs} job(s)")
+
+    def planned(plan: RunPlan) -> None:
+        reasons = plan.reasons
+        say_lines(console, report_matrix.runner_plan_lines(list(reasons), reasons))
+
+    def chosen(plan: BuildPlan) -> None:
+        say_lines(console, plan.chosen.engine_actions)
+        made = "testing builds made elsewhere" if args.prebuilt else f"{len(plan.builds)} build(s)"
+        console.print(f"[bold]{len(plan.cells)} cell(s)[/bold], {made}, {plan.chosen.why}, {args.jobs} job(s)")
 
     shown: list[ProgressDisplay] = []
 
@@ -77,7 +79,7 @@ def cmd_build(args: argparse.Namespace, console: Console) -> int:
             shown.append(live)
             yield live.update
 
-    outcome = run_build(plan, options, display)
+    outcome = build(options, BuildReports(display, planned, chosen))
     workspace = outcome.workspace
     if not outcome.ran:
         say_not_built(console, outcome.not_built)
