@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -386,3 +387,26 @@ def run_planned(plan: ProbePlan, progress: ProgressCallback) -> ProbeReport | st
     with stop_on_signals(CHILDREN.stop) as stopped_by:
         report = run_probe(plan.matrix, plan.release, plan.cell, plan.registry, runner=plan.runner, progress=progress)
     return stopped_by[0] if stopped_by else report
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """The probe's report and where it was written, or the signal that stopped it (then no report)."""
+
+    plan: ProbePlan
+    report: ProbeReport | None
+    stopped_by: str | None = None
+
+    @property
+    def report_path(self) -> Path:
+        return probe_dir(self.plan.matrix, self.plan.release) / "report.md"
+
+
+def probe(options: ProbeOptions, planned: Callable[[ProbePlan], None], progress: ProgressCallback) -> ProbeOutcome:
+    """The `probe` command: plan it (`planned` hears which cell and runner, before anything is built), run it."""
+    plan = plan_probe(options)
+    planned(plan)
+    report = run_planned(plan, progress)
+    if isinstance(report, str):
+        return ProbeOutcome(plan, None, report)
+    return ProbeOutcome(plan, report)

@@ -55,7 +55,7 @@ def cmd_patches(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_probe(args: argparse.Namespace, console: Console) -> int:
-    from buildmatrix.builder.probe import ProbeOptions, plan_probe, probe_dir, run_planned
+    from buildmatrix.builder.probe import ProbeOptions, ProbePlan, probe
     from buildmatrix.util.signals import exit_code_of
 
     options = ProbeOptions(
@@ -69,18 +69,22 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
         series=tuple(args.series or ()),
         runner=args.runner,
     )
-    plan = plan_probe(options)
-    release = plan.release
-    console.print(
-        f"probing torch {release.version} as cell {plan.cell.id} ({plan.why})"
-        + (f" with series {', '.join(release.patches)}" if release.patches else "")
-    )
-    report = run_planned(plan, lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False))
-    if isinstance(report, str):
-        console.print(f"stopped by {report}")
-        return exit_code_of(report)
+
+    def planned(plan: ProbePlan) -> None:
+        release = plan.release
+        console.print(
+            f"probing torch {release.version} as cell {plan.cell.id} ({plan.why})"
+            + (f" with series {', '.join(release.patches)}" if release.patches else "")
+        )
+
+    outcome = probe(options, planned, lambda cell_id, what: console.print(f"  {cell_id}: {what}", highlight=False))
+    if outcome.stopped_by is not None:
+        console.print(f"stopped by {outcome.stopped_by}")
+        return exit_code_of(outcome.stopped_by)
+    report = outcome.report
+    assert report is not None  # a probe not stopped has its report
     console.print(report.markdown(), highlight=False, markup=False)
-    console.print(f"report: {probe_dir(plan.matrix, release) / 'report.md'}")
+    console.print(f"report: {outcome.report_path}")
     return 0 if report.status == Status.PASSED else EXIT_CELLS_FAILED
 
 
