@@ -44,7 +44,7 @@ from buildmatrix.model.pythons import installs_on
 from buildmatrix.model.registry import Registry
 from buildmatrix.util.atomic import copy_file_atomic
 from buildmatrix.util.failures import resource_message
-from buildmatrix.util.fingerprint import file_sha256
+from buildmatrix.util.fingerprint import FileHashes, file_sha256
 from buildmatrix.util.paths import regular_file
 from buildmatrix.util.process import CHILDREN, kill_orphans
 from buildmatrix.vocab import FailureClass, Status, Step, TierStatus
@@ -73,6 +73,8 @@ class Engine:
         self.builds = builds
         self.store = ResultStore(workspace.results_dir, RecordRules.of(matrix))
         self.inputs = Inputs(matrix, self._code_cache)
+        self.wheel_hashes = FileHashes()  # the run's: a build's wheel is hashed once, not once per cell
+        self.started_work = False  # a build or cell ran (not only reused records): the end of the run sweeps
         self.other_code: list[str] = []  # up to date by the build epoch, but made by other build code
         self.damaged: dict[str, RecordError] = {}  # builds ("build <id>") and cells rebuilt: their record was damaged
         self.build_results: dict[str, BuildResult] = {}  # the run's builds, made or up to date
@@ -128,18 +130,16 @@ class Engine:
             unusable = self._prebuilt_problem(stored) if stored is not None else ""
             reusable = stored if stored is not None and not unusable else None
         else:
-            reusable = (
-                stored
-                if stored is not None and up_to_date(stored, wanted, self._wheels, self.needs_sdk_wheel)
-                else None
-            )
+            reusable = stored if stored is not None and self._current(stored, wanted) else None
             self._note_other_code(reusable, runner, f"{BUILD}{build.id}")
         return PlannedBuild(build, inputs, wanted, reusable, problem, unusable)
 
     def _prebuilt_problem(self, stored: BuildResult) -> str:
         from buildmatrix.builder.planning import files_problem
 
-        return "" if stored.status != Status.PASSED else files_problem(stored, self._wheels, self.needs_sdk_wheel)
+        if stored.status != Status.PASSED:
+            return ""
+        return files_problem(stored, self._wheels, self.needs_sdk_wheel, self.wheel_hashes)
 
     def plan_cell(self, cell: Cell, build: Build, made: BuildResult, force: bool = False) -> PlannedCell:
         runner = self.runners.of(cell.python)
@@ -155,9 +155,12 @@ class Engine:
         except RecordError as exc:
             stored = None
             self.damaged[cell.id] = exc
-        ok = stored is not None and up_to_date(stored, wanted, self._wheels, self.needs_sdk_wheel)
+        ok = stored is not None and self._current(stored, wanted)
         self._note_other_code(stored if ok else None, runner, cell.id)
         return PlannedCell(cell, build, inputs, wanted, stored if ok else None, problem)
+
+    def _current(self, stored: CellResult | BuildResult, wanted: str) -> bool:
+        return up_to_date(stored, wanted, self._wheels, self.needs_sdk_wheel, self.wheel_hashes)
 
     def _note_other_code(self, reused: CellResult | BuildResult | None, runner: Runner, what: str) -> None:
         """A record kept by the build epoch that other build code made (records made before they carried the code's
@@ -213,7 +216,8 @@ class Engine:
                 # Interrupted: what left its step's process group (a tool that calls setsid, a fork racing the
                 # group's kill) still carries our owner mark; it is ended, and gone, before the run returns.
                 kill_orphans(CHILDREN.owner)
-            self._sweep()  # containers whose clients were killed (timeout, stop) outlive them
+            if self.started_work:  # containers whose clients were killed (timeout, stop) outlive them
+                self._sweep()
             CHILDREN.owner = None
             CHILDREN.reset()  # every child is gone by now; a later run in this process may start its own
 
@@ -235,6 +239,7 @@ class Engine:
         """Make one build and record it, running `compilers` compiler processes (default: every core this process
         may use); raises ResourceError only when its log or record cannot be written."""
         build = item.build
+        self.started_work = True
         runner = self.runners.of(build.python)
         result = BuildResult(
             build=build.key,
@@ -315,6 +320,7 @@ class Engine:
         """Test one cell with its build's wheel (or fail it with its build's failure) and record it; raises
         ResourceError only when its log or record cannot be written."""
         cell = item.cell
+        self.started_work = True
         runner = self.runners.of(cell.python)
         result = CellResult(
             cell=cell.key,

@@ -50,7 +50,8 @@ def _candidates(series: Python, path_env: str, pyenv_root: Path | None) -> list[
     return found
 
 
-def _pyenv_root() -> Path | None:
+def pyenv_root() -> Path | None:
+    """pyenv's root (PYENV_ROOT, else `pyenv root`, else ~/.pyenv when there), None without pyenv."""
     if os.environ.get("PYENV_ROOT"):
         return Path(os.environ["PYENV_ROOT"])
     pyenv = shutil.which("pyenv")
@@ -62,6 +63,9 @@ def _pyenv_root() -> Path | None:
         return Path(found.stdout.strip()) if found.returncode == 0 else None
     default = Path.home() / ".pyenv"
     return default if default.is_dir() else None
+
+
+_auto_root = pyenv_root  # find_interpreter's parameter has the function's name
 
 
 def _newest_first(version: Version) -> tuple[int, ...]:
@@ -77,7 +81,7 @@ def find_interpreter(
     first, nox its session's environment), never the release chosen. Raises InterpreterNotFound saying where it
     looked."""
     path_env = os.environ.get("PATH", "") if path_env is None else path_env
-    root = _pyenv_root() if pyenv_root == "auto" else (Path(pyenv_root) if pyenv_root else None)
+    root = _auto_root() if pyenv_root == "auto" else (Path(pyenv_root) if pyenv_root else None)
     working: list[Interpreter] = []
     seen: set[Path] = set()
     for candidate in _candidates(series, path_env, root):

@@ -22,7 +22,7 @@ from buildmatrix.builder.sourcetree import release_series
 from buildmatrix.model.builds import Build
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import Matrix, TorchRelease
-from buildmatrix.util.fingerprint import file_sha256, files_hash, inputs_hash, tree_hash
+from buildmatrix.util.fingerprint import FileHashes, file_sha256, files_hash, inputs_hash, tree_hash
 from buildmatrix.util.paths import regular_file
 from buildmatrix.vocab import FailureClass, Status
 
@@ -136,26 +136,36 @@ def digest(inputs: dict[str, Any]) -> str:
     return inputs_hash(inputs)
 
 
-def up_to_date(stored: CellResult | BuildResult, wanted: str, wheels_dir: Path, needs_sdk_wheel: bool) -> bool:
+def up_to_date(
+    stored: CellResult | BuildResult,
+    wanted: str,
+    wheels_dir: Path,
+    needs_sdk_wheel: bool,
+    hashes: FileHashes | None = None,
+) -> bool:
     """Whether a stored record stands for these inputs: passed with every file it names intact, or failed in a way
     the same inputs would fail again (a network blip, a timeout or a stop says nothing about them: tried again)."""
     if stored.inputs_hash != wanted:
         return False
     if stored.status == Status.PASSED:
-        return files_intact(stored, wheels_dir, needs_sdk_wheel)
+        return files_intact(stored, wheels_dir, needs_sdk_wheel, hashes)
     if stored.status in (Status.INTERRUPTED, Status.NOT_BUILT):  # a stop, or no runner could start: never tried
         return False
     return stored.failure_class != FailureClass.TRANSIENT
 
 
-def files_intact(stored: CellResult | BuildResult, wheels_dir: Path, needs_sdk_wheel: bool) -> bool:
+def files_intact(
+    stored: CellResult | BuildResult, wheels_dir: Path, needs_sdk_wheel: bool, hashes: FileHashes | None = None
+) -> bool:
     """Its wheels unchanged (the plugin's and a wheel SDK's, each against its sha256), its log a regular file."""
-    return not files_problem(stored, wheels_dir, needs_sdk_wheel)
+    return not files_problem(stored, wheels_dir, needs_sdk_wheel, hashes)
 
 
-def files_problem(stored: CellResult | BuildResult, wheels_dir: Path, needs_sdk_wheel: bool) -> str:
+def files_problem(
+    stored: CellResult | BuildResult, wheels_dir: Path, needs_sdk_wheel: bool, hashes: FileHashes | None = None
+) -> str:
     """Why the files a record names are not as it says ('' when they are): a wheel missing, changed or not named, or
-    its log not a regular file."""
+    its log not a regular file. hashes: the run's, so a wheel several records name is hashed once."""
     if stored.wheel is None or (needs_sdk_wheel and stored.sdk_wheel is None):
         return "its record names no wheel" if stored.wheel is None else "its record names no SDK wheel"
     for wheel in (w for w in (stored.wheel, stored.sdk_wheel) if w is not None):
@@ -163,7 +173,7 @@ def files_problem(stored: CellResult | BuildResult, wheels_dir: Path, needs_sdk_
             path = regular_file(wheels_dir, wheel.path)
         except ValueError as exc:
             return f"its wheel {wheel.path}: {exc}"
-        if (digest := file_sha256(path)) != wheel.sha256:
+        if (digest := hashes.of(path) if hashes is not None else file_sha256(path)) != wheel.sha256:
             return f"its wheel {wheel.path} has sha256 {digest}, not the {wheel.sha256} its record names"
     if stored.log is not None:
         try:

@@ -72,5 +72,20 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+class FileHashes:
+    """sha256 of files, each hashed once while its size, time and inode stay: the wheel a build made is checked for
+    the build and for each of its cells in one run, and the run lock keeps others from writing it meanwhile."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, int, int, int], str] = {}
+
+    def of(self, path: Path) -> str:
+        stat = path.stat()
+        key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if key not in self._known:
+            self._known[key] = file_sha256(path)
+        return self._known[key]
+
+
 def inputs_hash(inputs: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()

@@ -156,3 +156,19 @@ def test_editing_build_code_changes_the_hash_and_other_code_does_not(tmp_path: P
     assert tree_hash(package, include=build_code(["buildmatrix.engine"], package)) == before
     (package / "steps.py").write_text("X = 2\n")
     assert tree_hash(package, include=build_code(["buildmatrix.engine"], package)) != before
+
+
+def test_file_hashes_hash_each_file_once_until_it_changes(tmp_path: Path) -> None:
+    """A build's wheel is checked for the build and each of its cells in one run: hashed once, unless rewritten."""
+    from buildmatrix.util.fingerprint import FileHashes, file_sha256
+
+    wheel = tmp_path / "a.whl"
+    wheel.write_bytes(b"one")
+    hashes = FileHashes()
+    first = hashes.of(wheel)
+    assert first == file_sha256(wheel)
+    wheel.write_bytes(b"other bytes")
+    assert hashes.of(wheel) == file_sha256(wheel) != first
+    copy = tmp_path / "b.whl"
+    copy.write_bytes(b"other bytes")
+    assert hashes.of(copy) == hashes.of(wheel)

@@ -49,3 +49,33 @@ def test_a_virtual_environment_is_never_chosen(tmp_path: Path) -> None:
     found = find_interpreter(series, path_env=path)
     assert found == plain
     assert not found.executable.is_relative_to(venv)
+
+
+def _counting_python(directory: Path, name: str, version: str, calls: Path) -> None:
+    """A stand-in interpreter that answers the probe as CPython `version` and counts how often it is asked."""
+    fake = directory / name
+    answer = f'["{version}", "cpython", "{fake}", false, false]'
+    fake.write_text(f"#!/bin/sh\necho {name} >> {calls}\necho '{answer}'\n")
+    fake.chmod(0o755)
+
+
+def test_a_runner_probes_each_python_once_also_when_missing(tmp_path: Path) -> None:
+    """A no-op build asks every Python's interpreter many times: each candidate is probed once per run, the Pythons
+    at once, and a Python without one is not searched again (it was: pyenv's root, a process, for each ask)."""
+    from buildmatrix.builder.runners.local import LocalRunner
+
+    calls = tmp_path / "calls"
+    _counting_python(tmp_path, "python3.11", "3.11.9", calls)
+    _counting_python(tmp_path, "python3.12", "3.12.4", calls)
+    broken = tmp_path / "python3.7"  # a candidate that does not answer: 3.7 has no interpreter
+    broken.write_text(f"#!/bin/sh\necho python3.7 >> {calls}\nexit 1\n")
+    broken.chmod(0o755)
+    runner = LocalRunner(search_path=str(tmp_path), pyenv_root=None)
+    pythons = [Python.parse(p) for p in ("3.11", "3.12", "3.7")]
+    runner.look_up(pythons * 3)
+    for _ in range(3):
+        assert str(runner.interpreter(pythons[0]).version) == "3.11.9"
+        assert str(runner.interpreter(pythons[1]).version) == "3.12.4"
+        with pytest.raises(InterpreterNotFound, match=r"no CPython 3\.7 interpreter found"):
+            runner.interpreter(pythons[2])
+    assert sorted(calls.read_text().split()) == ["python3.11", "python3.12", "python3.7"]

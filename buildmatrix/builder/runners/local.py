@@ -6,20 +6,22 @@ import json
 import os
 import shutil
 import threading
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import ClassVar
 
 from packaging.version import Version
 
 from buildmatrix.builder.buildenv import build_environment, log_notes
-from buildmatrix.builder.interpreters import Interpreter, find_interpreter
+from buildmatrix.builder.interpreters import Interpreter, find_interpreter, pyenv_root
 from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, SmokeRun, site_packages, the_one_wheel
 from buildmatrix.builder.sdkwheels import SdkWheels
 from buildmatrix.builder.smoke import private_temp, pytest_args, smoke_threads, stage_tests
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_requirements, compile_env, find_uv, torch_constraints
 from buildmatrix.builder.wheelcheck import check_installed, provided_symbols
-from buildmatrix.errors import StepFailed
+from buildmatrix.errors import InterpreterNotFound, StepFailed
 from buildmatrix.model.pythons import Python
 from buildmatrix.util.process import run_logged
 from buildmatrix.vocab import CPU_VARIANT, RunnerName
@@ -39,15 +41,36 @@ class LocalRunner:
         """search_path and pyenv_root narrow interpreter discovery (default: PATH and the user's pyenv)."""
         self._search_path = search_path
         self._pyenv_root = pyenv_root
-        self._interpreters: dict[str, Interpreter] = {}
+        self._interpreters: dict[str, Interpreter | InterpreterNotFound] = {}  # found, or why not, per Python
         self._sdk_wheels: SdkWheels | None = None
         self._sdk_guard = threading.Lock()
 
     def interpreter(self, python: Python) -> Interpreter:
-        key = str(python)
-        if key not in self._interpreters:
-            self._interpreters[key] = find_interpreter(python, self._search_path, self._pyenv_root)
-        return self._interpreters[key]
+        """The interpreter of a Python, looked up once (a miss too); raises InterpreterNotFound."""
+        if str(python) not in self._interpreters:
+            self._resolve_pyenv()
+            self._find(python)
+        found = self._interpreters[str(python)]
+        if isinstance(found, InterpreterNotFound):
+            raise InterpreterNotFound(str(found))
+        return found
+
+    def look_up(self, pythons: Iterable[Python]) -> None:
+        """Look the Pythons' interpreters up at once: each probe is a process, and a run plans every Python's."""
+        self._resolve_pyenv()
+        todo = sorted({p for p in pythons if str(p) not in self._interpreters}, key=str)
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(todo)))) as pool:
+            list(pool.map(self._find, todo))
+
+    def _find(self, python: Python) -> None:
+        try:
+            self._interpreters[str(python)] = find_interpreter(python, self._search_path, self._pyenv_root)
+        except InterpreterNotFound as exc:
+            self._interpreters[str(python)] = exc
+
+    def _resolve_pyenv(self) -> None:
+        if self._pyenv_root == "auto":  # once per runner, not once per Python: `pyenv root` is a process
+            self._pyenv_root = pyenv_root()
 
     def sweep(self, owner: str) -> int:
         """Nothing of a local cell lives outside its process tree."""

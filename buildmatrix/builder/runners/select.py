@@ -106,7 +106,9 @@ def plan_runners(
     the same interpreter). Writes nothing; never raises for a cell."""
     by_python: dict[Python, RunnerChoice] = {}
     choices = {}
-    cells = list(cells)
+    cells, build_pythons = list(cells), list(build_pythons)
+    if asked != RunnerName.DOCKER:
+        local.look_up([*(c.python for c in cells), *build_pythons])
     for python in [*(c.python for c in cells), *build_pythons]:
         if python not in by_python:
             by_python[python] = _choose(python, asked, matrix, local)
