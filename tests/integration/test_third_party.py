@@ -1,6 +1,9 @@
 """The adopters' guide, followed on a published extension nobody here wrote: torch-scatter 2.1.2's sdist from the
 registry, built for torch 2.13 (a release its authors publish no wheel for) on the cheap CPU cell.
 
+The guide's commands, its matrix.yaml and what it says the run prints and leaves are in its checked blocks
+(tests/guide_claims.py): the test runs those commands and matrix, and holds every other block against the run.
+
 Its setup.py imports torch at build time and fixes its own version, its install_requires names no torch, and its sdist
 carries no tests: they are in its repository (test/ at tag 2.1.2). Give that directory in BUILDMATRIX_SCATTER_TESTS
 to run its own suite as the smoke test; without it, a short suite of ours checks the installed wheel against torch.
@@ -11,12 +14,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tarfile
 import textwrap
 import zipfile
 from pathlib import Path
 
 import pytest
+from guide_claims import GUIDE, SITE, Claim, Run, check, claims, command
 
 from buildmatrix.builder.wheelcheck import read_metadata
 
@@ -24,34 +27,10 @@ from conftest import run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-# The guide's matrix.yaml for it (docs/guide/use-buildmatrix.md, "Worked example").
-MATRIX = """\
-schema-version: 2
-plugin:
-  distribution: torch-scatter
-  version: 2.1.2
-  source: torch_scatter-2.1.2
-  smoke-tests: torch_scatter-2.1.2/test
-  label: "pt{torch_nodot}{variant}"
-python: ["3.11"]
-torch:
-  - version: "2.13.0"
-    variant: cpu
-    python: ["3.11"]
-    wheels:
-      index: https://download.pytorch.org/whl/cpu
-      local-find-links: pip-config
-build:
-  relabel: true
-  requires: ["setuptools>=64", "wheel"]
-  env: {FORCE_ONLY_CPU: "1"}
-  parallel-extensions: true
-check:
-  torch-pin: none
-smoke:
-  requires: ["pytest"]
-runner: local
-"""
+# What the test adds to the guide's matrix.yaml: torch from pip's configured sources first (a local mirror), and the
+# local runner, so that the cell never waits for a Docker engine.
+WHEELS = "    wheels: {index: https://download.pytorch.org/whl/cpu}\n"
+LOCAL = "    wheels: {index: https://download.pytorch.org/whl/cpu, local-find-links: pip-config}\n"
 
 OUR_SMOKE = """
 import torch
@@ -73,7 +52,8 @@ def test_segment_csr_and_gradient() -> None:
 """
 
 
-def test_a_published_sdist_builds_for_a_release_it_has_no_wheel_for(tmp_path: Path) -> None:
+def download(tmp_path: Path, block: Claim) -> Path:
+    """The guide's download step, in a directory of its own: the sdist, unpacked."""
     uv = shutil.which("uv")
     assert uv is not None
     # The guide's download step: pip prepares the sdist's metadata with its setup.py, which imports torch.
@@ -87,26 +67,19 @@ def test_a_published_sdist_builds_for_a_release_it_has_no_wheel_for(tmp_path: Pa
         subprocess.run([*install, "--extra-index-url", "https://download.pytorch.org/whl/cpu"], check=True)
     project = tmp_path / "scatter-wheels"
     project.mkdir()
-    subprocess.run(
-        [
-            python,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "--no-build-isolation",
-            "torch-scatter==2.1.2",
-            "-d",
-            str(project),
-        ],
-        check=True,
-    )
-    (sdist,) = project.glob("torch_scatter-2.1.2.tar.gz")
-    with tarfile.open(sdist) as archive:
-        archive.extractall(project, filter="data")
+    variables, pip_args = command(block, "pip")
+    env = {**os.environ, **variables}
+    subprocess.run([python, "-m", "pip", *pip_args, "--quiet"], check=True, cwd=project, env=env)
+    _, tar_args = command(block, "tar")
+    subprocess.run(["tar", *tar_args], check=True, cwd=project)
+    return project
+
+
+def test_a_published_sdist_builds_for_a_release_it_has_no_wheel_for(tmp_path: Path) -> None:
+    guide = GUIDE.read_text()
+    blocks = claims(guide)
+    project = download(tmp_path, blocks["scatter-download"])
+    used = {"scatter-download": blocks["scatter-download"].code()}
     source = project / "torch_scatter-2.1.2"
     assert (source / "setup.py").is_file() and not (source / "test").exists()
     own_tests = os.environ.get("BUILDMATRIX_SCATTER_TESTS")
@@ -115,12 +88,38 @@ def test_a_published_sdist_builds_for_a_release_it_has_no_wheel_for(tmp_path: Pa
     else:
         (source / "test").mkdir()
         (source / "test" / "test_smoke.py").write_text(textwrap.dedent(OUR_SMOKE))
-    (project / "matrix.yaml").write_text(MATRIX)
+    matrix = blocks["scatter-matrix"].code()
+    assert matrix.count(WHEELS) == 1
+    (project / "matrix.yaml").write_text(matrix.replace(WHEELS, LOCAL) + "runner: local\n")
+    used["scatter-matrix"] = matrix
 
-    result = run_cli(project, "build", "--torch", "2.13", "--jobs", "1", timeout=5400)
+    _, build_args = command(blocks["scatter-build"], "buildmatrix")
+    result = run_cli(project, *build_args, timeout=5400)
+    (tmp_path / "build.out").write_text(result.stdout)  # for reading the guide against a kept run
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (wheel,) = (project / "wheels" / "torch2.13").glob("*.whl")
+    used["scatter-build"] = blocks["scatter-build"].code()
+    wheels = project / "wheels"
+    built = [p.relative_to(project).as_posix() for p in wheels.rglob("*") if p.is_file()]
+    (wheel,) = (wheels / "torch2.13").glob("*.whl")
     assert wheel.name.startswith("torch_scatter-2.1.2+pt213cpu-cp311-cp311-")
     assert read_metadata(wheel)["Version"] == ["2.1.2+pt213cpu"]
     with zipfile.ZipFile(wheel) as archive:
         assert [n for n in archive.namelist() if n.startswith("torch_scatter/_scatter_cpu")]
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata_text = archive.read(metadata).decode()
+
+    (project / "README.md").write_text(
+        "# torch-scatter wheels\n\n<!-- compat-table:start -->\n<!-- compat-table:end -->\n"
+    )
+    table = run_cli(project, "compat-table", "--offline", "--site-url", SITE)
+    assert table.returncode == 0, table.stdout + table.stderr
+    run = Run(
+        project,
+        cell="torch2.13-cpu-cp311",
+        build="torch2.13-cpu-cp311",
+        stdout=result.stdout,
+        metadata=metadata_text,
+        built_files=built,
+        used=used,
+    )
+    assert check(guide, run) == []
