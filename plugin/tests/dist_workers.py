@@ -224,6 +224,13 @@ def collectives(rank: int, world: int) -> dict[str, Any]:
         t = torch.tensor([float(rank), 10.0 - rank], device=device)
         dist.all_reduce(t, op=op)
         seen[name] = t.cpu().tolist()
+    if hasattr(dist, "_make_nccl_premul_sum"):  # premul_sum: every rank's input times the factor, then summed
+        t = torch.full((2,), float(rank + 1), device=device)
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
+        seen["premul_sum"] = t.cpu().tolist()
+        a, r = torch.arange(2.0 * world, device=device), torch.empty(2, device=device)
+        dist.reduce_scatter_tensor(r, a, op=dist._make_nccl_premul_sum(torch.tensor(2.0)))
+        seen["premul_sum_reduce_scatter"] = (r.cpu().tolist(), a.cpu().tolist())
     t = torch.full((3,), float(rank), device=device)
     dist.broadcast(t, world - 1)
     seen["broadcast"] = t.cpu().tolist()
@@ -341,7 +348,122 @@ def dtensor(rank: int, world: int) -> dict[str, Any]:
     }
 
 
+def _train_fsdp2(
+    model: torch.nn.Module, opt: torch.optim.Optimizer, device: torch.device, rank: int, world: int
+) -> None:
+    """The reference's steps on this rank's rows (no activation checkpointing: fsdp2 above has it)."""
+    data = batches()
+    for step in range(STEPS):
+        opt.zero_grad()
+        for x, y in data[2 * step : 2 * step + 2]:
+            out = model(_rows(x, rank, world).to(device))
+            torch.nn.functional.mse_loss(out, _rows(y, rank, world).to(device)).backward()
+        opt.step()
+
+
+def _full_state(model: torch.nn.Module) -> dict[str, list[float]]:
+    return {k: v.full_tensor().cpu().flatten().tolist() for k, v in model.state_dict().items()}
+
+
+def mesh_2d(rank: int, world: int) -> dict[str, Any]:
+    """A 2-D DeviceMesh (replicate x shard, new_group subgroups of eccl): each dimension's group sums its own ranks,
+    and HSDP (fully_shard on the 2-D mesh: all_reduce across replicas, reduce_scatter within one) matches the
+    reference."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    device = _init(rank)
+    mesh = init_device_mesh("emu", (2, world // 2), mesh_dim_names=("replicate", "shard"))
+    sums = {}
+    for name in ("replicate", "shard"):
+        group = mesh[name].get_group()
+        t = torch.full((2,), float(rank), device=device)
+        dist.all_reduce(t, group=group)
+        sums[name] = (dist.get_backend(group), dist.get_process_group_ranks(group), t.cpu().tolist())
+    model = make_model().to(device)
+    for index in (0, 2):
+        fully_shard(model[index], mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    _train_fsdp2(model, opt, device, rank, world)
+    return {"sums": sums, "state": _full_state(model), "placements": str(next(iter(model.parameters())).placements)}
+
+
+def fsdp2_checkpoint(rank: int, world: int, path: str) -> dict[str, Any]:
+    """An FSDP2 model and its optimizer saved with torch.distributed.checkpoint after the reference's steps, loaded
+    into a model made from another seed: the loaded model equals the saved one, and one more step keeps them equal."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.fsdp import fully_shard
+
+    device = _init(rank)
+
+    def sharded(seed: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        model = make_model()
+        if seed:
+            torch.manual_seed(seed)
+            for p in model.parameters():
+                torch.nn.init.normal_(p)
+        model = model.to(device)
+        fully_shard(model)
+        return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    model, opt = sharded(0)
+    _train_fsdp2(model, opt, device, rank, world)
+    model_state, opt_state = get_state_dict(model, opt)
+    dcp.save({"model": model_state, "optim": opt_state}, checkpoint_id=path)
+    saved = _full_state(model)
+
+    other, other_opt = sharded(7)
+    before = _full_state(other)
+    model_state, opt_state = get_state_dict(other, other_opt)
+    state = {"model": model_state, "optim": opt_state}
+    dcp.load(state, checkpoint_id=path)
+    set_state_dict(other, other_opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    loaded = _full_state(other)
+    x, y = batches()[0]
+    for m, o in ((model, opt), (other, other_opt)):  # momentum buffers came back too: the next step agrees
+        o.zero_grad()
+        torch.nn.functional.mse_loss(m(_rows(x, rank, world).to(device)), _rows(y, rank, world).to(device)).backward()
+        o.step()
+    return {
+        "state": saved,
+        "loaded_equal": loaded == saved,
+        "differed_before": before != saved,
+        "next_step_equal": _full_state(model) == _full_state(other),
+        "shard_device": str(next(iter(other.parameters())).to_local().device),
+    }
+
+
+def fsdp1(rank: int, world: int) -> dict[str, Any]:
+    """FullyShardedDataParallel (FSDP1, where the release still has it) per Linear, with activation checkpointing."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    device = _init(rank)
+    model = FSDP(make_model(), device_id=device, auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}))
+    apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, torch.nn.Linear))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    data = batches()
+    for step in range(STEPS):
+        opt.zero_grad()
+        for x, y in data[2 * step : 2 * step + 2]:
+            out = model(_rows(x, rank, world).to(device))
+            torch.nn.functional.mse_loss(out, _rows(y, rank, world).to(device)).backward()
+        opt.step()
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+    return {
+        "state": {k: v.cpu().flatten().tolist() for k, v in full.items()},
+        "flat_device": str(next(iter(model.parameters())).device),
+    }
+
+
 SCENARIOS: dict[str, Callable[..., Any]] = {
+    "mesh_2d": mesh_2d,
+    "fsdp2_checkpoint": fsdp2_checkpoint,
+    "fsdp1": fsdp1,
     "dead_rank": dead_rank,
     "mismatch": mismatch,
     "regroup": regroup,

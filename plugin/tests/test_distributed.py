@@ -55,6 +55,8 @@ def test_collectives_between_two_processes() -> None:
         assert seen["backend"] == "eccl"  # picked from device_id alone
         assert seen["all_reduce"] == [3.0] * 5
         assert seen["max"] == [1.0, 10.0] and seen["min"] == [0.0, 9.0] and seen["avg"] == [0.5, 9.5]
+        assert seen["premul_sum"] == [1.5, 1.5]  # (1 + 2) * 0.5
+        assert seen["premul_sum_reduce_scatter"] == ([[0.0, 4.0], [8.0, 12.0]][rank], [0.0, 1.0, 2.0, 3.0])
         assert seen["broadcast"] == [1.0] * 3
         assert seen["all_gather"] == [[0.0, 0.0], [1.0, 1.0]]
         assert seen["all_gather_into_tensor"] == [0.0, 0.0, 1.0, 1.0]

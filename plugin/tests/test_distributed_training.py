@@ -1,5 +1,6 @@
-"""Training on the emu collective backend (deep tier: each test runs a job of two processes): DDP, FSDP2 and DTensor
-on two emu devices match one CPU process, CPU FSDP2 over gloo still works with torch_emu installed, faults fail the
+"""Training on the emu collective backend (deep tier: each test runs a job of two processes, the 2-D mesh four): DDP,
+FSDP2 (HSDP on a 2-D mesh too), FSDP1 and DTensor on emu devices match one CPU process, FSDP2's state goes through
+torch.distributed.checkpoint, CPU FSDP2 over gloo still works with torch_emu installed, faults fail the
 job instead of hanging it, and a CUDA-written DDP script runs under torchrun after one import."""
 
 from __future__ import annotations
@@ -37,6 +38,43 @@ def test_fsdp2_on_two_emu_processes_matches_one_cpu_process() -> None:
     """fully_shard per layer and at the root, activation checkpointing, 3 SGD steps."""
     for seen in dist_workers.run_job("fsdp2", 2):
         assert seen["placements"] == "(Shard(dim=0),)"
+        assert_matches_reference(seen["state"])
+
+
+@requires_collectives
+def test_hsdp_on_a_2d_device_mesh_of_four_emu_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """init_device_mesh("emu", (2, 2)): its groups are eccl subgroups of the ranks of each mesh dimension."""
+    monkeypatch.setenv("EMU_DEVICE_COUNT", "4")  # one device per rank (the spawned ranks inherit it)
+    for rank, seen in enumerate(dist_workers.run_job("mesh_2d", 4)):
+        replicas, shards = [rank % 2, rank % 2 + 2], [rank // 2 * 2, rank // 2 * 2 + 1]
+        assert seen["sums"]["replicate"] == ("eccl", replicas, [float(sum(replicas))] * 2)
+        assert seen["sums"]["shard"] == ("eccl", shards, [float(sum(shards))] * 2)
+        assert seen["placements"] == "(Replicate(), Shard(dim=0))"
+        assert_matches_reference(seen["state"])
+
+
+@requires_collectives
+def test_fsdp2_state_saves_and_loads_with_distributed_checkpoint(tmp_path: Path) -> None:
+    for seen in dist_workers.run_job("fsdp2_checkpoint", 2, str(tmp_path / "checkpoint")):
+        assert_matches_reference(seen["state"])
+        assert seen["differed_before"] and seen["loaded_equal"] and seen["next_step_equal"]
+        assert seen["shard_device"].startswith("emu:")
+    assert (tmp_path / "checkpoint" / ".metadata").is_file()
+
+
+def _has_fsdp1() -> bool:
+    try:
+        from torch.distributed.fsdp import FullyShardedDataParallel  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@requires_collectives
+@pytest.mark.skipif(not _has_fsdp1(), reason="not available: this torch has no FSDP1 (FullyShardedDataParallel)")
+def test_fsdp1_on_two_emu_processes_matches_one_cpu_process() -> None:
+    for seen in dist_workers.run_job("fsdp1", 2):
+        assert seen["flat_device"].startswith("emu:")
         assert_matches_reference(seen["state"])
 
 

@@ -20,7 +20,7 @@ _SUM, _PROD, _MAX, _MIN, _AVG = 0, 1, 2, 3, 4
 
 
 def _red_op(op: Any) -> int:
-    """The driver's reduction for a c10d ReduceOp (PREMUL_SUM's factor is not readable from Python: refused)."""
+    """The driver's reduction for a c10d ReduceOp (PREMUL_SUM is a sum of inputs scaled first: see _premul)."""
     kind = op.op if hasattr(op, "op") else op
     table = {
         dist.ReduceOp.SUM: _SUM,
@@ -31,7 +31,23 @@ def _red_op(op: Any) -> int:
     }
     if kind in table:
         return table[kind]
-    raise ValueError(f"eccl does not support the reduction {op} (sum, product, max, min and avg are supported)")
+    if _premul(op) is not None:
+        return _SUM
+    raise ValueError(
+        f"eccl does not support the reduction {op} (sum, product, max, min, avg and premul_sum are supported)"
+    )
+
+
+def _premul(op: Any) -> float | torch.Tensor | None:
+    """PREMUL_SUM's factor (a number, or a one-element tensor: dist._make_nccl_premul_sum, FSDP2's gradient divide
+    factor), None for every other reduction. Releases whose ReduceOp does not expose the factor refuse it."""
+    kind = op.op if hasattr(op, "op") else op
+    if kind != getattr(dist.ReduceOp, "PREMUL_SUM", None):
+        return None
+    factor = getattr(op, "factor", None)
+    if factor is None:
+        raise ValueError(f"eccl: this torch's ReduceOp does not expose premul_sum's factor ({op})")
+    return factor  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -157,11 +173,13 @@ class ProcessGroupECCL(dist.ProcessGroup):
         self._flush()
         device = self._device_of(tensors)
         comm = self._comm(device)
-        code = _red_op(op)
+        code, factor = _red_op(op), _premul(op)
         for tensor in tensors:
             _contiguous(tensor, "all_reduce tensor")
             if tensor.is_complex() and code not in (_SUM, _AVG):
                 raise ValueError(f"eccl: {op} is not defined for complex tensors")
+            if factor is not None:  # the input is the output: scaled in place on the stream, then summed
+                tensor.mul_(factor)
             _ops.comm_all_reduce(comm, _real(tensor), code)
         return self._work(tensors, device)
 
@@ -187,6 +205,8 @@ class ProcessGroupECCL(dist.ProcessGroup):
         self._flush()
         device = self._device_of(tensors)
         comm = self._comm(device)
+        if _premul(opts.reduceOp) is not None:  # scaling in place would change a non-root rank's input
+            raise ValueError("eccl: premul_sum is supported in all_reduce and reduce_scatter, not in reduce")
         code = _red_op(opts.reduceOp)
         for t in tensors:
             _ops.comm_reduce(comm, _contiguous(t, "reduce tensor"), code, opts.rootRank)
@@ -255,7 +275,9 @@ class ProcessGroupECCL(dist.ProcessGroup):
         self._flush()
         device = self._device_of([output, input])
         comm = self._comm(device)
-        code = _red_op(op)
+        code, factor = _red_op(op), _premul(op)
+        if factor is not None:  # the caller's input stays as it was: the scaled copy is a device buffer
+            input = input * factor
         _ops.comm_reduce_scatter(
             comm, _contiguous(output, "reduce_scatter output"), _contiguous(input, "reduce_scatter input"), code
         )

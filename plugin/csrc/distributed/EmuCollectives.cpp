@@ -136,49 +136,49 @@ void comm_broadcast(int64_t comm, at::Tensor& tensor, int64_t root) {
   });
 }
 
-void comm_all_gather(int64_t comm, at::Tensor& output, const at::Tensor& input) {
-  const auto device = checked(output, "all_gather output");
-  TORCH_CHECK(checked(input, "all_gather input") == device, "all_gather input and output must share a device");
+// The input and output of a gather or a scatter: emu tensors on one device, of one dtype, the one holding every
+// rank's block (the output of a gather, the input of a scatter) the group size times the other. Returns the device.
+c10::DeviceIndex checked_blocks(
+    int64_t comm,
+    const std::string& name,
+    const at::Tensor& input,
+    const at::Tensor& output,
+    bool output_is_whole) {
+  const auto device = checked(output, (name + " output").c_str());
+  TORCH_CHECK(checked(input, (name + " input").c_str()) == device, name, " input and output must share a device");
   TORCH_CHECK(
       input.scalar_type() == output.scalar_type(),
-      "all_gather input is ",
+      name,
+      " input is ",
       input.scalar_type(),
       " but the output is ",
       output.scalar_type());
   int n = 0;
   EMU_CHECK(emuCommCount(as_comm(comm), &n));
+  const at::Tensor& whole = output_is_whole ? output : input;
+  const at::Tensor& block = output_is_whole ? input : output;
   TORCH_CHECK(
-      output.numel() == input.numel() * n,
-      "all_gather output has ",
-      output.numel(),
+      whole.numel() == block.numel() * n,
+      name,
+      output_is_whole ? " output has " : " input has ",
+      whole.numel(),
       " elements; it needs the group size (",
       n,
-      ") times the input's ",
-      input.numel());
+      ") times the ",
+      output_is_whole ? "input's " : "output's ",
+      block.numel());
+  return device;
+}
+
+void comm_all_gather(int64_t comm, at::Tensor& output, const at::Tensor& input) {
+  const auto device = checked_blocks(comm, "all_gather", input, output, true);
   on_stream(device, [&](emuStream_t s) {
     EMU_CHECK(emuCommAllGather(input.data_ptr(), output.data_ptr(), input.numel(), data_type(input), as_comm(comm), s));
   });
 }
 
 void comm_reduce_scatter(int64_t comm, at::Tensor& output, const at::Tensor& input, int64_t op) {
-  const auto device = checked(output, "reduce_scatter output");
-  TORCH_CHECK(checked(input, "reduce_scatter input") == device, "reduce_scatter input and output must share a device");
-  TORCH_CHECK(
-      input.scalar_type() == output.scalar_type(),
-      "reduce_scatter input is ",
-      input.scalar_type(),
-      " but the output is ",
-      output.scalar_type());
-  int n = 0;
-  EMU_CHECK(emuCommCount(as_comm(comm), &n));
-  TORCH_CHECK(
-      input.numel() == output.numel() * n,
-      "reduce_scatter input has ",
-      input.numel(),
-      " elements; it needs the group size (",
-      n,
-      ") times the output's ",
-      output.numel());
+  const auto device = checked_blocks(comm, "reduce_scatter", input, output, false);
   on_stream(device, [&](emuStream_t s) {
     EMU_CHECK(emuCommReduceScatter(
         input.data_ptr(), output.data_ptr(), output.numel(), data_type(output), red_op(op), as_comm(comm), s));
