@@ -19,7 +19,7 @@ from buildmatrix.builder.buildcode import PACKAGE_DIR, build_code, code_hash
 from buildmatrix.util.atomic import write_text_atomic
 
 BUILD_EPOCH = 1
-BUILD_CODE_SHA256 = "c8632a84fcac1004fae166d7459513e7dbfea96071f21dd361f2d6e4c6590ab9"
+BUILD_CODE_SHA256 = "0ab463b93301d2dbed53a33511a3f621432e9fcf4d8098b98b003163d8222c48"
 
 # Epoch 1 starts where the records are: its key is what keys held before epochs existed, the hash of each runner's
 # build code files (util/fingerprint.py's tree_hash) at 3f9c881, so the records that code made stay up to date.

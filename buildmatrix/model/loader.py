@@ -7,6 +7,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from buildmatrix import schema1
 from buildmatrix.errors import MatrixError
 from buildmatrix.model.cellkey import (
     DEFAULT_LABEL,
@@ -44,7 +45,7 @@ def read_matrix(path: Path, patches_dir: Path | None = None) -> Matrix:
     patches_root = patches_dir or declared_patches or path.parent / "patches"
     torch = _torch(reader, reader.child(top, "torch"), patches_root, variants)
     # An sdk: with problems of its own (or schema 1's driver:): the label's SDK fields cannot be checked.
-    declared_sdk = sdk_node.present or (isinstance(data, dict) and "driver" in data)
+    declared_sdk = sdk_node.present or (isinstance(data, dict) and schema1.SDK_KEY in data)
     naming = read_naming(reader, plugin, sdk, sdk_id, torch, declared_sdk=declared_sdk)
     if plugin is not None and naming is not None:
         _same_minor_twice(reader, torch, naming)
@@ -98,12 +99,7 @@ def _schema_version(reader: OptionReader, node: Node) -> None:
     if not node.present or node.value == SCHEMA_VERSION:
         return
     if node.value == 1:
-        reader.problem(
-            node.key,
-            "schema version 1 is the format before the SDK axis (allowed: 2): write `sdk: {kind: wheel, name: driver, "
-            'id: "drv{sdk_major}", distribution: ..., source: ..., versions: [...]}` for `driver:`, `sdk:` for '
-            "`driver:` in rules, and `plugin.label` for the label (docs/reference/matrix-options.md)",
-        )
+        reader.problem(node.key, schema1.MATRIX_HINT)
         return
     reader.problem(node.key, f"unsupported schema version {node.value!r:.40} (allowed: {SCHEMA_VERSION})")
 

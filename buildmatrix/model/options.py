@@ -76,13 +76,6 @@ IMAGE_REFERENCE = re.compile(
 VARIANT_NAME = re.compile(r"[a-z][a-z0-9]*(?:\.[a-z0-9]+)*")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 FILE_GLOB = re.compile(r"[A-Za-z0-9_.*?+\[\]-]+")
-# Keys of schema 1 and where schema 2 has them: the hint of their "unknown key" error.
-MOVED_KEYS = {
-    "driver": "sdk (with kind: wheel)",
-    "timeouts.driver": "sdk",
-    "exclude[].driver": "sdk",
-    "include[].driver": "sdk",
-}
 HOST = "host"  # sdk.versions[].provided-by: the machine that runs the build provides the SDK
 PIP_CONFIG = "pip-config"  # a find-links location meaning pip's configured find-links (PIP_FIND_LINKS, pip.conf)
 MAX_SECONDS = 7 * 24 * 3600

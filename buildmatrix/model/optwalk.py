@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from buildmatrix import schema1
 from buildmatrix.errors import Problem
 from buildmatrix.model.options import (
-    MOVED_KEYS,
     OPTIONS,
     PLAIN_NAME,
     Kind,
@@ -105,7 +105,7 @@ class OptionWalker:
             return False
         for name in node.value:
             if name not in allowed:
-                moved = MOVED_KEYS.get(_join(node.option.path, str(name)))
+                moved = schema1.MOVED_KEYS.get(_join(node.option.path, str(name)))
                 hint = f"; schema 2 calls it {moved}" if moved else close_hint(str(name), allowed)
                 self.problem(_join(node.key, str(name)), f"unknown key '{name}' (allowed: {', '.join(allowed)}){hint}")
         for option in declared:

@@ -15,12 +15,12 @@ from typing import Any
 
 from packaging.version import Version
 
+from buildmatrix import schema1
 from buildmatrix.builder.records.model import SmokeCounts, WheelRecord
 from buildmatrix.model.cellkey import CellKey, KeyParser
 from buildmatrix.model.contract import TorchPin
 from buildmatrix.model.matrix import Matrix, TorchRelease, shortest_prefix
 from buildmatrix.model.pythons import Python
-from buildmatrix.publish.tablev1 import V1_SDK_WHEEL, migrate_v1
 from buildmatrix.util.features import default_title, legacy_key
 from buildmatrix.vocab import FeatureState, SdkKind, Status, TierStatus
 
@@ -178,7 +178,7 @@ class CompatCell:
         if self.sdk_wheel is not None:
             # Schema 1's name of the SDK wheel, kept as an alias: readers of schema 1 (the doctor of wheels already
             # installed reads the site's compatibility.json) count a passed cell as installable by it.
-            data[V1_SDK_WHEEL] = data["sdk_wheel"]
+            data[schema1.SDK_WHEEL] = data["sdk_wheel"]
         return data
 
     @classmethod
@@ -416,7 +416,7 @@ class CompatTable:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CompatTable:
         if data.get("schema_version") == 1:
-            data = migrate_v1(data)
+            data = schema1.migrate_table(data)
         if data.get("schema_version") != COMPAT_SCHEMA_VERSION:
             raise ValueError(f"compatibility schema {data.get('schema_version')} is not {COMPAT_SCHEMA_VERSION}")
         if not isinstance(data.get("feature_titles", {}), dict):

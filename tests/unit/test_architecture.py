@@ -52,7 +52,7 @@ def test_a_stage_never_imports_a_later_one(stage: str) -> None:
 
 
 # The leaves: what the modules at the package root below every stage may import of the package.
-LEAVES = {"vocab.py": set[str](), "errors.py": {"buildmatrix.vocab"}}
+LEAVES = {"vocab.py": set[str](), "errors.py": {"buildmatrix.vocab"}, "schema1.py": set[str]()}
 
 
 @pytest.mark.parametrize("leaf", sorted(LEAVES))

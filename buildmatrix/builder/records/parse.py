@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from buildmatrix import schema1
 from buildmatrix.builder.records.fields import (
     LIMITS,
     MAX_RECORD_BYTES,
@@ -296,35 +297,6 @@ def _check_sdk_wheel(result: CellResult | BuildResult, sdk: Version | None, rule
         raise _Bad(f"sdk_wheel.filename: {filename} is not a wheel of {rules.sdk_distribution}")
 
 
-# Records of schema 1 were written when every project had a driver: cells named `driver` (its API version) with ids
-# ending -drv<major>, wheels labelled torch.<minor>.drv.<major>, driver wheels under driver/.
-V1_LABEL = "torch.{minor}.drv.{major}"
-
-
-def migrate_v1(record: dict[str, Any]) -> dict[str, Any]:
-    """A schema 1 record in schema 2's form (raises _Bad where it is not a record of schema 1's shape)."""
-    cell = dict(_object(record.get("cell"), "cell"))
-    driver = cell.pop("driver", None)
-    if not isinstance(driver, str):
-        raise _Bad(f"cell.driver: expected a string, got {driver!r:.60}")
-    try:
-        major, torch = Version(driver).major, Version(str(cell.get("torch")))
-    except InvalidVersion:
-        raise _Bad(f"cell: driver {driver!r:.60} or torch {cell.get('torch')!r:.60} is not a version") from None
-    label = V1_LABEL.format(minor=f"{torch.major}.{torch.minor}", major=major)
-    migrated = {**record, "schema_version": 2, "cell": {**cell, "sdk": driver, "label": label}}
-    if "driver_wheel" in migrated:
-        migrated["sdk_wheel"] = migrated.pop("driver_wheel")
-    if migrated.get("failed_step") == "driver":
-        migrated["failed_step"] = "sdk"
-    if isinstance(migrated.get("steps"), list):
-        migrated["steps"] = [
-            {**step, "name": "sdk"} if isinstance(step, dict) and step.get("name") == "driver" else step
-            for step in migrated["steps"]
-        ]
-    return migrated
-
-
 def _check_plugin_wheel(result: CellResult, rules: RecordRules, memo: ParseMemo) -> None:
     assert result.wheel is not None
     name, _version, _build, tags = parse_wheel(result.wheel.filename)
@@ -369,7 +341,10 @@ def parse_record(
     try:
         record = _object(data, "record")
         if record.get("schema_version") == 1:
-            record = migrate_v1(record)
+            try:
+                record = schema1.migrate_record(record)
+            except schema1.Schema1Error as exc:
+                raise _Bad(str(exc)) from None
         if record.get("schema_version") == 2:  # each cell built its own wheel: a cell form without `build` says so
             if isinstance(record.get("cell"), dict) and "build" in record["cell"]:
                 raise _Bad("cell.build: a record of schema 2 names no build")
