@@ -22,7 +22,7 @@ def install_tool(session: nox.Session) -> None:
     """Install the package unless the reused environment holds this very source: a reinstall (resolve, build the
     package's wheel) took ~4 s of a 6 s no-op build; comparing the source's hash takes milliseconds."""
     files = [Path("pyproject.toml"), *sorted(p for p in Path("buildmatrix").rglob("*") if p.is_file())]
-    digest = hashlib.sha256()
+    digest = hashlib.sha256("\0".join(ORCHESTRATION).encode())  # what is installed, then from which source
     for path in (p for p in files if "__pycache__" not in p.parts):
         digest.update(path.as_posix().encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     stamp = Path(str(session.virtualenv.location)) / "installed-source.sha256"
