@@ -212,3 +212,21 @@ def test_tacc_backend_cheap_cell_builds_in_its_toolkit_image(tmp_path: Path) -> 
     assert isinstance(smoke, dict) and smoke["failed"] == 0 and smoke["passed"] >= 10
     # A system SDK is installed by its image, never published or bundled.
     assert not [p for p in (root / "wheels").rglob("*.whl") if "tacc_toolkit" in p.name]
+
+
+@pytest.mark.integration
+def test_cmake_ops_cheap_cell_builds_with_cmake_and_passes_its_suite(tmp_path: Path) -> None:
+    """An extension whose setup.py drives CMake (torch's CMake config, a plain TORCH_LIBRARY library loaded with
+    torch.ops.load_library): cmake comes from its [build-system].requires."""
+    root = copy_example("cmake-ops", tmp_path)
+    result = run_cli(root, "build", "--torch", "2.13", "--jobs", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    done = record(root, "torch2.13-cpu-cp311")
+    assert done["status"] == "passed", done.get("error")
+    wheel = done["wheel"]
+    assert isinstance(wheel, dict) and wheel["filename"].startswith("cmake_ops-0.1.0+torch.2.13-cp311-cp311-")
+    assert wheel_requirements(root / "wheels" / wheel["path"]) == ["torch==2.13.*"]
+    smoke = done["smoke"]
+    assert isinstance(smoke, dict) and smoke["passed"] == 4 and smoke["failed"] == 0 and smoke["errors"] == 0
+    log = (root / "wheels" / "logs" / "builds" / "torch2.13-cpu-cp311.log").read_text()
+    assert "-- Found Torch: " in log and "Linking CXX shared library libcmake_ops.so" in log  # CMake built it

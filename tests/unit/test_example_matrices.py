@@ -12,7 +12,7 @@ from conftest import REPO
 EXAMPLES = REPO / "examples"
 
 
-@pytest.mark.parametrize("name", ["segment-ops", "tacc-backend"])
+@pytest.mark.parametrize("name", ["segment-ops", "tacc-backend", "cmake-ops"])
 def test_each_example_matrix_loads_and_expands(name: str) -> None:
     matrix = load_matrix(EXAMPLES / name / "matrix.yaml")
     pythons = {release: set(release.python or ()) for release in matrix.torch}
