@@ -7,7 +7,7 @@ Every command ends with one of these codes (docs/reference/exit-codes.md, genera
     2    UserError: a bad argument or another problem to fix (argparse's usage errors are 2 as well)
     3    MatrixError: matrix.yaml is invalid (every problem, located)
     4    InterpreterNotFound: no CPython for a cell's Python (locally under --runner local, nor in an image)
-    5    EngineUnavailable: --runner docker, but no engine (or cibuildwheel) answers; under auto, cells left unbuilt
+    5    EngineUnavailable: --runner docker, but no engine answers; under auto, cells left unbuilt
     6    RunLocked: another run holds the workspace, or another command is publishing or fetching the site
     7    RecordError: a result record, the release ledger or the live site's table is damaged (or the ledger lost)
     8    ResourceError: the disk is full or a directory is not writable
@@ -16,6 +16,7 @@ Every command ends with one of these codes (docs/reference/exit-codes.md, genera
     10   UpdateError: `outdated --apply` cannot edit matrix.yaml
     11   MergeError: `merge-results` refuses the trees (nothing written)
     12   MatrixTooLarge: `matrix --github` would exceed GitHub's 256 jobs
+    13   UnsupportedArchitecture: the Docker runner is needed, but no builder image serves this machine's architecture
     130  interrupted (Ctrl-C); 128+N when stopped by signal N
 
 The CLI catches UserError once, at the top, and prints its message without a traceback.
@@ -81,9 +82,8 @@ class InterpreterNotFound(UserError):
 
 
 class EngineUnavailable(UserError):
-    """--runner docker, but no Docker engine answers (or cibuildwheel is missing); under runner auto, the run built
-    what it could and left the cells only an image serves unbuilt (none failed): their records say how to start one.
-    Exit code 5."""
+    """--runner docker, but no Docker engine answers; under runner auto, the run built what it could and left the
+    cells only an image serves unbuilt (none failed): their records say how to start one. Exit code 5."""
 
     exit_code = 5
 
@@ -199,3 +199,10 @@ class MatrixTooLarge(UserError):
     """`matrix --github` would make more jobs than one GitHub Actions matrix runs. Exit code 12."""
 
     exit_code = 12
+
+
+class UnsupportedArchitecture(UserError):
+    """The Docker runner is needed, but this machine's architecture is one no builder image serves: the runner builds
+    natively, never under emulation. Exit code 13."""
+
+    exit_code = 13

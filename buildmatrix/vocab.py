@@ -74,7 +74,7 @@ REGISTRY_VARIANT = "cuda"
 
 
 class RunnerName(StrEnum):
-    """How cells are built: in local isolated environments, or in Docker through cibuildwheel."""
+    """How cells are built: in local isolated environments, or in Docker containers of builder images."""
 
     AUTO = "auto"
     LOCAL = "local"

@@ -19,7 +19,7 @@ from buildmatrix.builder.buildcode import PACKAGE_DIR, build_code, code_hash
 from buildmatrix.util.atomic import write_text_atomic
 
 BUILD_EPOCH = 1
-BUILD_CODE_SHA256 = "0ab463b93301d2dbed53a33511a3f621432e9fcf4d8098b98b003163d8222c48"
+BUILD_CODE_SHA256 = "5e45c7ce50afacdf415a6c1a42e30011b61ccd0977fc78b5cc8ef422037a001d"
 
 # Epoch 1 starts where the records are: its key is what keys held before epochs existed, the hash of each runner's
 # build code files (util/fingerprint.py's tree_hash) at 3f9c881, so the records that code made stay up to date.

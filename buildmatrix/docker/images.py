@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildmatrix.docker import oci
+from buildmatrix.docker.arch import Architecture, machine_architecture
 from buildmatrix.errors import StepFailed
 from buildmatrix.model.matrix import BuildImage
 from buildmatrix.util.fingerprint import tree_hash
@@ -152,9 +153,13 @@ def debootstrap_command(
 class ImageBuilder:
     """Makes each plan's image at most once per process (threads share it); an existing one is reused if it verifies."""
 
-    def __init__(self, cache_dir: Path, ca_bundle: Path = HOST_CA_BUNDLE) -> None:
+    def __init__(
+        self, cache_dir: Path, ca_bundle: Path = HOST_CA_BUNDLE, architecture: Architecture | None = None
+    ) -> None:
+        """architecture: the platform images are made for (default: this machine's; never another, emulated)."""
         self.cache_dir = cache_dir
         self.ca_bundle = ca_bundle
+        self.architecture = architecture or machine_architecture()
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._forced: set[str] = set()  # tags rebuilt by --force in this run
@@ -206,6 +211,7 @@ class ImageBuilder:
                 args,
                 step="image",
                 log_file=log,
+                platform=self.architecture.platform,
                 labels={IMAGE_LABEL: plan.image.name, "org.buildmatrix.base": plan.image.base},
             )
         except StepFailed as exc:
@@ -267,7 +273,7 @@ class ImageBuilder:
             started = time.monotonic()
             try:
                 run_logged("image", debootstrap_command(suite, rootfs, mirror), log_file, timeout=1800)
-                oci.import_rootfs(rootfs, reference, "image", log_file)
+                oci.import_rootfs(rootfs, reference, "image", log_file, platform=self.architecture.platform)
             except StepFailed as exc:
                 raise StepFailed(
                     "image",

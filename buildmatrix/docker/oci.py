@@ -1,9 +1,8 @@
-"""The only code that speaks to the docker CLI (cibuildwheel, which we run, speaks to it on its own)."""
+"""The only code that speaks to the docker CLI: every container, image and engine question of the tool."""
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 from collections.abc import Mapping, Sequence
@@ -16,7 +15,6 @@ from buildmatrix.vocab import Cause
 
 DOCKER = "docker"
 OWNER_LABEL = "org.buildmatrix.owner"
-PLATFORM = "linux/amd64"
 
 
 def server_version(timeout: float = 20.0) -> str:
@@ -68,11 +66,11 @@ def image_labels(reference: str) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
 
 
-def import_rootfs(rootfs: Path, reference: str, step: str, log_file: Path) -> None:
-    """`tar -C rootfs -c . | docker import - reference`, the output appended to log_file."""
+def import_rootfs(rootfs: Path, reference: str, step: str, log_file: Path, *, platform: str) -> None:
+    """`tar -C rootfs -c . | docker import - reference` for platform (linux/amd64), the output appended to log_file."""
     # One bash pipeline under run_logged: both ends share the step's process group, timeout and log.
     tar = shlex.join(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."])
-    load = shlex.join([DOCKER, "import", "--platform", PLATFORM, "-", reference])
+    load = shlex.join([DOCKER, "import", "--platform", platform, "-", reference])
     try:
         run_logged(step, ["bash", "-o", "pipefail", "-c", f"{tar} | {load}"], log_file, timeout=1800)
     except StepFailed as exc:
@@ -89,16 +87,18 @@ def build_image(
     *,
     step: str,
     log_file: Path,
+    platform: str,
     labels: Mapping[str, str] | None = None,
 ) -> None:
-    """`docker build` with the given --build-arg values; never pulls a base the engine already has."""
+    """`docker build` for platform (linux/amd64) with the given --build-arg values; never pulls a base the engine
+    already has."""
     # --force-rm: the classic builder otherwise keeps the stopped container of a failed RUN step, one per failed build.
     command: list[str] = [
         DOCKER,
         "build",
         "--force-rm",
         "--platform",
-        PLATFORM,
+        platform,
         "--file",
         str(dockerfile),
         "--tag",
@@ -146,10 +146,14 @@ def run_container(
     mounts: Sequence[tuple[Path, str, str]] = (),
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
+    workdir: str | None = None,
+    tmpfs: str | None = None,
 ) -> str:
-    """A throwaway container of reference running command with (host, inside, ro|rw) mounts and env; returns the
-    output's tail."""
+    """A throwaway container of reference running command with (host, inside, ro|rw) mounts and env, in workdir,
+    with a tmpfs mount (`/tmp:exec,size=8g`) when asked; returns the output's tail."""
     options = [f"--volume={host}:{inside}:{mode}" for host, inside, mode in mounts]
+    options += [f"--workdir={workdir}"] if workdir else []
+    options += [f"--tmpfs={tmpfs}"] if tmpfs else []
     env_args, secret_env = env_options(env or {})
     return run_logged(
         step,
@@ -174,8 +178,3 @@ def env_options(env: Mapping[str, str], flag: str = "--env") -> tuple[list[str],
         else:
             options.append(f"{flag}={key}={value}")
     return options, client
-
-
-def client_env() -> dict[str, str]:
-    """What a child that runs docker itself (cibuildwheel) needs to reach the same engine."""
-    return {key: value for key, value in os.environ.items() if key.startswith("DOCKER_")}

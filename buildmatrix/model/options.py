@@ -462,8 +462,8 @@ _OPTIONS: tuple[Option, ...] = (
     Option(
         "images.<name>.dockerfile",
         Kind.PROJECT_FILE,
-        "The project's own builder recipe instead of the package's (it gets `BASE` and `PYTHONS`; cibuildwheel needs "
-        "/opt/python/cpXY-cpXY, auditwheel and uv in it).",
+        "The project's own builder recipe instead of the package's (it gets `BASE` and `PYTHONS`; the Docker runner "
+        "needs /opt/python/cpXY-cpXY, auditwheel and uv in it).",
         default_doc="the package's recipe for the base",
     ),
     Option(
@@ -484,8 +484,9 @@ _OPTIONS: tuple[Option, ...] = (
     Option(
         "runner",
         Kind.CHOICE,
-        "How cells are built: `local` (uv environments on this machine), `docker` (cibuildwheel in a builder "
-        "image), or `auto` (local where this machine has the Python, Docker where only an image serves it).",
+        "How cells are built: `local` (uv environments on this machine), `docker` (the same steps, each in a "
+        "container of a builder image made for this machine's architecture), or `auto` (local where this machine "
+        "has the Python, Docker where only an image serves it).",
         default=str(RunnerName.AUTO),
         allowed=tuple(RunnerName),
     ),

@@ -105,7 +105,7 @@ def test_one_build_made_once_serves_every_python(tmp_path: Path) -> None:
         tested = record(root, "cells", cell)
         assert tested["status"] == "passed" and tested["smoke"]["failed"] == 0
         assert tested["wheel"] == made["wheel"] and tested["cell"]["build"]["id"] == SHARED
-        assert [s["name"] for s in tested["steps"]] == ["source", "check", "smoke-env", "smoke"]
+        assert [s["name"] for s in tested["steps"]] == ["source", "check", "interpreter", "smoke-env", "smoke"]
     summary = json.loads((root / "wheels" / "results" / "summary.json").read_text())
     assert set(summary["builds"]) == {SHARED} and set(summary["cells"]) == set(CELLS)
 

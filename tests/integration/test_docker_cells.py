@@ -108,7 +108,16 @@ def test_tiny_cells_in_docker_broken_cell_alone_then_noop(tmp_path: Path) -> Non
     assert "broken on purpose" in (root / "wheels" / broken["log"]).read_text()
     assert fine["status"] == "passed", fine
     assert fine["runner"] == "docker"
-    assert [s["name"] for s in fine["steps"]] == ["source", "image", "sdk", "build", "check", "smoke", "publish"]
+    # The same steps as the local runner's, each recorded as it ran: the image is the Docker runner's interpreter.
+    assert [s["name"] for s in fine["steps"]] == ["source", "check", "image", "smoke-env", "smoke"]
+    builds = {
+        data["status"]: data
+        for data in (json.loads(p.read_text()) for p in (root / "wheels" / "results" / "builds").glob("*.json"))
+    }
+    made, failed = builds["passed"], builds["failed"]
+    assert [s["name"] for s in made["steps"]] == ["source", "image", "sdk", "build-env", "build", "check", "publish"]
+    assert [(s["name"], s["status"]) for s in failed["steps"]][-2:] == [("build-env", "passed"), ("build", "failed")]
+    assert made["torch_build"]["image"] == fine["torch_build"]["image"]
     assert fine["smoke"] == {"passed": 3, "failed": 0, "skipped": 0, "errors": 0}
     assert fine["features"] == {"tiny": "passed"}
     assert fine["torch_build"]["version"] == "2.13.0+cpu" and fine["torch_build"]["image"].startswith(
@@ -119,7 +128,7 @@ def test_tiny_cells_in_docker_broken_cell_alone_then_noop(tmp_path: Path) -> Non
     assert (root / "wheels" / "driver" / "tiny_driver-2.1.0+tiny-py3-none-any.whl").is_file()
 
     again = build(root)
-    assert again.stdout.count("up-to-date") == 2, again.stdout
+    assert again.stdout.count("up-to-date") == 4, again.stdout  # two builds, two cells
 
 
 @pytest.mark.docker
@@ -134,7 +143,9 @@ def test_failing_smoke_suite_in_docker_keeps_counts(tmp_path: Path) -> None:
     assert failed["failed_step"] == "smoke" and failed["smoke"]["failed"] == 1 and failed["smoke"]["passed"] == 2, (
         failed
     )
-    assert failed["wheel"] is None
+    builds = [json.loads(p.read_text()) for p in (root / "wheels" / "results" / "builds").glob("*.json")]
+    assert [b["status"] for b in builds] == ["passed"], builds
+    assert failed["wheel"] == builds[0]["wheel"]  # the wheel it tested, and failed
 
 
 @pytest.mark.docker

@@ -83,7 +83,7 @@ def test_green_build_then_noop_rerun(tiny: Path) -> None:
         assert result["smoke"] == {"passed": 3, "failed": 0, "skipped": 0, "errors": 0}
         assert result["features"] == {"tiny": "passed"}
         assert result["torch_build"]["version"] == "2.13.0+cpu" and result["torch_build"]["cxx11_abi"] is True
-        assert [s["name"] for s in result["steps"]] == ["source", "check", "smoke-env", "smoke"]
+        assert [s["name"] for s in result["steps"]] == ["source", "check", "interpreter", "smoke-env", "smoke"]
         made = record(tiny, cell, "builds")
         assert made["wheel"] == result["wheel"] and result["cell"]["build"]["id"] == cell
         assert [s["name"] for s in made["steps"]] == [

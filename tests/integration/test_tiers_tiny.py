@@ -132,8 +132,8 @@ def test_deep_once_per_build_quick_on_every_cell(tmp_path: Path) -> None:
     made = record(root, "builds", BUILD)
     deep, other = record(root, "cells", DEEP), record(root, "cells", OTHER)
     # The deep tier ran once, on its cell, after that cell's quick suite; the other cell ran the quick suite only.
-    assert steps(deep) == ["source", "check", "smoke-env", "smoke", "deep"]
-    assert steps(other) == ["source", "check", "smoke-env", "smoke"]
+    assert steps(deep) == ["source", "check", "interpreter", "smoke-env", "smoke", "deep"]
+    assert steps(other) == ["source", "check", "interpreter", "smoke-env", "smoke"]
     assert first.stdout.count(": deep\n") == 1, first.stdout
     for cell in (deep, other):
         assert cell["status"] == "passed"

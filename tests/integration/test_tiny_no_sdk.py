@@ -71,7 +71,7 @@ def test_no_sdk_shape_builds_and_publishes_with_no_sdk_part(tmp_path: Path) -> N
         "patches": "",
         "build": {"id": BUILD, "torch": "2.13.0", "variant": "cpu", "python": "3.11", "label": "torch.2.13"},
     }
-    assert [s["name"] for s in record["steps"]] == ["source", "check", "smoke-env", "smoke"]
+    assert [s["name"] for s in record["steps"]] == ["source", "check", "interpreter", "smoke-env", "smoke"]
     made = json.loads((root / "wheels" / "results" / "builds" / f"{BUILD}.json").read_text())
     assert made["status"] == "passed" and made["wheel"] == record["wheel"] and made["sdk_wheel"] is None
     assert [s["name"] for s in made["steps"]] == ["source", "interpreter", "build-env", "build", "check", "publish"]

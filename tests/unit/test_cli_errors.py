@@ -11,9 +11,16 @@ import pytest
 from registry_server import Answers
 
 from buildmatrix.builder.workspace import RunLock, Workspace
-from buildmatrix.errors import EngineUnavailable, MatrixError, RegistryError, RunLocked, UserError
+from buildmatrix.errors import (
+    EngineUnavailable,
+    MatrixError,
+    RegistryError,
+    RunLocked,
+    UnsupportedArchitecture,
+    UserError,
+)
 
-from conftest import TINY_CONTRACT, copy_project, run_cli
+from conftest import REPO, TINY_CONTRACT, copy_project, run_cli
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "tiny"
 # A tiny project whose torch is an empty file in a local find-links directory: commands get as far as running a cell
@@ -142,6 +149,25 @@ def test_docker_runner_without_an_engine_is_refused_before_building(
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'dead.sock'}")
     result = run_cli(tiny, "build", "--runner", "docker", timeout=120)
     assert_one_error(result, EngineUnavailable.exit_code, "no Docker engine answers `docker info`")
+    assert not (tiny / "wheels").exists() and not (tiny / "build" / "cells").exists()
+
+
+def test_docker_runner_on_an_architecture_no_image_serves_is_refused(tiny: Path, tmp_path: Path) -> None:
+    """On a riscv64 machine (platform.machine() says so, through a sitecustomize; its torch wheel an empty file),
+    --runner docker exits 13, never emulating x86_64: before any engine is asked (DOCKER_HOST is dead), nothing
+    written."""
+    import os
+
+    (tiny / "wheelhouse" / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_riscv64.whl").write_bytes(b"")
+
+    site = tmp_path / "riscv"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text('import platform\nplatform.machine = lambda: "riscv64"\n')
+    path = os.pathsep.join(filter(None, [str(site), str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "DOCKER_HOST": f"unix://{tmp_path / 'dead.sock'}"}
+    result = run_cli(tiny, "build", "--runner", "docker", timeout=120, env=env)
+    assert_one_error(result, UnsupportedArchitecture.exit_code, "this machine is riscv64")
+    assert "builder images serve aarch64, x86_64" in result.stderr and "--runner local" in result.stderr
     assert not (tiny / "wheels").exists() and not (tiny / "build" / "cells").exists()
 
 

@@ -1,4 +1,4 @@
-"""The Docker runner's pure pieces: phases, mounts, commands and the smoke verdict, without an engine."""
+"""The Docker runner's pure pieces: mounts, commands and the smoke verdict, without an engine."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ import pytest
 from packaging.version import Version
 
 from buildmatrix.builder.runners.base import BuildJob, CellJob, CellOutput
-from buildmatrix.builder.runners.docker import (
+from buildmatrix.builder.runners.containers import (
     UV_CACHE,
-    DockerRunner,
     build_container,
+    build_env_command,
     cell_mounts,
-    failed_phase,
-    sdk_cache_dir,
     smoke_command,
     smoke_env_command,
     smoke_result,
+    wheel_command,
 )
+from buildmatrix.builder.runners.docker import DockerRunner, sdk_cache_dir
 from buildmatrix.builder.sdkwheels import SdkWheels
 from buildmatrix.builder.toolenv import PARALLEL_CONFIG, reproducible_env
 from buildmatrix.builder.verdicts import judge_smoke
@@ -70,20 +70,6 @@ def test_driver_wheels_are_built_per_image_by_the_given_build(tmp_path: Path) ->
         SdkWheels(wheel_sdk(source, "tiny-driver"), trixie)
 
 
-@pytest.mark.parametrize(
-    ("log", "phase"),
-    [
-        ("", "build"),
-        ("Setting up build environment...\nRunning before_build...\nerror", "build-env"),
-        ("Running before_build...\n✓\nBuilding wheel...\ncc: error", "build"),
-        ("Running before_build...\nBuilding wheel...\nRepairing wheel...\nValueError", "repair"),
-        ("Running before_build...\nBuilding wheel...\nRepairing wheel...\nTesting wheel...\nno solution", "smoke-env"),
-    ],
-)
-def test_failed_phase_is_the_last_cibuildwheel_phase_reached(log: str, phase: str) -> None:
-    assert failed_phase(log) == phase
-
-
 def docker_jobs(write_matrix: WriteMatrix, tmp_path: Path, extra: str = "") -> tuple[BuildJob, CellJob]:
     """The last cell's build job and its cell job, as the engine hands them to the Docker runner."""
     matrix = load_matrix(write_matrix(VALID + extra))
@@ -93,7 +79,7 @@ def docker_jobs(write_matrix: WriteMatrix, tmp_path: Path, extra: str = "") -> t
     work = tmp_path / "work"
     (work / "out" / "smoke").mkdir(parents=True)
     log = tmp_path / "cell.log"
-    log.write_text("cibuildwheel: building\n$ python cell.py smoke\nFAILED tests/test_x.py::test_y\n")
+    log.write_text("# build\n$ python cell.py smoke\nFAILED tests/test_x.py::test_y\n")
     workspace = Workspace.for_root(matrix.root)
     wheel = workspace.wheels_dir / "torch2.13" / "torch_emu-0.1.0+torch.2.13.drv.2-py3-none-linux_x86_64.whl"
     sdk_wheel = workspace.wheels_dir / "driver" / "emu_driver-2.1.0-py3-none-any.whl"
@@ -109,15 +95,11 @@ def test_builds_and_cells_share_the_hosts_uv_cache(write_matrix: WriteMatrix, tm
     build_job, cell_job = docker_jobs(write_matrix, tmp_path)
     uv_cache = tmp_path / "host-uv-cache"
     driver = tmp_path / "driver" / "tiny_driver-2.1.0-py3-none-any.whl"
-    helper = tmp_path / "helper" / "cell.py"
-    container = build_container(
-        build_job, "buildmatrix-builder:x", driver, tmp_path / "cache", helper, uv_cache=uv_cache
-    )
-    assert f"--volume={uv_cache}:{UV_CACHE}:rw" in container.create_args
-    env = {a.split("=", 2)[1]: a.split("=", 2)[2] for a in container.create_args if a.startswith("--env=")}
+    container = build_container(build_job, driver, tmp_path / "cache", uv_cache=uv_cache)
+    assert (uv_cache, UV_CACHE, "rw") in container.mounts and (driver.parent, "/sdk", "ro") in container.mounts
+    assert (build_job.plugin_tree, "/project", "rw") in container.mounts
+    env = container.env
     assert env["UV_CACHE_DIR"] == UV_CACHE and env["UV_LINK_MODE"] == "copy", env
-    # cibuildwheel only builds and repairs: each cell tests the wheel in a container of its own
-    assert "CIBW_TEST_COMMAND" not in container.cibw_env and "CIBW_TEST_REQUIRES" not in container.cibw_env
     mounts, cell_env = cell_mounts(cell_job, uv_cache)
     assert (uv_cache, UV_CACHE, "rw") in mounts and cell_env["UV_CACHE_DIR"] == UV_CACHE
     assert (cell_job.workspace.wheels_dir.resolve(), "/wheels", "ro") in mounts  # the build's wheels, read-only
@@ -126,12 +108,11 @@ def test_builds_and_cells_share_the_hosts_uv_cache(write_matrix: WriteMatrix, tm
 def test_a_container_build_gets_its_share_of_the_cores_and_a_cell_one_thread(
     write_matrix: WriteMatrix, tmp_path: Path
 ) -> None:
-    """The build's share of the cores reaches cibuildwheel's container (torch's ninja, CMake, and setuptools' parallel
+    """The build's share of the cores reaches its containers (torch's ninja, CMake, and setuptools' parallel
     extensions when declared, through the config file the runner writes to /out); a cell's run gets smoke.threads."""
 
     def container_env(job: BuildJob) -> dict[str, str]:
-        container = build_container(job, "x", None, tmp_path, tmp_path / "cell.py", uv_cache=tmp_path)
-        return {a.split("=", 2)[1]: a.split("=", 2)[2] for a in container.create_args if a.startswith("--env=")}
+        return build_container(job, None, tmp_path, uv_cache=tmp_path).env
 
     build_job, cell_job = docker_jobs(write_matrix, tmp_path)
     env = container_env(replace(build_job, compilers=3))
@@ -176,14 +157,29 @@ def test_a_free_threaded_cell_runs_on_its_free_threaded_interpreter(write_matrix
     threaded = replace(job, cell=replace(job.cell, python=Python.parse("3.13t")))
     command = smoke_env_command(threaded)
     assert command[command.index("--python") + 1] == "/opt/python/cp313-cp313t/bin/python"
-    # a per-Python build of 3.13t: cibuildwheel builds its identifier once asked to
+    # a per-Python build of 3.13t: its environment is made of the free-threaded interpreter
     key = replace(build_job.build.key, python=Python.parse("3.13t"))
     threaded_build = replace(build_job, build=replace(build_job.build, key=key, python=Python.parse("3.13t")))
-    container = build_container(threaded_build, "x", None, tmp_path, tmp_path / "cell.py", uv_cache=tmp_path)
-    assert container.cibw_env["CIBW_BUILD"] == "cp313t-manylinux_x86_64"
-    assert container.cibw_env["CIBW_ENABLE"] == "cpython-freethreading"
-    plain = build_container(build_job, "x", None, tmp_path, tmp_path / "cell.py", uv_cache=tmp_path)
-    assert plain.cibw_env["CIBW_BUILD"] == "cp311-manylinux_x86_64" and "CIBW_ENABLE" not in plain.cibw_env
+    command = build_env_command(threaded_build, None)
+    assert command[0] == command[command.index("--python") + 1] == "/opt/python/cp313-cp313t/bin/python"
+    plain = build_env_command(build_job, None)
+    assert plain[plain.index("--python") + 1] == "/opt/python/cp311-cp311/bin/python"
+
+
+def test_a_build_makes_its_environment_then_its_wheel_in_it(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    """build-env installs the build's torch and SDK wheel (from the /sdk mount) beside the build requirements, into
+    /out/build-env; the wheel step runs on that environment's interpreter and leaves torch's and the SDK's libraries
+    out of the repaired wheel."""
+    build_job, _ = docker_jobs(write_matrix, tmp_path)
+    sdk_wheel = tmp_path / "sdk" / "emu_driver-2.1.0-py3-none-any.whl"
+    command = build_env_command(build_job, sdk_wheel)
+    assert command[command.index("--env") + 1] == "/out/build-env" and "--sdk-package" in command
+    requirements = command[command.index("--") + 1 :]
+    assert requirements[:2] == [f"torch=={build_job.build.release.requirement_version}", f"/sdk/{sdk_wheel.name}"]
+    wheel = wheel_command(build_job)
+    assert wheel[:4] == ["/out/build-env/bin/python", "/buildmatrix/cell.py", "wheel", "/out/dist"]
+    excluded = [wheel[i + 1] for i, arg in enumerate(wheel) if arg == "--exclude"]
+    assert {"libtorch*.so", "libc10*.so"} <= set(excluded)
 
 
 @pytest.mark.parametrize(("exit_code", "passed"), [("0", True), ("1", False), (None, False)])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from buildmatrix.builder.runners.docker import image_for
+from buildmatrix.builder.runners.containers import image_for
 from buildmatrix.builder.runners.select import serving_image
 from buildmatrix.errors import InterpreterNotFound, MatrixError
 from buildmatrix.model.cells import Selection, expand

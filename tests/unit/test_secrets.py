@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from buildmatrix.builder.runners.base import BuildJob
-from buildmatrix.builder.runners.docker import build_container
+from buildmatrix.builder.runners.containers import build_container, build_env_command
 from buildmatrix.builder.workspace import Workspace
 from buildmatrix.docker import oci
 from buildmatrix.errors import StepFailed
@@ -113,7 +113,13 @@ def test_docker_gets_secrets_by_name_only(tmp_path: Path, monkeypatch: pytest.Mo
     log = tmp_path / "cell.log"
     oci.run_container("img", ["true"], "driver", log, env={"PIP_INDEX_URL": INDEX, "UV_LINK_MODE": "copy"})
     oci.build_image(
-        tmp_path, tmp_path / "Dockerfile", "img", {"HTTPS_PROXY": PROXY, "BASE": "debian"}, step="image", log_file=log
+        tmp_path,
+        tmp_path / "Dockerfile",
+        "img",
+        {"HTTPS_PROXY": PROXY, "BASE": "debian"},
+        step="image",
+        log_file=log,
+        platform="linux/amd64",
     )
     text = log.read_text()
     assert not any(s in text for s in SECRETS), text
@@ -123,7 +129,7 @@ def test_docker_gets_secrets_by_name_only(tmp_path: Path, monkeypatch: pytest.Mo
     assert seen.read_text().splitlines() == [f"{INDEX}|", f"|{PROXY}"]
 
 
-def test_cibuildwheel_container_arguments_hold_no_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_build_container_arguments_hold_no_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in FAKE_ENV.items():
         monkeypatch.setenv(key, value)
     root = tmp_path / "project"
@@ -141,17 +147,14 @@ def test_cibuildwheel_container_arguments_hold_no_secret(tmp_path: Path, monkeyp
     [build] = plan_builds(matrix, cells).values()
     workspace = Workspace.for_root(root)
     job = BuildJob(build, matrix, workspace, tmp_path / "work", root / "plugin", tmp_path / "log", ())
-    container = build_container(  # the no-SDK shape of the tiny project: no SDK wheel to mount
-        job,
-        "buildmatrix-builder:x",
-        None,
-        tmp_path / "cache",
-        tmp_path / "helper" / "cell.py",
-        uv_cache=tmp_path / "uv",
+    # the no-SDK shape of the tiny project: no SDK wheel to mount
+    container = build_container(job, None, tmp_path / "cache", uv_cache=tmp_path / "uv")
+    options, client = oci.env_options(container.env)  # as oci.run_container hands them to docker
+    shown = (
+        " ".join(options) + " ".join(str(mount) for mount in container.mounts) + " ".join(build_env_command(job, None))
     )
-    shown = " ".join(container.create_args) + " ".join(f"{k}={v}" for k, v in container.cibw_env.items())
     assert not any(s in shown for s in SECRETS), shown
-    assert "--env=HTTPS_PROXY" in container.create_args and container.secret_env["HTTPS_PROXY"] == PROXY
+    assert "--env=HTTPS_PROXY" in options and client["HTTPS_PROXY"] == PROXY
 
 
 def test_image_notes_never_show_a_mirror_credential(tmp_path: Path) -> None:

@@ -89,7 +89,7 @@ def test_a_local_smoke_environment_without_site_packages_fails_the_smoke_env_ste
     smoke_env = job.workdir / "smoke-env"
     assert failed.value.step == "smoke-env"  # the step that made the environment, not the engine's check
     assert failed.value.message == f"no site-packages in {smoke_env}"
-    assert [(s.name, s.status) for s in result.steps] == [("smoke-env", Status.FAILED)]
+    assert [(s.name, s.status) for s in result.steps] == [("interpreter", Status.PASSED), ("smoke-env", Status.FAILED)]
     assert (smoke_env / "bin").is_dir() and not (smoke_env / "lib").exists()  # what uv left, kept for the log
     assert "venv --quiet --python" in job.log_file.read_text()  # the runner made it, with the fake uv
 

@@ -9,22 +9,24 @@ import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from packaging.version import Version
 
 from buildmatrix.builder.buildenv import build_environment, log_notes
 from buildmatrix.builder.interpreters import Interpreter, find_interpreter, pyenv_root
 from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, SmokeRun, site_packages, the_one_wheel
+from buildmatrix.builder.runners.sequence import prepare_cell, run_build
 from buildmatrix.builder.sdkwheels import SdkWheels
 from buildmatrix.builder.smoke import private_temp, pytest_args, smoke_threads, stage_tests
 from buildmatrix.builder.steps import StepRecorder
 from buildmatrix.builder.toolenv import build_requirements, compile_env, find_uv, torch_constraints
 from buildmatrix.builder.wheelcheck import check_installed, provided_symbols
 from buildmatrix.errors import InterpreterNotFound, StepFailed
+from buildmatrix.model.matrix import SdkVersion
 from buildmatrix.model.pythons import Python
 from buildmatrix.util.process import run_logged
-from buildmatrix.vocab import CPU_VARIANT, RunnerName
+from buildmatrix.vocab import CPU_VARIANT, RunnerName, Step
 
 TORCH_FACTS = (
     "import json, sys, torch; print('TORCH-FACTS ' + json.dumps({'version': torch.__version__, "
@@ -35,6 +37,7 @@ TORCH_FACTS = (
 
 class LocalRunner:
     name = RunnerName.LOCAL
+    python_step: ClassVar[Step] = Step.INTERPRETER
     build_modules: ClassVar[tuple[str, ...]] = (__name__,)
 
     def __init__(self, search_path: str | None = None, pyenv_root: Path | str | None = "auto") -> None:
@@ -99,74 +102,74 @@ class LocalRunner:
         return self._sdk_wheels.wheel(job.build.sdk, log, force=job.force)
 
     def build(self, job: BuildJob, steps: StepRecorder, output: BuildOutput) -> None:
-        uv = find_uv()
-        log = job.log_file
+        """The build's steps as every runner runs them (sequence.run_build), on this machine."""
+        run_build(self, job, steps, output)
 
-        with steps.step("interpreter"):
-            interpreter = self.interpreter(job.build.python)
-        if job.matrix.sdk is not None and job.matrix.sdk.builds_wheel:
-            with steps.step("sdk"):
-                output.sdk_wheel = self._sdk_wheel(job, uv, log)
-        sdk_wheels = [str(output.sdk_wheel)] if output.sdk_wheel is not None else []
+    def provide_python(self, python: Python, sdk: SdkVersion | None, job: BuildJob | CellJob) -> str:
+        """This machine's interpreter of the Python (PATH, pyenv); raises InterpreterNotFound."""
+        return str(self.interpreter(python).executable)
 
-        build_env = job.workdir / "build-env"
-        with steps.step("build-env"):
-            run_logged(
-                "build-env",
-                [uv, "venv", "--quiet", "--python", interpreter.executable, build_env],
-                log,
-                timeout=job.matrix.timeouts["build-env"],
-            )
-            run_logged(
-                "build-env",
-                [
-                    uv,
-                    "pip",
-                    "install",
-                    "--python",
-                    _python(build_env),
-                    *_torch_sources(job.find_links, job.index_urls),
-                    *_constraints(job.build.release.version, job.workdir),
-                    f"torch=={job.build.release.requirement_version}",
-                    *sdk_wheels,
-                    *build_requirements(job.matrix),
-                ],
-                log,
-                timeout=job.matrix.timeouts["build-env"],
-            )
-            output.torch_build = _torch_facts(_python(build_env), log)
+    def sdk_wheel(self, job: BuildJob, where: str) -> Path | None:
+        return self._sdk_wheel(job, find_uv(), job.log_file)
 
+    def build_env(self, job: BuildJob, where: str, sdk_wheel: Path | None) -> dict[str, Any]:
+        """A uv environment of the build's interpreter with its torch, the SDK wheel and the build requirements."""
+        uv, log, build_env = find_uv(), job.log_file, job.workdir / "build-env"
+        run_logged(
+            "build-env",
+            [uv, "venv", "--quiet", "--python", where, build_env],
+            log,
+            timeout=job.matrix.timeouts["build-env"],
+        )
+        run_logged(
+            "build-env",
+            [
+                uv,
+                "pip",
+                "install",
+                "--python",
+                _python(build_env),
+                *_torch_sources(job.find_links, job.index_urls),
+                *_constraints(job.build.release.version, job.workdir),
+                f"torch=={job.build.release.requirement_version}",
+                *([str(sdk_wheel)] if sdk_wheel is not None else []),
+                *build_requirements(job.matrix),
+            ],
+            log,
+            timeout=job.matrix.timeouts["build-env"],
+        )
+        return _torch_facts(_python(build_env), log)
+
+    def build_wheel(self, job: BuildJob, where: str) -> Path:
+        """uv build without isolation in the build environment, with the build's environment variables only."""
         dist = job.workdir / "dist"
-        with steps.step("build"):
-            environment = build_environment(
-                os.environ,
-                compile_env(
-                    job.workdir, job.compilers, parallel_extensions=job.matrix.contract.build.parallel_extensions
-                ),
-                job.build_env,
-                hide_cuda=job.build.release.variant == CPU_VARIANT,
-                shadow_root=job.workdir / "path-without-nvcc",
-            )
-            log_notes(log, environment.notes)
-            run_logged(
+        environment = build_environment(
+            os.environ,
+            compile_env(job.workdir, job.compilers, parallel_extensions=job.matrix.contract.build.parallel_extensions),
+            job.build_env,
+            hide_cuda=job.build.release.variant == CPU_VARIANT,
+            shadow_root=job.workdir / "path-without-nvcc",
+        )
+        log_notes(job.log_file, environment.notes)
+        run_logged(
+            "build",
+            [
+                find_uv(),
                 "build",
-                [
-                    uv,
-                    "build",
-                    "--wheel",
-                    "--no-build-isolation",
-                    "--python",
-                    _python(build_env),
-                    "--out-dir",
-                    dist,
-                    job.plugin_tree,
-                ],
-                log,
-                env=environment.env,
-                inherit=False,  # the whole environment: what the CPU variant's build must not see is left out
-                timeout=job.matrix.timeouts["build"],
-            )
-            output.plugin_wheel = the_one_wheel(dist)
+                "--wheel",
+                "--no-build-isolation",
+                "--python",
+                _python(job.workdir / "build-env"),
+                "--out-dir",
+                dist,
+                job.plugin_tree,
+            ],
+            job.log_file,
+            env=environment.env,
+            inherit=False,  # the whole environment: what the CPU variant's build must not see is left out
+            timeout=job.matrix.timeouts["build"],
+        )
+        return the_one_wheel(dist)
 
     def provided_symbols(self, job: BuildJob) -> set[str]:
         """What torch's libraries and the SDK's define: a wheel SDK as installed in the cell's build environment, a
@@ -180,43 +183,46 @@ class LocalRunner:
         return provided_symbols([site / "torch" / "lib", *sdk_libs])
 
     def prepare_smoke(self, job: CellJob, steps: StepRecorder) -> None:
+        """The cell's steps before its smoke run as every runner runs them (sequence.prepare_cell)."""
+        prepare_cell(self, job, steps)
+
+    def smoke_env(self, job: CellJob, where: str) -> None:
         """A clean environment with the cell's torch and its build's wheels only (plugin, and a wheel SDK's), as a
         user installs them."""
         uv, log = find_uv(), job.log_file
         smoke_env = job.workdir / "smoke-env"
-        with steps.step("smoke-env"):
-            if smoke_env.exists():
-                shutil.rmtree(smoke_env)
-            run_logged(
-                "smoke-env",
-                [uv, "venv", "--quiet", "--python", self.interpreter(job.cell.python).executable, smoke_env],
-                log,
-                timeout=job.matrix.timeouts["smoke-env"],
-            )
-            run_logged(
-                "smoke-env",
-                [
-                    uv,
-                    "pip",
-                    "install",
-                    "--python",
-                    _python(smoke_env),
-                    *_torch_sources(job.find_links, job.index_urls),
-                    *_constraints(job.cell.torch.version, job.workdir),
-                    f"torch=={job.cell.torch.requirement_version}",
-                    str(job.plugin_wheel),
-                    *([str(job.sdk_wheel)] if job.sdk_wheel is not None else []),
-                    *job.matrix.contract.smoke.requirements_for(job.cell.torch.version, job.cell.python),
-                ],
-                log,
-                timeout=job.matrix.timeouts["smoke-env"],
-            )
-            check_installed(
-                site_packages(smoke_env, "smoke-env"),
-                job.cell.torch.requirement_version,
-                job.matrix.plugin.distribution,
-                job.plugin_wheel,
-            )
+        if smoke_env.exists():
+            shutil.rmtree(smoke_env)
+        run_logged(
+            "smoke-env",
+            [uv, "venv", "--quiet", "--python", where, smoke_env],
+            log,
+            timeout=job.matrix.timeouts["smoke-env"],
+        )
+        run_logged(
+            "smoke-env",
+            [
+                uv,
+                "pip",
+                "install",
+                "--python",
+                _python(smoke_env),
+                *_torch_sources(job.find_links, job.index_urls),
+                *_constraints(job.cell.torch.version, job.workdir),
+                f"torch=={job.cell.torch.requirement_version}",
+                str(job.plugin_wheel),
+                *([str(job.sdk_wheel)] if job.sdk_wheel is not None else []),
+                *job.matrix.contract.smoke.requirements_for(job.cell.torch.version, job.cell.python),
+            ],
+            log,
+            timeout=job.matrix.timeouts["smoke-env"],
+        )
+        check_installed(
+            site_packages(smoke_env, "smoke-env"),
+            job.cell.torch.requirement_version,
+            job.matrix.plugin.distribution,
+            job.plugin_wheel,
+        )
 
     def run_smoke(self, job: CellJob) -> SmokeRun:
         run_dir = job.workdir / job.run_name

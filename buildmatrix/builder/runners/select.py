@@ -11,6 +11,7 @@ from pathlib import Path
 from buildmatrix.builder.runners.base import CellRunners, Runner
 from buildmatrix.builder.runners.local import LocalRunner
 from buildmatrix.docker import oci
+from buildmatrix.docker.arch import machine_architecture
 from buildmatrix.errors import EngineUnavailable, InterpreterNotFound
 from buildmatrix.model.cells import Cell
 from buildmatrix.model.matrix import BuildImage, Matrix
@@ -198,17 +199,18 @@ def _without_docker(plan: RunnerPlan, problem: str, not_started: str) -> RunRunn
 
 
 def _docker(plan: RunnerPlan, matrix: Matrix) -> tuple[Runner, str]:
-    from buildmatrix.builder.runners.docker import DockerRunner, cibuildwheel_command
+    from buildmatrix.builder.runners.docker import DockerRunner
 
+    architecture = machine_architecture()  # raises UnsupportedArchitecture: no image serves this machine
     problem = oci.engine_problem()
     if problem and plan.asked == RunnerName.DOCKER:
         raise _no_engine("--runner docker", problem, "or use --runner local")
     if problem:
         wanted = "; ".join(sorted({c.reason for c in plan.by_python.values() if c.runner == RunnerName.DOCKER}))
         raise _no_engine(wanted, problem, "or leave those Pythons out (--python)")
-    cibuildwheel_command()  # raises UserError with the install command
     asked = "asked for; " if plan.asked == RunnerName.DOCKER else ""
-    return DockerRunner(matrix), f"docker runner ({asked}engine {oci.server_version()})"
+    runner = DockerRunner(matrix, architecture=architecture)
+    return runner, f"docker runner ({asked}engine {oci.server_version()}, {architecture.platform})"
 
 
 def _no_engine(what: str, problem: str, otherwise: str) -> EngineUnavailable:

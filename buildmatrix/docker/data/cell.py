@@ -1,5 +1,5 @@
-"""Runs inside a builder container for cibuildwheel's hooks (before_build, repair), to build an SDK's wheel, and to
-make a cell's clean environment and run its smoke suite there; stdlib only, Python 3.9+.
+"""Runs inside a builder container, one command per step of the Docker runner: a build's environment and its wheel
+(built, then repaired), an SDK's wheel, a cell's clean environment and its smoke suite; stdlib only, Python 3.9+.
 
 Package data of buildmatrix (buildmatrix/docker/data/), mounted read-only at /buildmatrix/cell.py by the Docker runner;
 results go to the host through /out. It runs on the image's Pythons (3.9 and later), hence os.path rather than pathlib
@@ -29,14 +29,6 @@ def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str
     return subprocess.run(command, check=True, text=True, **kwargs)  # type: ignore[call-overload, no-any-return]
 
 
-def install(requirements: list[str]) -> None:
-    """Into the interpreter running this script (the cell's /opt/python/cpXY-cpXY), with uv when the image has it."""
-    if shutil.which("uv"):
-        run(["uv", "pip", "install", "--python", sys.executable, *requirements])
-    else:
-        run([sys.executable, "-m", "pip", "install", *requirements])
-
-
 def defined_symbols(libraries: list[str]) -> list[str]:
     names: set[str] = set()
     for library in libraries:
@@ -48,18 +40,32 @@ def defined_symbols(libraries: list[str]) -> list[str]:
     return sorted(names)
 
 
-def before_build(args: argparse.Namespace) -> None:
-    """The build environment: the cell's torch, SDK wheel and build tools; then what the host checks against."""
-    install(args.requirements)
+def make_env(python: str, env: str, constraints: str, requirements: list[str]) -> str:
+    """A fresh venv of `python` at `env` holding requirements, kept to constraints; returns the venv's interpreter."""
+    if os.path.exists(env):
+        shutil.rmtree(env)
+    if shutil.which("uv"):
+        run(["uv", "venv", "--quiet", "--python", python, env])
+        inside = os.path.join(env, "bin", "python")
+        run(["uv", "pip", "install", "--python", inside, "--constraint", constraints, *requirements])
+    else:
+        run([python, "-m", "venv", env])
+        inside = os.path.join(env, "bin", "python")
+        run([inside, "-m", "pip", "install", "--constraint", constraints, *requirements])
+    return inside
+
+
+def build_env(args: argparse.Namespace) -> None:
+    """The build's environment (a venv of the build's interpreter: its torch, SDK wheel and build tools); then what
+    the host checks the wheel against: torch's facts and the symbols torch's and the SDK's libraries define."""
+    python = make_env(args.python, args.env, args.constraints, args.requirements)
     os.makedirs(args.out, exist_ok=True)
-    facts = subprocess.run(
-        [sys.executable, "-c", TORCH_FACTS], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    facts = subprocess.run([python, "-c", TORCH_FACTS], check=True, capture_output=True, text=True).stdout.strip()
     with open(os.path.join(args.out, "torch-facts.json"), "w") as handle:
         handle.write(facts.splitlines()[-1] + "\n")
     # The libraries the plugin may link against: torch's and a wheel SDK's (found where they are installed).
     found = subprocess.run(
-        [sys.executable, "-c", "import os, torch; print(os.path.dirname(torch.__file__))"],
+        [python, "-c", "import os, torch; print(os.path.dirname(torch.__file__))"],
         check=True,
         capture_output=True,
         text=True,
@@ -82,14 +88,30 @@ def before_build(args: argparse.Namespace) -> None:
     )
 
 
-def repair(args: argparse.Namespace) -> None:
-    """auditwheel repair, leaving torch's and the SDK's libraries to the installed packages."""
+def wheel(args: argparse.Namespace) -> None:
+    """Run by the build environment's interpreter: the project's wheel built without isolation (the environment holds
+    torch and the build tools), then auditwheel repair, leaving torch's and the SDK's libraries to the installed
+    packages. The environment's scripts (ninja) come first on PATH, as they would in the activated venv."""
+    bin_dir = os.path.dirname(sys.executable)
+    os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    raw = tempfile.mkdtemp(prefix="wheel-")
+    if shutil.which("uv"):
+        run(["uv", "build", "--wheel", "--no-build-isolation", "--python", sys.executable, "--out-dir", raw, "."])
+    else:
+        run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--wheel-dir", raw, "."])
+    os.makedirs(args.dest_dir, exist_ok=True)
+    built = glob.glob(os.path.join(raw, "*.whl"))
+    if len(built) != 1:
+        raise SystemExit(f"error: expected one wheel from the build, found {built}")
+    if built[0].endswith("-any.whl"):
+        shutil.copy2(built[0], args.dest_dir)  # pure Python: nothing to repair, and auditwheel refuses it
+        return
     command = ["auditwheel", "repair", "--wheel-dir", args.dest_dir]
     for pattern in args.exclude:
         command += ["--exclude", pattern]
-    run([*command, args.wheel])
-    for wheel in glob.glob(os.path.join(args.dest_dir, "*.whl")):
-        subprocess.run(["auditwheel", "show", wheel], check=False)
+    run([*command, built[0]])
+    for repaired in glob.glob(os.path.join(args.dest_dir, "*.whl")):
+        subprocess.run(["auditwheel", "show", repaired], check=False)
 
 
 def sdk_wheel(args: argparse.Namespace) -> None:
@@ -111,16 +133,7 @@ def sdk_wheel(args: argparse.Namespace) -> None:
 def smoke_env(args: argparse.Namespace) -> None:
     """A cell's clean environment: a venv of the cell's interpreter (its image's /opt/python/cpXY-cpXY[t]) holding its
     torch, its build's wheels and the smoke requirements, kept to the cell's constraints; nothing else."""
-    if os.path.exists(args.env):
-        shutil.rmtree(args.env)
-    if shutil.which("uv"):
-        run(["uv", "venv", "--quiet", "--python", args.python, args.env])
-        python = os.path.join(args.env, "bin", "python")
-        run(["uv", "pip", "install", "--python", python, "--constraint", args.constraints, *args.requirements])
-    else:
-        run([args.python, "-m", "venv", args.env])
-        python = os.path.join(args.env, "bin", "python")
-        run([python, "-m", "pip", "install", "--constraint", args.constraints, *args.requirements])
+    make_env(args.python, args.env, args.constraints, args.requirements)
 
 
 def smoke(args: argparse.Namespace) -> None:
@@ -136,25 +149,27 @@ def smoke(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="cell.py")
     sub = parser.add_subparsers(dest="command", required=True)
-    before = sub.add_parser("before-build")
-    before.add_argument("--out", required=True)
-    before.add_argument("--sdk-package", default="", help="a wheel SDK's package: its libraries count as provided")
-    before.add_argument(
+    env = sub.add_parser("build-env")
+    env.add_argument("--python", required=True, help="the build's interpreter in this image")
+    env.add_argument("--env", required=True, help="where the environment is made")
+    env.add_argument("--constraints", required=True)
+    env.add_argument("--out", required=True)
+    env.add_argument("--sdk-package", default="", help="a wheel SDK's package: its libraries count as provided")
+    env.add_argument(
         "--library-dir", action="append", default=[], help="a system SDK's library directory: counts as provided"
     )
-    before.add_argument("requirements", nargs="+")
-    fix = sub.add_parser("repair")
-    fix.add_argument("wheel")
-    fix.add_argument("dest_dir")
-    fix.add_argument("--exclude", action="append", default=[])
+    env.add_argument("requirements", nargs="+")
+    make = sub.add_parser("wheel")
+    make.add_argument("dest_dir")
+    make.add_argument("--exclude", action="append", default=[])
     build = sub.add_parser("sdk-wheel")
     build.add_argument("source")
     build.add_argument("dest_dir")
-    env = sub.add_parser("smoke-env")
-    env.add_argument("--python", required=True, help="the cell's interpreter in this image")
-    env.add_argument("--env", required=True, help="where the environment is made")
-    env.add_argument("--constraints", required=True)
-    env.add_argument("requirements", nargs="+")
+    cell_env = sub.add_parser("smoke-env")
+    cell_env.add_argument("--python", required=True, help="the cell's interpreter in this image")
+    cell_env.add_argument("--env", required=True, help="where the environment is made")
+    cell_env.add_argument("--constraints", required=True)
+    cell_env.add_argument("requirements", nargs="+")
     test = sub.add_parser("smoke")
     test.add_argument("--exit-code", required=True)
     test.add_argument("pytest", nargs=argparse.REMAINDER)
@@ -162,8 +177,8 @@ def main() -> None:
     if args.command == "smoke" and args.pytest[:1] == ["--"]:
         args.pytest = args.pytest[1:]
     commands = {
-        "before-build": before_build,
-        "repair": repair,
+        "build-env": build_env,
+        "wheel": wheel,
         "sdk-wheel": sdk_wheel,
         "smoke-env": smoke_env,
         "smoke": smoke,
