@@ -151,6 +151,33 @@ def test_failing_smoke_suite_in_docker_keeps_counts(tmp_path: Path) -> None:
 @pytest.mark.docker
 @pytest.mark.integration
 @needs_engine
+def test_a_build_environment_that_cannot_be_made_names_its_step(tmp_path: Path) -> None:
+    """A build requirement no index has: the build fails in `build-env`, recorded as that step ended (not guessed from
+    a tool's output), its cell fails with it, and nothing is published."""
+    root = tiny_project(tmp_path / "project")
+    matrix = root / "matrix.yaml"
+    text = matrix.read_text()
+    assert "build: {version-file: PLUGIN_VERSION," in text
+    matrix.write_text(text.replace("build: {", 'build: {requires: ["tiny-missing-requirement==1.0"], ', 1))
+    result = build(root, "--sdk", "2")
+    assert result.returncode == 1, result.stdout + result.stderr
+    [made] = [json.loads(p.read_text()) for p in (root / "wheels" / "results" / "builds").glob("*.json")]
+    assert [(s["name"], s["status"]) for s in made["steps"]] == [
+        ("source", "passed"),
+        ("image", "passed"),
+        ("sdk", "passed"),
+        ("build-env", "failed"),
+    ]
+    assert made["failed_step"] == "build-env" and made["wheel"] is None
+    assert "tiny-missing-requirement" in (root / "wheels" / made["log"]).read_text()
+    cell = record(root, "torch2.13-cpu-cp311-drv2")
+    assert cell["status"] == "failed" and cell["failed_step"] == "build-env" and cell["wheel"] is None, cell
+    assert not list((root / "wheels").glob("torch2.13/*.whl"))
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+@needs_engine
 def test_image_failures_fail_their_cells_only(tmp_path: Path) -> None:
     # Fake cp312/cp313 torch wheels give the matrix cells for Pythons whose images cannot be made;
     # only file names matter until a cell's image exists.
