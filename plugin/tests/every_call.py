@@ -34,6 +34,7 @@ def _arguments() -> dict[str, Callable[[], tuple[Any, ...]]]:
         "manual_seed_all": lambda: (0,),
         "set_rng_state": lambda: (torch.emu.get_rng_state(),),
         "set_rng_state_all": lambda: (torch.emu.get_rng_state_all(),),
+        "graph": lambda: (torch.emu.EmuGraph(),),
     }
 
 

@@ -72,6 +72,15 @@ def requires_pinned_memory():
     )
 
 
+def requires_graphs():
+    """Graph capture needs stream capture in the driver (API 2.3); elsewhere the test is 'not available'."""
+    return pytest.mark.skipif(
+        not torch_emu.features().get("graphs", False),
+        reason="not available: graph capture needs driver API 2.3 (stream capture), this build uses "
+        + ".".join(map(str, torch_emu.driver_api_version())),
+    )
+
+
 # A torch release that is not the installed one, for tests that fake a mismatched install.
 OTHER_TORCH = "2.4.1" if (TORCH.major, TORCH.minor) != (2, 4) else "2.1.2"
 OTHER_MINOR = ".".join(OTHER_TORCH.split(".")[:2])

@@ -69,7 +69,7 @@ def driver_api_version() -> tuple:
 def features() -> dict:
     """Which optional capabilities this build has (driver-gated)."""
     built = _ops.build_features()
-    return {name: bool(built[name]) for name in ("async_streams", "event_timing", "pinned_memory")}
+    return {name: bool(built[name]) for name in ("async_streams", "event_timing", "pinned_memory", "graphs")}
 
 
 def fallback_ops() -> dict:

@@ -9,9 +9,11 @@ from typing import Any
 import torch
 
 from torch_emu._library import ops as _ops
+from torch_emu.graphs import EmuGraph, graph, graph_pool_handle, is_current_stream_capturing
 from torch_emu.streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 __all__ = [
+    "EmuGraph",
     "Event",
     "Stream",
     "current_device",
@@ -28,6 +30,8 @@ __all__ = [
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
+    "graph",
+    "graph_pool_handle",
     "host_empty_cache",
     "host_memory_stats",
     "host_reset_accumulated_memory_stats",
@@ -35,6 +39,7 @@ __all__ = [
     "init",
     "initial_seed",
     "is_available",
+    "is_current_stream_capturing",
     "is_initialized",
     "manual_seed",
     "manual_seed_all",

@@ -57,6 +57,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("reciprocal_", native::reciprocal_);
   m.impl("relu", native::relu);
   m.impl("relu_", native::relu_);
+  m.impl("threshold_backward", native::threshold_backward);
   m.impl("fill_.Scalar", native::fill_scalar);
   m.impl("fill_.Tensor", native::fill_tensor);
   m.impl("zero_", native::zero_);

@@ -61,6 +61,14 @@ struct Block {
   c10::DeviceIndex device = 0;
   c10::StreamId stream = 0; // the stream it was allocated on
   std::unordered_set<c10::StreamId> used_on; // other streams that used it
+  PoolId pool{0, 0}; // a graph's private pool, or (0, 0): the general cache
+};
+
+// A capture's private pool: its free blocks by size, and the graphs that use it.
+struct PrivatePool {
+  int use_count = 0;
+  size_t reserved = 0; // bytes of the pool's blocks, in tensors or free
+  std::multimap<size_t, Block*> free_blocks;
 };
 
 #if EMU_DRIVER_HAS_EVENTS
@@ -133,9 +141,15 @@ class CachingAllocator final : public AllocatorBase {
     const size_t size = round_size(n);
     std::lock_guard<std::mutex> lock(mu_);
     process_pending();
-    Block* block = take_cached(device, stream, size);
-    if (block == nullptr)
+    PrivatePool* pool = capturing_pool(device, stream);
+    Block* block = pool != nullptr ? take_from_pool(*pool, size) : take_cached(device, stream, size);
+    if (block == nullptr) {
       block = fresh_block(device, stream, size, n);
+      if (pool != nullptr) {
+        block->pool = capturing_.at(device).first;
+        pool->reserved += block->size;
+      }
+    }
     block->requested = n;
     active_[block->ptr] = block;
     auto& st = stats_[device];
@@ -360,12 +374,78 @@ class CachingAllocator final : public AllocatorBase {
     return block;
   }
 
-  // A block no tensor uses and no other stream's work still touches: inactive, back in the cache.
+  // A block no tensor uses and no other stream's work still touches: inactive, back in its pool while the pool
+  // lives, else in the cache.
   void retire(Block* block) {
     auto& st = stats_[block->device];
     decrease(st.active, block->size, 1);
     decrease(st.active_bytes, block->size, static_cast<int64_t>(block->size));
+    if (block->pool != PoolId{0, 0}) {
+      auto it = pools_.find({block->device, block->pool});
+      if (it != pools_.end()) {
+        it->second.free_blocks.emplace(block->size, block);
+        return;
+      }
+      block->pool = {0, 0};
+    }
     cached_.emplace(Key{block->device, block->stream, block->size}, block);
+  }
+
+ public:
+  void begin_pool(c10::DeviceIndex device, PoolId pool, c10::StreamId stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(
+        capturing_.count(device) == 0, "emu: a capture on device ", int(device), " is allocating to a pool already");
+    pools_[{device, pool}].use_count += 1;
+    capturing_[device] = {pool, stream};
+  }
+
+  void end_pool(c10::DeviceIndex device, PoolId pool) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = capturing_.find(device);
+    if (it != capturing_.end() && it->second.first == pool)
+      capturing_.erase(it);
+  }
+
+  void release_pool(c10::DeviceIndex device, PoolId pool) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pools_.find({device, pool});
+    if (it == pools_.end() || --it->second.use_count > 0)
+      return;
+    // No graph uses it: its free blocks join the cache, and blocks still in tensors follow when freed.
+    for (auto& entry : it->second.free_blocks) {
+      Block* block = entry.second;
+      block->pool = {0, 0};
+      cached_.emplace(Key{block->device, block->stream, block->size}, block);
+    }
+    for (auto& entry : active_)
+      if (entry.second->device == device && entry.second->pool == pool)
+        entry.second->pool = {0, 0};
+    pools_.erase(it);
+  }
+
+  size_t pool_bytes(c10::DeviceIndex device, PoolId pool) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pools_.find({device, pool});
+    return it == pools_.end() ? 0 : it->second.reserved;
+  }
+
+ private:
+  // The pool a capture on (device, stream) allocates to, or null.
+  PrivatePool* capturing_pool(c10::DeviceIndex device, c10::StreamId stream) {
+    auto it = capturing_.find(device);
+    if (it == capturing_.end() || it->second.second != stream)
+      return nullptr;
+    return &pools_[{device, it->second.first}];
+  }
+
+  static Block* take_from_pool(PrivatePool& pool, size_t size) {
+    auto it = pool.free_blocks.lower_bound(size);
+    if (it == pool.free_blocks.end() || (it->first > 2 * size && it->first >= kLargeThreshold))
+      return nullptr;
+    Block* block = it->second;
+    pool.free_blocks.erase(it);
+    return block;
   }
 
   bool has_pending() const {
@@ -425,6 +505,8 @@ class CachingAllocator final : public AllocatorBase {
   std::mutex mu_;
   std::unordered_map<void*, Block*> active_;
   std::multimap<Key, Block*> cached_;
+  std::map<std::pair<c10::DeviceIndex, PoolId>, PrivatePool> pools_;
+  std::map<c10::DeviceIndex, std::pair<PoolId, c10::StreamId>> capturing_; // device -> (pool, capturing stream)
   std::array<MemoryStats, EMU_MAX_DEVICES> stats_{}; // indexed by device: the driver's bound
 #if EMU_DRIVER_HAS_EVENTS
   std::vector<PendingFree> pending_;
@@ -471,6 +553,18 @@ void empty_cache() {
 }
 void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream) {
   instance().record(data_ptr, stream);
+}
+void begin_allocate_to_pool(c10::DeviceIndex device, PoolId pool, c10::StreamId stream) {
+  instance().begin_pool(device, pool, stream);
+}
+void end_allocate_to_pool(c10::DeviceIndex device, PoolId pool) {
+  instance().end_pool(device, pool);
+}
+void release_pool(c10::DeviceIndex device, PoolId pool) {
+  instance().release_pool(device, pool);
+}
+size_t pool_reserved_bytes(c10::DeviceIndex device, PoolId pool) {
+  return instance().pool_bytes(device, pool);
 }
 
 // Registered for DeviceType::PrivateUse1: at::empty on emu reaches it through GetAllocator.

@@ -67,4 +67,15 @@ void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream);
 // The driver's (free, total) bytes of a device.
 std::pair<size_t, size_t> memory_info(c10::DeviceIndex device);
 
+// Private pools for graph capture, named as c10's MempoolId_t: (0, 0) is the general cache. While a capture
+// allocates to a pool, what the capturing stream allocates on its device comes from the pool and goes back to
+// it when freed, so no block a graph replays into is handed to other work. A pool lives while a graph uses it
+// (graphs sharing one through torch.emu.graph_pool_handle() each count); then its blocks join the general cache.
+using PoolId = std::pair<uint64_t, uint64_t>;
+void begin_allocate_to_pool(c10::DeviceIndex device, PoolId pool, c10::StreamId stream);
+void end_allocate_to_pool(c10::DeviceIndex device, PoolId pool);
+void release_pool(c10::DeviceIndex device, PoolId pool);
+// Bytes held by the pool's blocks (in tensors and cached), 0 when it does not exist.
+size_t pool_reserved_bytes(c10::DeviceIndex device, PoolId pool);
+
 } // namespace torch_emu

@@ -16,6 +16,13 @@ emuError_t launch_raw(c10::DeviceIndex device, emuKernelFn fn, void* args) {
   return emuLaunchKernel(fn, args, raw_stream(getCurrentEmuStream(device)));
 }
 
+#if EMU_DRIVER_HAS_GRAPHS
+emuError_t launch_retained(c10::DeviceIndex device, emuKernelFn fn, emuKernelReleaseFn release, void* args) {
+  DeviceSwitch on(device);
+  return emuLaunchKernelRetained(fn, args, release, raw_stream(getCurrentEmuStream(device)));
+}
+#endif
+
 void after_launch(c10::DeviceIndex device) {
 #if EMU_DRIVER_HAS_ASYNC
   (void)device;

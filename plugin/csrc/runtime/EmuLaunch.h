@@ -17,6 +17,9 @@ namespace torch_emu {
 
 namespace detail {
 emuError_t launch_raw(c10::DeviceIndex device, emuKernelFn fn, void* args);
+#if EMU_DRIVER_HAS_GRAPHS
+emuError_t launch_retained(c10::DeviceIndex device, emuKernelFn fn, emuKernelReleaseFn release, void* args);
+#endif
 void after_launch(c10::DeviceIndex device);
 void set_kernel_error(const char* message);
 } // namespace detail
@@ -24,10 +27,29 @@ void set_kernel_error(const char* message);
 // Queues body() on the current stream of `device`. The lambda owns what it captures
 // (tensors keep their storage alive until the kernel has run). An exception in the
 // body fails the stream: the next synchronize (or, on API 1.x, this call) raises it.
+// Driver API 2.3: the driver owns the lambda and may run it many times (a captured graph replays it), so it
+// runs without being consumed and is deleted by the driver's release once nothing can run it again.
 template <typename F>
 void launch(c10::DeviceIndex device, F&& body) {
   using Body = std::decay_t<F>;
   auto* work = new Body(std::forward<F>(body));
+#if EMU_DRIVER_HAS_GRAPHS
+  auto run = [](void* args) -> int {
+    try {
+      (*static_cast<Body*>(args))();
+      return 0;
+    } catch (const c10::Error& e) {
+      detail::set_kernel_error(e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      detail::set_kernel_error(e.what());
+    }
+    return 1;
+  };
+  auto release = [](void* args) { delete static_cast<Body*>(args); };
+  // The driver releases the work also when it refuses it (a spoilt capture): never ours again.
+  EMU_CHECK(detail::launch_retained(device, run, release, work));
+  detail::after_launch(device);
+#else
   auto trampoline = [](void* args) -> int {
     std::unique_ptr<Body> owned(static_cast<Body*>(args));
     try {
@@ -46,6 +68,7 @@ void launch(c10::DeviceIndex device, F&& body) {
     EMU_CHECK(err);
   }
   detail::after_launch(device);
+#endif
 }
 
 } // namespace torch_emu

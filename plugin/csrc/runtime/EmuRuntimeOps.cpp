@@ -52,6 +52,7 @@ IntDict build_features() {
   d.insert("async_streams", EMU_DRIVER_HAS_ASYNC ? 1 : 0);
   d.insert("event_timing", EMU_DRIVER_HAS_EVENTS ? 1 : 0);
   d.insert("pinned_memory", pinned_memory_available() ? 1 : 0); // driver API 2.2: pinned host memory
+  d.insert("graphs", EMU_DRIVER_HAS_GRAPHS ? 1 : 0); // driver API 2.3: stream capture and graphs
   return d;
 }
 

@@ -1,4 +1,4 @@
-// Elementwise kernels: arithmetic, comparisons, where, unary math and relu.
+// Elementwise kernels: arithmetic, comparisons, where, unary math, relu and its backward.
 #include "aten/native/Arithmetic.h"
 
 #include <ATen/ops/abs.h>
@@ -24,6 +24,7 @@
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/tanh.h>
+#include <ATen/ops/threshold_backward.h>
 #include <ATen/ops/where.h>
 
 #include "aten/native/Common.h"
@@ -177,6 +178,17 @@ Tensor& relu_(Tensor& self) {
   const auto device = common_device("relu_", {&self});
   launch(device, [self = arg(self)] { kernel_view(self).clamp_min_(0); });
   return self;
+}
+
+// relu's backward (threshold 0) as a kernel of its own, not the CPU fallback: the fallback copies through the host,
+// which a graph capture cannot record, so a captured training step with relu needs it.
+Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const at::Scalar& threshold) {
+  return binary(
+      "threshold_backward",
+      grad_output,
+      self,
+      at::result_type(grad_output, self),
+      [threshold](Tensor o, const Tensor& g, const Tensor& x) { at::threshold_backward_out(o, g, x, threshold); });
 }
 
 } // namespace native

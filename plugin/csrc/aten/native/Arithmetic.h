@@ -1,4 +1,4 @@
-// Elementwise kernels: arithmetic, comparisons, where, unary math and relu.
+// Elementwise kernels: arithmetic, comparisons, where, unary math, relu and its backward.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -57,6 +57,7 @@ at::Tensor reciprocal(const at::Tensor& a);
 at::Tensor& reciprocal_(at::Tensor& self);
 at::Tensor relu(const at::Tensor& a);
 at::Tensor& relu_(at::Tensor& self);
+at::Tensor threshold_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Scalar& threshold);
 
 } // namespace native
 } // namespace torch_emu

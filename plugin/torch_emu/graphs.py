@@ -1,0 +1,145 @@
+"""torch.emu's graph capture and replay, shaped like torch.cuda's: EmuGraph, graph(...), graph_pool_handle().
+
+Work queued on a stream while it captures is recorded, not run; replay() queues it again on the current stream with
+the same tensors (same device addresses), so inputs are fed by copying into the tensors the capture used. Capture
+needs driver API 2.3; on older drivers every entry point raises, saying so. A synchronising call during a capture
+(`.item()`, `torch.emu.synchronize()`, a copy to or from host memory) raises at the call and spoils the capture;
+the stream is usable again once the capture has ended. Ops that run through the CPU fallback (those
+torch_emu.fallback_ops() counts: pow, mse_loss, tanh's backward, ...) copy through the host, so they raise the same
+way. Random ops replay the numbers of the capture.
+"""
+
+from __future__ import annotations
+
+import gc
+from types import TracebackType
+
+import torch
+
+from torch_emu._library import ops as _ops
+from torch_emu.streams import Stream, StreamContext, current_stream
+
+__all__ = ["EmuGraph", "graph", "graph_pool_handle", "is_current_stream_capturing"]
+
+
+def _require_graphs() -> None:
+    built = _ops.build_features()
+    if not built.get("graphs", 0):
+        major, minor = built["driver_api_major"], built["driver_api_minor"]
+        raise RuntimeError(
+            f"emu graph capture is not available: this torch_emu was built against driver API {major}.{minor}, "
+            "and stream capture came with driver API 2.3"
+        )
+
+
+def graph_pool_handle() -> tuple[int, int]:
+    """A memory pool id that several graphs can share (pass it as `pool=` to each capture), as torch.cuda's."""
+    _require_graphs()
+    first, second = _ops.graph_pool_handle()
+    return int(first), int(second)
+
+
+def is_current_stream_capturing() -> bool:
+    """Whether the current emu stream is capturing (False where the driver has no capture)."""
+    if not _ops.build_features().get("graphs", 0):
+        return False
+    s = current_stream()
+    return bool(_ops.stream_is_capturing(s.stream_id, s.device_index))
+
+
+class EmuGraph:
+    """A captured graph, as torch.cuda.CUDAGraph: capture_begin/capture_end around the work, then replay().
+
+    keep_graph=True keeps the captured graph after capture_end (instantiated by instantiate() or the first replay).
+    """
+
+    def __init__(self, keep_graph: bool = False) -> None:
+        _require_graphs()
+        self._handle: int | None = int(_ops.graph_create(bool(keep_graph)))
+
+    def _h(self) -> int:
+        if self._handle is None:
+            raise RuntimeError("emu graph: used after it was destroyed")
+        return self._handle
+
+    def capture_begin(self, pool: tuple[int, int] | None = None, capture_error_mode: str = "global") -> None:
+        """Begins capturing the current stream (not the default stream). pool: share another graph's memory pool.
+        capture_error_mode is accepted for torch.cuda parity: emu refuses unsafe calls in every mode."""
+        del capture_error_mode
+        first, second = pool if pool is not None else (0, 0)
+        _ops.graph_capture_begin(self._h(), int(first), int(second))
+
+    def capture_end(self) -> None:
+        _ops.graph_capture_end(self._h())
+
+    def instantiate(self) -> None:
+        _ops.graph_instantiate(self._h())
+
+    def replay(self) -> None:
+        """Queues the captured work on the current stream."""
+        _ops.graph_replay(self._h())
+
+    def reset(self) -> None:
+        """Drops the captured work and gives the graph's memory pool back (when no other graph shares it)."""
+        _ops.graph_reset(self._h())
+
+    def pool(self) -> tuple[int, int]:
+        """The id of the memory pool the capture allocated from, to share with a later capture."""
+        first, second = _ops.graph_pool(self._h())
+        return int(first), int(second)
+
+    def node_count(self) -> int:
+        """How many pieces of work the kept graph replays (keep_graph=True only)."""
+        return int(_ops.graph_node_count(self._h()))
+
+    def __del__(self) -> None:
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle is not None:
+            _ops.graph_destroy(handle)
+
+
+class graph:  # lowercase, as torch.cuda.graph
+    """`with torch.emu.graph(g):` captures the block into g on a side stream, as torch.cuda.graph does: it waits for
+    the device and collects garbage first, so earlier work neither runs in the capture nor frees memory during it.
+    """
+
+    _default_capture_stream: Stream | None = None
+
+    def __init__(
+        self,
+        emu_graph: EmuGraph,
+        pool: tuple[int, int] | None = None,
+        stream: Stream | None = None,
+        capture_error_mode: str = "global",
+    ) -> None:
+        if stream is None:
+            if graph._default_capture_stream is None:
+                graph._default_capture_stream = Stream()
+            stream = graph._default_capture_stream
+        self.emu_graph = emu_graph
+        self.pool = pool
+        self.capture_error_mode = capture_error_mode
+        self._stream_context = StreamContext(stream)
+
+    def __enter__(self) -> None:
+        torch.emu.synchronize()  # type: ignore[attr-defined]
+        gc.collect()
+        self._stream_context.__enter__()
+        try:
+            self.emu_graph.capture_begin(self.pool, capture_error_mode=self.capture_error_mode)
+        except BaseException:
+            self._stream_context.__exit__(None, None, None)
+            raise
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        try:
+            if exc_type is None:
+                self.emu_graph.capture_end()
+            else:
+                # The block failed (perhaps a synchronising call spoilt the capture): end the capture without a
+                # graph so the stream is usable, and let the block's own error propagate.
+                self.emu_graph.reset()
+        finally:
+            self._stream_context.__exit__(exc_type, exc, traceback)
