@@ -5,6 +5,7 @@ import sys
 import textwrap
 
 import pytest
+from smoke_gates import requires_graphs
 
 pytestmark = pytest.mark.feature("transfer_to_emu")
 
@@ -152,3 +153,46 @@ def test_import_warning_is_said_once_and_a_documented_filter_silences_it(tmp_pat
         cwd=tmp_path,
     )
     assert suite.returncode == 0, suite.stdout[-3000:]
+
+
+GRAPH_SCRIPT = """
+import copy
+
+import torch
+import torch_emu.contrib.transfer_to_emu
+
+# torch.cuda.CUDAGraph and torch.cuda.graph capture and replay on emu
+static_x = torch.zeros(4, 3, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g, pool=torch.cuda.graph_pool_handle()):
+    assert torch.cuda.is_current_stream_capturing()
+    static_y = static_x * 2 + 1
+static_x.copy_(torch.ones(4, 3))
+g.replay()
+assert static_y.sum().item() == 36
+
+# torch.cuda.make_graphed_callables, torch's own, runs on emu through the mapped names
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)).cuda()
+twin = copy.deepcopy(model)
+graphed = torch.cuda.make_graphed_callables(model, (torch.randn(32, 16, device="cuda"),))
+for _ in range(3):
+    model.zero_grad(set_to_none=True)
+    twin.zero_grad(set_to_none=True)
+    x = torch.randn(32, 16, device="cuda")
+    out, ref = graphed(x), twin(x)
+    torch.testing.assert_close(out, ref)
+    out.sum().backward()
+    ref.sum().backward()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+print("graphed")
+"""
+
+
+@pytest.mark.deep
+@requires_graphs()
+def test_cuda_graphs_and_make_graphed_callables_map_to_emu():
+    done = _run(GRAPH_SCRIPT, "-W", "ignore:torch_emu.contrib.transfer_to_emu")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["graphed"]

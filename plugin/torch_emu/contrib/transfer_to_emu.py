@@ -7,7 +7,8 @@ script makes its tensors; it is meant for migration and demos, not for libraries
 
 Also mapped: `torch.autocast("cuda")` (and `torch.cuda.amp.autocast`, `torch.amp.GradScaler("cuda")`, the
 `torch.*autocast*` queries), `torch.load(map_location="cuda")` (strings, devices and dicts; a checkpoint saved
-on CUDA loads onto emu without one), `torch.Generator("cuda")`, and `torch.cuda.memory_summary()`.
+on CUDA loads onto emu without one), `torch.Generator("cuda")`, `torch.cuda.memory_summary()`, and graphs
+(`torch.cuda.CUDAGraph`, `torch.cuda.graph`, `graph_pool_handle`, and so torch's own `make_graphed_callables`).
 
 The import says what it did once, as a `torch_emu.contrib.TransferToEmuWarning` whose message starts with this
 module's name. A test suite that runs with warnings as errors silences it with pytest's
@@ -222,6 +223,12 @@ def _patch_cuda_module() -> None:
                 continue
     torch.cuda.is_available = emu.is_available
     torch.cuda.device_count = emu.device_count
+    # Graphs: graph, graph_pool_handle and is_current_stream_capturing came with the names above; the class is named
+    # after the device (torch.cuda.graphs' own functions, make_graphed_callables among them, reach it by this name).
+    torch.cuda.CUDAGraph = emu.EmuGraph
+    if hasattr(torch.cuda, "graphs"):
+        for name in ("CUDAGraph", "graph", "graph_pool_handle", "is_current_stream_capturing"):
+            setattr(torch.cuda.graphs, name, getattr(torch.cuda, name))
 
 
 def _swap_backend(backend: Any) -> Any:
