@@ -230,3 +230,29 @@ def test_cmake_ops_cheap_cell_builds_with_cmake_and_passes_its_suite(tmp_path: P
     assert isinstance(smoke, dict) and smoke["passed"] == 4 and smoke["failed"] == 0 and smoke["errors"] == 0
     log = (root / "wheels" / "logs" / "builds" / "torch2.13-cpu-cp311.log").read_text()
     assert "-- Found Torch: " in log and "Linking CXX shared library libcmake_ops.so" in log  # CMake built it
+
+
+@pytest.mark.integration
+def test_property_tests_cell_installs_its_suites_own_requirements(tmp_path: Path) -> None:
+    """A suite that needs hypothesis and NumPy passes with them in smoke.requires, and fails without hypothesis: the
+    clean environment holds only torch, the wheel and what smoke.requires names."""
+    root = copy_example("property-tests", tmp_path)
+    result = run_cli(root, "build", "--torch", "2.13", "--jobs", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    done = record(root, "torch2.13-cpu-cp311")
+    assert done["status"] == "passed", done.get("error")
+    smoke = done["smoke"]
+    assert isinstance(smoke, dict) and smoke["passed"] == 3 and smoke["failed"] == 0 and smoke["errors"] == 0
+    log = (root / "wheels" / "logs" / "torch2.13-cpu-cp311.log").read_text()
+    assert " + hypothesis==" in log and " + numpy==" in log
+
+    matrix = root / "matrix.yaml"
+    text = matrix.read_text()
+    assert 'requires: ["pytest", "hypothesis>=6", "numpy"]' in text
+    matrix.write_text(text.replace('requires: ["pytest", "hypothesis>=6", "numpy"]', 'requires: ["pytest", "numpy"]'))
+    again = run_cli(root, "build", "--torch", "2.13", "--jobs", "1")
+    assert again.returncode == 1, again.stdout + again.stderr
+    failed = record(root, "torch2.13-cpu-cp311")
+    assert failed["status"] == "failed" and failed["failed_step"] == "smoke", failed.get("error")
+    log = (root / "wheels" / "logs" / "torch2.13-cpu-cp311.log").read_text()
+    assert "No module named 'hypothesis'" in log and " + hypothesis==" not in log

@@ -12,7 +12,7 @@ from conftest import REPO
 EXAMPLES = REPO / "examples"
 
 
-@pytest.mark.parametrize("name", ["segment-ops", "tacc-backend", "cmake-ops"])
+@pytest.mark.parametrize("name", ["segment-ops", "tacc-backend", "cmake-ops", "property-tests"])
 def test_each_example_matrix_loads_and_expands(name: str) -> None:
     matrix = load_matrix(EXAMPLES / name / "matrix.yaml")
     pythons = {release: set(release.python or ()) for release in matrix.torch}
@@ -37,3 +37,13 @@ def test_segment_ops_builds_against_the_stable_abi_from_2_10_in_one_build() -> N
         "torch2.13-cpu-cp311": "torch2.10-cuda-stable-cp311",
         "torch2.15-cuda-cp311": "torch2.10-cuda-stable-cp311",
     }
+
+
+def test_property_tests_smoke_requires_what_its_test_group_says() -> None:
+    """The example's two statements of its tests' needs (pyproject.toml's `test` group, matrix.yaml's smoke.requires)
+    agree: pytest aside, the same requirements."""
+    import tomllib
+
+    matrix = load_matrix(EXAMPLES / "property-tests" / "matrix.yaml")
+    group = tomllib.loads((EXAMPLES / "property-tests" / "pyproject.toml").read_text())["dependency-groups"]["test"]
+    assert sorted(r for r in matrix.contract.smoke.requires if r != "pytest") == sorted(group)
