@@ -135,14 +135,14 @@ emuError_t buffer(Comm* c, const void* p, size_t bytes, const char* what, char**
   return emuSuccess;
 }
 
+// Checks and queues one collective of count elements per rank block; the bytes each buffer must hold follow from the
+// kind, this rank and the group size (the root alone receives a reduce and sends a broadcast).
 emuError_t collective(
     emuComm_t handle,
     emuStream_t stream,
     Kind kind,
     const void* send,
-    size_t send_bytes,
     void* recv,
-    size_t recv_bytes,
     size_t count,
     emuDataType type,
     emuRedOp op,
@@ -157,6 +157,16 @@ emuError_t collective(
   if ((kind == kReduce || kind == kBroadcast) && (root < 0 || root >= c->nranks))
     return fail(
         emuErrorInvalidValue, "root " + std::to_string(root) + " is not a rank of " + std::to_string(c->nranks));
+  const size_t bytes = count * elem_size(type), all = bytes * size_t(c->nranks);
+  size_t send_bytes = bytes, recv_bytes = bytes;
+  if (kind == kReduce)
+    recv_bytes = c->rank == root ? bytes : 0;
+  else if (kind == kBroadcast)
+    send_bytes = c->rank == root ? bytes : 0;
+  else if (kind == kAllGather)
+    recv_bytes = all;
+  else if (kind == kReduceScatter)
+    send_bytes = all;
   char *s = nullptr, *r = nullptr;
   if ((err = buffer(c, send, send_bytes, "sendbuf", &s)) || (err = buffer(c, recv, recv_bytes, "recvbuf", &r)))
     return err;
@@ -437,8 +447,7 @@ emuError_t emuCommAllReduce(
     emuRedOp op,
     emuComm_t comm,
     emuStream_t stream) {
-  const size_t bytes = count * emu::elem_size(datatype);
-  return emu::collective(comm, stream, emu::kAllReduce, sendbuf, bytes, recvbuf, bytes, count, datatype, op, 0);
+  return emu::collective(comm, stream, emu::kAllReduce, sendbuf, recvbuf, count, datatype, op, 0);
 }
 
 emuError_t emuCommReduce(
@@ -450,12 +459,7 @@ emuError_t emuCommReduce(
     int root,
     emuComm_t comm,
     emuStream_t stream) {
-  const size_t bytes = count * emu::elem_size(datatype);
-  int rank = -1;
-  if (emuCommUserRank(comm, &rank) != emuSuccess)
-    return emuErrorInvalidResourceHandle;
-  return emu::collective(
-      comm, stream, emu::kReduce, sendbuf, bytes, recvbuf, rank == root ? bytes : 0, count, datatype, op, root);
+  return emu::collective(comm, stream, emu::kReduce, sendbuf, recvbuf, count, datatype, op, root);
 }
 
 emuError_t emuCommBroadcast(
@@ -466,12 +470,7 @@ emuError_t emuCommBroadcast(
     int root,
     emuComm_t comm,
     emuStream_t stream) {
-  const size_t bytes = count * emu::elem_size(datatype);
-  int rank = -1;
-  if (emuCommUserRank(comm, &rank) != emuSuccess)
-    return emuErrorInvalidResourceHandle;
-  return emu::collective(
-      comm, stream, emu::kBroadcast, sendbuf, rank == root ? bytes : 0, recvbuf, bytes, count, datatype, emuSum, root);
+  return emu::collective(comm, stream, emu::kBroadcast, sendbuf, recvbuf, count, datatype, emuSum, root);
 }
 
 emuError_t emuCommAllGather(
@@ -481,12 +480,7 @@ emuError_t emuCommAllGather(
     emuDataType datatype,
     emuComm_t comm,
     emuStream_t stream) {
-  const size_t bytes = sendcount * emu::elem_size(datatype);
-  int n = 0;
-  if (emuCommCount(comm, &n) != emuSuccess)
-    return emuErrorInvalidResourceHandle;
-  return emu::collective(
-      comm, stream, emu::kAllGather, sendbuf, bytes, recvbuf, bytes * size_t(n), sendcount, datatype, emuSum, 0);
+  return emu::collective(comm, stream, emu::kAllGather, sendbuf, recvbuf, sendcount, datatype, emuSum, 0);
 }
 
 emuError_t emuCommReduceScatter(
@@ -497,12 +491,7 @@ emuError_t emuCommReduceScatter(
     emuRedOp op,
     emuComm_t comm,
     emuStream_t stream) {
-  const size_t bytes = recvcount * emu::elem_size(datatype);
-  int n = 0;
-  if (emuCommCount(comm, &n) != emuSuccess)
-    return emuErrorInvalidResourceHandle;
-  return emu::collective(
-      comm, stream, emu::kReduceScatter, sendbuf, bytes * size_t(n), recvbuf, bytes, recvcount, datatype, op, 0);
+  return emu::collective(comm, stream, emu::kReduceScatter, sendbuf, recvbuf, recvcount, datatype, op, 0);
 }
 
 emuError_t emuCommSend(

@@ -16,7 +16,7 @@ namespace emu {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint64_t kMagic = 0x31626d6d6f63756dULL; // layout version 1
+constexpr uint64_t kMagic = 0x32626d6d6f63756dULL; // layout version 2 (the header's doorbell)
 constexpr size_t kSlotBytes = size_t(4) << 20; // per rank and buffer set: collectives stage pieces here
 constexpr size_t kMailBytes = size_t(1) << 20; // per ordered pair of ranks: point-to-point chunks
 constexpr int kMaxRanks = 64;
@@ -52,6 +52,10 @@ struct Header {
   std::atomic<int32_t> joined;
   std::atomic<int32_t> aborted; // 0; 1 while the first failing rank writes its message; 2 once written
   char abort_message[512];
+  // Rung (incremented, sleepers woken through a futex on it) by every step a peer may wait for: a barrier arrival,
+  // a mailbox posted or emptied, an abort. A waiter sleeps on it instead of polling.
+  alignas(64) std::atomic<uint32_t> bell;
+  std::atomic<uint32_t> sleepers;
 };
 
 // One rank's view of a communicator.
@@ -102,6 +106,8 @@ struct P2P {
   bool finished = false;
 };
 
+// Tells the peers that this rank made a step they may wait for (see Header::bell).
+void ring(Comm* c);
 // The communicator's first failure ("" while healthy).
 std::string failure_of(Comm* c);
 // Records the communicator's first failure, tells every peer through the segment, and returns the message.

@@ -119,12 +119,27 @@ T combine(T a, T b, emuRedOp op) {
   }
 }
 
+template <typename T, emuRedOp Op>
+void reduce_loop(T* a, const T* b, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    a[i] = combine(a[i], b[i], Op);
+}
+
+// The operator is chosen once per call, not per element: each loop is then one operation the compiler vectorises.
 template <typename T>
 void reduce_typed(void* acc, const void* in, size_t n, emuRedOp op) {
   T* a = static_cast<T*>(acc);
   const T* b = static_cast<const T*>(in);
-  for (size_t i = 0; i < n; ++i)
-    a[i] = combine(a[i], b[i], op);
+  switch (op) {
+    case emuProd:
+      return reduce_loop<T, emuProd>(a, b, n);
+    case emuMax:
+      return reduce_loop<T, emuMax>(a, b, n);
+    case emuMin:
+      return reduce_loop<T, emuMin>(a, b, n);
+    default:
+      return reduce_loop<T, emuSum>(a, b, n);
+  }
 }
 
 template <float (*Load)(uint16_t), uint16_t (*Store)(float)>

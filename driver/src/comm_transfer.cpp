@@ -1,8 +1,13 @@
 // The interconnect's transfers (API 2.3), run on an emu stream's worker: waits on peers that never hang (liveness,
 // abort, timeout), barriers, the collectives over the shared slots, and grouped point-to-point through mailboxes.
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <climits>
+#include <ctime>
 
 #include <cerrno>
 #include <cstring>
@@ -36,6 +41,13 @@ const char* kind_name(uint32_t kind) {
   }
 }
 
+// The doorbell's futex is shared between processes (no FUTEX_PRIVATE_FLAG): the segment is mapped by each rank.
+void ring(Comm* c) {
+  c->hdr->bell.fetch_add(1);
+  if (c->hdr->sleepers.load() != 0)
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&c->hdr->bell), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
 std::string failure_of(Comm* c) {
   std::lock_guard<std::mutex> lock(c->mu);
   return c->failure;
@@ -55,6 +67,7 @@ std::string fail_comm(Comm* c, const std::string& message) {
   if (c->hdr->aborted.compare_exchange_strong(expected, 1)) {
     std::snprintf(c->hdr->abort_message, sizeof(c->hdr->abort_message), "%s", text.c_str());
     c->hdr->aborted.store(2, std::memory_order_release);
+    ring(c);
   }
   return text;
 }
@@ -85,25 +98,37 @@ bool alive(int32_t pid) {
   return paren == nullptr || paren[1] == '\0' || (paren[2] != 'Z' && paren[2] != 'X');
 }
 
-// Waits for peers: spins (yielding the core) a while, then sleeps in short steps; checks that the peers it
-// waits for live, that nobody aborted, and the communicator's timeout since the last progress.
+// Waits for peers: spins briefly (a running peer answers within microseconds), then sleeps on the segment's
+// doorbell until a peer rings it, waking at least every 2 ms to check that the peer it waits for lives, that nobody
+// aborted, and the communicator's timeout since the last progress. Sleeping instead of yielding or polling leaves
+// the cores to the ranks that have work, which is what an oversubscribed machine lacks.
 class Waiter {
  public:
-  Waiter(Comm* c, const char* what) : c_(c), what_(what), since_(Clock::now()) {}
+  Waiter(Comm* c, const char* what) : c_(c), what_(what), since_(Clock::now()), bell_(c->hdr->bell.load()) {}
   void progressed() {
     since_ = Clock::now();
     spins_ = 0;
   }
-  // false (with the failure recorded) when the wait must end; peer is the rank waited for.
+  // false (with the failure recorded) when the wait must end; peer is the rank waited for. The caller checks its
+  // condition again after each true: a ring since the last call returns at once.
   bool idle(int peer) {
-    ++spins_;
-    if (spins_ < 256) {
-      std::this_thread::yield();
+    const uint32_t bell = c_->hdr->bell.load();
+    if (bell != bell_) {
+      bell_ = bell;
       return true;
     }
-    if ((spins_ & 15) == 0 && !healthy(peer))
+    if (++spins_ < 128) {
+      pause();
+      return true;
+    }
+    if (!healthy(peer))
       return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(spins_ < 4096 ? 5 : 100));
+    // Dekker's order with ring(): a sleeper is counted before the futex compares the bell, a ringer bumps the bell
+    // before it reads the count, so either the futex sees the new bell or the ringer wakes the sleeper.
+    c_->hdr->sleepers.fetch_add(1);
+    const timespec step{0, 2000000};
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&c_->hdr->bell), FUTEX_WAIT, bell, &step, nullptr, 0);
+    c_->hdr->sleepers.fetch_sub(1);
     return true;
   }
   const std::string& message() const {
@@ -145,9 +170,18 @@ class Waiter {
     return true;
   }
 
+  static void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+
   Comm* c_;
   const char* what_;
   Clock::time_point since_, checked_;
+  uint32_t bell_;
   uint64_t spins_ = 0;
   std::string message_;
 };
@@ -156,6 +190,7 @@ class Waiter {
 bool barrier(Comm* c, Waiter& w) {
   const uint64_t e = ++c->epoch;
   c->ctl[c->rank].arrive.store(e, std::memory_order_release);
+  ring(c);
   for (int j = 0; j < c->nranks; ++j) {
     while (c->ctl[j].arrive.load(std::memory_order_acquire) < e)
       if (!w.idle(j))
@@ -314,6 +349,7 @@ bool run_p2p(Comm* c, std::vector<P2P>& ops) {
         m.bytes = chunk;
         m.total = op.bytes;
         m.posted.fetch_add(1, std::memory_order_release);
+        ring(c);
         op.done += chunk;
         op.finished = op.done == op.bytes;
       } else {
@@ -332,6 +368,7 @@ bool run_p2p(Comm* c, std::vector<P2P>& ops) {
         std::memcpy(op.buf + op.done, c->mailbox(op.peer, c->rank), m.bytes);
         op.done += m.bytes;
         m.taken.fetch_add(1, std::memory_order_release);
+        ring(c);
         op.finished = op.done == op.bytes;
       }
       progress = true;
