@@ -216,10 +216,12 @@ class Engine:
                 # Interrupted: what left its step's process group (a tool that calls setsid, a fork racing the
                 # group's kill) still carries our owner mark; it is ended, and gone, before the run returns.
                 kill_orphans(CHILDREN.owner)
+            # Every child is gone by now: children are allowed again, for the sweep below (a stopped run refuses to
+            # start any, and its sweep's `docker info` and `docker rm` are children) and for a later run.
+            CHILDREN.reset()
             if self.started_work:  # containers whose clients were killed (timeout, stop) outlive them
                 self._sweep()
             CHILDREN.owner = None
-            CHILDREN.reset()  # every child is gone by now; a later run in this process may start its own
 
     def _start_log(self, log_file: Path, header: str, attempt: int) -> None:
         started = time.strftime("%Y-%m-%d %H:%M:%S")

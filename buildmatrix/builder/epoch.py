@@ -19,7 +19,7 @@ from buildmatrix.builder.buildcode import PACKAGE_DIR, build_code, code_hash
 from buildmatrix.util.atomic import write_text_atomic
 
 BUILD_EPOCH = 1
-BUILD_CODE_SHA256 = "5e45c7ce50afacdf415a6c1a42e30011b61ccd0977fc78b5cc8ef422037a001d"
+BUILD_CODE_SHA256 = "f83d7068da8cfb527cf7eaa79608c7742acd78d9cabe043ddc7bf07b8f3ad15d"
 
 # Epoch 1 starts where the records are: its key is what keys held before epochs existed, the hash of each runner's
 # build code files (util/fingerprint.py's tree_hash) at 3f9c881, so the records that code made stay up to date.

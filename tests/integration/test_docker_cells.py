@@ -178,6 +178,47 @@ def test_a_build_environment_that_cannot_be_made_names_its_step(tmp_path: Path) 
 @pytest.mark.docker
 @pytest.mark.integration
 @needs_engine
+def test_a_stopped_container_build_is_recorded_in_its_step_and_its_container_removed(tmp_path: Path) -> None:
+    """SIGTERM while the build environment is being made in its container: the build is recorded as interrupted in
+    `build-env`, its cell with it, and the container the killed docker client left running is removed."""
+    import signal
+    import time
+
+    root = tiny_project(tmp_path / "project")
+    log = root / "wheels" / "logs" / "builds" / "torch2.13-cpu-cp311-drv2.log"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), "--sdk", "2"],
+        cwd=root,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 600
+    while not (log.is_file() and "cell.py build-env" in log.read_text(errors="replace")):
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()[0]
+        time.sleep(0.5)
+    time.sleep(2)  # the container is up, installing torch
+    run.send_signal(signal.SIGTERM)
+    out = run.communicate(timeout=300)[0]
+    assert run.returncode == 128 + signal.SIGTERM, out
+    [made] = [json.loads(p.read_text()) for p in (root / "wheels" / "results" / "builds").glob("*.json")]
+    assert made["status"] == "interrupted" and made["failed_step"] == "build-env", made
+    assert [s["name"] for s in made["steps"]] == ["source", "image", "sdk", "build-env"]
+    cell = record(root, "torch2.13-cpu-cp311-drv2")
+    assert cell["status"] == "interrupted" and cell["failed_step"] == "build-env", cell
+    left = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={oci.OWNER_LABEL}={(root / 'build' / 'matrix').resolve()}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert left.stdout.split() == [], left.stdout
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+@needs_engine
 def test_image_failures_fail_their_cells_only(tmp_path: Path) -> None:
     # Fake cp312/cp313 torch wheels give the matrix cells for Pythons whose images cannot be made;
     # only file names matter until a cell's image exists.
