@@ -34,11 +34,15 @@ def test_ddp_on_two_emu_processes_matches_one_cpu_process() -> None:
 
 
 @requires_collectives
-def test_fsdp2_on_two_emu_processes_matches_one_cpu_process() -> None:
-    """fully_shard per layer and at the root, activation checkpointing, 3 SGD steps."""
-    for seen in dist_workers.run_job("fsdp2", 2):
+def test_fsdp2_on_two_emu_processes_matches_one_cpu_process_and_checkpoints(tmp_path: Path) -> None:
+    """fully_shard per layer and at the root, activation checkpointing, 3 SGD steps; then the model's and the
+    optimizer's state saved with torch.distributed.checkpoint and loaded into a model of another seed."""
+    for seen in dist_workers.run_job("fsdp2", 2, str(tmp_path / "checkpoint")):
         assert seen["placements"] == "(Shard(dim=0),)"
         assert_matches_reference(seen["state"])
+        assert seen["differed_before"] and seen["loaded_equal"] and seen["next_step_equal"]
+        assert seen["shard_device"].startswith("emu:")
+    assert (tmp_path / "checkpoint" / ".metadata").is_file()
 
 
 @requires_collectives
@@ -51,15 +55,6 @@ def test_hsdp_on_a_2d_device_mesh_of_four_emu_processes(monkeypatch: pytest.Monk
         assert seen["sums"]["shard"] == ("eccl", shards, [float(sum(shards))] * 2)
         assert seen["placements"] == "(Replicate(), Shard(dim=0))"
         assert_matches_reference(seen["state"])
-
-
-@requires_collectives
-def test_fsdp2_state_saves_and_loads_with_distributed_checkpoint(tmp_path: Path) -> None:
-    for seen in dist_workers.run_job("fsdp2_checkpoint", 2, str(tmp_path / "checkpoint")):
-        assert_matches_reference(seen["state"])
-        assert seen["differed_before"] and seen["loaded_equal"] and seen["next_step_equal"]
-        assert seen["shard_device"].startswith("emu:")
-    assert (tmp_path / "checkpoint" / ".metadata").is_file()
 
 
 def _has_fsdp1() -> bool:
