@@ -161,7 +161,11 @@ setup(
     entry_points={
         "torch.backends": ["torch_emu = torch_emu_autoload:load"],
         # torch.compile(backend="emu"), as PyTorch's reference backend names one after its device.
-        "torch_dynamo_backends": ["emu = torch_emu._inductor_backend:compile_for_emu"],
+        # torch.compile(backend="emugraphs"): AOTAutograd's graphs captured once and replayed (emu's reduce-overhead).
+        "torch_dynamo_backends": [
+            "emu = torch_emu._inductor_backend:compile_for_emu",
+            "emugraphs = torch_emu._graphs_backend:compile_with_graphs",
+        ],
     },
     zip_safe=False,
 )

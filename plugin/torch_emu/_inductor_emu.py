@@ -13,6 +13,7 @@ import ctypes
 import re
 import struct
 import sys
+import warnings
 from typing import Any
 
 import torch
@@ -90,6 +91,22 @@ def host_kernel(argtypes: list[str], source: str) -> HostKernel:
     return HostKernel(argtypes, source)
 
 
+def _warn_if_reduce_overhead() -> None:
+    """mode="reduce-overhead" asks Inductor for its cudagraph trees, which skip every device but CUDA: say so, and
+    name emu's backend that does replay graphs (Python's default filter shows it once per process)."""
+    from torch._inductor import config
+
+    if getattr(config.triton, "cudagraphs", False):
+        from torch_emu._graphs_backend import BACKEND, EmuGraphsWarning
+
+        warnings.warn(
+            "torch.compile(mode='reduce-overhead') replays no graphs on emu: Inductor's graph trees are CUDA-only; "
+            f"torch.compile(backend='{BACKEND}') captures and replays emu graphs",
+            EmuGraphsWarning,
+            stacklevel=2,
+        )
+
+
 class EmuWrapperCodegen(PythonWrapperCodegen):
     """Python wrapper for emu graphs: the CPU wrapper's code, with kernels defined through host_kernel()."""
 
@@ -100,6 +117,7 @@ class EmuWrapperCodegen(PythonWrapperCodegen):
     def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any, *args: Any, **kwargs: Any) -> Any:
         if is_subgraph:
             return PythonWrapperCodegen.create(is_subgraph, subgraph_name, parent_wrapper, *args, **kwargs)
+        _warn_if_reduce_overhead()
         return EmuWrapperCodegen()
 
     def write_header(self) -> None:
