@@ -130,3 +130,25 @@ def test_accelerator_graph_replays_on_emu() -> None:
     torch.testing.assert_close(static_y.cpu(), torch.arange(5.0) * 3 + 1)
     assert graph.pool() != (0, 0)
     graph.reset()
+
+
+@pytest.mark.deep
+def test_random_ops_replay_fresh_numbers_that_follow_manual_seed() -> None:
+    def draws() -> list[tuple[torch.Tensor, torch.Tensor]]:
+        torch.emu.manual_seed(5)
+        g = torch.emu.EmuGraph()
+        with torch.emu.graph(g):
+            a = torch.rand(64, device="emu")
+            b = torch.randn(64, device="emu")
+        out = []
+        for _ in range(3):
+            g.replay()
+            out.append((a.cpu(), b.cpu()))
+        return out
+
+    first, again = draws(), draws()
+    for (a1, b1), (a2, b2) in zip(first, again):  # the same seed, the same numbers
+        assert torch.equal(a1, a2) and torch.equal(b1, b2)
+    assert not torch.equal(first[0][0], first[1][0])  # each replay samples afresh
+    assert not torch.equal(first[0][1], first[1][1])
+    assert ((first[0][0] >= 0) & (first[0][0] < 1)).all()

@@ -6,7 +6,8 @@ needs driver API 2.3; on older drivers every entry point raises, saying so. A sy
 (`.item()`, `torch.emu.synchronize()`, a copy to or from host memory) raises at the call and spoils the capture;
 the stream is usable again once the capture has ended. Ops that run through the CPU fallback (those
 torch_emu.fallback_ops() counts: pow, mse_loss, tanh's backward, ...) copy through the host, so they raise the same
-way. Random ops replay the numbers of the capture.
+way. Random ops sampled on emu (rand, randn, normal_, bernoulli_, ...) draw fresh numbers at every replay, from a
+base the device's generator gives each replay, so they follow manual_seed as on CUDA.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@
 #include "aten/Launch.h"
 #include "aten/Widen.h"
 #include "runtime/EmuGenerator.h"
+#if EMU_DRIVER_HAS_GRAPHS
+#include "runtime/EmuGraph.h"
+#endif
 
 namespace torch_emu {
 
@@ -36,8 +39,14 @@ Tensor& sample(
     probe(at::zeros({1}, at::TensorOptions().dtype(d[0])), cpu, d);
   });
   const uint64_t seed = draw_kernel_seed(gen, device);
+#if EMU_DRIVER_HAS_GRAPHS
+  // Captured into a graph: the seed is the replay's, drawn when the kernel runs (runtime/EmuGraph.h).
+  launch(device, [self = arg(self), seed, graph = graph_seed_slot(device), f, widened] {
+    at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>(graph ? graph->value() : seed);
+#else
   launch(device, [self = arg(self), seed, f, widened] {
     at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>(seed);
+#endif
     write_into(kernel_view(self), widened, [&](Tensor v) { f(v, cpu, widened); });
   });
   return self;

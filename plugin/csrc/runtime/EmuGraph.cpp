@@ -9,14 +9,19 @@
 #include <atomic>
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
 
 #include "runtime/EmuAllocator.h"
 #include "runtime/EmuException.h"
+#include "runtime/EmuGenerator.h"
+#include "runtime/EmuGraph.h"
+#include "runtime/EmuLaunch.h"
 #include "runtime/EmuStream.h"
 
 #if EMU_DRIVER_HAS_GRAPHS
@@ -37,6 +42,18 @@ namespace {
 uint64_t next_pool_id() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1);
+}
+
+// The random state of each capture in progress, by (device, capturing stream).
+struct CaptureSeeds {
+  std::mutex mu;
+  std::map<std::pair<c10::DeviceIndex, c10::StreamId>, std::pair<std::shared_ptr<std::atomic<uint64_t>>, uint64_t>>
+      capturing; // -> (base seed, slots handed out)
+};
+
+CaptureSeeds& capture_seeds() {
+  static auto* seeds = new CaptureSeeds(); // outlives every graph
+  return *seeds;
 }
 
 class EmuGraph {
@@ -74,6 +91,10 @@ class EmuGraph {
     }
     holds_pool_ = true;
     capturing_ = true;
+    seed_ = std::make_shared<std::atomic<uint64_t>>(0);
+    auto& seeds = capture_seeds();
+    std::lock_guard<std::mutex> lock(seeds.mu);
+    seeds.capturing[{device_, stream_id_}] = {seed_, 0};
   }
 
   void capture_end() {
@@ -90,6 +111,7 @@ class EmuGraph {
     emuGraph_t graph = nullptr;
     const emuError_t err = emuStreamEndCapture(raw_stream(stream), &graph);
     end_allocate_to_pool(device_, pool_);
+    end_seeds();
     capturing_ = false;
     EMU_CHECK(err); // a capture spoilt by a synchronising call says which call here
     graph_ = graph;
@@ -114,6 +136,9 @@ class EmuGraph {
     if (exec_ == nullptr)
       instantiate(); // keep_graph=True instantiates at the first replay, as torch.cuda.CUDAGraph does
     DeviceSwitch on(device_);
+    // This replay's random base: drawn now, in program order, and set in stream order before its kernels run.
+    const uint64_t base = draw_kernel_seed(compat::optional<at::Generator>(), device_);
+    launch(device_, [seed = seed_, base] { seed->store(base, std::memory_order_relaxed); });
     EMU_CHECK(emuGraphLaunch(exec_, raw_stream(getCurrentEmuStream(device_))));
   }
 
@@ -124,6 +149,7 @@ class EmuGraph {
       if (emuStreamEndCapture(raw_stream(captured_stream()), &graph) == emuSuccess)
         emuGraphDestroy(graph);
       end_allocate_to_pool(device_, pool_);
+      end_seeds();
       capturing_ = false;
     }
     if (exec_ != nullptr) {
@@ -156,6 +182,12 @@ class EmuGraph {
   }
 
  private:
+  void end_seeds() {
+    auto& seeds = capture_seeds();
+    std::lock_guard<std::mutex> lock(seeds.mu);
+    seeds.capturing.erase({device_, stream_id_});
+  }
+
   c10::Stream captured_stream() const {
     return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device_), stream_id_);
   }
@@ -168,6 +200,7 @@ class EmuGraph {
   PoolId pool_{0, 0};
   emuGraph_t graph_ = nullptr;
   emuGraphExec_t exec_ = nullptr;
+  std::shared_ptr<std::atomic<uint64_t>> seed_; // the random base of the current replay
 };
 
 // ---- torch.emu.EmuGraph: graphs by integer handle ----
@@ -291,6 +324,24 @@ class EmuGraphImpl final : public at::GraphImplInterface {
 #endif
 
 } // namespace
+
+uint64_t GraphSeed::value() const {
+  // splitmix64 of the replay's base and the slot: distinct, well-mixed seeds for the kernels of one replay.
+  uint64_t z = base->load(std::memory_order_relaxed) + (slot + 1) * 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+std::optional<GraphSeed> graph_seed_slot(c10::DeviceIndex device) {
+  auto& seeds = capture_seeds();
+  const c10::StreamId stream = getCurrentEmuStream(device).id();
+  std::lock_guard<std::mutex> lock(seeds.mu);
+  auto it = seeds.capturing.find({device, stream});
+  if (it == seeds.capturing.end())
+    return std::nullopt;
+  return GraphSeed{it->second.first, it->second.second++};
+}
 
 TORCH_LIBRARY_FRAGMENT(torch_emu, m) {
   m.def("graph_create(bool keep_graph) -> int", &graph_create);
