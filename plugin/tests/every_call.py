@@ -35,6 +35,7 @@ def _arguments() -> dict[str, Callable[[], tuple[Any, ...]]]:
         "set_rng_state": lambda: (torch.emu.get_rng_state(),),
         "set_rng_state_all": lambda: (torch.emu.get_rng_state_all(),),
         "graph": lambda: (torch.emu.EmuGraph(),),
+        "make_graphed_callables": lambda: (torch.nn.Linear(2, 2).to("emu"), (torch.randn(1, 2, device="emu"),)),
     }
 
 

@@ -152,3 +152,21 @@ def test_random_ops_replay_fresh_numbers_that_follow_manual_seed() -> None:
     assert not torch.equal(first[0][0], first[1][0])  # each replay samples afresh
     assert not torch.equal(first[0][1], first[1][1])
     assert ((first[0][0] >= 0) & (first[0][0] < 1)).all()
+
+
+@pytest.mark.deep
+def test_make_graphed_callables_gives_eager_outputs_and_gradients() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)).to("emu")
+    twin = copy.deepcopy(model)
+    graphed = torch.emu.make_graphed_callables(model, (torch.randn(32, 16, device="emu"),))
+    for _ in range(3):
+        model.zero_grad(set_to_none=True)
+        twin.zero_grad(set_to_none=True)
+        x = torch.randn(32, 16, device="emu")
+        out, ref = graphed(x), twin(x)
+        torch.testing.assert_close(out.cpu(), ref.cpu())
+        out.sum().backward()
+        ref.sum().backward()
+        for p, q in zip(model.parameters(), twin.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), q.grad.cpu())

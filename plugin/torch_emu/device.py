@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from torch_emu._library import ops as _ops
-from torch_emu.graphs import EmuGraph, graph, graph_pool_handle, is_current_stream_capturing
+from torch_emu.graphs import EmuGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from torch_emu.streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "is_available",
     "is_current_stream_capturing",
     "is_initialized",
+    "make_graphed_callables",
     "manual_seed",
     "manual_seed_all",
     "max_memory_allocated",

@@ -13,14 +13,16 @@ base the device's generator gives each replay, so they follow manual_seed as on 
 from __future__ import annotations
 
 import gc
+import types
 from types import TracebackType
+from typing import Any
 
 import torch
 
 from torch_emu._library import ops as _ops
 from torch_emu.streams import Stream, StreamContext, current_stream
 
-__all__ = ["EmuGraph", "graph", "graph_pool_handle", "is_current_stream_capturing"]
+__all__ = ["EmuGraph", "graph", "graph_pool_handle", "is_current_stream_capturing", "make_graphed_callables"]
 
 
 def _require_graphs() -> None:
@@ -144,3 +146,52 @@ class graph:  # lowercase, as torch.cuda.graph
                 self.emu_graph.reset()
         finally:
             self._stream_context.__exit__(exc_type, exc, traceback)
+
+
+class _EmuAsCuda(types.ModuleType):
+    """The `torch.cuda` that torch's make_graphed_callables sees when re-homed on emu: its graph and stream names are
+    torch.emu's; every other name is torch.cuda's."""
+
+    def __init__(self) -> None:
+        super().__init__("torch.cuda")
+        self.CUDAGraph = EmuGraph
+        self.graph = graph
+        self.graph_pool_handle = graph_pool_handle
+        self.is_current_stream_capturing = is_current_stream_capturing
+        self.Stream = Stream
+        self.stream = StreamContext
+        self.synchronize = torch.emu.synchronize  # type: ignore[attr-defined]
+        self.current_stream = current_stream
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(torch.cuda, name)
+
+
+class _TorchWithEmuCuda(types.ModuleType):
+    """`torch` with `torch.cuda` as _EmuAsCuda: the globals of the re-homed function."""
+
+    def __init__(self) -> None:
+        super().__init__("torch")
+        self.cuda = _EmuAsCuda()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(torch, name)
+
+
+def make_graphed_callables(callables: Any, sample_args: Any, **kwargs: Any) -> Any:
+    """torch.cuda.make_graphed_callables on emu: torch's own function, run with the CUDA graph and stream names it
+    looks up (torch.cuda.CUDAGraph, graph, graph_pool_handle, Stream, stream, synchronize) pointing at torch.emu's.
+    Its rules hold: sample_args are tensors; grads returned by the graphed backward are views of static buffers, so
+    zero them (set_to_none) between iterations."""
+    _require_graphs()
+    original = torch.cuda.graphs.make_graphed_callables
+    emu_globals = dict(original.__globals__)
+    emu_globals["torch"] = _TorchWithEmuCuda()
+    emu_globals["graph_pool_handle"] = graph_pool_handle
+    emu_globals["CUDAGraph"] = EmuGraph
+    emu_globals["graph"] = graph
+    rehomed = types.FunctionType(
+        original.__code__, emu_globals, original.__name__, original.__defaults__, original.__closure__
+    )
+    rehomed.__kwdefaults__ = original.__kwdefaults__
+    return rehomed(callables, sample_args, **kwargs)
