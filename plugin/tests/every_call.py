@@ -78,13 +78,11 @@ def _needs_arguments(function: Callable[..., Any]) -> bool:
 
 def call(qualified: str, function: Callable[..., Any], arguments: dict[str, Callable[[], tuple[Any, ...]]]) -> str:
     short = qualified.rsplit(".", 1)[1]
-    if short in arguments:
-        args = arguments[short]()
-    elif _needs_arguments(function):
+    if short not in arguments and _needs_arguments(function):
         return "NEEDS-ARGS"
-    else:
-        args = ()
     try:
+        # Making the arguments may need the feature too (an EmuGraph on a driver without capture): raising is fine.
+        args = arguments[short]() if short in arguments else ()
         result = function(*args)
         # Context managers (device_index, device, stream, Graph) are entered and left too.
         if hasattr(result, "__enter__") and hasattr(result, "__exit__"):
