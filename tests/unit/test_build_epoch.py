@@ -31,7 +31,7 @@ from buildmatrix.vocab import RunnerName, WheelSourceKind
 from conftest import WriteMatrix
 
 PACKAGE = Path(buildmatrix.__file__).parent
-REPO = PACKAGE.parent
+REPO = Path(__file__).resolve().parents[2]  # the checkout (nox installs the package into its environment)
 RELEASE = TorchRelease(Version("2.13.0"), "cpu", WheelSource(WheelSourceKind.FIND_LINKS, "/wheels"), None, ())
 CELL = cell_of(RELEASE, "3.11", "2.1")
 ROOTS = (*ENGINE_MODULES, *LocalRunner.build_modules, *DockerRunner.build_modules)
