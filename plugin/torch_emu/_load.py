@@ -4,7 +4,7 @@ import warnings
 
 import torch
 
-from torch_emu import _build_info, _dynamo_device, _inductor_backend, _multiprocessing
+from torch_emu import _build_info, _dynamo_device, _exit, _inductor_backend, _multiprocessing
 from torch_emu import device as _device_module
 from torch_emu._library import ops as _ops
 
@@ -51,6 +51,8 @@ _multiprocessing.install()
 # torch.distributed: the emu collective backend, registered for the device (and FSDP2's default mesh kept on CPU for
 # groups that have no emu backend).
 _register_collectives()
+# Interpreter exit: the autograd threads for emu settle before Python finalizes (torch_emu/_exit.py).
+_exit.install()
 
 
 def build_info() -> dict:
