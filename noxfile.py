@@ -1,4 +1,4 @@
-"""Sessions are thin: each installs the orchestration package and calls its CLI (`python -m buildmatrix`)."""
+"""Sessions are thin: each installs the orchestration package and calls its CLI (`python -m torch_buildmatrix`)."""
 
 import hashlib
 from pathlib import Path
@@ -15,13 +15,13 @@ TEST_DEPS = [".[test]", "uv"]
 PARALLEL = ("-n", "2", "--dist", "loadfile", "--no-loadscope-reorder")
 DOCS_DEPS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10"]  # the same pins as pyproject.toml's docs extra
 CPP_TREES = ("plugin/csrc", "driver")  # all our C++: .clang-format at the root applies to it
-PYTHON_TREES = ("buildmatrix", "tests", "driver", "plugin", "examples", "scripts", "noxfile.py")
+PYTHON_TREES = ("torch_buildmatrix", "tests", "driver", "plugin", "examples", "scripts", "noxfile.py")
 
 
 def install_tool(session: nox.Session) -> None:
     """Install the package unless the reused environment holds this very source: a reinstall (resolve, build the
     package's wheel) took ~4 s of a 6 s no-op build; comparing the source's hash takes milliseconds."""
-    files = [Path("pyproject.toml"), *sorted(p for p in Path("buildmatrix").rglob("*") if p.is_file())]
+    files = [Path("pyproject.toml"), *sorted(p for p in Path("torch_buildmatrix").rglob("*") if p.is_file())]
     digest = hashlib.sha256("\0".join(ORCHESTRATION).encode())  # what is installed, then from which source
     for path in (p for p in files if "__pycache__" not in p.parts):
         digest.update(path.as_posix().encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
@@ -33,9 +33,9 @@ def install_tool(session: nox.Session) -> None:
 
 @nox.session(name="build-matrix", reuse_venv=True)
 def build_matrix(session: nox.Session) -> None:
-    """Build and smoke-test every selected cell of matrix.yaml (args after -- go to `buildmatrix build`)."""
+    """Build and smoke-test every selected cell of matrix.yaml (args after -- go to `torch-buildmatrix build`)."""
     install_tool(session)
-    session.run("python", "-m", "buildmatrix", "build", *session.posargs)
+    session.run("python", "-m", "torch_buildmatrix", "build", *session.posargs)
 
 
 @nox.session
@@ -43,49 +43,49 @@ def matrix(session: nox.Session) -> None:
     """Show the expanded cells (-- --json, -- --github for a GitHub Actions strategy.matrix)."""
     session.install(*ORCHESTRATION)
     # stdout is data with --json/--github (a workflow redirects it to a file): errors go to stderr, not into it
-    session.run("python", "-m", "buildmatrix", "matrix", *session.posargs, stderr=None)
+    session.run("python", "-m", "torch_buildmatrix", "matrix", *session.posargs, stderr=None)
 
 
 @nox.session(name="merge-results")
 def merge_results(session: nox.Session) -> None:
     """Merge wheels/ trees built on several machines, wheels checked against records (-- DIR [DIR ...] [--into DIR])."""
     session.install(*ORCHESTRATION)
-    session.run("python", "-m", "buildmatrix", "merge-results", *session.posargs)
+    session.run("python", "-m", "torch_buildmatrix", "merge-results", *session.posargs)
 
 
 @nox.session(name="compat-table")
 def compat_table(session: nox.Session) -> None:
     """Compatibility table (docs/compatibility.md, README), static site and wheel index in wheels/site/."""
     session.install(*ORCHESTRATION)
-    session.run("python", "-m", "buildmatrix", "compat-table", *session.posargs)
+    session.run("python", "-m", "torch_buildmatrix", "compat-table", *session.posargs)
 
 
 @nox.session(name="fetch-site")
 def fetch_site(session: nox.Session) -> None:
     """Copy the live site's release history into wheels/site, the base compat-table publishes on (-- --site-url URL)."""
     session.install(*ORCHESTRATION)
-    session.run("python", "-m", "buildmatrix", "fetch-site", *session.posargs)
+    session.run("python", "-m", "torch_buildmatrix", "fetch-site", *session.posargs)
 
 
 @nox.session
 def patches(session: nox.Session) -> None:
     """Shim series: `-- check` (all apply, none unused), `-- edit 2.4`, `-- refresh 2.4`."""
     session.install(*ORCHESTRATION)
-    session.run("python", "-m", "buildmatrix", "patches", *session.posargs)
+    session.run("python", "-m", "torch_buildmatrix", "patches", *session.posargs)
 
 
 @nox.session
 def probe(session: nox.Session) -> None:
     """Drift probe: `-- 2.16` builds and smoke-tests a release not in matrix.yaml and groups the breaks by interface."""
     session.install(*ORCHESTRATION)
-    session.run("python", "-m", "buildmatrix", "probe", *session.posargs)
+    session.run("python", "-m", "torch_buildmatrix", "probe", *session.posargs)
 
 
 @nox.session
 def outdated(session: nox.Session) -> None:
     """Compare matrix.yaml with the torch registry (-- --apply edits it and probes each new release; -- --no-probe)."""
     session.install(*ORCHESTRATION)
-    session.run("python", "-m", "buildmatrix", "outdated", *session.posargs)
+    session.run("python", "-m", "torch_buildmatrix", "outdated", *session.posargs)
 
 
 @nox.session
@@ -95,7 +95,7 @@ def schema(session: nox.Session) -> None:
     session.run(
         "python",
         "-m",
-        "buildmatrix",
+        "torch_buildmatrix",
         "schema",
         "--schema",
         "matrix.schema.json",
@@ -113,7 +113,7 @@ def schema(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the docs (mkdocs --strict) into build/docs-site and serve them on 127.0.0.1:8000 (-- --build-only,
     -- --site-dir DIR, -- --port N); a failed build leaves the last good site and serves nothing."""
-    session.install(".", *DOCS_DEPS)  # buildmatrix itself: the build checks the pages generated from its code
+    session.install(".", *DOCS_DEPS)  # torch-buildmatrix itself: the build checks the pages generated from its code
     session.run("python", "scripts/docs_site.py", *session.posargs)
 
 
@@ -148,7 +148,7 @@ def lint(session: nox.Session) -> None:
     session.install(".[test]", "ruff", "mypy", "types-PyYAML", "nox")
     session.run("ruff", "check", *PYTHON_TREES)
     session.run("ruff", "format", "--check", *PYTHON_TREES)
-    session.run("mypy", "buildmatrix", "tests", "plugin/devtests", "noxfile.py")
+    session.run("mypy", "torch_buildmatrix", "tests", "plugin/devtests", "noxfile.py")
     session.run("python", "scripts/build_epoch.py", "--check")
     session.notify("cpp-format")
 
@@ -189,7 +189,7 @@ def sanitize_plugin(session: nox.Session) -> None:
 def docker_engine(session: nox.Session) -> None:
     """Make a Docker engine answer (Debian, root): install docker.io if missing, start dockerd, say what was done."""
     session.install(*ORCHESTRATION)
-    session.run("python", "-m", "buildmatrix", "engine", *session.posargs)
+    session.run("python", "-m", "torch_buildmatrix", "engine", *session.posargs)
 
 
 @nox.session(name="docker-tests")

@@ -87,8 +87,8 @@ library.include_dirs = [path for path in library.include_dirs if path not in TOR
 # RUNPATH) depended on which Python built it. The environment's CFLAGS, CXXFLAGS, CPPFLAGS and LDFLAGS still count:
 # they are the builder's (the build matrix maps its work directory out of __FILE__ strings with them).
 # Warnings: -Wall -Wextra in every build; EMU_WERROR=1 (development builds, the sanitizer runs) makes them errors. A
-# release build (buildmatrix build, as published) only warns: a warning a newer compiler adds must not stop a release.
-# Neither -Werror nor -isystem changes the library's bytes.
+# release build (torch-buildmatrix build, as published) only warns: a warning a newer compiler adds must not stop a
+# release. Neither -Werror nor -isystem changes the library's bytes.
 WERROR = os.environ.get("EMU_WERROR", "") == "1"
 COMPILE_FLAGS = [
     "-fPIC",

@@ -4,8 +4,9 @@
   plan      builds and cells of the full plan (and of the cells without the free-threaded ones, and what the count would
             be with a build per variant or per Python), from matrix.yaml and the cached registry answers;
   noop      a warm rerun of the full matrix through nox, everything up to date: `nox -R -s build-matrix` (nox reuses its
-            environment), `nox -s build-matrix` (it reinstalls the package first) and `python -m buildmatrix build`;
-            refused, saying what would run, unless every build and cell is up to date (it never starts a real build);
+            environment), `nox -s build-matrix` (it reinstalls the package first) and `python -m torch_buildmatrix
+            build`; refused, saying what would run, unless every build and cell is up to date (it never starts a real
+            build);
   release   one release's cells once its build exists: in a scratch copy of the project, the cheap torch 2.13 CPU
             Python 3.11 builds first (`--builds-only`, timed apart), then the cells alone (`build`, builds up to date);
   records   a run's wall time from its records (wheels/results by default: the first build or cell started to the
@@ -36,14 +37,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from buildmatrix.builder.workspace import Workspace  # noqa: E402
-from buildmatrix.errors import MatrixError  # noqa: E402
-from buildmatrix.model.builds import plan_builds  # noqa: E402
-from buildmatrix.model.cellkey import LABEL_FIELDS, LABEL_TEXT, Template  # noqa: E402
-from buildmatrix.model.cells import Cell, expand  # noqa: E402
-from buildmatrix.model.loader import load_matrix  # noqa: E402
-from buildmatrix.model.matrix import Matrix  # noqa: E402
-from buildmatrix.model.registry import Registry, published_pythons  # noqa: E402
+from torch_buildmatrix.builder.workspace import Workspace  # noqa: E402
+from torch_buildmatrix.errors import MatrixError  # noqa: E402
+from torch_buildmatrix.model.builds import plan_builds  # noqa: E402
+from torch_buildmatrix.model.cellkey import LABEL_FIELDS, LABEL_TEXT, Template  # noqa: E402
+from torch_buildmatrix.model.cells import Cell, expand  # noqa: E402
+from torch_buildmatrix.model.loader import load_matrix  # noqa: E402
+from torch_buildmatrix.model.matrix import Matrix  # noqa: E402
+from torch_buildmatrix.model.registry import Registry, published_pythons  # noqa: E402
 
 
 def load(offline: bool) -> tuple[Matrix, list[Cell], dict]:  # type: ignore[type-arg]
@@ -97,11 +98,11 @@ def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float,
 
 def pending_work(offline: bool) -> list[str]:
     """What a build of the full matrix would run now (planned, nothing run): builds and cells not up to date."""
-    from buildmatrix.builder.engine import Engine
-    from buildmatrix.builder.runners.base import CellRunners
-    from buildmatrix.builder.runners.local import LocalRunner
-    from buildmatrix.builder.runners.select import plan_runners, runners_for
-    from buildmatrix.vocab import RunnerName
+    from torch_buildmatrix.builder.engine import Engine
+    from torch_buildmatrix.builder.runners.base import CellRunners
+    from torch_buildmatrix.builder.runners.local import LocalRunner
+    from torch_buildmatrix.builder.runners.select import plan_runners, runners_for
+    from torch_buildmatrix.vocab import RunnerName
 
     matrix, cells, available = load(offline)
     builds = plan_builds(matrix, cells, available)
@@ -138,7 +139,7 @@ def cmd_noop(args: argparse.Namespace) -> None:
     commands = {
         "nox -R -s build-matrix": ["nox", "-R", "-s", "build-matrix", "--", *offline],
         "nox -s build-matrix": ["nox", "-s", "build-matrix", "--", *offline],
-        "python -m buildmatrix build": [sys.executable, "-m", "buildmatrix", "build", *offline],
+        "python -m torch_buildmatrix build": [sys.executable, "-m", "torch_buildmatrix", "build", *offline],
     }
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     for label, command in commands.items():
@@ -169,7 +170,7 @@ def cmd_release(args: argparse.Namespace) -> None:
         def run(*extra: str) -> tuple[float, subprocess.CompletedProcess[str]]:
             start = time.monotonic()
             done = subprocess.run(
-                [sys.executable, "-m", "buildmatrix", "build", *selection, "--jobs", str(args.jobs), *extra],
+                [sys.executable, "-m", "torch_buildmatrix", "build", *selection, "--jobs", str(args.jobs), *extra],
                 cwd=root,
                 capture_output=True,
                 text=True,

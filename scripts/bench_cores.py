@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark (not a test): a setup.py torch extension with several translation units, built by the tool
-(`buildmatrix build --builds-only`, local runner, torch 2.13 CPU, Python 3.11) on one core and on two, side by side.
+(`torch-buildmatrix build --builds-only`, local runner, torch 2.13 CPU, Python 3.11) on one core and on two, side by
+side.
 
 "One core" runs the tool under `taskset -c 0`: the tool sizes a build's compiler parallelism from the cores it may use
 (its CPU affinity), so there MAX_JOBS is 1 and everything shares one core; "two cores" runs it on cores 0 and 1. The
@@ -110,7 +111,7 @@ def build_seconds(root: Path, cores: str) -> tuple[float, float, float]:
     }
     for name in ("MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "DIST_EXTRA_CONFIG"):
         env.pop(name, None)
-    command = ["taskset", "-c", cores, sys.executable, "-m", "buildmatrix", "build", "--builds-only", "--force"]
+    command = ["taskset", "-c", cores, sys.executable, "-m", "torch_buildmatrix", "build", "--builds-only", "--force"]
     start = time.monotonic()
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - start

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from buildmatrix.publish.ledger import MAX_LEDGER_BYTES, MAX_WHEELS, Ledger, parse_ledger
+from torch_buildmatrix.publish.ledger import MAX_LEDGER_BYTES, MAX_WHEELS, Ledger, parse_ledger
 
 
 def make(count: int) -> Ledger:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of the orchestration (not a test): prints figures measured side by side in one run.
 
-1. cold single cell: `buildmatrix build` of one cell with the compiler cache off, forced;
+1. cold single cell: `torch-buildmatrix build` of one cell with the compiler cache off, forced;
 2. the same work done bare: uv environments, `pip wheel --no-build-isolation`, pytest of the smoke suite;
    the orchestration's overhead is (1) / (2) - 1 (target <= 15 %);
 3. no-op run: every cell of the matrix that has an up-to-date record, planned and skipped.
@@ -26,14 +26,14 @@ from packaging.version import Version
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from buildmatrix.builder.engine import Engine  # noqa: E402
-from buildmatrix.builder.runners.local import LocalRunner  # noqa: E402
-from buildmatrix.builder.smoke import pytest_args, stage_tests  # noqa: E402
-from buildmatrix.builder.toolenv import build_tools, smoke_tools  # noqa: E402
-from buildmatrix.builder.workspace import Workspace  # noqa: E402
-from buildmatrix.model.cells import Selection, expand  # noqa: E402
-from buildmatrix.model.loader import load_matrix  # noqa: E402
-from buildmatrix.model.registry import Registry  # noqa: E402
+from torch_buildmatrix.builder.engine import Engine  # noqa: E402
+from torch_buildmatrix.builder.runners.local import LocalRunner  # noqa: E402
+from torch_buildmatrix.builder.smoke import pytest_args, stage_tests  # noqa: E402
+from torch_buildmatrix.builder.toolenv import build_tools, smoke_tools  # noqa: E402
+from torch_buildmatrix.builder.workspace import Workspace  # noqa: E402
+from torch_buildmatrix.model.cells import Selection, expand  # noqa: E402
+from torch_buildmatrix.model.loader import load_matrix  # noqa: E402
+from torch_buildmatrix.model.registry import Registry  # noqa: E402
 
 PROJECT_PARTS = ("matrix.yaml", "plugin", "driver", "patches")
 
@@ -154,7 +154,7 @@ def main() -> None:
         cli = [
             sys.executable,
             "-m",
-            "buildmatrix",
+            "torch_buildmatrix",
             "build",
             "--matrix",
             str(root / "matrix.yaml"),
@@ -197,7 +197,7 @@ def main() -> None:
             [
                 sys.executable,
                 "-m",
-                "buildmatrix",
+                "torch_buildmatrix",
                 "build",
                 "--matrix",
                 str(root / "matrix.yaml"),

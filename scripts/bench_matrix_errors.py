@@ -1,5 +1,5 @@
 """Prints how long each matrix.yaml trap takes to be refused (issue 11: < 1 s): the checks in-process, and the whole
-`python -m buildmatrix matrix --offline` command (interpreter start and imports included).
+`python -m torch_buildmatrix matrix --offline` command (interpreter start and imports included).
 
 Run from the project root after one online `nox -s matrix` (so build/cache/registry holds the registry answers):
     python3 scripts/bench_matrix_errors.py
@@ -39,10 +39,10 @@ TRAPS = {
 
 def _check_in_process(project: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from buildmatrix.errors import UserError
-    from buildmatrix.model.cells import expand
-    from buildmatrix.model.loader import load_matrix
-    from buildmatrix.model.registry import Registry, published_pythons
+    from torch_buildmatrix.errors import UserError
+    from torch_buildmatrix.model.cells import expand
+    from torch_buildmatrix.model.loader import load_matrix
+    from torch_buildmatrix.model.registry import Registry, published_pythons
 
     try:
         matrix = load_matrix(project / "matrix.yaml")
@@ -71,7 +71,7 @@ def main() -> None:
             checks = time.monotonic() - start
             start = time.monotonic()
             proc = subprocess.run(
-                [sys.executable, "-m", "buildmatrix", "matrix", "--offline"],
+                [sys.executable, "-m", "torch_buildmatrix", "matrix", "--offline"],
                 cwd=project,
                 capture_output=True,
                 text=True,

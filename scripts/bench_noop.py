@@ -11,8 +11,8 @@ record with exactly the inputs it plans (so `build` finds it up to date), naming
 stand-in tree says nothing about builds, only about the no-op's cost: planning, records, wheels' hashes, the table.
 
 Commands timed: `nox -s build-matrix` (nox reinstalls the package first: the issue's figure), `nox -R -s
-build-matrix` (nox reuses its environment) and `python -m buildmatrix build`; one untimed warm-up run of each first.
---profile FILE writes a cProfile of one in-process `build` (read it with `python -m pstats FILE`).
+build-matrix` (nox reuses its environment) and `python -m torch_buildmatrix build`; one untimed warm-up run of each
+first. --profile FILE writes a cProfile of one in-process `build` (read it with `python -m pstats FILE`).
 """
 
 from __future__ import annotations
@@ -30,22 +30,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from buildmatrix.builder.engine import Engine  # noqa: E402
-from buildmatrix.builder.records.model import BuildResult, CellResult, WheelRecord  # noqa: E402
-from buildmatrix.builder.runners.base import CellRunners  # noqa: E402
-from buildmatrix.builder.runners.local import LocalRunner  # noqa: E402
-from buildmatrix.builder.runners.select import plan_runners, runners_for  # noqa: E402
-from buildmatrix.builder.workspace import Workspace  # noqa: E402
-from buildmatrix.model.builds import Build, plan_builds  # noqa: E402
-from buildmatrix.model.cells import Cell, expand  # noqa: E402
-from buildmatrix.model.loader import load_matrix  # noqa: E402
-from buildmatrix.model.registry import Registry, published_pythons  # noqa: E402
-from buildmatrix.util.fingerprint import file_sha256  # noqa: E402
-from buildmatrix.vocab import RunnerName, Status  # noqa: E402
+from torch_buildmatrix.builder.engine import Engine  # noqa: E402
+from torch_buildmatrix.builder.records.model import BuildResult, CellResult, WheelRecord  # noqa: E402
+from torch_buildmatrix.builder.runners.base import CellRunners  # noqa: E402
+from torch_buildmatrix.builder.runners.local import LocalRunner  # noqa: E402
+from torch_buildmatrix.builder.runners.select import plan_runners, runners_for  # noqa: E402
+from torch_buildmatrix.builder.workspace import Workspace  # noqa: E402
+from torch_buildmatrix.model.builds import Build, plan_builds  # noqa: E402
+from torch_buildmatrix.model.cells import Cell, expand  # noqa: E402
+from torch_buildmatrix.model.loader import load_matrix  # noqa: E402
+from torch_buildmatrix.model.registry import Registry, published_pythons  # noqa: E402
+from torch_buildmatrix.util.fingerprint import file_sha256  # noqa: E402
+from torch_buildmatrix.vocab import RunnerName, Status  # noqa: E402
 
 # What a copy of the project needs to build and to be a nox project (the package is the project's own tool).
 PROJECT_PARTS = (
-    *("matrix.yaml", "plugin", "driver", "patches", "buildmatrix", "pyproject.toml", "noxfile.py"),
+    *("matrix.yaml", "plugin", "driver", "patches", "torch_buildmatrix", "pyproject.toml", "noxfile.py"),
     *("README.md", "LICENSE", "docs", "matrix.schema.json"),
 )
 
@@ -165,7 +165,7 @@ def measure(root: Path, runs: int, offline: bool) -> None:
     commands = {
         "nox -s build-matrix": ["nox", "-s", "build-matrix", "--", *extra],
         "nox -R -s build-matrix": ["nox", "-R", "-s", "build-matrix", "--", *extra],
-        "python -m buildmatrix build": [sys.executable, "-m", "buildmatrix", "build", *extra],
+        "python -m torch_buildmatrix build": [sys.executable, "-m", "torch_buildmatrix", "build", *extra],
     }
     # As a user's shell has it: Python writes its bytecode caches (a no-op otherwise compiles the package each time).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"PYTHONPATH": str(root)}
@@ -185,7 +185,7 @@ def measure(root: Path, runs: int, offline: bool) -> None:
 
 
 def profile(root: Path, offline: bool, out: Path) -> None:
-    command = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "buildmatrix", "build"]
+    command = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "torch_buildmatrix", "build"]
     timed(command + (["--offline"] if offline else []), root, {**os.environ, "PYTHONPATH": str(root)})
     print(f"noop: profile of one `build` in {out} (python -m pstats {out})")
 

@@ -2,10 +2,10 @@
 """Benchmark (not a test): time from `outdated --apply` to a published wheel, for a release matrix.yaml lacks.
 
 In a scratch copy of the project, the torch 2.13 entry is taken out of matrix.yaml; then, timed one after the other:
-1. `buildmatrix outdated --apply --variant cpu`: finds 2.13.0 again (the CPU build in pip's find-links; the
+1. `torch-buildmatrix outdated --apply --variant cpu`: finds 2.13.0 again (the CPU build in pip's find-links; the
    registry's 2.13.0 is the 3 GB CUDA build), adds it as a coverage cell and runs the drift probe on it;
-2. `buildmatrix build --torch 2.13`: builds, smoke-tests and publishes the new cell's wheel;
-3. `buildmatrix compat-table`: the compatibility table, install page and wheel index that list it.
+2. `torch-buildmatrix build --torch 2.13`: builds, smoke-tests and publishes the new cell's wheel;
+3. `torch-buildmatrix compat-table`: the compatibility table, install page and wheel index that list it.
 
 Run from the repository root:  python scripts/bench_outdated.py [--no-probe] [--keep DIR]
 The checkout's matrix.yaml, wheels/ and build/ are untouched; the compiler cache (ccache) is shared as usual.
@@ -86,7 +86,7 @@ def main() -> None:
     copy_project(work)
     removed = remove_minor(work / "matrix.yaml", MINOR)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    cli = [sys.executable, "-m", "buildmatrix"]
+    cli = [sys.executable, "-m", "torch_buildmatrix"]
     log = work / "bench-outdated.log"
 
     apply = [*cli, "outdated", "--apply", "--variant", "cpu"] + (["--no-probe"] if args.no_probe else [])

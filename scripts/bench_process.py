@@ -10,8 +10,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from buildmatrix.errors import Interrupted, StepFailed
-from buildmatrix.util.process import CHILDREN, run_captured, run_logged
+from torch_buildmatrix.errors import Interrupted, StepFailed
+from torch_buildmatrix.util.process import CHILDREN, run_captured, run_logged
 
 
 def main() -> None:

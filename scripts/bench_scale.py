@@ -3,7 +3,7 @@
 
 It makes a synthetic project per size (releases x 10 Pythons x 10 versions of a wheel SDK, every cell passed with a
 real tiny wheel, the registry's answer cached so nothing is read from the network), then times the commands as a
-user runs them (`python -m buildmatrix ...`, one process each), side by side in one run:
+user runs them (`python -m torch_buildmatrix ...`, one process each), side by side in one run:
 
   matrix --offline              the expanded cells as a table, each with its runner
   matrix --offline --json       the same as JSON
@@ -34,13 +34,13 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from fake_wheels import make_wheel  # noqa: E402
 
-from buildmatrix.builder.records.model import CellResult, SmokeCounts, WheelRecord  # noqa: E402
-from buildmatrix.builder.records.store import ResultStore  # noqa: E402
-from buildmatrix.model.cells import expand  # noqa: E402
-from buildmatrix.model.loader import load_matrix  # noqa: E402
-from buildmatrix.model.registry import Registry  # noqa: E402
-from buildmatrix.publish.index import sha256_hex  # noqa: E402
-from buildmatrix.vocab import RunnerName, Status  # noqa: E402
+from torch_buildmatrix.builder.records.model import CellResult, SmokeCounts, WheelRecord  # noqa: E402
+from torch_buildmatrix.builder.records.store import ResultStore  # noqa: E402
+from torch_buildmatrix.model.cells import expand  # noqa: E402
+from torch_buildmatrix.model.loader import load_matrix  # noqa: E402
+from torch_buildmatrix.model.registry import Registry  # noqa: E402
+from torch_buildmatrix.publish.index import sha256_hex  # noqa: E402
+from torch_buildmatrix.vocab import RunnerName, Status  # noqa: E402
 
 PYTHONS = [f"3.{m}" for m in range(6, 16)]
 DRIVERS = [f"{d}.0" for d in range(1, 11)]
@@ -115,12 +115,17 @@ def timed(root: Path, *args: str) -> tuple[float, float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "buildmatrix", *args], cwd=root, env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "torch_buildmatrix", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     elapsed = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
-        sys.exit(f"failed: buildmatrix {' '.join(args)}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+        sys.exit(f"failed: torch-buildmatrix {' '.join(args)}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     return elapsed, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
 
 

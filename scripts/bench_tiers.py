@@ -21,10 +21,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO)]
 
-from buildmatrix.builder.records.model import CellResult  # noqa: E402
-from buildmatrix.builder.records.parse import RecordRules  # noqa: E402
-from buildmatrix.builder.records.store import ResultStore  # noqa: E402
-from buildmatrix.model.loader import load_matrix  # noqa: E402
+from torch_buildmatrix.builder.records.model import CellResult  # noqa: E402
+from torch_buildmatrix.builder.records.parse import RecordRules  # noqa: E402
+from torch_buildmatrix.builder.records.store import ResultStore  # noqa: E402
+from torch_buildmatrix.model.loader import load_matrix  # noqa: E402
 
 
 def step_seconds(record: CellResult, name: str) -> float | None:

@@ -1,4 +1,4 @@
-"""Check or confirm the build epoch (buildmatrix/builder/epoch.py) against the build code of every runner.
+"""Check or confirm the build epoch (torch_buildmatrix/builder/epoch.py) against the build code of every runner.
 
     python scripts/build_epoch.py --check     the lint check (`nox -s lint`): fails while the build code's hash
                                               differs from the one confirmed for the epoch, saying what to do
@@ -16,12 +16,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from buildmatrix.builder import epoch  # noqa: E402
-from buildmatrix.builder.buildcode import ENGINE_MODULES  # noqa: E402
-from buildmatrix.builder.runners.docker import DockerRunner  # noqa: E402
-from buildmatrix.builder.runners.local import LocalRunner  # noqa: E402
+from torch_buildmatrix.builder import epoch  # noqa: E402
+from torch_buildmatrix.builder.buildcode import ENGINE_MODULES  # noqa: E402
+from torch_buildmatrix.builder.runners.docker import DockerRunner  # noqa: E402
+from torch_buildmatrix.builder.runners.local import LocalRunner  # noqa: E402
 
-PACKAGE_DIR = REPO / "buildmatrix"
+PACKAGE_DIR = REPO / "torch_buildmatrix"
 ROOTS = (*ENGINE_MODULES, *LocalRunner.build_modules, *DockerRunner.build_modules)  # every runner's build code
 
 
@@ -38,7 +38,10 @@ def main() -> int:
         return 1 if problem else 0
     now = epoch.confirm(current, bump=args.bump, package_dir=PACKAGE_DIR)
     what = "bumped to" if args.bump else "re-confirmed"
-    print(f"build epoch {what} {now} for build code {current}: commit buildmatrix/{epoch.EPOCH_FILE} with the change")
+    print(
+        f"build epoch {what} {now} for build code {current}: commit torch_buildmatrix/{epoch.EPOCH_FILE} with the "
+        "change"
+    )
     return 0
 
 

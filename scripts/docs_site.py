@@ -7,8 +7,8 @@ serve it on 127.0.0.1. `nox -s docs` runs this.
     python3 scripts/docs_site.py --build-only --site-dir wheels/site/docs
     python3 scripts/docs_site.py --write-sessions     # regenerate docs/reference/nox-sessions.md from noxfile.py
 
-Before MkDocs runs, the pages generated from the code (options, command line, exit codes: `buildmatrix schema`; the
-nox sessions: this script, from noxfile.py) are checked against what their generators make now: a stale reference
+Before MkDocs runs, the pages generated from the code (options, command line, exit codes: `torch-buildmatrix schema`;
+the nox sessions: this script, from noxfile.py) are checked against what their generators make now: a stale reference
 fails the build like a broken link.
 
 MkDocs writes every page before it counts the warnings that fail a strict build, so it builds into a staging
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSIONS_PAGE = "reference/nox-sessions.md"
 
 
-GENERATED = {  # `buildmatrix schema` option -> page, relative to the docs directory
+GENERATED = {  # `torch-buildmatrix schema` option -> page, relative to the docs directory
     "--reference": "reference/matrix-options.md",
     "--cli": "reference/command-line.md",
     "--exit-codes": "reference/exit-codes.md",
@@ -75,11 +75,11 @@ def sessions_markdown(noxfile: Path) -> str:
 
 
 def stale_references(docs: Path) -> subprocess.CompletedProcess[str]:
-    """`buildmatrix schema --check` over the generated pages of `docs`, and the sessions page against noxfile.py:
+    """`torch-buildmatrix schema --check` over the generated pages of `docs`, and the sessions page against noxfile.py:
     exit status 1 when one differs."""
     pages = [arg for option, page in GENERATED.items() for arg in (option, str(docs / page))]
     checked = subprocess.run(
-        [sys.executable, "-m", "buildmatrix", "schema", *pages, "--check"],
+        [sys.executable, "-m", "torch_buildmatrix", "schema", *pages, "--check"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "buildmatrix"
+PACKAGE = Path(__file__).resolve().parents[1] / "torch_buildmatrix"
 LINE_LIMIT = 500
 # The declared options table: one entry per matrix.yaml option, long by design.
-EXEMPT = frozenset({"buildmatrix.model.options"})
+EXEMPT = frozenset({"torch_buildmatrix.model.options"})
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,9 @@ def _targets(node: ast.Import | ast.ImportFrom, name: str, is_package: bool, mod
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=12, help="how many of the largest modules to list (default 12)")
-    parser.add_argument("--package", type=Path, default=PACKAGE, help="the package directory (default: buildmatrix/)")
+    parser.add_argument(
+        "--package", type=Path, default=PACKAGE, help="the package directory (default: torch_buildmatrix/)"
+    )
     args = parser.parse_args()
     graph = read_graph(args.package)
     sizes = sorted(((graph.lines(m), m) for m in graph.modules), reverse=True)

@@ -218,10 +218,11 @@ def cache_store() -> Path:
 
 @functools.cache
 def host_interpreters() -> tuple[tuple[str, Path], ...]:
-    """(full version, executable) of each CPython 3.8-3.15 this machine has, found as `buildmatrix build` finds them."""
-    from buildmatrix.builder.interpreters import find_interpreter
-    from buildmatrix.errors import InterpreterNotFound
-    from buildmatrix.model.pythons import Python
+    """(full version, executable) of each CPython 3.8-3.15 this machine has, found as `torch-buildmatrix build` finds
+    them."""
+    from torch_buildmatrix.builder.interpreters import find_interpreter
+    from torch_buildmatrix.errors import InterpreterNotFound
+    from torch_buildmatrix.model.pythons import Python
 
     found = []
     for minor in range(8, 16):

@@ -10,8 +10,8 @@ from typing import Protocol
 import pytest
 from packaging.version import Version
 
-from buildmatrix.model.matrix import Sdk, SdkVersion
-from buildmatrix.vocab import SdkKind
+from torch_buildmatrix.model.matrix import Sdk, SdkVersion
+from torch_buildmatrix.vocab import SdkKind
 
 VALID = """\
 schema-version: 2
@@ -110,7 +110,7 @@ def copy_project(dest: Path) -> Path:
 def run_cli(
     root: Path, *args: str, timeout: float = 3600, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m buildmatrix ...` from the project directory, importing this checkout's package.
+    """`python -m torch_buildmatrix ...` from the project directory, importing this checkout's package.
 
     env replaces this process's environment (it must then set PYTHONPATH to the checkout itself)."""
     import os
@@ -120,7 +120,7 @@ def run_cli(
     if env is None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     return subprocess.run(
-        [sys.executable, "-m", "buildmatrix", *args],
+        [sys.executable, "-m", "torch_buildmatrix", *args],
         check=False,
         capture_output=True,
         text=True,

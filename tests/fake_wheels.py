@@ -12,12 +12,12 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from buildmatrix.builder.records.model import CellResult, SmokeCounts, WheelRecord
-from buildmatrix.model.cellkey import LABEL_FIELDS, LABEL_TEXT, SDK_FIELDS, Naming, Template
-from buildmatrix.model.cells import Cell
-from buildmatrix.model.matrix import SdkVersion, TorchRelease
-from buildmatrix.model.pythons import Python
-from buildmatrix.vocab import RunnerName, Status
+from torch_buildmatrix.builder.records.model import CellResult, SmokeCounts, WheelRecord
+from torch_buildmatrix.model.cellkey import LABEL_FIELDS, LABEL_TEXT, SDK_FIELDS, Naming, Template
+from torch_buildmatrix.model.cells import Cell
+from torch_buildmatrix.model.matrix import SdkVersion, TorchRelease
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.vocab import RunnerName, Status
 
 # torch_emu's naming, as our matrix.yaml declares it (plugin.label, sdk.id)
 EMU_NAMING = Naming(

@@ -86,9 +86,9 @@ class Run:
     project: Path  # holds matrix.yaml, the sdist, wheels/ and docs/ after the run
     cell: str  # the cell's id
     build: str  # its build's id
-    stdout: str  # of `buildmatrix build`
+    stdout: str  # of `torch-buildmatrix build`
     metadata: str  # the wheel's METADATA
-    built_files: list[str]  # under wheels/ after `buildmatrix build`, relative to the project
+    built_files: list[str]  # under wheels/ after `torch-buildmatrix build`, relative to the project
     used: dict[str, str] = field(default_factory=dict)  # block name -> the text the run took from it
 
 
@@ -112,7 +112,7 @@ def in_order(claim: Claim, produced: str, what: str) -> list[str]:
 
 
 def progress(claim: Claim, run: Run) -> list[str]:
-    return in_order(claim, run.stdout, "what `buildmatrix build` printed")
+    return in_order(claim, run.stdout, "what `torch-buildmatrix build` printed")
 
 
 def metadata(claim: Claim, run: Run) -> list[str]:
@@ -120,7 +120,7 @@ def metadata(claim: Claim, run: Run) -> list[str]:
 
 
 def files(claim: Claim, run: Run) -> list[str]:
-    """The block lists every file `buildmatrix build` left under wheels/, no more."""
+    """The block lists every file `torch-buildmatrix build` left under wheels/, no more."""
     made = sorted(run.built_files)
     said = sorted(claim.code_lines())
     if made != said:

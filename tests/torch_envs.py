@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from buildmatrix.model.registry import pip_configured_find_links
+from torch_buildmatrix.model.registry import pip_configured_find_links
 
 READY = ".ready"  # written last, holding the torch version: a half-made environment is rebuilt
 

@@ -2,8 +2,8 @@
 
 - CMakeLists.txt finds torch through torch's CMake config; this file runs `cmake` and copies the library it makes
   into the package as cmake_ops/_ops*.so (a plain shared library: torch.ops.load_library loads it, no Python API).
-- The version comes from CMAKE_OPS_VERSION when set (buildmatrix sets it: 0.1.0+torch.2.13), else 0.1.0.
-- CMAKE_BUILD_PARALLEL_LEVEL (buildmatrix sets it to the build's share of the cores) is read by `cmake --build`.
+- The version comes from CMAKE_OPS_VERSION when set (torch-buildmatrix sets it: 0.1.0+torch.2.13), else 0.1.0.
+- CMAKE_BUILD_PARALLEL_LEVEL (torch-buildmatrix sets it to the build's share of the cores) is read by `cmake --build`.
 """
 
 from __future__ import annotations

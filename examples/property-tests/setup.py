@@ -1,6 +1,6 @@
 """Builds propops against the torch installed in this environment (setup.py imports torch, as most do).
 
-The version comes from PROPOPS_VERSION when set (buildmatrix sets it: 0.1.0+torch.2.13), else 0.1.0.
+The version comes from PROPOPS_VERSION when set (torch-buildmatrix sets it: 0.1.0+torch.2.13), else 0.1.0.
 """
 
 from __future__ import annotations

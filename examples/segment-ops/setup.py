@@ -1,6 +1,6 @@
 """Builds segops against the torch installed in this environment (its setup.py imports torch, as most do).
 
-- The version comes from SEGOPS_VERSION when set (buildmatrix sets it: plugin.version and the cell's local label,
+- The version comes from SEGOPS_VERSION when set (torch-buildmatrix sets it: plugin.version and the cell's local label,
   e.g. 0.1.0+pt2.13), else the plain release below.
 - torch >= 2.10 builds against the LibTorch stable ABI (SEGOPS_STABLE_ABI, TORCH_TARGET_VERSION 2.10): one such build
   loads on every later release. Older releases get an ordinary build. SEGOPS_STABLE_ABI=0 or 1 forces a mode.

@@ -1,10 +1,10 @@
 """Builds torch-tacc against the torch installed in this environment and the tacc toolkit installed on the system.
 
 - The toolkit is found at $TACC_HOME (default /opt/tacc: the tacc-toolkit Debian package). Its API version comes from
-  its header; when TACC_EXPECTED_VERSION is set (buildmatrix sets it to the cell's SDK version), a toolkit of another
-  API major.minor stops the build, so a build image can never pass off one toolkit as another.
-- The version comes from the file VERSION beside this script (buildmatrix writes plugin.version and the cell's local
-  label there, e.g. 0.1.0+torch.2.13.tacc.2), else 0.1.0.dev0.
+  its header; when TACC_EXPECTED_VERSION is set (torch-buildmatrix sets it to the cell's SDK version), a toolkit of
+  another API major.minor stops the build, so a build image can never pass off one toolkit as another.
+- The version comes from the file VERSION beside this script (torch-buildmatrix writes plugin.version and the cell's
+  local label there, e.g. 0.1.0+torch.2.13.tacc.2), else 0.1.0.dev0.
 - torch_tacc/_build_info.py records what the wheel was built against; Requires-Dist pins torch's release line. The
   toolkit is not a Python package: nothing pins it, the import checks it.
 """

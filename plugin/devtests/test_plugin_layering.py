@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.sourcetree import apply_series, copy_pristine, release_series
-from buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.builder.sourcetree import apply_series, copy_pristine, release_series
+from torch_buildmatrix.model.loader import load_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)

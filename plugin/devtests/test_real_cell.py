@@ -28,7 +28,7 @@ def real_cells(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def plugin_version(project: Path) -> str:
     """The version the cells are built at: matrix.yaml's plugin.version, the only place it is written."""
-    from buildmatrix.model.loader import load_matrix
+    from torch_buildmatrix.model.loader import load_matrix
 
     return str(load_matrix(project / "matrix.yaml").plugin.version)
 
@@ -79,9 +79,9 @@ def test_page_command_installs_the_real_wheel_beside_torch_2_13(real_cells: Path
     import subprocess
     import threading
 
-    from buildmatrix.model.registry import pip_configured_find_links
-    from buildmatrix.publish.advice import install_choice
-    from buildmatrix.publish.table import CompatTable
+    from torch_buildmatrix.model.registry import pip_configured_find_links
+    from torch_buildmatrix.publish.advice import install_choice
+    from torch_buildmatrix.publish.table import CompatTable
 
     from conftest import run_cli
 
@@ -137,9 +137,9 @@ def other_installation(series: str, used: Path) -> Path | None:
     looked for the way the local runner looks: each PATH directory, then pyenv."""
     import os
 
-    from buildmatrix.builder.interpreters import find_interpreter
-    from buildmatrix.errors import InterpreterNotFound
-    from buildmatrix.model.pythons import Python
+    from torch_buildmatrix.builder.interpreters import find_interpreter
+    from torch_buildmatrix.errors import InterpreterNotFound
+    from torch_buildmatrix.model.pythons import Python
 
     python = Python.parse(series)
     searches = [(directory, None) for directory in os.environ.get("PATH", "").split(os.pathsep) if directory]
@@ -159,8 +159,8 @@ def test_another_python_builds_the_same_wheel(real_cells: Path, tmp_path: Path) 
     same file, byte for byte."""
     import os
 
-    from buildmatrix.builder.interpreters import find_interpreter
-    from buildmatrix.model.pythons import Python
+    from torch_buildmatrix.builder.interpreters import find_interpreter
+    from torch_buildmatrix.model.pythons import Python
 
     from conftest import copy_project, run_cli
 

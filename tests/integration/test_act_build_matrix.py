@@ -156,7 +156,7 @@ def test_deployed_site_serves_the_docs_beside_the_install_page(
 ) -> None:
     """One site: the publish job built the documentation (strict) into it, so Pages serves it under /docs/."""
     world, _work = tiny_world
-    assert b"buildmatrix" in served(world, "docs/index.html")
+    assert b"torch-buildmatrix" in served(world, "docs/index.html")
     assert b"merge-results" in served(world, "docs/reference/command-line/index.html")
     assert b"install and compatibility" in served(world, "index.html")
 

@@ -17,18 +17,18 @@ SETUP_PYTHON = STANDINS / "actions" / "setup-python" / "setup_python_standin.py"
 @pytest.mark.act
 @pytest.mark.integration
 def test_setup_python_puts_the_tool_cache_interpreter_behind_its_environment(tmp_path: Path) -> None:
-    """`python` and `pip` are a fresh environment's, but the interpreter `buildmatrix build` chooses (never a virtual
-    environment's) is the tool cache's, as on a hosted runner, hence the one a single machine chooses: with only the
-    environment on PATH it went on to the host's other pythonX.Y (Debian's /usr/bin/python3.11 beside pyenv's), whose
-    build flags differ, and the act run's wheels differed from a single machine's."""
+    """`python` and `pip` are a fresh environment's, but the interpreter `torch-buildmatrix build` chooses (never a
+    virtual environment's) is the tool cache's, as on a hosted runner, hence the one a single machine chooses: with only
+    the environment on PATH it went on to the host's other pythonX.Y (Debian's /usr/bin/python3.11 beside pyenv's),
+    whose build flags differ, and the act run's wheels differed from a single machine's."""
     import os
     import shutil
     import subprocess
 
     from act_harness import fill_tool_cache
 
-    from buildmatrix.builder.interpreters import find_interpreter
-    from buildmatrix.model.pythons import Python
+    from torch_buildmatrix.builder.interpreters import find_interpreter
+    from torch_buildmatrix.model.pythons import Python
 
     series = f"{sys.version_info.major}.{sys.version_info.minor}"
     here = find_interpreter(Python.parse(series))

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from fake_wheels import fake_torch
 
-import buildmatrix
-from buildmatrix.builder import epoch
-from buildmatrix.builder.buildcode import ENGINE_MODULES
-from buildmatrix.builder.interpreters import find_interpreter
-from buildmatrix.builder.runners.local import LocalRunner
-from buildmatrix.errors import InterpreterNotFound
-from buildmatrix.model.pythons import Python
+import torch_buildmatrix
+from torch_buildmatrix.builder import epoch
+from torch_buildmatrix.builder.buildcode import ENGINE_MODULES
+from torch_buildmatrix.builder.interpreters import find_interpreter
+from torch_buildmatrix.builder.runners.local import LocalRunner
+from torch_buildmatrix.errors import InterpreterNotFound
+from torch_buildmatrix.model.pythons import Python
 
 from conftest import TINY_CONTRACT
 
@@ -63,13 +63,13 @@ def _project(tmp_path: Path) -> tuple[Path, Path]:
     (root / "matrix.yaml").write_text(MATRIX.format(links=links) + contract)
     tool = tmp_path / "tool"
     ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(Path(buildmatrix.__file__).parent, tool / "buildmatrix", ignore=ignore)
-    return root, tool / "buildmatrix"
+    shutil.copytree(Path(torch_buildmatrix.__file__).parent, tool / "torch_buildmatrix", ignore=ignore)
+    return root, tool / "torch_buildmatrix"
 
 
 def _build(root: Path, package: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml")],
+        [sys.executable, "-m", "torch_buildmatrix", "build", "--matrix", str(root / "matrix.yaml")],
         check=False,
         capture_output=True,
         text=True,

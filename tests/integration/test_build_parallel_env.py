@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.toolenv import available_cores
+from torch_buildmatrix.builder.toolenv import available_cores
 
 from conftest import REPO, TINY_CONTRACT
 
@@ -48,7 +48,7 @@ def build_recording(root: Path, record: Path, *args: str) -> dict[str, dict[str,
     for name in ("MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "OMP_NUM_THREADS", "DIST_EXTRA_CONFIG"):
         env.pop(name, None)  # what the files say comes from the tool, not from this process
     result = subprocess.run(
-        [sys.executable, "-m", "buildmatrix", "build", "--force", *args],
+        [sys.executable, "-m", "torch_buildmatrix", "build", "--force", *args],
         check=False,
         capture_output=True,
         text=True,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.docker.images import plan_image
-from buildmatrix.model.matrix import BuildImage
-from buildmatrix.model.pythons import Python
+from torch_buildmatrix.docker.images import plan_image
+from torch_buildmatrix.model.matrix import BuildImage
+from torch_buildmatrix.model.pythons import Python
 
 
 @pytest.mark.docker
@@ -16,11 +16,11 @@ from buildmatrix.model.pythons import Python
 def test_a_layer_installs_a_package_built_here_on_the_real_builder_image(tmp_path: Path) -> None:
     """A project's layer on the package's bookworm builder: it builds a .deb with dpkg-deb and installs it with dpkg,
     as the system-SDK example does; the layer image has it, the builder image does not."""
-    from buildmatrix.docker import oci
-    from buildmatrix.docker.images import HOST_CA_BUNDLE, ImageBuilder
+    from torch_buildmatrix.docker import oci
+    from torch_buildmatrix.docker.images import HOST_CA_BUNDLE, ImageBuilder
 
     if not oci.server_version(timeout=10):
-        pytest.skip("no Docker engine answers `docker info` (start one: buildmatrix engine)")
+        pytest.skip("no Docker engine answers `docker info` (start one: torch-buildmatrix engine)")
     project = tmp_path / "project"
     (project / "pkg" / "DEBIAN").mkdir(parents=True)
     (project / "pkg" / "opt" / "toolkit").mkdir(parents=True)

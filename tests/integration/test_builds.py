@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from fake_wheels import fake_torch
 
-from buildmatrix.builder.interpreters import find_interpreter
-from buildmatrix.errors import InterpreterNotFound
-from buildmatrix.model.pythons import Python
+from torch_buildmatrix.builder.interpreters import find_interpreter
+from torch_buildmatrix.errors import InterpreterNotFound
+from torch_buildmatrix.model.pythons import Python
 
 from conftest import TINY_CONTRACT
 
@@ -69,7 +69,7 @@ def project(tmp_path: Path, per_python: bool) -> Path:
 
 def build(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
+        [sys.executable, "-m", "torch_buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
         check=False,
         capture_output=True,
         text=True,

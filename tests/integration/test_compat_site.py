@@ -25,13 +25,13 @@ from urllib.request import urlopen
 import pytest
 from fake_wheels import cell_result, interpreter_tag, make_wheel
 
-from buildmatrix.model.cells import expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.publish.advice import any_torch_command, install_choice
-from buildmatrix.publish.overlay import build_table
-from buildmatrix.publish.site import write_site
-from buildmatrix.publish.table import CompatTable
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.publish.advice import any_torch_command, install_choice
+from torch_buildmatrix.publish.overlay import build_table
+from torch_buildmatrix.publish.site import write_site
+from torch_buildmatrix.publish.table import CompatTable
 
 from conftest import VALID, WriteMatrix, headless_chromium
 

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from buildmatrix.builder.runners.select import runner_for_cell
-from buildmatrix.docker import oci
-from buildmatrix.errors import EngineUnavailable
-from buildmatrix.model.cells import make_cell
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.vocab import RunnerName
+from torch_buildmatrix.builder.runners.select import runner_for_cell
+from torch_buildmatrix.docker import oci
+from torch_buildmatrix.errors import EngineUnavailable
+from torch_buildmatrix.model.cells import make_cell
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.vocab import RunnerName
 
 from conftest import TINY_CONTRACT, copy_project, run_cli
 
@@ -54,7 +54,7 @@ def tiny_project(root: Path, pythons: str = '["3.11"]', wheels: str = "pip-find-
 
 def build(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
+        [sys.executable, "-m", "torch_buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
         check=False,
         capture_output=True,
         text=True,
@@ -87,7 +87,9 @@ def test_missing_engine_docker_refused_auto_falls_back(tmp_path: Path, monkeypat
     root = tiny_project(tmp_path / "project")
     result = build(root, env={**ENV, "DOCKER_HOST": dead})
     assert result.returncode == EngineUnavailable.exit_code, result.stdout + result.stderr
-    assert "--runner docker, but no Docker engine answers" in result.stderr and "buildmatrix engine" in result.stderr
+    assert (
+        "--runner docker, but no Docker engine answers" in result.stderr and "torch-buildmatrix engine" in result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 
@@ -187,7 +189,7 @@ def test_a_stopped_container_build_is_recorded_in_its_step_and_its_container_rem
     root = tiny_project(tmp_path / "project")
     log = root / "wheels" / "logs" / "builds" / "torch2.13-cpu-cp311-drv2.log"
     run = subprocess.Popen(
-        [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), "--sdk", "2"],
+        [sys.executable, "-m", "torch_buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), "--sdk", "2"],
         cwd=root,
         env=ENV,
         stdout=subprocess.PIPE,

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from buildmatrix.builder.records.model import SmokeCounts
-from buildmatrix.publish.page import site_page
-from buildmatrix.publish.table import Attempt, CompatTable, DeepShown
-from buildmatrix.vocab import Status, TierStatus
+from torch_buildmatrix.builder.records.model import SmokeCounts
+from torch_buildmatrix.publish.page import site_page
+from torch_buildmatrix.publish.table import Attempt, CompatTable, DeepShown
+from torch_buildmatrix.vocab import Status, TierStatus
 
 from conftest import REPO, headless_chromium
 
@@ -123,7 +123,7 @@ def screenshot(browser: Any, name: str) -> None:
 @pytest.mark.browser
 def test_docs_home_page_shows_the_title_the_sections_and_the_commands(browser: Any, site_url: str) -> None:
     browser.get(f"{site_url}/docs/")
-    assert "buildmatrix" in in_first_screen(browser, "article h1").text
+    assert "torch-buildmatrix" in in_first_screen(browser, "article h1").text
     navigation = in_first_screen(browser, "nav.md-nav--primary").text
     for section in ("Tutorial", "How-to guides", "Reference", "Explanation"):
         assert section in navigation, navigation

@@ -115,7 +115,7 @@ def test_docs_build_strictly_and_are_served_on_localhost(tmp_path: Path) -> None
             assert time.monotonic() < deadline
             time.sleep(0.2)
         for path, text in [
-            ("/", "buildmatrix"),
+            ("/", "torch-buildmatrix"),
             ("/reference/command-line/", "merge-results"),
             ("/reference/exit-codes/", "MatrixError"),
             ("/reference/matrix-options/", "plugin.distribution"),

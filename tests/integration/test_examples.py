@@ -1,5 +1,5 @@
-"""The example projects (examples/) built by buildmatrix as their authors would: each one's cheap torch 2.13 CPU cell,
-from a copy of the example, with its own matrix.yaml, through the CLI."""
+"""The example projects (examples/) built by torch-buildmatrix as their authors would: each one's cheap torch 2.13 CPU
+cell, from a copy of the example, with its own matrix.yaml, through the CLI."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.docker import oci
+from torch_buildmatrix.docker import oci
 
 from conftest import REPO, run_cli
 
@@ -70,7 +70,7 @@ def served(root: Path, release: str) -> list[str]:
 
 
 def wheel_requirements(wheel: Path) -> list[str]:
-    from buildmatrix.builder.wheelcheck import read_metadata
+    from torch_buildmatrix.builder.wheelcheck import read_metadata
 
     return read_metadata(wheel).get("Requires-Dist", [])
 
@@ -198,7 +198,7 @@ def test_segment_ops_one_stable_build_serves_2_10_and_2_13(tmp_path: Path) -> No
 @pytest.mark.docker
 def test_tacc_backend_cheap_cell_builds_in_its_toolkit_image(tmp_path: Path) -> None:
     if not oci.server_version(timeout=10):
-        pytest.skip("no Docker engine answers `docker info` (start one: buildmatrix engine)")
+        pytest.skip("no Docker engine answers `docker info` (start one: torch-buildmatrix engine)")
     root = copy_example("tacc-backend", tmp_path)
     result = run_cli(
         root, "build", "--matrix", str(root / "matrix.yaml"), "--torch", "2.13", "--sdk", "2", "--jobs", "1"

@@ -44,10 +44,10 @@ TINY_CELLS = ["torch2.13-cpu-cp311-drv1", "torch2.13-cpu-cp311-drv2"]
 
 
 def cli(root: Path, *args: str, timeout: float = 3600) -> subprocess.CompletedProcess[str]:
-    """`python -m buildmatrix ...` in a clone, with this checkout's package, as a CI step runs `nox -s ...`."""
+    """`python -m torch_buildmatrix ...` in a clone, with this checkout's package, as a CI step runs `nox -s ...`."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", "buildmatrix", *args],
+        [sys.executable, "-m", "torch_buildmatrix", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

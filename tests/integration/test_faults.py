@@ -66,7 +66,7 @@ def wait_gone(mark: str, seconds: float = 5) -> list[str]:
 
 def build(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
+        [sys.executable, "-m", "torch_buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
         check=False,
         capture_output=True,
         text=True,
@@ -78,7 +78,7 @@ def build(root: Path, *args: str, env: dict[str, str] | None = None) -> subproce
 
 def start_build(root: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
+        [sys.executable, "-m", "torch_buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
         cwd=root,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -307,7 +307,15 @@ def test_read_only_wheels_stops_the_run_with_one_line(tiny: Path) -> None:
     try:
         result = build(tiny, "--sdk", "2")
         site = subprocess.run(
-            [sys.executable, "-m", "buildmatrix", "compat-table", "--offline", "--matrix", str(tiny / "matrix.yaml")],
+            [
+                sys.executable,
+                "-m",
+                "torch_buildmatrix",
+                "compat-table",
+                "--offline",
+                "--matrix",
+                str(tiny / "matrix.yaml"),
+            ],
             check=False,
             capture_output=True,
             text=True,

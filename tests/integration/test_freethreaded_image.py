@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.docker import oci
-from buildmatrix.docker.images import BUILDER_REPOSITORY, HOST_CA_BUNDLE, ImageBuilder, ImagePlan, plan_image
-from buildmatrix.errors import StepFailed
-from buildmatrix.model.matrix import BuildImage
-from buildmatrix.model.pythons import Python
+from torch_buildmatrix.docker import oci
+from torch_buildmatrix.docker.images import BUILDER_REPOSITORY, HOST_CA_BUNDLE, ImageBuilder, ImagePlan, plan_image
+from torch_buildmatrix.errors import StepFailed
+from torch_buildmatrix.model.matrix import BuildImage
+from torch_buildmatrix.model.pythons import Python
 
 needs_engine = pytest.mark.skipif(
     not oci.server_version(), reason="no Docker engine answers `docker info` (start one: nox -s docker-engine)"

@@ -1,5 +1,5 @@
-"""`buildmatrix init` on a small setup.py project, as an adopter runs it: the command line reads the project (never
-running its setup.py), and the matrix.yaml it writes loads through the real loader with the project's name and
+"""`torch-buildmatrix init` on a small setup.py project, as an adopter runs it: the command line reads the project
+(never running its setup.py), and the matrix.yaml it writes loads through the real loader with the project's name and
 version, relabel, the torch pin its build passes and ninja, each with the comment that says why."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.model.contract import TorchPin
-from buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.contract import TorchPin
+from torch_buildmatrix.model.loader import load_matrix
 
 from conftest import run_cli
 

@@ -35,19 +35,19 @@ from fake_wheels import cell_result, interpreter_tag, make_wheel
 from packaging.version import Version
 from torch_envs import cached_torch_env, clone, python_of, torch_version
 
-from buildmatrix.builder.records.model import CellResult
-from buildmatrix.builder.records.store import ResultStore
-from buildmatrix.builder.toolenv import uv_cache_dir
-from buildmatrix.docker import oci
-from buildmatrix.docker.images import passed_env
-from buildmatrix.model.cells import expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.publish.advice import any_torch_command, install_commands
-from buildmatrix.publish.overlay import build_table
-from buildmatrix.publish.site import write_site
-from buildmatrix.publish.table import CompatCell, CompatTable
-from buildmatrix.vocab import Status
+from torch_buildmatrix.builder.records.model import CellResult
+from torch_buildmatrix.builder.records.store import ResultStore
+from torch_buildmatrix.builder.toolenv import uv_cache_dir
+from torch_buildmatrix.docker import oci
+from torch_buildmatrix.docker.images import passed_env
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.publish.advice import any_torch_command, install_commands
+from torch_buildmatrix.publish.overlay import build_table
+from torch_buildmatrix.publish.site import write_site
+from torch_buildmatrix.publish.table import CompatCell, CompatTable
+from torch_buildmatrix.vocab import Status
 
 from conftest import REPO, VALID
 
@@ -269,7 +269,7 @@ def test_documented_commands_against_look_alikes(world: World, kind: str, tool: 
 
 
 def test_the_docs_warn_where_pip_can_pick_a_look_alike() -> None:
-    from buildmatrix.publish.markdown import look_alike_note
+    from torch_buildmatrix.publish.markdown import look_alike_note
 
     note = look_alike_note(CompatTable.from_json((REPO / "docs" / "compatibility.json").read_text()))
     assert "pip merges every index" in note and "use the pinned commands" in note
@@ -279,7 +279,7 @@ def test_the_docs_warn_where_pip_can_pick_a_look_alike() -> None:
 # ---- one real cp314 cell, installed inside the image that built it -------------------------------------------------
 
 CP314_CELL = "torch2.15-cuda-cp314-drv2"
-BUILD_CP314 = "python3 -m buildmatrix build --runner docker --torch 2.15 --python 3.14 --sdk 2"
+BUILD_CP314 = "python3 -m torch_buildmatrix build --runner docker --torch 2.15 --python 3.14 --sdk 2"
 
 
 def real_cell_record(wheels: Path, cell_id: str) -> CellResult:

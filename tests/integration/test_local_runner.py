@@ -53,7 +53,7 @@ def build(
     root: Path, *args: str, timeout: float = 900, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
+        [sys.executable, "-m", "torch_buildmatrix", "build", "--matrix", str(root / "matrix.yaml"), *args],
         check=False,
         capture_output=True,
         text=True,
@@ -123,8 +123,9 @@ def test_green_build_then_noop_rerun(tiny: Path) -> None:
 
 
 def test_started_through_nox_or_directly_builds_once(tiny: Path, tmp_path: Path) -> None:
-    """`nox -s build-matrix` runs in nox's environment, first on PATH; `python -m buildmatrix build` does not. Both
-    choose one interpreter and one identity (minor and ABI), so switching between them is a no-op, not a rebuild."""
+    """`nox -s build-matrix` runs in nox's environment, first on PATH; `python -m torch_buildmatrix build` does not.
+    Both choose one interpreter and one identity (minor and ABI), so switching between them is a no-op, not a
+    rebuild."""
     session = tmp_path / "nox-session"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(session)], check=True)
     assert (session / "bin" / "python3.11").exists()
@@ -192,7 +193,7 @@ def test_fail_fast_starts_no_new_cell(tiny: Path) -> None:
 
 def test_sigkill_mid_run_then_clean_resume(tiny: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "buildmatrix", "build", "--matrix", str(tiny / "matrix.yaml")],
+        [sys.executable, "-m", "torch_buildmatrix", "build", "--matrix", str(tiny / "matrix.yaml")],
         cwd=tiny,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -220,8 +221,8 @@ def test_sigkill_mid_run_then_clean_resume(tiny: Path) -> None:
 
 
 def test_second_concurrent_run_is_refused(tiny: Path) -> None:
-    from buildmatrix.builder.workspace import RunLock, Workspace
-    from buildmatrix.errors import RunLocked
+    from torch_buildmatrix.builder.workspace import RunLock, Workspace
+    from torch_buildmatrix.errors import RunLocked
 
     with RunLock(Workspace.for_root(tiny)):
         result = build(tiny)
@@ -238,7 +239,7 @@ def test_same_cell_built_in_two_directories_gives_the_same_bytes(tmp_path: Path)
         shutil.copytree(FIXTURE, root)
         (root / "matrix.yaml").write_text(MATRIX)
         result = subprocess.run(
-            [sys.executable, "-m", "buildmatrix", "build", "--sdk", "2"],
+            [sys.executable, "-m", "torch_buildmatrix", "build", "--sdk", "2"],
             capture_output=True, text=True, timeout=900, cwd=root, env={**ENV, "CCACHE_DISABLE": "1"}, check=False,
         )  # fmt: skip
         assert result.returncode == 0, result.stdout + result.stderr

@@ -1,6 +1,6 @@
-"""The README's main command (`nox -s build-matrix`, i.e. `buildmatrix build` under runner auto) on a machine where no
-Docker engine answers and none can be started: every cell a local interpreter serves is built and tested, each cell
-only an image serves is recorded as not built with the command that starts an engine, and the run exits non-zero.
+"""The README's main command (`nox -s build-matrix`, i.e. `torch-buildmatrix build` under runner auto) on a machine
+where no Docker engine answers and none can be started: every cell a local interpreter serves is built and tested, each
+cell only an image serves is recorded as not built with the command that starts an engine, and the run exits non-zero.
 
 The tiny project's real torch 2.13 CPU cell builds here on Python 3.11; its 3.14 cell has only an image (the find-links
 directory lists a cp314 torch by name: it is never installed)."""
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.runners.select import ENGINE_COMMAND
-from buildmatrix.errors import EngineUnavailable
+from torch_buildmatrix.builder.runners.select import ENGINE_COMMAND
+from torch_buildmatrix.errors import EngineUnavailable
 
 from conftest import TINY_CONTRACT, run_cli
 

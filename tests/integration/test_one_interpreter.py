@@ -1,4 +1,4 @@
-"""One interpreter per Python however the tool is started: `buildmatrix matrix` from a shell whose PATH finds the
+"""One interpreter per Python however the tool is started: `torch-buildmatrix matrix` from a shell whose PATH finds the
 system's python3.11 first, and the README's way, the nox session (whose environment, and pyenv's shim when nox is
 started through one, come first on PATH), choose the same interpreter and plan the same builds."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.interpreters import find_interpreter
-from buildmatrix.model.pythons import Python
+from torch_buildmatrix.builder.interpreters import find_interpreter
+from torch_buildmatrix.model.pythons import Python
 
 from conftest import TINY_CONTRACT, run_cli
 

@@ -53,7 +53,7 @@ runner: local
 
 
 def machine_cpu_wheel() -> Path:
-    from buildmatrix.model.registry import pip_configured_find_links
+    from torch_buildmatrix.model.registry import pip_configured_find_links
 
     for location in pip_configured_find_links():
         candidate = Path(location.removeprefix("file://")) / CPU_WHEEL

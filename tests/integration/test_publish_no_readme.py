@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.errors import UserError
+from torch_buildmatrix.errors import UserError
 
 from conftest import TINY_CONTRACT, run_cli
 

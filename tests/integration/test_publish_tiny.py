@@ -52,7 +52,7 @@ def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, **FAKE, "PYTHONPATH": pythonpath}
     return subprocess.run(
-        [sys.executable, "-m", "buildmatrix", *args, "--matrix", str(root / "matrix.yaml")],
+        [sys.executable, "-m", "torch_buildmatrix", *args, "--matrix", str(root / "matrix.yaml")],
         check=False,
         capture_output=True,
         text=True,

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.runners.local import LocalRunner
-from buildmatrix.builder.runners.select import plan_runners, runners_for
-from buildmatrix.errors import EngineUnavailable, InterpreterNotFound
-from buildmatrix.model.cells import Cell, expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import Matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.vocab import RunnerName
+from torch_buildmatrix.builder.runners.local import LocalRunner
+from torch_buildmatrix.builder.runners.select import plan_runners, runners_for
+from torch_buildmatrix.errors import EngineUnavailable, InterpreterNotFound
+from torch_buildmatrix.model.cells import Cell, expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import Matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.vocab import RunnerName
 
 from conftest import TINY_CONTRACT, VALID, WriteMatrix, run_cli
 

@@ -1,4 +1,4 @@
-"""The starter workflow `buildmatrix init` writes passes the checks .ci/run applies to ours (schema, timeouts,
+"""The starter workflow `torch-buildmatrix init` writes passes the checks .ci/run applies to ours (schema, timeouts,
 zizmor)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.starter import WORKFLOW, project_facts, starter_files
+from torch_buildmatrix.starter import WORKFLOW, project_facts, starter_files
 
 
 @pytest.mark.integration

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from guide_claims import GUIDE, SITE, Claim, Run, check, claims, command
 
-from buildmatrix.builder.wheelcheck import read_metadata
+from torch_buildmatrix.builder.wheelcheck import read_metadata
 
 from conftest import run_cli
 
@@ -93,7 +93,7 @@ def test_a_published_sdist_builds_for_a_release_it_has_no_wheel_for(tmp_path: Pa
     (project / "matrix.yaml").write_text(matrix.replace(WHEELS, LOCAL) + "runner: local\n")
     used["scatter-matrix"] = matrix
 
-    _, build_args = command(blocks["scatter-build"], "buildmatrix")
+    _, build_args = command(blocks["scatter-build"], "torch-buildmatrix")
     result = run_cli(project, *build_args, timeout=5400)
     (tmp_path / "build.out").write_text(result.stdout)  # for reading the guide against a kept run
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -37,7 +37,7 @@ WHEEL = "tiny_plugin-0.1.0+torch.2.13-cp311-cp311-linux_x86_64.whl"
 def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     return subprocess.run(
-        [sys.executable, "-m", "buildmatrix", *args, "--matrix", str(root / "matrix.yaml")],
+        [sys.executable, "-m", "torch_buildmatrix", *args, "--matrix", str(root / "matrix.yaml")],
         check=False,
         capture_output=True,
         text=True,

@@ -24,7 +24,7 @@ def test_a_cell_builds_with_torch_from_an_index_only(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from buildmatrix.model.registry import pip_configured_find_links
+    from torch_buildmatrix.model.registry import pip_configured_find_links
 
     wheel = next((Path(p) / CPU_WHEEL for p in pip_configured_find_links() if (Path(p) / CPU_WHEEL).is_file()), None)
     if wheel is None:
@@ -64,7 +64,7 @@ def test_a_cell_builds_with_torch_from_an_index_only(tmp_path: Path) -> None:
     }
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "buildmatrix", "build", "--runner", "local"],
+            [sys.executable, "-m", "torch_buildmatrix", "build", "--runner", "local"],
             cwd=root,
             env=env,
             capture_output=True,

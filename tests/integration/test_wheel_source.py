@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.model.registry import pip_configured_find_links
+from torch_buildmatrix.model.registry import pip_configured_find_links
 
 from conftest import TINY_CONTRACT, run_cli
 

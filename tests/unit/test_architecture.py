@@ -15,20 +15,25 @@ import pytest
 
 # The checkout's sources, not the installed copy: nox installs the package without ARCHITECTURE.md beside it.
 REPO = Path(__file__).resolve().parents[2]
-PACKAGE = REPO / "buildmatrix"
+PACKAGE = REPO / "torch_buildmatrix"
 # A module under the key may not import any module under the values.
 FORBIDDEN = {
-    "model": ("buildmatrix.builder", "buildmatrix.publish", "buildmatrix.docker", "buildmatrix.cli"),
-    "util": (
-        "buildmatrix.model",
-        "buildmatrix.builder",
-        "buildmatrix.publish",
-        "buildmatrix.docker",
-        "buildmatrix.cli",
+    "model": (
+        "torch_buildmatrix.builder",
+        "torch_buildmatrix.publish",
+        "torch_buildmatrix.docker",
+        "torch_buildmatrix.cli",
     ),
-    "builder": ("buildmatrix.publish", "buildmatrix.cli", "buildmatrix.progress"),
-    "docker": ("buildmatrix.publish", "buildmatrix.cli", "buildmatrix.progress"),
-    "publish": ("buildmatrix.cli", "buildmatrix.progress"),
+    "util": (
+        "torch_buildmatrix.model",
+        "torch_buildmatrix.builder",
+        "torch_buildmatrix.publish",
+        "torch_buildmatrix.docker",
+        "torch_buildmatrix.cli",
+    ),
+    "builder": ("torch_buildmatrix.publish", "torch_buildmatrix.cli", "torch_buildmatrix.progress"),
+    "docker": ("torch_buildmatrix.publish", "torch_buildmatrix.cli", "torch_buildmatrix.progress"),
+    "publish": ("torch_buildmatrix.cli", "torch_buildmatrix.progress"),
 }
 
 
@@ -52,12 +57,12 @@ def test_a_stage_never_imports_a_later_one(stage: str) -> None:
 
 
 # The leaves: what the modules at the package root below every stage may import of the package.
-LEAVES = {"vocab.py": set[str](), "errors.py": {"buildmatrix.vocab"}, "schema1.py": set[str]()}
+LEAVES = {"vocab.py": set[str](), "errors.py": {"torch_buildmatrix.vocab"}, "schema1.py": set[str]()}
 
 
 @pytest.mark.parametrize("leaf", sorted(LEAVES))
 def test_the_vocabulary_and_the_errors_import_only_below_them(leaf: str) -> None:
-    ours = {n for n in imports(PACKAGE / leaf) if n == "buildmatrix" or n.startswith("buildmatrix.")}
+    ours = {n for n in imports(PACKAGE / leaf) if n == "torch_buildmatrix" or n.startswith("torch_buildmatrix.")}
     assert ours <= LEAVES[leaf], f"{leaf} imports {sorted(ours - LEAVES[leaf])}"
 
 

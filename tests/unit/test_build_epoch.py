@@ -14,35 +14,37 @@ import pytest
 from fake_wheels import cell_of, cell_result
 from packaging.version import Version
 
-import buildmatrix
-from buildmatrix.builder import epoch
-from buildmatrix.builder.buildcode import ENGINE_MODULES, code_text
-from buildmatrix.builder.epoch import CodeHashes, build_code_hash, confirm, confirm_problem, epoch_key, rewritten
-from buildmatrix.builder.planning import Inputs
-from buildmatrix.builder.records.model import BuildResult
-from buildmatrix.builder.records.store import ResultStore
-from buildmatrix.builder.runners.base import Runner
-from buildmatrix.builder.runners.docker import DockerRunner
-from buildmatrix.builder.runners.local import LocalRunner
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import TorchRelease, WheelSource
-from buildmatrix.vocab import RunnerName, WheelSourceKind
+import torch_buildmatrix
+from torch_buildmatrix.builder import epoch
+from torch_buildmatrix.builder.buildcode import ENGINE_MODULES, code_text
+from torch_buildmatrix.builder.epoch import CodeHashes, build_code_hash, confirm, confirm_problem, epoch_key, rewritten
+from torch_buildmatrix.builder.planning import Inputs
+from torch_buildmatrix.builder.records.model import BuildResult
+from torch_buildmatrix.builder.records.store import ResultStore
+from torch_buildmatrix.builder.runners.base import Runner
+from torch_buildmatrix.builder.runners.docker import DockerRunner
+from torch_buildmatrix.builder.runners.local import LocalRunner
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import TorchRelease, WheelSource
+from torch_buildmatrix.vocab import RunnerName, WheelSourceKind
 
 from conftest import WriteMatrix
 
-PACKAGE = Path(buildmatrix.__file__).parent
+PACKAGE = Path(torch_buildmatrix.__file__).parent
 REPO = Path(__file__).resolve().parents[2]  # the checkout (nox installs the package into its environment)
 RELEASE = TorchRelease(Version("2.13.0"), "cpu", WheelSource(WheelSourceKind.FIND_LINKS, "/wheels"), None, ())
 CELL = cell_of(RELEASE, "3.11", "2.1")
 ROOTS = (*ENGINE_MODULES, *LocalRunner.build_modules, *DockerRunner.build_modules)
 # A smaller build code, for the tests of the rules (the whole one takes a second to hash on a loaded machine).
-UTIL = tuple(f"buildmatrix.util.{p.stem}" for p in sorted((PACKAGE / "util").glob("*.py")) if p.stem != "__init__")
+UTIL = tuple(
+    f"torch_buildmatrix.util.{p.stem}" for p in sorted((PACKAGE / "util").glob("*.py")) if p.stem != "__init__"
+)
 
 
 @pytest.fixture
 def package(tmp_path: Path) -> Path:
     """A copy of the package, to edit."""
-    copy = tmp_path / "buildmatrix"
+    copy = tmp_path / "torch_buildmatrix"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     return copy
 
@@ -87,9 +89,9 @@ def test_a_change_of_code_changes_the_hash_and_other_modules_do_not(package: Pat
 
 
 def test_the_epoch_file_does_not_count_in_its_own_hash(package: Path) -> None:
-    before = build_code_hash(("buildmatrix.builder.epoch",), package)
+    before = build_code_hash(("torch_buildmatrix.builder.epoch",), package)
     confirm("f" * 64, bump=True, package_dir=package)
-    assert build_code_hash(("buildmatrix.builder.epoch",), package) == before
+    assert build_code_hash(("torch_buildmatrix.builder.epoch",), package) == before
 
 
 def test_the_code_text_leaves_positions_and_empty_fields_out() -> None:

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.toolenv import (
+from torch_buildmatrix.builder.toolenv import (
     available_cores,
     build_requirements,
     compile_env,
     compiler_share,
     parallel_config,
 )
-from buildmatrix.errors import MatrixError
-from buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.errors import MatrixError
+from torch_buildmatrix.model.loader import load_matrix
 
 from conftest import VALID, WriteMatrix
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
-from buildmatrix.errors import MatrixError
-from buildmatrix.model.builds import plan_builds
-from buildmatrix.model.cells import Cell, expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import Matrix, TorchRelease
-from buildmatrix.model.pythons import Python
+from torch_buildmatrix.errors import MatrixError
+from torch_buildmatrix.model.builds import plan_builds
+from torch_buildmatrix.model.cells import Cell, expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import Matrix, TorchRelease
+from torch_buildmatrix.model.pythons import Python
 
 from conftest import WriteMatrix
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from buildmatrix.builder.buildenv import build_environment, expand
+from torch_buildmatrix.builder.buildenv import build_environment, expand
 
 
 def toolkit_dir(tmp_path: Path) -> Path:

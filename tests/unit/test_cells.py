@@ -10,13 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from buildmatrix.errors import MatrixError
-from buildmatrix.model.cellkey import LABEL_TEXT, TORCH_FIELDS, CellKey, Naming, Template
-from buildmatrix.model.cells import Cell, Selection, expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import Matrix, TorchRelease, WheelSource
-from buildmatrix.model.pythons import Python
-from buildmatrix.vocab import WheelSourceKind
+from torch_buildmatrix.errors import MatrixError
+from torch_buildmatrix.model.cellkey import LABEL_TEXT, TORCH_FIELDS, CellKey, Naming, Template
+from torch_buildmatrix.model.cells import Cell, Selection, expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import Matrix, TorchRelease, WheelSource
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.vocab import WheelSourceKind
 
 from conftest import VALID, WriteMatrix
 

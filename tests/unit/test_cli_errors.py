@@ -1,5 +1,5 @@
-"""The error contract end to end: `python -m buildmatrix` as a subprocess exits with the documented code, prints one
-message naming what is wrong, no traceback, and leaves nothing behind (docs/reference/exit-codes.md)."""
+"""The error contract end to end: `python -m torch_buildmatrix` as a subprocess exits with the documented code, prints
+one message naming what is wrong, no traceback, and leaves nothing behind (docs/reference/exit-codes.md)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from registry_server import Answers
 
-from buildmatrix.builder.workspace import RunLock, Workspace
-from buildmatrix.errors import (
+from torch_buildmatrix.builder.workspace import RunLock, Workspace
+from torch_buildmatrix.errors import (
     EngineUnavailable,
     MatrixError,
     RegistryError,

@@ -7,9 +7,9 @@ import re
 import shutil
 from pathlib import Path
 
-import buildmatrix
-from buildmatrix import __version__
-from buildmatrix.errors import MatrixError, RegistryError
+import torch_buildmatrix
+from torch_buildmatrix import __version__
+from torch_buildmatrix.errors import MatrixError, RegistryError
 
 from conftest import TINY_CONTRACT, run_cli
 
@@ -28,8 +28,10 @@ torch:
 
 def test_version(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "--version", timeout=60)
-    assert done.returncode == 0 and done.stdout == f"buildmatrix {__version__}\n", done.stdout + done.stderr
-    assert f'__version__ = "{__version__}"' in Path(buildmatrix.__file__).read_text()  # the one place it is written
+    assert done.returncode == 0 and done.stdout == f"torch-buildmatrix {__version__}\n", done.stdout + done.stderr
+    assert (
+        f'__version__ = "{__version__}"' in Path(torch_buildmatrix.__file__).read_text()
+    )  # the one place it is written
 
 
 def test_an_unreachable_torch_source_is_a_registry_error_naming_the_entry(tmp_path: Path) -> None:

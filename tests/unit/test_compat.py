@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from fake_wheels import cell_result, make_wheel
 
-from buildmatrix.model.cells import Cell, expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import Matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.publish.advice import all_choices, install_choice
-from buildmatrix.publish.docs import DOCS_TABLE, docs_problems, rendered_docs
-from buildmatrix.publish.index import check_coverage, page_anchors, read_metadata
-from buildmatrix.publish.markdown import (
+from torch_buildmatrix.model.cells import Cell, expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import Matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.publish.advice import all_choices, install_choice
+from torch_buildmatrix.publish.docs import DOCS_TABLE, docs_problems, rendered_docs
+from torch_buildmatrix.publish.index import check_coverage, page_anchors, read_metadata
+from torch_buildmatrix.publish.markdown import (
     README_END,
     README_START,
     features_table,
@@ -27,12 +27,12 @@ from buildmatrix.publish.markdown import (
     readme_section,
     replace_readme_section,
 )
-from buildmatrix.publish.overlay import build_table, feature_support
-from buildmatrix.publish.page import site_page
-from buildmatrix.publish.site import write_site
-from buildmatrix.publish.staleness import stale_problems
-from buildmatrix.publish.table import CompatTable, FeatureSupport, available_from_table
-from buildmatrix.vocab import FeatureState, Status
+from torch_buildmatrix.publish.overlay import build_table, feature_support
+from torch_buildmatrix.publish.page import site_page
+from torch_buildmatrix.publish.site import write_site
+from torch_buildmatrix.publish.staleness import stale_problems
+from torch_buildmatrix.publish.table import CompatTable, FeatureSupport, available_from_table
+from torch_buildmatrix.vocab import FeatureState, Status
 
 from conftest import REPO, VALID, WriteMatrix
 

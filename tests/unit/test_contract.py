@@ -9,17 +9,17 @@ import pytest
 from fake_wheels import make_wheel
 from packaging.version import Version
 
-from buildmatrix.builder.relabel import relabel_wheel
-from buildmatrix.builder.sdkwheels import verify_wheel
-from buildmatrix.builder.smoke import pytest_args
-from buildmatrix.builder.toolenv import build_requirements, project_build_requires, torch_constraints
-from buildmatrix.builder.wheelcheck import check_plugin_wheel, read_metadata
-from buildmatrix.errors import MatrixError, StepFailed
-from buildmatrix.model.builds import Build, plan_builds
-from buildmatrix.model.cells import expand
-from buildmatrix.model.contract import CheckContract, SmokeContract, TorchPin
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python
+from torch_buildmatrix.builder.relabel import relabel_wheel
+from torch_buildmatrix.builder.sdkwheels import verify_wheel
+from torch_buildmatrix.builder.smoke import pytest_args
+from torch_buildmatrix.builder.toolenv import build_requirements, project_build_requires, torch_constraints
+from torch_buildmatrix.builder.wheelcheck import check_plugin_wheel, read_metadata
+from torch_buildmatrix.errors import MatrixError, StepFailed
+from torch_buildmatrix.model.builds import Build, plan_builds
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.contract import CheckContract, SmokeContract, TorchPin
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python
 
 from conftest import VALID, WriteMatrix, run_cli
 
@@ -254,7 +254,7 @@ def test_relabel_refuses_another_public_version(tmp_path: Path) -> None:
 def test_the_source_may_be_the_project_itself_and_its_copy_leaves_out_the_workspace(
     write_matrix: WriteMatrix, tmp_path: Path
 ) -> None:
-    from buildmatrix.builder.sourcetree import copy_pristine
+    from torch_buildmatrix.builder.sourcetree import copy_pristine
 
     path = write_matrix(
         VALID.replace("  source: plugin\n  smoke-tests: plugin/tests", "  source: .\n  smoke-tests: plugin/tests")
@@ -274,8 +274,8 @@ def test_the_source_may_be_the_project_itself_and_its_copy_leaves_out_the_worksp
 
 
 def test_generated_files_are_no_cell_input(tmp_path: Path) -> None:
-    from buildmatrix.builder.sourcetree import copy_pristine
-    from buildmatrix.util.fingerprint import tree_hash
+    from torch_buildmatrix.builder.sourcetree import copy_pristine
+    from torch_buildmatrix.util.fingerprint import tree_hash
 
     tree = tmp_path / "src"
     (tree / "pkg").mkdir(parents=True)
@@ -298,8 +298,8 @@ def test_probe_interfaces_need_both_keys(write_matrix: WriteMatrix) -> None:
 
 
 def test_the_docs_go_where_publish_says(write_matrix: WriteMatrix, tmp_path: Path) -> None:
-    from buildmatrix.publish.docs import DocsLayout, read_docs_table, rendered_docs, write_docs
-    from buildmatrix.publish.table import CompatTable
+    from torch_buildmatrix.publish.docs import DocsLayout, read_docs_table, rendered_docs, write_docs
+    from torch_buildmatrix.publish.table import CompatTable
 
     from conftest import REPO
 
@@ -328,8 +328,8 @@ def test_the_docs_go_where_publish_says(write_matrix: WriteMatrix, tmp_path: Pat
 
 
 def test_the_readme_block_can_be_switched_off(write_matrix: WriteMatrix, tmp_path: Path) -> None:
-    from buildmatrix.publish.docs import DocsLayout, docs_of, read_readme
-    from buildmatrix.publish.table import CompatTable
+    from torch_buildmatrix.publish.docs import DocsLayout, docs_of, read_readme
+    from torch_buildmatrix.publish.table import CompatTable
 
     from conftest import REPO
 
@@ -347,8 +347,8 @@ def test_the_readme_block_can_be_switched_off(write_matrix: WriteMatrix, tmp_pat
 def test_the_look_alike_note_names_the_projects_own_packages() -> None:
     from dataclasses import replace
 
-    from buildmatrix.publish.markdown import look_alike_note
-    from buildmatrix.publish.table import CompatTable
+    from torch_buildmatrix.publish.markdown import look_alike_note
+    from torch_buildmatrix.publish.table import CompatTable
 
     from conftest import REPO
 
@@ -362,7 +362,7 @@ def test_the_look_alike_note_names_the_projects_own_packages() -> None:
 
 
 def test_own_names_are_the_projects_distributions_and_reach_the_table(write_matrix: WriteMatrix) -> None:
-    from buildmatrix.publish.overlay import build_table
+    from torch_buildmatrix.publish.overlay import build_table
 
     with pytest.raises(MatrixError) as info:
         load_matrix(write_matrix(VALID + 'publish: {own-names: ["torch-emu", "torch-scatter"]}\n'))
@@ -376,8 +376,8 @@ def test_own_names_are_the_projects_distributions_and_reach_the_table(write_matr
 
 
 def look_alike_note_of(table: object) -> str:
-    from buildmatrix.publish.markdown import look_alike_note
-    from buildmatrix.publish.table import CompatTable
+    from torch_buildmatrix.publish.markdown import look_alike_note
+    from torch_buildmatrix.publish.table import CompatTable
 
     assert isinstance(table, CompatTable)
     return look_alike_note(table)

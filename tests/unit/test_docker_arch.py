@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from buildmatrix.docker.arch import Architecture, machine_architecture
-from buildmatrix.errors import UnsupportedArchitecture
+from torch_buildmatrix.docker.arch import Architecture, machine_architecture
+from torch_buildmatrix.errors import UnsupportedArchitecture
 
 
 @pytest.mark.parametrize(

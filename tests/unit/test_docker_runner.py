@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from buildmatrix.builder.runners.base import BuildJob, CellJob, CellOutput
-from buildmatrix.builder.runners.containers import (
+from torch_buildmatrix.builder.runners.base import BuildJob, CellJob, CellOutput
+from torch_buildmatrix.builder.runners.containers import (
     UV_CACHE,
     build_container,
     build_env_command,
@@ -21,17 +21,17 @@ from buildmatrix.builder.runners.containers import (
     smoke_result,
     wheel_command,
 )
-from buildmatrix.builder.runners.docker import DockerRunner, sdk_cache_dir
-from buildmatrix.builder.sdkwheels import SdkWheels
-from buildmatrix.builder.toolenv import PARALLEL_CONFIG, reproducible_env
-from buildmatrix.builder.verdicts import judge_smoke
-from buildmatrix.builder.workspace import Workspace
-from buildmatrix.errors import StepFailed
-from buildmatrix.model.builds import plan_builds
-from buildmatrix.model.cells import expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import SdkVersion
-from buildmatrix.model.pythons import Python
+from torch_buildmatrix.builder.runners.docker import DockerRunner, sdk_cache_dir
+from torch_buildmatrix.builder.sdkwheels import SdkWheels
+from torch_buildmatrix.builder.toolenv import PARALLEL_CONFIG, reproducible_env
+from torch_buildmatrix.builder.verdicts import judge_smoke
+from torch_buildmatrix.builder.workspace import Workspace
+from torch_buildmatrix.errors import StepFailed
+from torch_buildmatrix.model.builds import plan_builds
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import SdkVersion
+from torch_buildmatrix.model.pythons import Python
 
 from conftest import VALID, WriteMatrix, wheel_sdk
 

@@ -16,11 +16,11 @@ from types import ModuleType
 
 import pytest
 
-from buildmatrix.builder.records.model import CellResult
-from buildmatrix.cli import build_parser, main
-from buildmatrix.clireference import cli_markdown, exit_codes, exit_codes_markdown
-from buildmatrix.errors import UserError
-from buildmatrix.model.registry import Registry
+from torch_buildmatrix.builder.records.model import CellResult
+from torch_buildmatrix.cli import build_parser, main
+from torch_buildmatrix.clireference import cli_markdown, exit_codes, exit_codes_markdown
+from torch_buildmatrix.errors import UserError
+from torch_buildmatrix.model.registry import Registry
 
 from conftest import REPO, run_cli
 
@@ -60,7 +60,9 @@ def test_every_error_class_and_its_code_is_on_the_exit_codes_page() -> None:
         return [cls, *(s for sub in cls.__subclasses__() for s in subclasses(sub))]
 
     rows = {(code, name) for code, name, _ in exit_codes()}
-    declared = {(str(c.exit_code), c.__name__) for c in subclasses(UserError) if c.__module__ == "buildmatrix.errors"}
+    declared = {
+        (str(c.exit_code), c.__name__) for c in subclasses(UserError) if c.__module__ == "torch_buildmatrix.errors"
+    }
     assert declared <= rows
     assert {"0", "1", "2", "3", "130"} <= {code for code, _ in rows}
 
@@ -122,10 +124,10 @@ def help_options(parser_help: str) -> set[str]:
 
 
 def test_cli_help_matches_the_command_line_page(capsys: pytest.CaptureFixture[str]) -> None:
-    """`buildmatrix --help` (a real process) lists the commands the page documents, and each command's `--help`
+    """`torch-buildmatrix --help` (a real process) lists the commands the page documents, and each command's `--help`
     (through the CLI's own entry point) shows exactly the options its section documents."""
     done = subprocess.run(
-        [sys.executable, "-m", "buildmatrix", "--help"],
+        [sys.executable, "-m", "torch_buildmatrix", "--help"],
         cwd=REPO,
         capture_output=True,
         text=True,

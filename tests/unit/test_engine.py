@@ -10,20 +10,20 @@ from typing import ClassVar
 
 import pytest
 
-from buildmatrix.builder.engine import Engine
-from buildmatrix.builder.planning import PlannedBuild
-from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, CellOutput, CellRunners, SmokeRun
-from buildmatrix.builder.runners.local import LocalRunner
-from buildmatrix.builder.scheduler import RunOptions
-from buildmatrix.builder.steps import StepRecorder
-from buildmatrix.builder.verdicts import judge_smoke
-from buildmatrix.builder.workspace import Workspace
-from buildmatrix.errors import StepFailed
-from buildmatrix.model.cells import Cell, expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.model.registry import Registry
-from buildmatrix.vocab import Cause, FailureClass, RunnerName, Status
+from torch_buildmatrix.builder.engine import Engine
+from torch_buildmatrix.builder.planning import PlannedBuild
+from torch_buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, CellOutput, CellRunners, SmokeRun
+from torch_buildmatrix.builder.runners.local import LocalRunner
+from torch_buildmatrix.builder.scheduler import RunOptions
+from torch_buildmatrix.builder.steps import StepRecorder
+from torch_buildmatrix.builder.verdicts import judge_smoke
+from torch_buildmatrix.builder.workspace import Workspace
+from torch_buildmatrix.errors import StepFailed
+from torch_buildmatrix.model.cells import Cell, expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.model.registry import Registry
+from torch_buildmatrix.vocab import Cause, FailureClass, RunnerName, Status
 
 from conftest import TINY_CONTRACT
 
@@ -76,7 +76,7 @@ def test_plan_reuses_only_matching_records(tmp_path: Path) -> None:
     engine.runner = LocalRunner()  # a real interpreter, so the build can be planned
     first = planned(engine, cells)
     assert first.reusable is None and first.problem is None
-    from buildmatrix.builder.records.model import BuildResult
+    from torch_buildmatrix.builder.records.model import BuildResult
 
     engine.store.save_build(
         BuildResult(cells[0].build, inputs_hash=first.inputs_hash, inputs=first.inputs, runner=RunnerName.LOCAL)
@@ -92,7 +92,7 @@ def test_plugin_version_is_a_build_input(tmp_path: Path) -> None:
     engine, cells = setup_project(tmp_path)
     engine.runner = LocalRunner()
     first = planned(engine, cells)
-    from buildmatrix.builder.records.model import BuildResult
+    from torch_buildmatrix.builder.records.model import BuildResult
 
     engine.store.save_build(
         BuildResult(cells[0].build, inputs_hash=first.inputs_hash, inputs=first.inputs, runner=RunnerName.LOCAL)
@@ -168,8 +168,8 @@ class ScriptedRunner(FailingBuild):
 
 
 def test_transient_failure_is_retried_in_the_run_and_not_remembered(tmp_path: Path) -> None:
-    from buildmatrix.errors import StepFailed
-    from buildmatrix.vocab import Cause, FailureClass
+    from torch_buildmatrix.errors import StepFailed
+    from torch_buildmatrix.vocab import Cause, FailureClass
 
     def blip(job) -> None:  # type: ignore[no-untyped-def]
         raise StepFailed("build", "HTTP Error 503", "", FailureClass.TRANSIENT, Cause.NETWORK)
@@ -187,7 +187,7 @@ def test_transient_failure_is_retried_in_the_run_and_not_remembered(tmp_path: Pa
 
 
 def test_deterministic_failure_is_tried_once_and_remembered(tmp_path: Path) -> None:
-    from buildmatrix.util.process import run_logged
+    from torch_buildmatrix.util.process import run_logged
 
     def compile_error(job) -> None:  # type: ignore[no-untyped-def]
         run_logged("build", ["bash", "-c", "echo 'x.c:1: error: expected ;'; exit 1"], job.log_file)
@@ -215,7 +215,7 @@ def test_error_outside_any_step_fails_only_the_build(tmp_path: Path) -> None:
 
 
 def test_interrupt_records_the_running_build_as_interrupted(tmp_path: Path) -> None:
-    from buildmatrix.util.process import run_logged
+    from torch_buildmatrix.util.process import run_logged
 
     engine, cells = setup_project(tmp_path)
 
@@ -289,7 +289,7 @@ class NamedReader(FailingBuild):
 
 def test_one_run_drives_each_cell_through_its_own_runner(tmp_path: Path) -> None:
     """runner: auto's plan in one engine run: each cell goes to its runner, and its record and inputs say which."""
-    from buildmatrix.builder.runners.base import CellRunners
+    from torch_buildmatrix.builder.runners.base import CellRunners
 
     engine, _ = setup_project(tmp_path)
     (engine.matrix.root / "wheelhouse" / "torch-2.13.0+cpu-cp314-cp314-manylinux_2_28_x86_64.whl").write_bytes(b"")
@@ -321,7 +321,7 @@ def test_up_to_date_means_every_file_the_record_names_is_there_unchanged(tmp_pat
     A build is up to date only when every file its record names is there, unchanged."""
     from fake_wheels import make_wheel, record
 
-    from buildmatrix.builder.records.model import BuildResult
+    from torch_buildmatrix.builder.records.model import BuildResult
 
     engine, [cell] = setup_project(tmp_path)
     engine.runners = CellRunners(LocalRunner(), {})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from buildmatrix.model.cells import expand
-from buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.loader import load_matrix
 
 from conftest import REPO
 

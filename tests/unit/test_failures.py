@@ -6,8 +6,8 @@ import errno
 
 import pytest
 
-from buildmatrix.util.failures import OutputSigns, classify_output, is_resource_error, resource_message
-from buildmatrix.vocab import Cause, FailureClass
+from torch_buildmatrix.util.failures import OutputSigns, classify_output, is_resource_error, resource_message
+from torch_buildmatrix.vocab import Cause, FailureClass
 
 
 @pytest.mark.parametrize(

@@ -14,22 +14,22 @@ import pytest
 from fake_wheels import cell_of, cell_result
 from packaging.version import Version
 
-from buildmatrix.builder.records.store import ResultStore
-from buildmatrix.builder.runners.base import CellOutput, SmokeRun
-from buildmatrix.builder.smoke import read_features
-from buildmatrix.builder.tiers import judge_deep
-from buildmatrix.builder.verdicts import judge_smoke
-from buildmatrix.errors import MatrixError, StepFailed
-from buildmatrix.model.cells import expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import TorchRelease, WheelSource
-from buildmatrix.model.pythons import Python
-from buildmatrix.publish.markdown import features_table
-from buildmatrix.publish.overlay import build_table, overlay_table
-from buildmatrix.publish.page import features_html
-from buildmatrix.publish.tableparse import parse_table
-from buildmatrix.util.features import default_title, is_feature_key, legacy_key
-from buildmatrix.vocab import FailureClass, TierStatus, WheelSourceKind
+from torch_buildmatrix.builder.records.store import ResultStore
+from torch_buildmatrix.builder.runners.base import CellOutput, SmokeRun
+from torch_buildmatrix.builder.smoke import read_features
+from torch_buildmatrix.builder.tiers import judge_deep
+from torch_buildmatrix.builder.verdicts import judge_smoke
+from torch_buildmatrix.errors import MatrixError, StepFailed
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import TorchRelease, WheelSource
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.publish.markdown import features_table
+from torch_buildmatrix.publish.overlay import build_table, overlay_table
+from torch_buildmatrix.publish.page import features_html
+from torch_buildmatrix.publish.tableparse import parse_table
+from torch_buildmatrix.util.features import default_title, is_feature_key, legacy_key
+from torch_buildmatrix.vocab import FailureClass, TierStatus, WheelSourceKind
 
 from conftest import REPO, VALID, WriteMatrix
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from buildmatrix.publish.markdown import compatibility_markdown, readme_section
-from buildmatrix.publish.page import site_page
-from buildmatrix.publish.tableparse import parse_table
+from torch_buildmatrix.publish.markdown import compatibility_markdown, readme_section
+from torch_buildmatrix.publish.page import site_page
+from torch_buildmatrix.publish.tableparse import parse_table
 
 REPO = Path(__file__).parents[2]
 

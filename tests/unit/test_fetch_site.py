@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from test_release_history import A, Project, check_served, get, plugin_wheel
 
-from buildmatrix.errors import FetchError, RecordError
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.publish.fetch import fetch_site
-from buildmatrix.publish.ledger import RELEASED
-from buildmatrix.publish.table import CompatTable
-from buildmatrix.vocab import Cause, FailureClass, Status
+from torch_buildmatrix.errors import FetchError, RecordError
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.publish.fetch import fetch_site
+from torch_buildmatrix.publish.ledger import RELEASED
+from torch_buildmatrix.publish.table import CompatTable
+from torch_buildmatrix.vocab import Cause, FailureClass, Status
 
 from conftest import WriteMatrix
 
@@ -115,7 +115,7 @@ def test_a_url_that_answers_404_for_everything_is_not_found_unless_a_first_publi
 def test_fetch_site_takes_the_publish_lock(live: tuple[Project, str, Path], tmp_path: Path) -> None:
     import fcntl
 
-    from buildmatrix.errors import RunLocked
+    from torch_buildmatrix.errors import RunLocked
 
     project, url, _deployed = live
     runner = runner_project(project, tmp_path)
@@ -198,7 +198,7 @@ def test_a_trickling_site_is_cut_off_at_the_deadline(tmp_path: Path, monkeypatch
 
     from registry_server import trickling_server
 
-    from buildmatrix.publish import fetch
+    from torch_buildmatrix.publish import fetch
 
     monkeypatch.setattr(fetch, "RETRY_WAIT", 0.1)
     with trickling_server(b'{"schema_version": 2, "wheels": {}}', interval=0.3, content_type="application/json") as u:
@@ -217,8 +217,8 @@ def test_a_transient_server_error_is_tried_again(
     live: tuple[Project, str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A 503 from Pages for the ledger, once: the second attempt reads it (a 4xx is never retried)."""
-    from buildmatrix.publish import fetch
-    from buildmatrix.util import http as http_module
+    from torch_buildmatrix.publish import fetch
+    from torch_buildmatrix.util import http as http_module
 
     project, url, _deployed = live
     monkeypatch.setattr(fetch, "RETRY_WAIT", 0.01)

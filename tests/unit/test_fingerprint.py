@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-import buildmatrix
-from buildmatrix.builder.buildcode import ENGINE_MODULES, build_code
-from buildmatrix.builder.runners.base import Runner
-from buildmatrix.builder.runners.docker import DockerRunner
-from buildmatrix.builder.runners.local import LocalRunner
-from buildmatrix.util.fingerprint import tree_hash
-from buildmatrix.vocab import RunnerName
+import torch_buildmatrix
+from torch_buildmatrix.builder.buildcode import ENGINE_MODULES, build_code
+from torch_buildmatrix.builder.runners.base import Runner
+from torch_buildmatrix.builder.runners.docker import DockerRunner
+from torch_buildmatrix.builder.runners.local import LocalRunner
+from torch_buildmatrix.util.fingerprint import tree_hash
+from torch_buildmatrix.vocab import RunnerName
 
-PACKAGE = Path(buildmatrix.__file__).parent
+PACKAGE = Path(torch_buildmatrix.__file__).parent
 
 
 def test_tree_hash_follows_content_and_names_but_not_build_outputs(tmp_path: Path) -> None:
@@ -45,7 +45,7 @@ def _imported_modules(path: Path) -> set[str]:
     """Written here again, not taken from buildcode.py: the test checks that module's answer independently."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("buildmatrix"):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("torch_buildmatrix"):
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
@@ -54,7 +54,7 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def _module_name(rel: str) -> str:
-    return "buildmatrix." + rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    return "torch_buildmatrix." + rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
 
 def _build_code(runner: type[Runner]) -> frozenset[str]:
@@ -89,7 +89,7 @@ def _parents(module: str) -> list[str]:
 def test_the_runners_declared_modules_and_the_engine_are_build_code(runner: RunnerName) -> None:
     counted = _build_code(RUNNERS[runner])
     for module in (*ENGINE_MODULES, *RUNNERS[runner].build_modules):
-        path = PACKAGE / (module.removeprefix("buildmatrix.").replace(".", "/") + ".py")
+        path = PACKAGE / (module.removeprefix("torch_buildmatrix.").replace(".", "/") + ".py")
         assert path.relative_to(PACKAGE).as_posix() in counted
     # What the engine does for every runner: the wheel check, the smoke verdict, the records.
     assert {"builder/wheelcheck.py", "builder/smoke.py", "builder/records/model.py", "util/process.py"} <= counted
@@ -126,15 +126,15 @@ def test_reporting_publishing_and_the_cli_are_not_build_code() -> None:
 
 def test_build_code_follows_imports_inside_functions(tmp_path: Path) -> None:
     """A function-level import runs during a build as surely as a top-level one."""
-    package = tmp_path / "buildmatrix"
+    package = tmp_path / "torch_buildmatrix"
     (package / "sub").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "sub" / "__init__.py").write_text("")
-    (package / "root.py").write_text("def f():\n    from buildmatrix.sub import late\n    return late\n")
-    (package / "sub" / "late.py").write_text("import buildmatrix.sub.later\n")
+    (package / "root.py").write_text("def f():\n    from torch_buildmatrix.sub import late\n    return late\n")
+    (package / "sub" / "late.py").write_text("import torch_buildmatrix.sub.later\n")
     (package / "sub" / "later.py").write_text("X = 1\n")
     (package / "unrelated.py").write_text("X = 2\n")
-    assert build_code(["buildmatrix.root"], package) == {
+    assert build_code(["torch_buildmatrix.root"], package) == {
         "__init__.py",
         "root.py",
         "sub/__init__.py",
@@ -144,23 +144,23 @@ def test_build_code_follows_imports_inside_functions(tmp_path: Path) -> None:
 
 
 def test_editing_build_code_changes_the_hash_and_other_code_does_not(tmp_path: Path) -> None:
-    package = tmp_path / "buildmatrix"
+    package = tmp_path / "torch_buildmatrix"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "engine.py").write_text("from buildmatrix import steps\n")
+    (package / "engine.py").write_text("from torch_buildmatrix import steps\n")
     (package / "steps.py").write_text("X = 1\n")
     (package / "report.py").write_text("Y = 1\n")
-    counted = build_code(["buildmatrix.engine"], package)
+    counted = build_code(["torch_buildmatrix.engine"], package)
     before = tree_hash(package, include=counted)
     (package / "report.py").write_text("Y = 2\n")
-    assert tree_hash(package, include=build_code(["buildmatrix.engine"], package)) == before
+    assert tree_hash(package, include=build_code(["torch_buildmatrix.engine"], package)) == before
     (package / "steps.py").write_text("X = 2\n")
-    assert tree_hash(package, include=build_code(["buildmatrix.engine"], package)) != before
+    assert tree_hash(package, include=build_code(["torch_buildmatrix.engine"], package)) != before
 
 
 def test_file_hashes_hash_each_file_once_until_it_changes(tmp_path: Path) -> None:
     """A build's wheel is checked for the build and each of its cells in one run: hashed once, unless rewritten."""
-    from buildmatrix.util.fingerprint import FileHashes, file_sha256
+    from torch_buildmatrix.util.fingerprint import FileHashes, file_sha256
 
     wheel = tmp_path / "a.whl"
     wheel.write_bytes(b"one")

@@ -14,16 +14,16 @@ import pytest
 import yaml
 from packaging.version import Version
 
-from buildmatrix.builder.selection import GITHUB_MATRIX_LIMIT
-from buildmatrix.errors import MatrixTooLarge
-from buildmatrix.model.builds import Build, plan_builds
-from buildmatrix.model.cells import Cell, expand, make_cell
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import SdkVersion, TorchRelease, WheelSource
-from buildmatrix.model.pythons import Python
-from buildmatrix.publish.table import CompatTable, available_from_table
-from buildmatrix.report_matrix import github_matrix
-from buildmatrix.vocab import RunnerName, WheelSourceKind
+from torch_buildmatrix.builder.selection import GITHUB_MATRIX_LIMIT
+from torch_buildmatrix.errors import MatrixTooLarge
+from torch_buildmatrix.model.builds import Build, plan_builds
+from torch_buildmatrix.model.cells import Cell, expand, make_cell
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import SdkVersion, TorchRelease, WheelSource
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.publish.table import CompatTable, available_from_table
+from torch_buildmatrix.report_matrix import github_matrix
+from torch_buildmatrix.vocab import RunnerName, WheelSourceKind
 
 ROOT = Path(__file__).parents[2]
 WORKFLOW_PATH = ROOT / ".github" / "workflows" / "build-matrix.yml"
@@ -77,7 +77,7 @@ def test_every_matrix_key_a_job_reads_is_in_every_entry(job: str, part: str, mus
 
 
 def test_entry_args_select_exactly_their_cell_or_build() -> None:
-    from buildmatrix.cli import build_parser
+    from torch_buildmatrix.cli import build_parser
 
     cells = project_cells()
     matrices = fanout()
@@ -160,7 +160,7 @@ def test_merge_runs_merge_results_on_every_cell_artifact() -> None:
 
 def test_matrix_github_refuses_more_than_256_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`nox -s matrix -- --github` on a matrix of 2 releases x 20 Pythons x 7 SDK versions: an error, no JSON."""
-    from buildmatrix.cli import main
+    from torch_buildmatrix.cli import main
 
     wheels = tmp_path / "torch-wheels"
     wheels.mkdir()
@@ -210,7 +210,7 @@ def test_publish_starts_from_the_live_sites_history() -> None:
 
 def test_a_large_matrix_prints_as_plain_aligned_text() -> None:
     """Beyond RICH_ROWS cells `matrix` prints plain columns (rich measured every cell: 45 s for 10 000 rows)."""
-    from buildmatrix.report_matrix import RICH_ROWS, cells_text
+    from torch_buildmatrix.report_matrix import RICH_ROWS, cells_text
 
     cells = project_cells()
     text = cells_text(cells, {c.id: "local: /usr/bin/python3" for c in cells}, "driver")
@@ -233,7 +233,7 @@ def test_a_large_matrix_prints_as_plain_aligned_text() -> None:
 def test_a_large_build_list_prints_as_plain_aligned_text() -> None:
     """The builds table too: at 10 000 cells of a per-Python project there are 10 000 builds, which rich took 6 s to
     lay out."""
-    from buildmatrix.report_matrix import builds_table, builds_text
+    from torch_buildmatrix.report_matrix import builds_table, builds_text
 
     builds = project_builds(project_cells())
     runners = {b.id: f"local: /usr/bin/python{b.python}" for b in builds}
@@ -258,9 +258,9 @@ def test_publish_puts_the_strictly_built_docs_into_the_site_it_uploads() -> None
 
 
 def test_the_workflow_buildmatrix_init_writes_is_this_one() -> None:
-    """`buildmatrix init` gives adopters this workflow (its own header and name, their sources in the ccache key),
+    """`torch-buildmatrix init` gives adopters this workflow (its own header and name, their sources in the ccache key),
     so what the act runs prove of ours holds for theirs (tests/integration/test_act_build_matrix.py)."""
-    template = (ROOT / "buildmatrix" / "templates" / "workflow.yml").read_text()
+    template = (ROOT / "torch_buildmatrix" / "templates" / "workflow.yml").read_text()
     ours = WORKFLOW_PATH.read_text()
     ours_body = ours[ours.index("\non:") :].replace(
         "hashFiles('plugin/**', 'driver/**', 'patches/**')", "hashFiles(@SOURCE_GLOBS@)"

@@ -14,7 +14,7 @@ Intro.
 <!-- checked: scatter-build -->
 ```sh
 # a comment line
-buildmatrix build --jobs 1   # one job
+torch-buildmatrix build --jobs 1   # one job
 ```
 <!-- /checked -->
 
@@ -40,8 +40,8 @@ def test_blocks_are_read_with_their_lines_and_code() -> None:
     found = claims(GOOD)
     assert sorted(found) == ["scatter-build", "scatter-metadata"]
     assert found["scatter-build"].line == 3
-    assert found["scatter-build"].code_lines() == ["buildmatrix build --jobs 1"]
-    assert command(found["scatter-build"], "buildmatrix") == ({}, ["build", "--jobs", "1"])
+    assert found["scatter-build"].code_lines() == ["torch-buildmatrix build --jobs 1"]
+    assert command(found["scatter-build"], "torch-buildmatrix") == ({}, ["build", "--jobs", "1"])
     assert found["scatter-metadata"].code() == "Version: 2.1.2+pt213cpu\n"
 
 
@@ -97,7 +97,8 @@ def test_an_excerpt_must_be_printed_in_its_order(tmp_path: Path) -> None:
     assert only(block("scatter-progress", ordered), run) == []
     swapped = "torch2.13-cpu-cp311: passed\nbuild torch2.13-cpu-cp311: source\n"
     assert only(block("scatter-progress", swapped), run) == [
-        "scatter-progress: 'build torch2.13-cpu-cp311: source' is not (in this order) in what `buildmatrix build` "
+        "scatter-progress: 'build torch2.13-cpu-cp311: source' is not (in this order) in what `torch-buildmatrix "
+        "build` "
         "printed"
     ]
     assert only(block("scatter-metadata", "Version: 2.1.2+pt213cpu\n"), run) == []
@@ -134,8 +135,8 @@ def test_the_install_commands_are_those_the_page_gives(tmp_path: Path) -> None:
 
 
 def test_a_block_the_run_took_its_input_from_must_be_what_it_used(tmp_path: Path) -> None:
-    text = block("scatter-build", "buildmatrix build --jobs 1\n")
-    assert only(text, run_of(tmp_path, used={"scatter-build": "buildmatrix build --jobs 1\n"})) == []
+    text = block("scatter-build", "torch-buildmatrix build --jobs 1\n")
+    assert only(text, run_of(tmp_path, used={"scatter-build": "torch-buildmatrix build --jobs 1\n"})) == []
     assert only(text, run_of(tmp_path)) == ["the run did not use block 'scatter-build' as the guide gives it"]
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.docker.images import base_reference, debian_mirror, debootstrap_command, passed_env, plan_image
-from buildmatrix.model.matrix import BuildImage
-from buildmatrix.model.pythons import Python
+from torch_buildmatrix.docker.images import base_reference, debian_mirror, debootstrap_command, passed_env, plan_image
+from torch_buildmatrix.model.matrix import BuildImage
+from torch_buildmatrix.model.pythons import Python
 
 BOOKWORM = BuildImage("bookworm", "debootstrap:bookworm", (Python.parse("3.11"),))
 MANYLINUX = BuildImage("ml", "quay.io/pypa/manylinux_2_28_x86_64", (Python.parse("3.12"),))
@@ -88,7 +88,7 @@ def test_debian_mirror_from_apt_sources(tmp_path: Path, files: dict[str, str], m
 
 
 def test_image_failure_names_the_error_line_not_the_echoed_command() -> None:
-    from buildmatrix.docker.images import _last_error
+    from torch_buildmatrix.docker.images import _last_error
 
     tail = (
         'Step 8/11 : RUN set -e; echo "error: cannot serve $v" >&2\n ---> Running in 1\n'
@@ -155,7 +155,7 @@ def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_builder_image_is_verified_on_use_and_rebuilt_when_damaged(
     docker_dir: Path, fake_docker: Path, tmp_path: Path
 ) -> None:
-    from buildmatrix.docker.images import ImageBuilder
+    from torch_buildmatrix.docker.images import ImageBuilder
 
     plan = plan_image(MANYLINUX, docker_dir / "ca.crt", {}, docker_dir)
     log = tmp_path / "cell.log"
@@ -179,8 +179,8 @@ def test_builder_image_is_verified_on_use_and_rebuilt_when_damaged(
 
 
 def test_sweep_removes_only_the_containers_of_this_workspace(fake_docker: Path) -> None:
-    from buildmatrix.docker.oci import OWNER_LABEL, owner_label, remove_owned_containers
-    from buildmatrix.util.process import CHILDREN
+    from torch_buildmatrix.docker.oci import OWNER_LABEL, owner_label, remove_owned_containers
+    from torch_buildmatrix.util.process import CHILDREN
 
     # What killed docker clients leave: their containers, labelled by the run that started them.
     (fake_docker / "containers").write_text(
@@ -232,7 +232,7 @@ def _layered(tmp_path: Path, **extra: object) -> BuildImage:
 def test_a_layer_is_built_on_the_builder_image_and_follows_its_inputs(
     docker_dir: Path, fake_docker: Path, tmp_path: Path
 ) -> None:
-    from buildmatrix.docker.images import ImageBuilder
+    from torch_buildmatrix.docker.images import ImageBuilder
 
     image = _layered(tmp_path)
     ca = docker_dir / "ca.crt"

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.model.contract import TorchPin
-from buildmatrix.publish.advice import ONLY_BINARY, any_torch_command
-from buildmatrix.publish.markdown import NO_ANY_TORCH, compatibility_markdown, readme_section
-from buildmatrix.publish.page import site_page
-from buildmatrix.publish.table import CompatTable
-from buildmatrix.publish.tableparse import parse_table
+from torch_buildmatrix.model.contract import TorchPin
+from torch_buildmatrix.publish.advice import ONLY_BINARY, any_torch_command
+from torch_buildmatrix.publish.markdown import NO_ANY_TORCH, compatibility_markdown, readme_section
+from torch_buildmatrix.publish.page import site_page
+from torch_buildmatrix.publish.table import CompatTable
+from torch_buildmatrix.publish.tableparse import parse_table
 
 REPO = Path(__file__).parents[2]
 COMMAND = re.compile(r"(?:uv )?pip install [^`\n<]+")

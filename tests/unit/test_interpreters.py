@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.interpreters import find_interpreter
-from buildmatrix.errors import InterpreterNotFound
-from buildmatrix.model.pythons import Python
+from torch_buildmatrix.builder.interpreters import find_interpreter
+from torch_buildmatrix.errors import InterpreterNotFound
+from torch_buildmatrix.model.pythons import Python
 
 
 def test_finds_the_running_interpreter_series() -> None:
@@ -62,7 +62,7 @@ def _counting_python(directory: Path, name: str, version: str, calls: Path) -> N
 def test_a_runner_probes_each_python_once_also_when_missing(tmp_path: Path) -> None:
     """A no-op build asks every Python's interpreter many times: each candidate is probed once per run, the Pythons
     at once, and a Python without one is not searched again (it was: pyenv's root, a process, for each ask)."""
-    from buildmatrix.builder.runners.local import LocalRunner
+    from torch_buildmatrix.builder.runners.local import LocalRunner
 
     calls = tmp_path / "calls"
     _counting_python(tmp_path, "python3.11", "3.11.9", calls)

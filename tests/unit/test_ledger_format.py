@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildmatrix.errors import LedgerFull, RecordError
-from buildmatrix.publish.ledger import (
+from torch_buildmatrix.errors import LedgerFull, RecordError
+from torch_buildmatrix.publish.ledger import (
     LEDGER_SCHEMA_VERSION,
     MAX_LEDGER_BYTES,
     MAX_REASON_BYTES,
@@ -23,7 +23,7 @@ from buildmatrix.publish.ledger import (
     parse_ledger,
     reason_problem,
 )
-from buildmatrix.util.when import utc_iso
+from torch_buildmatrix.util.when import utc_iso
 
 SHA = "ab" * 32
 META = "cd" * 32

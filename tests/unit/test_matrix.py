@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.errors import MatrixError
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import torch_selector
-from buildmatrix.model.pythons import Python
+from torch_buildmatrix.errors import MatrixError
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import torch_selector
+from torch_buildmatrix.model.pythons import Python
 
 from conftest import VALID, WriteMatrix
 

@@ -11,12 +11,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildmatrix.docker.images import ImageBuilder
-from buildmatrix.errors import MatrixError, StepFailed
-from buildmatrix.model.cells import expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.model.registry import Registry, published_pythons
+from torch_buildmatrix.docker.images import ImageBuilder
+from torch_buildmatrix.errors import MatrixError, StepFailed
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.model.registry import Registry, published_pythons
 
 from conftest import VALID, WriteMatrix, copy_project, run_cli
 

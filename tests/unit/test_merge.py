@@ -12,13 +12,13 @@ import pytest
 from fake_wheels import cell_of, cell_result
 from packaging.version import Version
 
-from buildmatrix.builder.merge import merge_wheel_trees
-from buildmatrix.builder.records.parse import parse_record
-from buildmatrix.builder.records.store import ResultStore
-from buildmatrix.cli import main
-from buildmatrix.errors import MergeError
-from buildmatrix.model.matrix import TorchRelease, WheelSource
-from buildmatrix.vocab import WheelSourceKind
+from torch_buildmatrix.builder.merge import merge_wheel_trees
+from torch_buildmatrix.builder.records.parse import parse_record
+from torch_buildmatrix.builder.records.store import ResultStore
+from torch_buildmatrix.cli import main
+from torch_buildmatrix.errors import MergeError
+from torch_buildmatrix.model.matrix import TorchRelease, WheelSource
+from torch_buildmatrix.vocab import WheelSourceKind
 
 RELEASE = TorchRelease(Version("2.13.0"), "cpu", WheelSource(WheelSourceKind.FIND_LINKS, "/wheels"), None, ())
 CELLS = [cell_of(RELEASE, p, d) for p in ("3.11", "3.12") for d in ("1.4", "2.1")]

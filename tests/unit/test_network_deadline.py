@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from registry_server import trickling_server
 
-from buildmatrix.errors import FetchError, RegistryError
+from torch_buildmatrix.errors import FetchError, RegistryError
 
 from conftest import TINY_CONTRACT, run_cli
 

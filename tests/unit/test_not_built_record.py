@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from buildmatrix.builder.planning import up_to_date
-from buildmatrix.builder.records.parse import RecordRules
-from buildmatrix.builder.records.store import ResultStore
-from buildmatrix.builder.unbuilt import not_built_result, record_not_built
-from buildmatrix.model.cells import make_cell
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.publish.overlay import compat_cell
-from buildmatrix.vocab import RunnerName, Status
+from torch_buildmatrix.builder.planning import up_to_date
+from torch_buildmatrix.builder.records.parse import RecordRules
+from torch_buildmatrix.builder.records.store import ResultStore
+from torch_buildmatrix.builder.unbuilt import not_built_result, record_not_built
+from torch_buildmatrix.model.cells import make_cell
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.publish.overlay import compat_cell
+from torch_buildmatrix.vocab import RunnerName, Status
 
 from conftest import WriteMatrix
 

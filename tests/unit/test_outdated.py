@@ -8,15 +8,15 @@ import pytest
 from packaging.version import Version
 from registry_server import ANSWERS, Answers
 
-from buildmatrix.builder.update import write_edits
-from buildmatrix.errors import RegistryError, UpdateError
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import WheelSource
-from buildmatrix.model.matrixedit import apply_edits
-from buildmatrix.model.outdated import AddRelease, Comparison, SetVersion, compare, read_sources
-from buildmatrix.model.pythons import Python
-from buildmatrix.model.registry import Registry
-from buildmatrix.vocab import FindingKind, WheelSourceKind
+from torch_buildmatrix.builder.update import write_edits
+from torch_buildmatrix.errors import RegistryError, UpdateError
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import WheelSource
+from torch_buildmatrix.model.matrixedit import apply_edits
+from torch_buildmatrix.model.outdated import AddRelease, Comparison, SetVersion, compare, read_sources
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.model.registry import Registry
+from torch_buildmatrix.vocab import FindingKind, WheelSourceKind
 
 from conftest import WriteMatrix, copy_project, run_cli
 
@@ -43,7 +43,7 @@ def no_pip_find_links(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setattr("buildmatrix.model.registry.Path.home", lambda: tmp_path / "home")
+    monkeypatch.setattr("torch_buildmatrix.model.registry.Path.home", lambda: tmp_path / "home")
 
 
 def outdated(matrix_path: Path, answers: Answers, tmp_path: Path, **kwargs: object) -> Comparison:

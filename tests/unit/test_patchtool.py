@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from buildmatrix.builder.patchtool import check, edit_tree, refresh
-from buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.builder.patchtool import check, edit_tree, refresh
+from torch_buildmatrix.model.loader import load_matrix
 
 HOOKS = "int a = 1;\nint b = 2;\nint c = 4;\n"
 PATCH = """\

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.probe import ProbeReport, parse_compile_errors, parse_failed_tests, resolve_release
-from buildmatrix.errors import UserError
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.vocab import Status
+from torch_buildmatrix.builder.probe import ProbeReport, parse_compile_errors, parse_failed_tests, resolve_release
+from torch_buildmatrix.errors import UserError
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.vocab import Status
 
 from conftest import REPO, WriteMatrix
 
@@ -49,7 +49,7 @@ def test_errors_are_deduplicated_and_grouped_by_interface() -> None:
     assert groups["Python-facing ops (torch/library.h)"][0].kind == "name missing in this release"
     text = report.markdown()
     assert "## Compile errors (7), by interface" in text and "`csrc/runtime/EmuHooks.cpp:108`" in text
-    assert "buildmatrix patches edit" in text
+    assert "torch-buildmatrix patches edit" in text
 
 
 def test_failed_smoke_tests_are_listed() -> None:
@@ -115,10 +115,10 @@ def test_the_probe_picks_a_python_this_machine_has_among_those_the_release_publi
 
     from packaging.version import Version
 
-    from buildmatrix.builder.probe import probe_cell_here
-    from buildmatrix.model.matrix import TorchRelease, WheelSource
-    from buildmatrix.model.registry import Registry
-    from buildmatrix.vocab import RunnerName, WheelSourceKind
+    from torch_buildmatrix.builder.probe import probe_cell_here
+    from torch_buildmatrix.model.matrix import TorchRelease, WheelSource
+    from torch_buildmatrix.model.registry import Registry
+    from torch_buildmatrix.vocab import RunnerName, WheelSourceKind
 
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     links = tmp_path / "links"

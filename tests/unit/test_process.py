@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.errors import Interrupted, StepFailed
-from buildmatrix.util import process
-from buildmatrix.util.failures import classify_output
-from buildmatrix.util.process import CHILDREN, OWNER_ENV, kill_orphans, run_captured, run_logged
-from buildmatrix.vocab import Cause, FailureClass
+from torch_buildmatrix.errors import Interrupted, StepFailed
+from torch_buildmatrix.util import process
+from torch_buildmatrix.util.failures import classify_output
+from torch_buildmatrix.util.process import CHILDREN, OWNER_ENV, kill_orphans, run_captured, run_logged
+from torch_buildmatrix.vocab import Cause, FailureClass
 
 
 def marked() -> tuple[dict[str, str], str]:

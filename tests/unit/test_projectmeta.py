@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.model.contract import TorchPin
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.projectmeta import read_project
-from buildmatrix.starter import project_facts, starter_files, write_starter
+from torch_buildmatrix.model.contract import TorchPin
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.projectmeta import read_project
+from torch_buildmatrix.starter import project_facts, starter_files, write_starter
 
 SETUP_PY_LITERAL = """
 import os
@@ -145,7 +145,11 @@ def test_the_written_matrix_chooses_relabel_and_the_pin_and_says_why(
     assert matrix.contract.check.torch_pin == pin and matrix.contract.build.ninja
     for words in says:
         assert words in " ".join(text.replace("#", " ").split()), words
-    ninja = "your [build-system].requires names it" if case == "pyproject setuptools_scm" else "buildmatrix installs it"
+    ninja = (
+        "your [build-system].requires names it"
+        if case == "pyproject setuptools_scm"
+        else "torch-buildmatrix installs it"
+    )
     assert f"# ninja: {ninja}" in text
     if relabel:
         assert "relabel: true" in text and "version-env:" not in text.replace("`version-env:", "")

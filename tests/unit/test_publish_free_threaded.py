@@ -10,14 +10,14 @@ from pathlib import Path
 
 from fake_wheels import cell_result
 
-from buildmatrix.model.cells import expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.publish.advice import install_choice
-from buildmatrix.publish.markdown import grid, legend
-from buildmatrix.publish.overlay import build_table
-from buildmatrix.publish.page import site_page
-from buildmatrix.publish.table import CompatTable
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.publish.advice import install_choice
+from torch_buildmatrix.publish.markdown import grid, legend
+from torch_buildmatrix.publish.overlay import build_table
+from torch_buildmatrix.publish.page import site_page
+from torch_buildmatrix.publish.table import CompatTable
 
 from conftest import VALID, WriteMatrix
 

@@ -11,17 +11,17 @@ import pytest
 from fake_wheels import cell_result
 from packaging.version import Version
 
-from buildmatrix.model.cells import Cell, expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import Matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.publish.advice import install_choice
-from buildmatrix.publish.index import page_anchors
-from buildmatrix.publish.markdown import grid, install_section
-from buildmatrix.publish.overlay import build_table
-from buildmatrix.publish.page import site_page
-from buildmatrix.publish.site import write_site
-from buildmatrix.publish.table import CompatTable
+from torch_buildmatrix.model.cells import Cell, expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import Matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.publish.advice import install_choice
+from torch_buildmatrix.publish.index import page_anchors
+from torch_buildmatrix.publish.markdown import grid, install_section
+from torch_buildmatrix.publish.overlay import build_table
+from torch_buildmatrix.publish.page import site_page
+from torch_buildmatrix.publish.site import write_site
+from torch_buildmatrix.publish.table import CompatTable
 
 from conftest import VALID, WriteMatrix
 

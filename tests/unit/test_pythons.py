@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from buildmatrix.builder.runners.containers import image_for
-from buildmatrix.builder.runners.select import serving_image
-from buildmatrix.errors import InterpreterNotFound, MatrixError
-from buildmatrix.model.cells import Selection, expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.model.registry import pythons_from_filenames
+from torch_buildmatrix.builder.runners.containers import image_for
+from torch_buildmatrix.builder.runners.select import serving_image
+from torch_buildmatrix.errors import InterpreterNotFound, MatrixError
+from torch_buildmatrix.model.cells import Selection, expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.model.registry import pythons_from_filenames
 
 from conftest import WriteMatrix
 

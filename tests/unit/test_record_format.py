@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from buildmatrix.builder.records.fields import LIMITS
-from buildmatrix.builder.records.model import BuildResult
-from buildmatrix.builder.records.store import ResultStore
-from buildmatrix.errors import RecordError
-from buildmatrix.model.matrix import TorchRelease, WheelSource
-from buildmatrix.vocab import RunnerName, WheelSourceKind
+from torch_buildmatrix.builder.records.fields import LIMITS
+from torch_buildmatrix.builder.records.model import BuildResult
+from torch_buildmatrix.builder.records.store import ResultStore
+from torch_buildmatrix.errors import RecordError
+from torch_buildmatrix.model.matrix import TorchRelease, WheelSource
+from torch_buildmatrix.vocab import RunnerName, WheelSourceKind
 
 RELEASE = TorchRelease(Version("2.13.0"), "cpu", WheelSource(WheelSourceKind.FIND_LINKS, "/wheels"), None, ())
 CELL = cell_of(RELEASE, "3.11", "2.1")
@@ -117,7 +117,7 @@ def test_hostile_features_of_a_smoke_suite_never_reach_a_record(tmp_path: Path) 
     step fails with that: tests/unit/test_feature_keys.py); a valid report is recorded and reads back."""
     import json
 
-    from buildmatrix.builder.smoke import read_features
+    from torch_buildmatrix.builder.smoke import read_features
 
     features = tmp_path / "features.json"
     features.write_text(

@@ -13,11 +13,11 @@ from typing import ClassVar
 import pytest
 from packaging.version import Version
 
-from buildmatrix.errors import RegistryError
-from buildmatrix.model.matrix import TorchRelease, WheelSource
-from buildmatrix.model.pythons import Python
-from buildmatrix.model.registry import PEP691, Registry, pip_configured_find_links, pythons_from_filenames
-from buildmatrix.vocab import WheelSourceKind
+from torch_buildmatrix.errors import RegistryError
+from torch_buildmatrix.model.matrix import TorchRelease, WheelSource
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.model.registry import PEP691, Registry, pip_configured_find_links, pythons_from_filenames
+from torch_buildmatrix.vocab import WheelSourceKind
 
 FILES = [
     ("torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl", "u1"),
@@ -90,7 +90,7 @@ def test_cached_answer_is_used_offline(tmp_path: Path) -> None:
 
 
 def test_yank_status_from_json_html_and_old_caches(tmp_path: Path) -> None:
-    from buildmatrix.model.registry import simple_page_entries
+    from torch_buildmatrix.model.registry import simple_page_entries
 
     page = "https://example.invalid/simple/torch/"
     body = json.dumps(
@@ -277,7 +277,7 @@ def test_every_page_of_a_command_shares_one_total_deadline(tmp_path: Path) -> No
 def test_an_answer_past_the_size_cap_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from registry_server import serving
 
-    from buildmatrix.model import registry as registry_module
+    from torch_buildmatrix.model import registry as registry_module
 
     monkeypatch.setattr(registry_module, "PAGE_MAX_BYTES", 100)
     with (

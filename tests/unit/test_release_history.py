@@ -18,20 +18,20 @@ from pathlib import Path
 import pytest
 from fake_wheels import cell_result, make_wheel
 
-from buildmatrix.builder.records.model import CellResult, WheelRecord
-from buildmatrix.errors import RecordError, UserError
-from buildmatrix.model.cells import expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import Matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.publish.docs import write_docs
-from buildmatrix.publish.index import page_anchors
-from buildmatrix.publish.ledger import RELEASED
-from buildmatrix.publish.site import SiteReport, publish
-from buildmatrix.publish.staging import Withdrawal
-from buildmatrix.publish.table import CompatTable
-from buildmatrix.publish.versions import VERSION_MARKER
-from buildmatrix.vocab import Cause, FailureClass, Status
+from torch_buildmatrix.builder.records.model import CellResult, WheelRecord
+from torch_buildmatrix.errors import RecordError, UserError
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import Matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.publish.docs import write_docs
+from torch_buildmatrix.publish.index import page_anchors
+from torch_buildmatrix.publish.ledger import RELEASED
+from torch_buildmatrix.publish.site import SiteReport, publish
+from torch_buildmatrix.publish.staging import Withdrawal
+from torch_buildmatrix.publish.table import CompatTable
+from torch_buildmatrix.publish.versions import VERSION_MARKER
+from torch_buildmatrix.vocab import Cause, FailureClass, Status
 
 from conftest import WriteMatrix, run_cli
 
@@ -119,7 +119,7 @@ def offline_sources(project: Project) -> dict[str, str]:
     find-links a directory of the test's own."""
     import os
 
-    from buildmatrix.model.registry import Registry
+    from torch_buildmatrix.model.registry import Registry
 
     from conftest import REPO
 
@@ -334,8 +334,8 @@ def test_a_site_whose_live_ledger_the_previous_release_broke_publishes_again(pro
 
 
 def test_a_publish_past_the_ledger_limit_is_refused_and_nothing_changes(project: Project) -> None:
-    from buildmatrix.errors import LedgerFull
-    from buildmatrix.publish.ledger import LedgerLimits
+    from torch_buildmatrix.errors import LedgerFull
+    from torch_buildmatrix.publish.ledger import LedgerLimits
 
     first = project.record(A)
     project.run(first)
@@ -375,7 +375,7 @@ def test_a_held_publish_lock_is_exit_6_for_every_command_that_takes_it(project: 
     """The exit-code reference says 6 for a held lock; a busy publish lock once exited 2."""
     import fcntl
 
-    from buildmatrix.errors import RunLocked
+    from torch_buildmatrix.errors import RunLocked
 
     passed = project.record(A)
     project.run(passed)
@@ -404,7 +404,7 @@ def test_a_fresh_workspace_never_starts_a_new_history_over_a_published_site(proj
     with pytest.raises(RecordError) as stopped:
         project.run()
     message = str(stopped.value)
-    assert "lists 1 passed cell(s)" in message and "buildmatrix fetch-site --site-url" in message
+    assert "lists 1 passed cell(s)" in message and "torch-buildmatrix fetch-site --site-url" in message
     assert "--first-publish" in message
     assert [p.name for p in project.wheels.iterdir()] == [".site-publish.lock"]  # no site, no version, no ledger
     assert {p: p.read_text() for p in (project.root / "docs").iterdir()} == docs
@@ -434,7 +434,7 @@ def test_a_site_that_published_before_but_lost_its_ledger_stops_the_publish(proj
         project.run(passed)
     message = str(stopped.value)
     assert "missing, but this site has published before" in message and "--new-ledger" in message
-    assert "buildmatrix fetch-site" in message
+    assert "torch-buildmatrix fetch-site" in message
     assert sorted(p.relative_to(live).as_posix() for p in live.rglob("*")) == before
     _table, report = project.run(passed, new_ledger=True)
     assert report.published and plugin_wheel(passed) in json.loads((project.site / RELEASED).read_text())["wheels"]
@@ -569,7 +569,7 @@ def test_the_docs_are_never_written_through_a_symlink_that_leaves_the_project(
     project: Project, tmp_path_factory: pytest.TempPathFactory, link: str
 ) -> None:
     """publish.docs and publish.readme were written through such a link (patches: was refused in the same case)."""
-    from buildmatrix.errors import DocsError
+    from torch_buildmatrix.errors import DocsError
 
     outside = tmp_path_factory.mktemp("outside")
     if link == "docs":

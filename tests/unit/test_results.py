@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from buildmatrix.builder.records.model import CellResult, SmokeCounts, StepResult, WheelRecord
-from buildmatrix.builder.records.store import ResultStore
-from buildmatrix.errors import RecordError
-from buildmatrix.model.cellkey import CellKey
-from buildmatrix.model.pythons import Python
-from buildmatrix.vocab import RunnerName, Status
+from torch_buildmatrix.builder.records.model import CellResult, SmokeCounts, StepResult, WheelRecord
+from torch_buildmatrix.builder.records.store import ResultStore
+from torch_buildmatrix.errors import RecordError
+from torch_buildmatrix.model.cellkey import CellKey
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.vocab import RunnerName, Status
 
 from conftest import WriteMatrix, run_cli
 
@@ -223,7 +223,7 @@ def test_merge_of_a_hostile_cell_id_writes_nothing(tmp_path: Path) -> None:
     (source.directory / "cells" / "x.json").write_text(json.dumps(data))
     into = tmp_path / "deep" / "into"
     done = run_cli(tmp_path, "merge-results", str(tmp_path / "machine1"), "--into", str(into), timeout=60)
-    from buildmatrix.errors import MergeError
+    from torch_buildmatrix.errors import MergeError
 
     assert done.returncode == MergeError.exit_code, done.stdout + done.stderr
     assert "machine1/results/cells/x.json: cell.id: '../../x' is not a plain file name" in done.stderr
@@ -237,8 +237,8 @@ def test_merge_of_a_hostile_cell_id_writes_nothing(tmp_path: Path) -> None:
 def test_build_rebuilds_a_cell_whose_record_is_damaged_and_says_why(tmp_path: Path) -> None:
     from test_engine import setup_project
 
-    from buildmatrix.builder.records.model import BuildResult
-    from buildmatrix.builder.runners.local import LocalRunner
+    from torch_buildmatrix.builder.records.model import BuildResult
+    from torch_buildmatrix.builder.runners.local import LocalRunner
 
     engine, cells = setup_project(tmp_path)
     engine.runner = LocalRunner()  # a real interpreter, so the cell can be planned
@@ -260,8 +260,8 @@ def test_merge_results_in_a_project_waits_for_no_build_it_is_refused_while_one_r
     write_matrix: WriteMatrix, tmp_path: Path
 ) -> None:
     """merge-results took no run lock: a build writing wheels/ meanwhile mixed its records with the merged ones."""
-    from buildmatrix.builder.workspace import RunLock, Workspace
-    from buildmatrix.errors import RunLocked
+    from torch_buildmatrix.builder.workspace import RunLock, Workspace
+    from torch_buildmatrix.errors import RunLocked
 
     path = write_matrix()
     source = ResultStore(tmp_path / "machine1" / "results")

@@ -8,18 +8,18 @@ from typing import Any, ClassVar
 
 import pytest
 
-from buildmatrix.builder.records.model import BuildResult, CellResult
-from buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob
-from buildmatrix.builder.runners.sequence import prepare_cell, run_build
-from buildmatrix.builder.steps import StepRecorder
-from buildmatrix.builder.workspace import Workspace
-from buildmatrix.errors import StepFailed
-from buildmatrix.model.builds import plan_builds
-from buildmatrix.model.cells import expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import SdkVersion
-from buildmatrix.model.pythons import Python
-from buildmatrix.vocab import RunnerName, Status, Step
+from torch_buildmatrix.builder.records.model import BuildResult, CellResult
+from torch_buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob
+from torch_buildmatrix.builder.runners.sequence import prepare_cell, run_build
+from torch_buildmatrix.builder.steps import StepRecorder
+from torch_buildmatrix.builder.workspace import Workspace
+from torch_buildmatrix.errors import StepFailed
+from torch_buildmatrix.model.builds import plan_builds
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import SdkVersion
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.vocab import RunnerName, Status, Step
 
 from conftest import VALID, WriteMatrix
 

@@ -9,11 +9,11 @@ import jsonschema
 import pytest
 import yaml
 
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.options import OPTIONS, Kind
-from buildmatrix.model.optreader import PARSERS
-from buildmatrix.model.reference import first_sentence, reference_markdown
-from buildmatrix.model.schema import KIND_SCHEMA, schema_json
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.options import OPTIONS, Kind
+from torch_buildmatrix.model.optreader import PARSERS
+from torch_buildmatrix.model.reference import first_sentence, reference_markdown
+from torch_buildmatrix.model.schema import KIND_SCHEMA, schema_json
 
 from conftest import VALID, WriteMatrix, run_cli
 

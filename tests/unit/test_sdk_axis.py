@@ -10,18 +10,18 @@ import pytest
 from fake_wheels import cell_result
 from packaging.version import Version
 
-from buildmatrix.errors import MatrixError
-from buildmatrix.model.cells import Selection, expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import HOST, Matrix, TorchRelease
-from buildmatrix.model.pythons import Python
-from buildmatrix.publish.advice import install_choice
-from buildmatrix.publish.index import index_pages, wheels_to_index
-from buildmatrix.publish.markdown import grid, install_section
-from buildmatrix.publish.overlay import build_table
-from buildmatrix.publish.page import site_page
-from buildmatrix.publish.table import CompatTable
-from buildmatrix.vocab import SdkKind
+from torch_buildmatrix.errors import MatrixError
+from torch_buildmatrix.model.cells import Selection, expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import HOST, Matrix, TorchRelease
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.publish.advice import install_choice
+from torch_buildmatrix.publish.index import index_pages, wheels_to_index
+from torch_buildmatrix.publish.markdown import grid, install_section
+from torch_buildmatrix.publish.overlay import build_table
+from torch_buildmatrix.publish.page import site_page
+from torch_buildmatrix.publish.table import CompatTable
+from torch_buildmatrix.vocab import SdkKind
 
 from conftest import VALID, WriteMatrix, copy_project, run_cli
 
@@ -278,7 +278,7 @@ def test_a_project_with_no_smoke_tests_is_a_located_error(write_matrix: WriteMat
     ],
 )
 def test_the_cli_refuses_bad_sdk_input_and_writes_nothing(tmp_path: Path, old: str, new: str, expected: str) -> None:
-    """`buildmatrix matrix` and `compat-table --check` on our matrix.yaml with one mistake: exit 3, located."""
+    """`torch-buildmatrix matrix` and `compat-table --check` on our matrix.yaml with one mistake: exit 3, located."""
     root = copy_project(tmp_path / "project")
     text = (root / "matrix.yaml").read_text()
     assert old in text
@@ -304,7 +304,7 @@ def test_our_matrix_keeps_its_cells_ids_and_labels() -> None:
         "EMU_DRIVER_API_VERSION",
     )
     table = CompatTable.from_json((Path(__file__).parents[2] / "docs" / "compatibility.json").read_text())
-    from buildmatrix.publish.table import available_from_table
+    from torch_buildmatrix.publish.table import available_from_table
 
     cells = expand(matrix, available_from_table(table, matrix))
     assert [c.id for c in cells] == [c.id for c in table.cells]

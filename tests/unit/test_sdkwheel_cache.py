@@ -14,8 +14,8 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from buildmatrix.builder.sdkwheels import SdkWheels, verify_cached
-from buildmatrix.model.matrix import SdkVersion
+from torch_buildmatrix.builder.sdkwheels import SdkWheels, verify_cached
+from torch_buildmatrix.model.matrix import SdkVersion
 
 from conftest import wheel_sdk
 
@@ -69,8 +69,8 @@ def test_two_processes_sharing_the_cache_build_it_once(tmp_path: Path) -> None:
             from pathlib import Path
             sys.path[:0] = [{str(REPO)!r}, {str(REPO / "tests")!r}, {str(Path(__file__).parent)!r}]
             from packaging.version import Version
-            from buildmatrix.builder.sdkwheels import SdkWheels
-            from buildmatrix.model.matrix import SdkVersion
+            from torch_buildmatrix.builder.sdkwheels import SdkWheels
+            from torch_buildmatrix.model.matrix import SdkVersion
             from conftest import wheel_sdk
             from test_sdkwheel_cache import slow_build
             tmp = Path({str(tmp_path)!r})

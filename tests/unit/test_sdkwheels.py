@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from buildmatrix.builder.sdkwheels import SdkWheels, sdk_version_problem
-from buildmatrix.errors import StepFailed
-from buildmatrix.model.matrix import SdkVersion
+from torch_buildmatrix.builder.sdkwheels import SdkWheels, sdk_version_problem
+from torch_buildmatrix.errors import StepFailed
+from torch_buildmatrix.model.matrix import SdkVersion
 
 from conftest import wheel_sdk
 

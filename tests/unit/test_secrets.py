@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.runners.base import BuildJob
-from buildmatrix.builder.runners.containers import build_container, build_env_command
-from buildmatrix.builder.workspace import Workspace
-from buildmatrix.docker import oci
-from buildmatrix.errors import StepFailed
-from buildmatrix.model.builds import plan_builds
-from buildmatrix.model.cells import expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.util.process import run_logged
-from buildmatrix.util.redact import is_secret, redact, secret_values
+from torch_buildmatrix.builder.runners.base import BuildJob
+from torch_buildmatrix.builder.runners.containers import build_container, build_env_command
+from torch_buildmatrix.builder.workspace import Workspace
+from torch_buildmatrix.docker import oci
+from torch_buildmatrix.errors import StepFailed
+from torch_buildmatrix.model.builds import plan_builds
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.util.process import run_logged
+from torch_buildmatrix.util.redact import is_secret, redact, secret_values
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "tiny"
 INDEX = "https://fakeuser:FAKE-INDEX-PASSWORD@index.invalid/simple/"
@@ -158,7 +158,7 @@ def test_build_container_arguments_hold_no_secret(tmp_path: Path, monkeypatch: p
 
 
 def test_image_notes_never_show_a_mirror_credential(tmp_path: Path) -> None:
-    from buildmatrix.docker import images
+    from torch_buildmatrix.docker import images
 
     log = tmp_path / "image.log"
     images._note(

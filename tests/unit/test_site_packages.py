@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.records.model import CellResult
-from buildmatrix.builder.runners.base import BuildJob, CellJob, site_packages
-from buildmatrix.builder.runners.local import LocalRunner
-from buildmatrix.builder.steps import StepRecorder
-from buildmatrix.builder.workspace import Workspace
-from buildmatrix.errors import StepFailed
-from buildmatrix.model.builds import plan_builds
-from buildmatrix.model.cells import expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.vocab import RunnerName, Status
+from torch_buildmatrix.builder.records.model import CellResult
+from torch_buildmatrix.builder.runners.base import BuildJob, CellJob, site_packages
+from torch_buildmatrix.builder.runners.local import LocalRunner
+from torch_buildmatrix.builder.steps import StepRecorder
+from torch_buildmatrix.builder.workspace import Workspace
+from torch_buildmatrix.errors import StepFailed
+from torch_buildmatrix.model.builds import plan_builds
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.vocab import RunnerName, Status
 
 from conftest import VALID, WriteMatrix
 

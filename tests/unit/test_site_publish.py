@@ -12,22 +12,22 @@ from pathlib import Path
 import pytest
 from fake_wheels import cell_result, make_wheel, sha256_file
 
-from buildmatrix.builder.records.model import WheelRecord
-from buildmatrix.model.cells import expand
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import Matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.publish import site as site_module
-from buildmatrix.publish.advice import all_choices
-from buildmatrix.publish.docs import DocsLayout, write_docs
-from buildmatrix.publish.index import page_anchors
-from buildmatrix.publish.overlay import build_table
-from buildmatrix.publish.page import choice_key, site_page
-from buildmatrix.publish.site import write_site
-from buildmatrix.publish.table import CompatTable
-from buildmatrix.publish.verify import RELEASED
-from buildmatrix.publish.versions import recover_site
-from buildmatrix.vocab import Status
+from torch_buildmatrix.builder.records.model import WheelRecord
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import Matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.publish import site as site_module
+from torch_buildmatrix.publish.advice import all_choices
+from torch_buildmatrix.publish.docs import DocsLayout, write_docs
+from torch_buildmatrix.publish.index import page_anchors
+from torch_buildmatrix.publish.overlay import build_table
+from torch_buildmatrix.publish.page import choice_key, site_page
+from torch_buildmatrix.publish.site import write_site
+from torch_buildmatrix.publish.table import CompatTable
+from torch_buildmatrix.publish.verify import RELEASED
+from torch_buildmatrix.publish.versions import recover_site
+from torch_buildmatrix.vocab import Status
 
 from conftest import WriteMatrix
 
@@ -218,7 +218,7 @@ def test_a_kill_leaves_a_site_that_the_next_run_recovers(published: Published) -
     """SIGKILL cannot be caught: what it leaves (a half-built version marked as ours, the link being placed) is
     removed at the next start; a directory we did not mark is never touched; the live link never pointed anywhere
     but at a verified version."""
-    from buildmatrix.publish.versions import new_version
+    from torch_buildmatrix.publish.versions import new_version
 
     matrix, table, wheels, site = published
     live = site.readlink().as_posix()
@@ -339,7 +339,7 @@ def test_a_site_url_that_is_not_a_plain_http_url_is_refused(published: Published
 def test_a_second_publisher_is_refused_while_one_publishes(published: Published) -> None:
     import fcntl
 
-    from buildmatrix.errors import RunLocked
+    from torch_buildmatrix.errors import RunLocked
 
     matrix, table, wheels, site = published
     before, live = snapshot(site), site.readlink().as_posix()
@@ -419,7 +419,7 @@ def test_the_docs_are_written_under_the_publish_lock(
 def test_committed_docs_their_reader_would_refuse_are_never_written(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     """docs/compatibility.json is the base of every later publish: it is read back with the reader (parse_table)
     before it replaces the committed one, and when it would not read back, the docs and the site stay as they were."""
-    from buildmatrix.errors import DocsError
+    from torch_buildmatrix.errors import DocsError
 
     path = write_matrix()
     root = path.parent

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine, touched_paths
-from buildmatrix.errors import PatchError
+from torch_buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine, touched_paths
+from torch_buildmatrix.errors import PatchError
 
 PATCH = """\
 --- a/plugin/csrc/hooks.cpp

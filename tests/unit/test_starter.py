@@ -1,4 +1,4 @@
-"""`buildmatrix init`: starter files from the package's templates, which load, and never over an existing file."""
+"""`torch-buildmatrix init`: starter files from the package's templates, which load, and never over an existing file."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from buildmatrix.errors import UserError
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import Matrix
-from buildmatrix.starter import WORKFLOW, project_facts, starter_files, write_starter
+from torch_buildmatrix.errors import UserError
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import Matrix
+from torch_buildmatrix.starter import WORKFLOW, project_facts, starter_files, write_starter
 
 from conftest import run_cli
 
@@ -40,7 +40,7 @@ def test_init_in_an_empty_project_gives_a_matrix_that_loads(tmp_path: Path) -> N
     workflow = yaml.safe_load((project / WORKFLOW).read_text())
     assert set(workflow["jobs"]) == {"plan", "build", "cell", "merge", "publish", "deploy"}
     noxfile = (project / "noxfile.py").read_text()
-    assert '"buildmatrix[docker]"' in noxfile and "def build_matrix" in noxfile
+    assert '"torch-buildmatrix[docker]"' in noxfile and "def build_matrix" in noxfile
     compile(noxfile, "noxfile.py", "exec")
     # Every session the workflow runs is one the starter noxfile declares (the workflow is ours, which runs ours).
     import re
@@ -185,9 +185,9 @@ path_part = st.from_regex(r"[A-Za-z0-9._'-]([A-Za-z0-9._' -]{0,8}[A-Za-z0-9._'-]
 )
 requirements = st.sampled_from(
     [
-        "buildmatrix[docker]",
+        "torch-buildmatrix[docker]",
         'pkg; python_version >= "3.11"',
-        "buildmatrix @ https://example.org/b.whl",
+        "torch-buildmatrix @ https://example.org/b.whl",
         "a.b-c_d[x,y]>=1.0,<2 ; sys_platform == 'linux' and extra == \"t\"",
     ]
 )

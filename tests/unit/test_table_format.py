@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_site_publish import CELL, table_of
 
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.publish.table import CompatTable
-from buildmatrix.publish.tableparse import parse_table, table_problems
-from buildmatrix.vocab import Status
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.publish.table import CompatTable
+from torch_buildmatrix.publish.tableparse import parse_table, table_problems
+from torch_buildmatrix.vocab import Status
 
 from conftest import WriteMatrix
 

@@ -10,19 +10,19 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from buildmatrix.builder.records.model import BuildResult, CellResult, SmokeCounts, TierResult, WheelRecord
-from buildmatrix.builder.records.store import ResultStore
-from buildmatrix.builder.runners.base import SmokeRun
-from buildmatrix.builder.tiers import combined_features, judge_deep, settle, settle_records, unsettled
-from buildmatrix.errors import MatrixError, RecordError, StepFailed
-from buildmatrix.model.builds import deep_cell, plan_builds
-from buildmatrix.model.cellkey import CellKey
-from buildmatrix.model.cells import expand
-from buildmatrix.model.contract import SmokeContract, SmokeTiers, Tier
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.matrix import TorchRelease, WheelSource
-from buildmatrix.model.pythons import Python
-from buildmatrix.vocab import FailureClass, RunnerName, Status, TierStatus, WheelSourceKind
+from torch_buildmatrix.builder.records.model import BuildResult, CellResult, SmokeCounts, TierResult, WheelRecord
+from torch_buildmatrix.builder.records.store import ResultStore
+from torch_buildmatrix.builder.runners.base import SmokeRun
+from torch_buildmatrix.builder.tiers import combined_features, judge_deep, settle, settle_records, unsettled
+from torch_buildmatrix.errors import MatrixError, RecordError, StepFailed
+from torch_buildmatrix.model.builds import deep_cell, plan_builds
+from torch_buildmatrix.model.cellkey import CellKey
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.contract import SmokeContract, SmokeTiers, Tier
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.matrix import TorchRelease, WheelSource
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.vocab import FailureClass, RunnerName, Status, TierStatus, WheelSourceKind
 
 from conftest import VALID, WriteMatrix
 
@@ -288,7 +288,7 @@ def test_combined_features() -> None:
 
 
 def test_the_fan_out_marks_each_builds_deep_cell_job(write_matrix: WriteMatrix) -> None:
-    from buildmatrix.report_matrix import github_matrix
+    from torch_buildmatrix.report_matrix import github_matrix
 
     for tiers, expected in ((TIERS, True), ("", False)):
         matrix = load_matrix(write_matrix(VALID + tiers + "build: {per-python: false}\n"))

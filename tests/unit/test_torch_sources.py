@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from buildmatrix.errors import MatrixError, RegistryError
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python
-from buildmatrix.model.registry import Registry, TorchSource, simple_page_files
+from torch_buildmatrix.errors import MatrixError, RegistryError
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python
+from torch_buildmatrix.model.registry import Registry, TorchSource, simple_page_files
 
 from conftest import VALID, WriteMatrix
 

@@ -15,12 +15,12 @@ import pytest
 from fake_wheels import cell_of, cell_result
 from packaging.version import Version
 
-from buildmatrix.builder.merge import merge_wheel_trees
-from buildmatrix.builder.records.parse import RecordRules
-from buildmatrix.builder.records.store import ResultStore
-from buildmatrix.errors import MergeError, RecordError
-from buildmatrix.model.matrix import TorchRelease, WheelSource
-from buildmatrix.vocab import WheelSourceKind
+from torch_buildmatrix.builder.merge import merge_wheel_trees
+from torch_buildmatrix.builder.records.parse import RecordRules
+from torch_buildmatrix.builder.records.store import ResultStore
+from torch_buildmatrix.errors import MergeError, RecordError
+from torch_buildmatrix.model.matrix import TorchRelease, WheelSource
+from torch_buildmatrix.vocab import WheelSourceKind
 
 from conftest import run_cli
 
@@ -147,7 +147,7 @@ def test_wheels_are_checked_against_the_cell(tmp_path: Path) -> None:
 
 
 def test_record_strings_never_become_markdown_markup() -> None:
-    from buildmatrix.publish.markdown import md
+    from torch_buildmatrix.publish.markdown import md
 
     hostile = "smoke | <!-- compat-table:end --> [x](javascript:1) `code` *bold* _it_\nnext"
     shown = md(hostile)
@@ -160,9 +160,9 @@ def test_compat_table_renders_hostile_strings_as_text_and_its_readme_stays_whole
     section with exactly one pair of markers, so every later compat-table still finds them."""
     import dataclasses
 
-    from buildmatrix.publish.markdown import README_END, grid, readme_section, replace_readme_section
-    from buildmatrix.publish.table import CompatCell, CompatTable, FeatureSupport, Release, SdkColumn, SdkInfo
-    from buildmatrix.vocab import FeatureState, SdkKind, Status
+    from torch_buildmatrix.publish.markdown import README_END, grid, readme_section, replace_readme_section
+    from torch_buildmatrix.publish.table import CompatCell, CompatTable, FeatureSupport, Release, SdkColumn, SdkInfo
+    from torch_buildmatrix.vocab import FeatureState, SdkKind, Status
 
     release = Release(
         "torch2.13-cpu",
@@ -304,10 +304,10 @@ def test_compat_table_with_a_record_holding_a_5000_digit_integer_is_exit_7(tmp_p
 def test_a_damaged_record_of_any_kind_is_rebuilt_by_build(tmp_path: Path) -> None:
     from test_engine import setup_project
 
-    from buildmatrix.builder.records.model import BuildResult, CellResult
-    from buildmatrix.builder.runners.base import CellRunners
-    from buildmatrix.builder.runners.local import LocalRunner
-    from buildmatrix.vocab import RunnerName
+    from torch_buildmatrix.builder.records.model import BuildResult, CellResult
+    from torch_buildmatrix.builder.runners.base import CellRunners
+    from torch_buildmatrix.builder.runners.local import LocalRunner
+    from torch_buildmatrix.vocab import RunnerName
 
     engine, [cell] = setup_project(tmp_path)
     engine.runners = CellRunners(LocalRunner(), {})  # a real interpreter, so the cell can be planned
@@ -326,9 +326,9 @@ def test_every_step_the_code_records_is_in_the_step_vocabulary() -> None:
     """A record naming a step outside Step is damaged: so every step the builder names must be in it."""
     import re
 
-    from buildmatrix.vocab import Step
+    from torch_buildmatrix.vocab import Step
 
-    package = Path(__file__).parents[2] / "buildmatrix"
+    package = Path(__file__).parents[2] / "torch_buildmatrix"
     named = {
         m
         for path in package.rglob("*.py")

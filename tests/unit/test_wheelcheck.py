@@ -11,13 +11,13 @@ from packaging.specifiers import SpecifierSet
 from packaging.tags import parse_tag
 from packaging.version import Version
 
-from buildmatrix.builder.wheelcheck import check_cell_pin, check_installed, check_plugin_wheel
-from buildmatrix.errors import StepFailed
-from buildmatrix.model.builds import Build, plan_builds
-from buildmatrix.model.cells import expand
-from buildmatrix.model.contract import CheckContract, TorchPin
-from buildmatrix.model.loader import load_matrix
-from buildmatrix.model.pythons import Python, installs_on
+from torch_buildmatrix.builder.wheelcheck import check_cell_pin, check_installed, check_plugin_wheel
+from torch_buildmatrix.errors import StepFailed
+from torch_buildmatrix.model.builds import Build, plan_builds
+from torch_buildmatrix.model.cells import expand
+from torch_buildmatrix.model.contract import CheckContract, TorchPin
+from torch_buildmatrix.model.loader import load_matrix
+from torch_buildmatrix.model.pythons import Python, installs_on
 
 from conftest import WriteMatrix
 

@@ -1,4 +1,4 @@
-"""cmake_ops's own suite, run against the installed wheel (buildmatrix's smoke test for each cell)."""
+"""cmake_ops's own suite, run against the installed wheel (torch-buildmatrix's smoke test for each cell)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""segops's own test suite, run against the installed wheel (buildmatrix's smoke test for each cell)."""
+"""segops's own test suite, run against the installed wheel (torch-buildmatrix's smoke test for each cell)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-# The tacc toolkit on top of buildmatrix's builder image: built from sdk/ into a Debian package with dpkg-deb, then
-# installed with dpkg, as a user installs a vendor's toolkit. buildmatrix passes BUILDER (the builder image made for
+# The tacc toolkit on top of torch-buildmatrix's builder image: built from sdk/ into a Debian package with dpkg-deb, then
+# installed with dpkg, as a user installs a vendor's toolkit. torch-buildmatrix passes BUILDER (the builder image made for
 # this image's base and Pythons) and SDK_VERSION (the toolkit version matrix.yaml says this image provides).
 ARG BUILDER
 FROM ${BUILDER}

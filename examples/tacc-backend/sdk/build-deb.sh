@@ -30,11 +30,11 @@ cat > "$root/DEBIAN/control" <<CONTROL
 Package: tacc-toolkit
 Version: $version
 Architecture: $arch
-Maintainer: buildmatrix examples <noreply@example.invalid>
+Maintainer: torch-buildmatrix examples <noreply@example.invalid>
 Section: libdevel
 Priority: optional
 Description: runtime, headers and library of the toy accelerator tacc (API $major.$minor)
- A system toolkit for the buildmatrix example backend torch-tacc.
+ A system toolkit for the torch-buildmatrix example backend torch-tacc.
 CONTROL
 printf '#!/bin/sh\nset -e\nldconfig\n' > "$root/DEBIAN/postinst"
 printf '#!/bin/sh\nset -e\nldconfig\n' > "$root/DEBIAN/postrm"

@@ -5,8 +5,8 @@ lacks fails the step with the real action's message, because a hosted runner wou
 
 PATH gets, for each version, its environment's bin and, right behind it, the tool cache's x64/bin (the directory the
 real action puts on PATH). `python`, `pip` and what a job installs are the environment's; a program that looks for an
-interpreter that is not a virtual environment's, as `buildmatrix build` does, finds the tool cache's pythonX.Y, the
-one it finds on a hosted runner, instead of skipping to whatever pythonX.Y the host has further down PATH.
+interpreter that is not a virtual environment's, as `torch-buildmatrix build` does, finds the tool cache's pythonX.Y,
+the one it finds on a hosted runner, instead of skipping to whatever pythonX.Y the host has further down PATH.
 """
 
 from __future__ import annotations
