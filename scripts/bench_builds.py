@@ -8,22 +8,19 @@
             build`; refused, saying what would run, unless every build and cell is up to date (it never starts a real
             build);
   release   one release's cells once its build exists: in a scratch copy of the project, the cheap torch 2.13 CPU
-            Python 3.11 builds first (`--builds-only`, timed apart), then the cells alone (`build`, builds up to date);
-  records   a run's wall time from its records (wheels/results by default: the first build or cell started to the
-            last finished, of the records that run wrote), the builds made and cells tested, and their summed times:
-            what the lead's cold full run reports.
+            Python 3.11 builds first (`--builds-only`, timed apart), then the cells alone (`build`, builds up to date).
+
+A run's figures from its records (wall time, core-minutes by kind, the critical path): scripts/bench_full_matrix.py.
 
 Run from the repository root:
   python scripts/bench_builds.py plan
   python scripts/bench_builds.py noop [--runs 3]
   python scripts/bench_builds.py release
-  python scripts/bench_builds.py records [--results wheels/results] [--since UNIX_TIME]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -193,29 +190,6 @@ def cmd_release(args: argparse.Namespace) -> None:
         )
 
 
-def cmd_records(args: argparse.Namespace) -> None:
-    results = Path(args.results)
-    builds = [json.loads(p.read_text()) for p in sorted((results / "builds").glob("*.json"))]
-    cells = [json.loads(p.read_text()) for p in sorted((results / "cells").glob("*.json"))]
-    chosen = [r for r in builds + cells if r.get("started", 0) >= args.since and r.get("finished")]
-    if not chosen:
-        print(f"records: no records in {results} started after {args.since}")
-        return
-    start = min(r["started"] for r in chosen)
-    end = max(r["finished"] for r in chosen)
-    ran_builds = [b for b in builds if b in chosen]
-    ran_cells = [c for c in cells if c in chosen]
-    busy_builds = sum(s["seconds"] for b in ran_builds for s in b["steps"])
-    busy_cells = sum(s["seconds"] for c in ran_cells for s in c["steps"])
-    status = {k: sum(c["status"] == k for c in ran_cells) for k in ("passed", "failed", "interrupted")}
-    print(f"records: wall time {(end - start) / 60:.1f} min (first start to last finish, {results})")
-    print(f"records: {len(ran_builds)} build(s) made, {busy_builds / 60:.1f} min in their steps")
-    print(f"records: {len(ran_cells)} cell(s) tested, {busy_cells / 60:.1f} min in their steps; {status}")
-    slowest = sorted(ran_builds, key=lambda b: -sum(s["seconds"] for s in b["steps"]))[:3]
-    for build in slowest:
-        print(f"records: slowest build {build['build']['id']}: {sum(s['seconds'] for s in build['steps']):.0f} s")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--offline", action="store_true", help="use the cached registry answers only")
@@ -229,10 +203,6 @@ def main() -> None:
     release.add_argument("--python", default="3.11")
     release.add_argument("--jobs", type=int, default=2)
     release.set_defaults(func=cmd_release)
-    records = sub.add_parser("records")
-    records.add_argument("--results", default=str(REPO / "wheels" / "results"))
-    records.add_argument("--since", type=float, default=0.0, help="only records started after this Unix time")
-    records.set_defaults(func=cmd_records)
     args = parser.parse_args()
     args.func(args)
 
