@@ -12,6 +12,7 @@ import pytest
 from fake_wheels import cell_result, make_wheel
 
 from torch_buildmatrix.model.cells import Cell, expand
+from torch_buildmatrix.model.contract import README_END, README_START
 from torch_buildmatrix.model.loader import load_matrix
 from torch_buildmatrix.model.matrix import Matrix
 from torch_buildmatrix.model.pythons import Python
@@ -19,8 +20,6 @@ from torch_buildmatrix.publish.advice import all_choices, install_choice
 from torch_buildmatrix.publish.docs import DOCS_TABLE, docs_problems, rendered_docs
 from torch_buildmatrix.publish.index import check_coverage, page_anchors, read_metadata
 from torch_buildmatrix.publish.markdown import (
-    README_END,
-    README_START,
     features_table,
     grid,
     install_section,

@@ -160,7 +160,8 @@ def test_compat_table_renders_hostile_strings_as_text_and_its_readme_stays_whole
     section with exactly one pair of markers, so every later compat-table still finds them."""
     import dataclasses
 
-    from torch_buildmatrix.publish.markdown import README_END, grid, readme_section, replace_readme_section
+    from torch_buildmatrix.model.contract import README_END
+    from torch_buildmatrix.publish.markdown import grid, readme_section, replace_readme_section
     from torch_buildmatrix.publish.table import CompatCell, CompatTable, FeatureSupport, Release, SdkColumn, SdkInfo
     from torch_buildmatrix.vocab import FeatureState, SdkKind, Status
 

@@ -1,15 +1,17 @@
 """What a build and a cell depend on (their inputs, hashed), and when a stored record of one is still up to date.
 
 A build's inputs are what makes its wheel's bytes: its key (torch release and variant, SDK version, the Python for a
-per-Python project, the stable ABI), the plugin version, sources, patches, build settings, the build epoch (what they
-hold of the tool's own code, epoch.py), and the interpreter's identity (its minor and ABI and what provides it, never
-a path). A cell's inputs are what its test depends on: its own torch, Python, patches (its smoke tests come from its
-release's patched copy), smoke settings, the build epoch, and the exact wheels its build made (by sha256): a rebuild
-that gives the same bytes leaves its cells up to date.
+per-Python project, the stable ABI), the plugin version, sources (never the smoke suite nor what the tool writes into
+the project: project_tree), patches, build settings, the build epoch (what they hold of the tool's own code,
+epoch.py), and the interpreter's identity (its minor and ABI and what provides it, never a path). A cell's inputs are
+what its test depends on: its own torch, Python, patches (its smoke tests come from its release's patched copy), the
+smoke suite's files, smoke settings, the build epoch, and the exact wheels its build made (by sha256): a rebuild that
+gives the same bytes leaves its cells up to date.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from torch_buildmatrix.builder.runners.base import Runner
 from torch_buildmatrix.builder.sourcetree import release_series
 from torch_buildmatrix.model.builds import Build
 from torch_buildmatrix.model.cells import Cell
+from torch_buildmatrix.model.contract import README_END, README_START
 from torch_buildmatrix.model.matrix import Matrix, TorchRelease
 from torch_buildmatrix.util.fingerprint import FileHashes, file_sha256, files_hash, inputs_hash, tree_hash
 from torch_buildmatrix.util.paths import regular_file
@@ -56,6 +59,7 @@ class Inputs:
         self._shared: dict[str, dict[str, str]] = {}  # by runner name
         self._patches: dict[TorchRelease, str] = {}
         self._code = CodeHashes(code_cache)
+        self._smoke_tree: str | None = None
 
     def code_hash(self, runner: Runner) -> str:
         """The hash of the code a runner's builds and cells run (recorded, never a key: keys hold the epoch)."""
@@ -66,7 +70,7 @@ class Inputs:
         if runner.name not in self._shared:
             sdk, generated = self.matrix.sdk, self.matrix.contract.build.generated
             self._shared[runner.name] = {
-                "plugin_tree": tree_hash(self.matrix.plugin.source, generated=generated),
+                **project_tree(self.matrix),
                 **(
                     {"sdk_tree": tree_hash(sdk.source, generated=generated)}
                     if sdk is not None and sdk.source is not None
@@ -75,6 +79,12 @@ class Inputs:
                 "build_code": epoch_key(runner.name),
             }
         return self._shared[runner.name]
+
+    def smoke_tree(self) -> str:
+        """The smoke suite's hash: a cell's input (its build never reads the suite)."""
+        if self._smoke_tree is None:
+            self._smoke_tree = tree_hash(self.matrix.plugin.smoke_tests, generated=self.matrix.contract.build.generated)
+        return self._smoke_tree
 
     def patches(self, release: TorchRelease) -> str:
         if release not in self._patches:
@@ -125,11 +135,47 @@ class Inputs:
             "smoke_requires": list(smoke.requirements_for(cell.torch.version, cell.python)),
             "smoke_args": list(smoke.args),
             "smoke_threads": smoke.threads,
+            "smoke_tree": self.smoke_tree(),
             "build": made,
             # Only with tiers, so that a project without them keeps its cells' inputs (and records) as they were.
             **({"tiers": smoke.tiers.as_inputs(deep)} if smoke.tiers is not None else {}),
             **self.shared(runner),
         }
+
+
+def project_tree(matrix: Matrix) -> dict[str, str]:
+    """plugin.source's hash as a build's input: without the smoke suite (the cells' input, `Inputs.smoke_tree`), the
+    patch series and the SDK's source (their own inputs), and what the tool writes into a project that is its own
+    source (`source: .`): publish.docs' compatibility.md and .json, and the README's table block (the README's other
+    text counts, apart as `readme`)."""
+    source = matrix.plugin.source.resolve()
+    inside: dict[Path, str] = {}  # paths under the source, by path
+    for path in (
+        matrix.plugin.smoke_tests,
+        matrix.patches_dir,
+        *([matrix.sdk.source] if matrix.sdk is not None and matrix.sdk.source is not None else []),
+        matrix.root / matrix.contract.publish_docs / "compatibility.md",
+        matrix.root / matrix.contract.publish_docs / "compatibility.json",
+        *([matrix.root / matrix.contract.publish_readme] if matrix.contract.publish_readme is not None else []),
+    ):
+        resolved = path.resolve()
+        if resolved != source and resolved.is_relative_to(source):
+            inside[path] = resolved.relative_to(source).as_posix()
+    tree = tree_hash(
+        matrix.plugin.source, exclude=frozenset(inside.values()), generated=matrix.contract.build.generated
+    )
+    readme = matrix.root / matrix.contract.publish_readme if matrix.contract.publish_readme is not None else None
+    if readme is None or readme not in inside or not readme.is_file():
+        return {"plugin_tree": tree}
+    return {"plugin_tree": tree, "readme": hashlib.sha256(without_block(readme.read_text()).encode()).hexdigest()}
+
+
+def without_block(readme: str) -> str:
+    """A README's text without what `compat-table` writes between its markers (all of it if they are not a pair)."""
+    start, end = readme.find(README_START), readme.find(README_END)
+    if start < 0 or end < start:
+        return readme
+    return readme[:start] + readme[end + len(README_END) :]
 
 
 def digest(inputs: dict[str, Any]) -> str:

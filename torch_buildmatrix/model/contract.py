@@ -139,6 +139,11 @@ class SmokeContract:
         return (*self.requirements, *extra)
 
 
+# The README block `compat-table` rewrites (publish.readme): the markers around it.
+README_START = "<!-- compat-table:start -->"
+README_END = "<!-- compat-table:end -->"
+
+
 @dataclass(frozen=True)
 class Contract:
     build: BuildContract = field(default_factory=BuildContract)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from torch_buildmatrix.model.contract import TorchPin
+from torch_buildmatrix.model.contract import README_END, README_START, TorchPin
 from torch_buildmatrix.publish.advice import (
     any_torch_command,
     deep_summary,
@@ -19,8 +19,6 @@ from torch_buildmatrix.publish.table import CompatCell, CompatTable
 from torch_buildmatrix.util.when import day
 from torch_buildmatrix.vocab import FeatureState, Status
 
-README_START = "<!-- compat-table:start -->"
-README_END = "<!-- compat-table:end -->"
 NOT_IN_MATRIX = "—"
 NOT_AVAILABLE_MARK = "\N{EN DASH}"  # a feature the release lacks (an en dash, spelled out: it looks like a hyphen)
 FEATURE_MARKS = {

@@ -45,16 +45,21 @@ def tree_hash(
     include: frozenset[str] | None = None,
     generated: frozenset[str] = frozenset(),
 ) -> str:
-    """Hash of a tree's source files; `exclude` names paths relative to root (POSIX form) left out, `include`
-    (when given) the only ones counted, `generated` file names the build writes (see source_files)."""
+    """Hash of a tree's source files; `exclude` names paths relative to root (POSIX form) left out, a file or a
+    directory with everything under it, `include` (when given) the only ones counted, `generated` file names the build
+    writes (see source_files)."""
     digest = hashlib.sha256()
     for path in source_files(root, generated):
         rel = path.relative_to(root).as_posix()
-        if rel in exclude or (include is not None and rel not in include):
+        if _excluded(rel, exclude) or (include is not None and rel not in include):
             continue
         digest.update(str(path.relative_to(root)).encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def _excluded(rel: str, exclude: frozenset[str]) -> bool:
+    return rel in exclude or any(rel.startswith(f"{e}/") for e in exclude)
 
 
 def files_hash(paths: Iterable[Path]) -> str:
