@@ -18,6 +18,9 @@ from typing import Any
 
 import torch
 
+# torch >=2.5 loads the backend by its entry point; older releases need the import to know device "emu".
+import torch_emu  # noqa: F401
+
 
 def _arguments() -> dict[str, Callable[[], tuple[Any, ...]]]:
     """Arguments for the functions that need some, by name; made when called, from the live state."""

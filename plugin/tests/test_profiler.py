@@ -28,6 +28,12 @@ def test_profiler_use_device_emu_gives_non_negative_durations():
         assert row.cpu_time_total >= 0, (row.key, row.cpu_time_total)
 
 
+def _device_memory(event) -> int:
+    """An event's device bytes: device_memory_usage from torch 2.4, privateuse1_memory_usage before."""
+    name = "device_memory_usage" if hasattr(event, "device_memory_usage") else "privateuse1_memory_usage"
+    return getattr(event, name)
+
+
 @pytest.mark.feature("profiler_memory")
 def test_profile_memory_counts_emu_allocations_and_frees():
     """The caching allocator reports to the profiler: profile_memory showed 0 device bytes for emu before."""
@@ -37,10 +43,10 @@ def test_profile_memory_counts_emu_allocations_and_frees():
         kept = torch.empty(1 << 18, device="emu")  # 1 MiB, the large pool's 2 MiB rounding
         freed = torch.empty(1000, device="emu")  # 4000 bytes, rounded to 4096
         del freed
-    empties = [e.device_memory_usage for e in prof.events() if e.name == "aten::empty"]
+    empties = [_device_memory(e) for e in prof.events() if e.name == "aten::empty"]
     # the block sizes: 2 MiB, and at least 4096 bytes (a larger cached block may serve the small tensor)
     assert empties[0] == 2 << 20 and empties[1] >= 4096 and len(empties) == 2, empties
-    frees = [e.device_memory_usage for e in prof.events() if e.name == "[memory]"]
+    frees = [_device_memory(e) for e in prof.events() if e.name == "[memory]"]
     assert frees == [-empties[1]], frees  # the free, outside any op
     assert all(e.cpu_memory_usage == 0 for e in prof.events() if e.name == "aten::empty")  # counted as device memory
     assert kept.numel() == 1 << 18

@@ -5,7 +5,8 @@ import time
 
 import pytest
 import torch
-from smoke_gates import DRIVER_MAJOR, requires_driver, requires_torch
+from packaging.specifiers import SpecifierSet
+from smoke_gates import DRIVER_MAJOR, TORCH, requires_driver, requires_torch
 
 import torch_emu
 
@@ -219,6 +220,8 @@ def test_stream_priority_is_kept_and_reported():
     assert x.sum().item() == 128
     rebuilt = torch.emu.Stream(stream_id=high.stream_id, device_index=high.device_index)
     assert rebuilt.priority == -1 and rebuilt == high
-    if hasattr(torch, "Stream"):  # torch's own Stream(priority=...) reaches the guard's high-priority pool
+    # torch's own Stream(device=..., priority=...) reaches the guard's high-priority pool; before torch 2.4
+    # torch.Stream takes no keywords ("'device' is an invalid keyword argument" on 2.1 to 2.3).
+    if TORCH in SpecifierSet(">=2.4"):
         generic = torch.Stream(device="emu", priority=-1)
         assert torch.emu.Stream(stream_id=generic.stream_id, device_index=generic.device_index).priority == -1

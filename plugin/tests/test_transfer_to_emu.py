@@ -5,7 +5,7 @@ import sys
 import textwrap
 
 import pytest
-from smoke_gates import requires_graphs
+from smoke_gates import requires_graphs, requires_torch
 
 pytestmark = pytest.mark.feature("transfer_to_emu")
 
@@ -52,26 +52,6 @@ MIGRATION_SCRIPT = """
     import torch
     import torch_emu.contrib.transfer_to_emu
 
-    # autocast("cuda") and torch.cuda.amp.autocast compute in float16 on emu, as on CUDA
-    a, b = torch.randn(4, 4, device="cuda"), torch.randn(4, 4, device="cuda")
-    with torch.autocast("cuda"):
-        assert torch.is_autocast_enabled("cuda")
-        assert torch.mm(a, b).dtype == torch.float16
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # torch deprecates torch.cuda.amp.autocast itself
-        with torch.cuda.amp.autocast(dtype=torch.bfloat16):
-            assert torch.mm(a, b).dtype == torch.bfloat16
-    assert torch.mm(a, b).dtype == torch.float32
-    scaler = torch.amp.GradScaler("cuda")
-    model = torch.nn.Linear(4, 4).cuda()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    with torch.autocast("cuda"):
-        loss = model(a).float().sum()
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    assert scaler._scale.device.type == "emu" and model.weight.device.type == "emu", scaler._scale
-
     # torch.load(map_location=...) with strings, devices and dicts naming CUDA
     def saved(value, device="cpu"):
         buffer = io.BytesIO()
@@ -113,10 +93,46 @@ MIGRATION_SCRIPT = """
 """
 
 
-def test_autocast_load_generator_and_memory_summary_map_to_emu():
+def test_load_generator_and_memory_summary_map_to_emu():
     done = _run(MIGRATION_SCRIPT, "-W", "ignore:torch_emu.contrib.transfer_to_emu")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["migrated"]
+
+
+AMP_SCRIPT = """
+    import warnings
+
+    import torch
+    import torch_emu.contrib.transfer_to_emu
+
+    # autocast("cuda") and torch.cuda.amp.autocast compute in float16 on emu, as on CUDA
+    a, b = torch.randn(4, 4, device="cuda"), torch.randn(4, 4, device="cuda")
+    with torch.autocast("cuda"):
+        assert torch.is_autocast_enabled("cuda")
+        assert torch.mm(a, b).dtype == torch.float16
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch deprecates torch.cuda.amp.autocast itself
+        with torch.cuda.amp.autocast(dtype=torch.bfloat16):
+            assert torch.mm(a, b).dtype == torch.bfloat16
+    assert torch.mm(a, b).dtype == torch.float32
+    scaler = torch.amp.GradScaler("cuda")
+    model = torch.nn.Linear(4, 4).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with torch.autocast("cuda"):
+        loss = model(a).float().sum()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    assert scaler._scale.device.type == "emu" and model.weight.device.type == "emu", scaler._scale
+    print("amp")
+"""
+
+
+@requires_torch(">=2.4", "torch.autocast on a PrivateUse1 device")  # before 2.4 the device module drives it
+def test_autocast_and_grad_scaler_map_to_emu():
+    done = _run(AMP_SCRIPT, "-W", "ignore:torch_emu.contrib.transfer_to_emu")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["amp"]
 
 
 IMPORT_ONLY = """
