@@ -13,25 +13,20 @@ sha256 the cell's record holds.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import functools
-import hashlib
-import http.server
 import os
 import shlex
 import subprocess
 import sys
-import threading
 import time
 import uuid
-import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fake_wheels import cell_result, interpreter_tag, make_wheel
+from fake_wheels import cell_result, interpreter_tag
+from install_harness import environment, installed_is_ours, public_index, run, served, site_packages
 from packaging.version import Version
 from torch_envs import cached_torch_env, clone, python_of, torch_version
 
@@ -71,21 +66,6 @@ class World:
         return f"{self.url}/site"
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-def public_index(root: Path, squatted: bool) -> None:
-    """A PEP 503 index (directory listings serve as project pages): newer torch, and with `squatted` look-alikes."""
-    for version in ("2.13.0", "2.15.0"):
-        make_wheel(root / "torch", "torch", version)
-    if squatted:
-        make_wheel(root / "torch-emu", "torch-emu", "99.0.0", extra_files={"torch_emu/SQUATTER": "x"})
-        for version in ("1.4.0", "2.1.0", "2.99.0"):
-            make_wheel(root / "emu-driver", "emu-driver", version, extra_files={"emu_driver/SQUATTER": "x"})
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("world")
@@ -114,75 +94,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     table = build_table(matrix, cells, results, available)
     report = write_site(table, wheels, www / "site")
     assert report.problems == [], report.problems
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(www)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield World(f"http://127.0.0.1:{server.server_address[1]}", table, wheels)
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def environment(world: World, public: str, env: Path) -> dict[str, str]:
-    """The machine's own index configuration is replaced by the stand-in public index; nothing is cached."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "VIRTUAL_ENV"))}
-    return {
-        **clean,
-        "PATH": f"{env / 'bin'}{os.pathsep}{clean.get('PATH', '')}",  # `python` in $(...) is the user's
-        "PIP_CONFIG_FILE": os.devnull,
-        "PIP_INDEX_URL": f"{world.url}/{public}/",
-        "PIP_NO_CACHE_DIR": "1",
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "UV_NO_CONFIG": "1",
-        "UV_INDEX_URL": f"{world.url}/{public}/",
-        "UV_NO_CACHE": "1",
-    }
-
-
-def run(command: str, tool: str, env: Path, variables: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The documented command through a shell (it may hold $(...)), as pip in the env or as `uv pip --python`."""
-    assert command.startswith("pip install "), command
-    python = shlex.quote(str(python_of(env)))
-    prefix = f"{python} -m pip install" if tool == "pip" else f"uv pip install --python {python}"
-    return subprocess.run(
-        prefix + command.removeprefix("pip install"),
-        shell=True,
-        capture_output=True,
-        text=True,
-        env=variables,
-        timeout=600,
-        check=False,
-    )
-
-
-def record_hashes(wheel: Path) -> dict[str, str]:
-    """RECORD of a wheel: path -> sha256 (urlsafe base64), for the files a user imports."""
-    with zipfile.ZipFile(wheel) as archive:
-        name = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
-        lines = archive.read(name).decode().splitlines()
-    out = {}
-    for line in lines:
-        path, digest, _size = line.rsplit(",", 2)
-        if digest and ".dist-info/" not in path:
-            out[path] = digest.removeprefix("sha256=")
-    return out
-
-
-def site_packages(env: Path, python: str = PYTHON) -> Path:
-    return env / "lib" / f"python{python}" / "site-packages"
-
-
-def installed_is_ours(site: Path, recorded: Path, sha256: str) -> bool:
-    """The installed files (in site-packages `site`) are those of the recorded wheel, which has the record's sha256."""
-    assert hashlib.sha256(recorded.read_bytes()).hexdigest() == sha256
-    for path, digest in record_hashes(recorded).items():
-        file = site / path
-        if not file.is_file():
-            return False
-        got = base64.urlsafe_b64encode(hashlib.sha256(file.read_bytes()).digest()).rstrip(b"=").decode()
-        if got != digest:
-            return False
-    return True
+    with served(www) as url:
+        yield World(url, table, wheels)
 
 
 def versions(env: Path) -> dict[str, str]:
@@ -225,8 +138,8 @@ def assert_ours(world: World, env: Path, release: str, before: str, result: subp
         found["torch-emu"] == cell.wheel.filename.split("-")[1]
         and found["emu-driver"] == cell.sdk_wheel.filename.split("-")[1]
     ), found
-    assert installed_is_ours(site_packages(env), world.wheels / cell.wheel.path, cell.wheel.sha256)
-    assert installed_is_ours(site_packages(env), world.wheels / cell.sdk_wheel.path, cell.sdk_wheel.sha256)
+    assert installed_is_ours(site_packages(env, PYTHON), world.wheels / cell.wheel.path, cell.wheel.sha256)
+    assert installed_is_ours(site_packages(env, PYTHON), world.wheels / cell.sdk_wheel.path, cell.sdk_wheel.sha256)
 
 
 @needs_local_311
@@ -236,7 +149,7 @@ def assert_ours(world: World, env: Path, release: str, before: str, result: subp
 def test_plain_commands_keep_the_installed_torch(world: World, release: str, tool: str, kind: str) -> None:
     with clone(cached_torch_env(TORCH[release])) as env:
         before = torch_version(python_of(env))
-        result = run(commands(world, release)[kind], tool, env, environment(world, "clean", env))
+        result = run(commands(world, release)[kind], tool, env, environment(f"{world.url}/clean/", env))
         assert_ours(world, env, release, before, result)
 
 
@@ -259,13 +172,13 @@ def test_documented_commands_against_look_alikes(world: World, kind: str, tool: 
     release = "torch2.4-cuda"
     with clone(cached_torch_env(TORCH[release])) as env:
         before = torch_version(python_of(env))
-        result = run(commands(world, release)[kind], tool, env, environment(world, "squatted", env))
+        result = run(commands(world, release)[kind], tool, env, environment(f"{world.url}/squatted/", env))
         if SQUAT_OUTCOME[(kind, tool)] == "ours":
             assert_ours(world, env, release, before, result)
         else:  # what the docs warn about: pip merges indexes and takes the look-alike's higher version
             assert result.returncode == 0, result.stderr
             assert versions(env)["torch-emu"] == "99.0.0"
-            assert (site_packages(env) / "torch_emu" / "SQUATTER").is_file()
+            assert (site_packages(env, PYTHON) / "torch_emu" / "SQUATTER").is_file()
 
 
 def test_the_docs_warn_where_pip_can_pick_a_look_alike() -> None:
@@ -305,17 +218,6 @@ def installed_versions(site: Path) -> dict[str, str]:
     import importlib.metadata
 
     return {d.metadata["Name"].lower(): d.version for d in importlib.metadata.distributions(path=[str(site)])}
-
-
-@contextlib.contextmanager
-def served(www: Path) -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(www)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 Inside = Callable[[str, dict[str, str]], subprocess.CompletedProcess[str]]

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from install_harness import markdown_commands, page_commands
 
 from torch_buildmatrix.model.contract import TorchPin
 from torch_buildmatrix.publish.advice import ONLY_BINARY, any_torch_command
@@ -25,7 +26,6 @@ from torch_buildmatrix.publish.table import CompatTable
 from torch_buildmatrix.publish.tableparse import parse_table
 
 REPO = Path(__file__).parents[2]
-COMMAND = re.compile(r"(?:uv )?pip install [^`\n<]+")
 ANY_TORCH = "torch==$("  # the command that restates the installed torch
 
 
@@ -41,24 +41,6 @@ def published_table() -> CompatTable:
     table = parse_table(PUBLISHED.read_text(encoding="utf-8"))
     assert table.cells and all(c.status == "passed" for c in table.cells)
     return table
-
-
-def markdown_commands(text: str) -> list[str]:
-    return [m.group(0).strip() for m in COMMAND.finditer(text)]
-
-
-def page_commands(page: str) -> list[str]:
-    """The commands the HTML shows (text of <pre> and <code>) and every one its script can show (the choices)."""
-    shown = [html.unescape(m) for m in re.findall(r"<(?:pre|code)[^>]*>([^<]*)</(?:pre|code)>", page)]
-    choices = json.loads(re.search(r'<script id="choices" type="application/json">(.*?)</script>', page, re.S)[1])  # type: ignore[index]
-    scripted = [
-        command
-        for choice in choices["choices"].values()
-        for key in ("index_command", "release_index_command", "find_links_command")
-        if (command := choice[key])
-    ]
-    # "`uv pip install` takes the same arguments" names the tool, not a command to run
-    return [c for c in shown if "pip install " in c] + scripted
 
 
 def check_binary_only(commands: list[str], where: str, *, published: bool = True) -> None:
