@@ -58,6 +58,9 @@ class EmuGraph:
 
     def __init__(self, keep_graph: bool = False) -> None:
         _require_graphs()
+        # Resolved now, not in __del__: a graph collected at interpreter exit (kept by a module that outlives
+        # torch's) would look the op up through torch._ops after its globals were cleared, and raise there.
+        self._destroy = _ops.graph_destroy
         self._handle: int | None = int(_ops.graph_create(bool(keep_graph)))
 
     def _h(self) -> int:
@@ -98,7 +101,7 @@ class EmuGraph:
     def __del__(self) -> None:
         handle, self._handle = getattr(self, "_handle", None), None
         if handle is not None:
-            _ops.graph_destroy(handle)
+            self._destroy(handle)
 
 
 class graph:  # lowercase, as torch.cuda.graph
