@@ -81,6 +81,13 @@ def requires_graphs():
     )
 
 
+def requires_captured_backward():
+    """A backward captured into an emu graph needs torch 2.3: before, the autograd engine puts a node on its forward's
+    stream only for CUDA (Node::stream(DeviceType::CUDA)), so emu's backward runs eagerly on the autograd thread's
+    default stream, outside the capture, and a replay does not recompute the gradients."""
+    return requires_torch(">=2.3", "a captured backward (autograd running emu nodes on their forward's stream)")
+
+
 # A torch release that is not the installed one, for tests that fake a mismatched install.
 OTHER_TORCH = "2.4.1" if (TORCH.major, TORCH.minor) != (2, 4) else "2.1.2"
 OTHER_MINOR = ".".join(OTHER_TORCH.split(".")[:2])

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 import torch
 from packaging.specifiers import SpecifierSet
-from smoke_gates import TORCH, requires_graphs, requires_torch
+from smoke_gates import TORCH, requires_captured_backward, requires_graphs, requires_torch
 
 pytestmark = [pytest.mark.feature("graphs"), requires_graphs()]
 
@@ -64,6 +64,7 @@ def test_a_graph_collected_at_exit_is_destroyed_quietly() -> None:
 
 
 @pytest.mark.deep
+@requires_captured_backward()
 def test_captured_training_step_replays_with_eager_results() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)).to("emu")
@@ -191,6 +192,7 @@ def test_random_ops_replay_fresh_numbers_that_follow_manual_seed() -> None:
 
 
 @pytest.mark.deep
+@requires_captured_backward()
 def test_make_graphed_callables_gives_eager_outputs_and_gradients() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)).to("emu")

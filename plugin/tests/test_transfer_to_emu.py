@@ -5,7 +5,7 @@ import sys
 import textwrap
 
 import pytest
-from smoke_gates import requires_graphs, requires_torch
+from smoke_gates import requires_captured_backward, requires_graphs, requires_torch
 
 pytestmark = pytest.mark.feature("transfer_to_emu")
 
@@ -172,8 +172,6 @@ def test_import_warning_is_said_once_and_a_documented_filter_silences_it(tmp_pat
 
 
 GRAPH_SCRIPT = """
-import copy
-
 import torch
 import torch_emu.contrib.transfer_to_emu
 
@@ -186,6 +184,14 @@ with torch.cuda.graph(g, pool=torch.cuda.graph_pool_handle()):
 static_x.copy_(torch.ones(4, 3))
 g.replay()
 assert static_y.sum().item() == 36
+print("replayed")
+"""
+
+GRAPHED_CALLABLES_SCRIPT = """
+import copy
+
+import torch
+import torch_emu.contrib.transfer_to_emu
 
 # torch.cuda.make_graphed_callables, torch's own, runs on emu through the mapped names
 torch.manual_seed(0)
@@ -208,7 +214,16 @@ print("graphed")
 
 @pytest.mark.deep
 @requires_graphs()
-def test_cuda_graphs_and_make_graphed_callables_map_to_emu():
+def test_cuda_graphs_map_to_emu():
     done = _run(GRAPH_SCRIPT, "-W", "ignore:torch_emu.contrib.transfer_to_emu")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["replayed"]
+
+
+@pytest.mark.deep
+@requires_graphs()
+@requires_captured_backward()
+def test_make_graphed_callables_maps_to_emu():
+    done = _run(GRAPHED_CALLABLES_SCRIPT, "-W", "ignore:torch_emu.contrib.transfer_to_emu")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["graphed"]
