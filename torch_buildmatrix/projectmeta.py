@@ -8,8 +8,8 @@ import ast
 import configparser
 import email.parser
 import tomllib
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -242,4 +242,23 @@ def read_project(root: Path) -> ProjectMetadata:
     torch = known[0].torch if known else None  # the first file listing requirements says whether torch is one
     return ProjectMetadata(
         name, version, computed, torch, bool(known), sources[0].build_requires, ninja_off=sources[2].ninja_off
+    )
+
+
+def located(metadata: ProjectMetadata, directory: PurePosixPath) -> ProjectMetadata:
+    """The same metadata, each file it names given as a path from the project root where it was read in `directory`
+    ("torch_scatter-2.1.2/setup.py"); unchanged for the root itself."""
+    if directory == PurePosixPath("."):
+        return metadata
+
+    def found(value: Found | None) -> Found | None:
+        return None if value is None else replace(value, where=f"{directory}/{value.where}")
+
+    torch = metadata.torch
+    return replace(
+        metadata,
+        name=found(metadata.name),
+        version=found(metadata.version),
+        computed_version=found(metadata.computed_version),
+        torch=None if torch is None else replace(torch, where=f"{directory}/{torch.where}"),
     )

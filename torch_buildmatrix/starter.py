@@ -15,8 +15,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from torch_buildmatrix.errors import MatrixError, UserError
+from torch_buildmatrix.model.contract import README_END, README_START
 from torch_buildmatrix.model.options import DISTRIBUTION_NAME
-from torch_buildmatrix.projectmeta import ProjectMetadata, read_project
+from torch_buildmatrix.projectmeta import ProjectMetadata, located, read_project
+from torch_buildmatrix.publish.markdown import replace_readme_section
 from torch_buildmatrix.util.atomic import write_text_atomic
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -92,7 +94,12 @@ def project_facts(
 
     Each value is checked by its standard (PEP 508 names and requirements, PEP 440 versions) and the source and tests
     by what the files can spell: UserError (exit 2), before anything is written."""
-    metadata = read_project(root)
+    source_path = _relative(root, source or ".", "--source")
+    if not (root / source_path).is_dir():
+        raise UserError(f"--source {str(source_path)!r} is not a directory of {root} (nothing was written)")
+    # What is built is the source tree, so its files say what the project is (an unpacked sdist beside the
+    # matrix, as the guide's worked example lays it out); their places are named from the root in comments.
+    metadata = located(read_project(root / source_path), source_path)
     stated = metadata.name.value if metadata.name is not None else ""
     name = distribution or stated or re.sub(r"[^A-Za-z0-9._-]+", "-", root.resolve().name)
     if distribution is None:
@@ -122,9 +129,6 @@ def project_facts(
         raise UserError(
             f"--requirement {requirement!r} is not a PEP 508 requirement ({exc}) (nothing was written)"
         ) from None
-    source_path = _relative(root, source or ".", "--source")
-    if not (root / source_path).is_dir():
-        raise UserError(f"--source {str(source_path)!r} is not a directory of {root} (nothing was written)")
     if tests is None:
         base = root / source_path
         tests = next(
@@ -221,13 +225,40 @@ def contract_lines(facts: StarterFacts) -> dict[str, str]:
     )
     ninja_lines = f"  # ninja: {ninja}; torch's cpp_extension compiles with it in parallel.\n  ninja: true"
     if meta.ninja_off:
+        setup_py = "setup.py" if facts.source == PurePosixPath(".") else f"{facts.source}/setup.py"
         ninja_lines = (
-            "  # setup.py turns ninja off (use_ninja=False), so each extension compiles one file at a time: build\n"
-            "  # the extensions at once instead.\n"
+            f"  # {_comment(setup_py)} turns ninja off (use_ninja=False), so each extension compiles one file at a\n"
+            "  # time: build the extensions at once instead.\n"
             "  ninja: false\n"
             "  parallel-extensions: true"
         )
     return {"VERSION_CONTRACT": "\n".join(version), "TORCH_PIN": "\n".join(pin), "NINJA": ninja_lines}
+
+
+def publish_lines(root: Path, facts: StarterFacts) -> str:
+    """The matrix's publish lines: the README table where README.md holds the compat-table markers, else none (with
+    how to have one), so that compat-table publishes on the first try; the own-names line, commented."""
+    readme = root / "README.md"
+    try:
+        replace_readme_section(readme.read_text("utf-8"), "")
+        lines = ["  readme: README.md     # compat-table rewrites the table between its compat-table markers"]
+    except (OSError, UnicodeDecodeError, ValueError):
+        why = "README.md has no pair of compat-table markers" if readme.is_file() else "there is no README.md here"
+        lines = [
+            f"  # {why}, so compat-table writes no README table (the docs and the site",
+            f"  # hold it all). To have one, put {README_START} and {README_END} in README.md",
+            "  # and delete this line.",
+            "  readme: false",
+        ]
+    names = yaml_string(facts.distribution)
+    return "\n".join(
+        [
+            *lines,
+            "  # Where the name is the project's own on PyPI (yours, or the upstream release whose sdist you build),",
+            "  # uncomment: the pages then leave out their warning that a look-alike may hold it there.",
+            f"  # own-names: [{names}]",
+        ]
+    )
 
 
 FIRST_TEST = '''"""The first smoke test (written by `torch-buildmatrix init`): the installed wheel imports, with the
@@ -259,6 +290,7 @@ def starter_files(root: Path, facts: StarterFacts) -> dict[Path, str]:
         "REQUIREMENT_PY": json.dumps(str(facts.requirement)),  # ASCII, escaped: a Python string literal too
         "SOURCE_GLOBS": _source_globs(facts, root),
         **contract_lines(facts),
+        "PUBLISH": publish_lines(root, facts),
     }
     files = {
         Path("matrix.yaml"): _fill("matrix.yaml", values),

@@ -162,3 +162,74 @@ def test_a_hostile_value_in_a_file_stays_inside_its_comment(tmp_path: Path) -> N
     facts = project_facts(tmp_path)
     write_starter(tmp_path, starter_files(tmp_path, facts), facts)
     assert load_matrix(tmp_path / "matrix.yaml").contract.build.relabel
+
+
+# ---- the guide's worked example: an unpacked sdist beside the matrix (issue 37) -------------------------------------
+
+SDIST = "torch_scatter-2.1.2"
+SETUP_PY_NINJA_OFF = SETUP_PY_LITERAL.replace(
+    "install_requires=install_requires)",
+    "install_requires=install_requires,\n"
+    "      cmdclass={'build_ext': BuildExtension.with_options(no_python_abi_suffix=True, use_ninja=False)})",
+)
+
+
+def test_init_reads_the_source_it_is_given_not_the_directory_holding_it(tmp_path: Path) -> None:
+    """The guide's layout: matrix.yaml in scatter-wheels/, the sdist unpacked in it (`--source torch_scatter-2.1.2`).
+    The source's files say what the project is; the directory around it says nothing (it was read before: the
+    directory's name, 0.1.0, version-env and release-line, none of which builds)."""
+    root = tmp_path / "scatter-wheels"
+    (root / SDIST).mkdir(parents=True)
+    (root / SDIST / "setup.py").write_text(SETUP_PY_NINJA_OFF)
+    (root / SDIST / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: torch_scatter\nVersion: 2.1.2\n")
+    facts = project_facts(root, source=SDIST)
+    write_starter(root, starter_files(root, facts), facts)
+    assert not (root / SDIST / "RAN").exists() and not (root / "RAN").exists()
+    matrix = load_matrix(root / "matrix.yaml")
+    assert (matrix.plugin.distribution, str(matrix.plugin.version)) == ("torch_scatter", "2.1.2")
+    build, check = matrix.contract.build, matrix.contract.check
+    assert build.relabel and build.version_env is None
+    assert not build.ninja and build.parallel_extensions
+    assert check.torch_pin == TorchPin.NONE
+    text = (root / "matrix.yaml").read_text()
+    assert f"# {SDIST}/setup.py fixes the version (2.1.2): the wheel is" in text
+    assert f"# {SDIST}/setup.py turns ninja off (use_ninja=False)" in text
+    assert "# the metadata names no torch: nothing ties a wheel" in text
+
+
+@pytest.mark.parametrize(
+    ("readme", "published", "comment"),
+    [
+        (None, None, "# there is no README.md here, so compat-table writes no README table"),
+        ("# torch-scatter\n", None, "# README.md has no pair of compat-table markers, so compat-table writes no"),
+        ("# mine\n<!-- compat-table:start -->\n<!-- compat-table:end -->\n", Path("README.md"), "readme: README.md"),
+        ("<!-- compat-table:end -->\n<!-- compat-table:start -->\n", None, "README.md has no pair of compat-table"),
+    ],
+)
+def test_init_writes_a_readme_table_only_where_the_readme_holds_the_markers(
+    tmp_path: Path, readme: str | None, published: Path | None, comment: str
+) -> None:
+    """compat-table stops (exit 2) on a README without the marker pair: an sdist's README (torch-scatter's) has
+    none, so init switches the block off, says how to have it, and compat-table publishes on the first try."""
+    (tmp_path / "setup.py").write_text(SETUP_PY_LITERAL)
+    if readme is not None:
+        (tmp_path / "README.md").write_text(readme)
+    facts = project_facts(tmp_path)
+    write_starter(tmp_path, starter_files(tmp_path, facts), facts)
+    matrix = load_matrix(tmp_path / "matrix.yaml")
+    assert matrix.contract.publish_readme == published
+    assert matrix.contract.publish_own_names == ()  # init cannot know the name is the project's own: a comment
+    text = (tmp_path / "matrix.yaml").read_text()
+    assert comment in text and '  # own-names: ["torch_scatter"]' in text
+    publish = text[text.index("\npublish:") :].splitlines()
+    assert max(map(len, publish)) <= 120, publish
+
+
+def test_the_cpu_release_takes_torch_from_pip_s_find_links_where_they_hold_it(tmp_path: Path) -> None:
+    """A machine that cannot reach PyTorch's index (offline, a mirror in pip.conf) lists and builds the cells of the
+    matrix init wrote; where pip's find-links lack the release, the index is read as before."""
+    facts = project_facts(tmp_path)
+    write_starter(tmp_path, starter_files(tmp_path, facts), facts)
+    (cpu,) = [r for r in load_matrix(tmp_path / "matrix.yaml").torch if r.variant == "cpu"]
+    assert cpu.wheels.location == "https://download.pytorch.org/whl/cpu"
+    assert cpu.wheels.local_find_links == "pip-config"
