@@ -6,13 +6,14 @@ import dataclasses
 import hashlib
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from fake_wheels import cell_result, make_wheel
 
 from torch_buildmatrix.model.cells import Cell, expand
-from torch_buildmatrix.model.contract import README_END, README_START
+from torch_buildmatrix.model.contract import README_END, README_START, TorchPin
 from torch_buildmatrix.model.loader import load_matrix
 from torch_buildmatrix.model.matrix import Matrix
 from torch_buildmatrix.model.pythons import Python
@@ -206,6 +207,26 @@ def test_install_choice_exact_and_nearest(write_matrix: WriteMatrix, tmp_path: P
     assert "sdist" not in exact.index_command and all(
         "--only-binary=:all:" in c.index_command for c in all_choices(table) if c.cell
     )
+
+
+def test_without_a_torch_pin_no_choice_offers_another_releases_wheel(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    """Wheels that name no torch import only beside their own release's torch: a choice whose nearest installable
+    cell is of another release gets no command (it would install a wheel that fails with undefined symbols, and
+    nothing would bring its torch), only the note; a choice of the same release keeps its commands."""
+    matrix = load_matrix(write_matrix())
+    cells = by_id(cells_of(matrix)[0])
+    table = replace(
+        table_for(matrix, [cell_result(cells["torch2.13-cpu-cp311-drv2"], wheels_dir=tmp_path)]),
+        torch_pin=TorchPin.NONE,
+    )
+    other_release = install_choice(table, "torch2.4-cuda", "3.11", "drv2")  # nearest: torch 2.13's cell
+    assert other_release.cell is None and not other_release.exact
+    assert not (other_release.index_command or other_release.find_links_command or other_release.release_index_command)
+    assert other_release.note.endswith("import only beside torch 2.13.0: choose that release")
+    same_release = install_choice(table, "torch2.13-cpu", "3.11", "drv2")
+    assert same_release.exact and "--only-binary=:all:" in same_release.index_command
+    pinned = install_choice(replace(table, torch_pin=TorchPin.RELEASE_LINE), "torch2.4-cuda", "3.11", "drv2")
+    assert pinned.cell == "torch2.13-cpu-cp311-drv2"  # a pinned wheel brings its torch: the nearest's commands stay
 
 
 def test_json_round_trip(write_matrix: WriteMatrix, tmp_path: Path) -> None:

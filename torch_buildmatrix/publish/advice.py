@@ -209,11 +209,16 @@ def install_choice(
         note = f"{_choice_words(table, rel, python, sdk)}: {reason}; no wheel is published yet"
         return InstallChoice(release, python, sdk, None, False, note)
     nrel = table.release(near.release)
-    commands = install_commands(table, near, site)
     note = (
         f"{_choice_words(table, rel, python, sdk)}: {reason}. "
         f"Nearest supported choice: {_choice_words(table, nrel, near.python, near.sdk)}"
     )
+    if table.torch_pin == TorchPin.NONE and near.release != release:
+        # The wheels name no torch: installed beside this choice's torch, the other release's wheel would not import
+        # (undefined symbols), and nothing would bring its torch. No command; the note says what it takes.
+        note += f"; its wheels pin no torch and import only beside torch {nrel.version}: choose that release"
+        return InstallChoice(release, python, sdk, None, False, note)
+    commands = install_commands(table, near, site)
     return InstallChoice(
         release,
         python,
