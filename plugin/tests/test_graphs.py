@@ -34,6 +34,19 @@ def test_replay_gives_eager_results() -> None:
         torch.testing.assert_close(static_y.cpu(), expected)
 
 
+def test_graph_takes_torch_cuda_graphs_later_keywords() -> None:
+    """torch 2.14's make_graphed_callables passes enable_annotations to the graph context (torch.cuda.graph, which
+    transfer_to_emu maps to torch.emu.graph): their defaults are accepted, and what needs CUPTI says so."""
+    x = torch.ones(4, device="emu")
+    g = torch.emu.EmuGraph()
+    with torch.emu.graph(g, enable_annotations=False, annotation_config=None, check_input_liveness=False):
+        y = x * 2
+    g.replay()
+    torch.testing.assert_close(y.cpu(), torch.full((4,), 2.0))
+    with pytest.raises(NotImplementedError, match="CUPTI"):
+        torch.emu.graph(torch.emu.EmuGraph(), enable_annotations=True)
+
+
 KEPT_TO_THE_END = """
     import builtins
 

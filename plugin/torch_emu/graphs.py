@@ -117,7 +117,17 @@ class graph:  # lowercase, as torch.cuda.graph
         pool: tuple[int, int] | None = None,
         stream: Stream | None = None,
         capture_error_mode: str = "global",
+        *,
+        enable_annotations: bool = False,
+        annotation_config: dict[str, object] | None = None,
+        check_input_liveness: bool = False,
     ) -> None:
+        # torch.cuda.graph's later keywords (torch 2.14 passes enable_annotations from make_graphed_callables): their
+        # defaults change nothing, so they are accepted; what they turn on needs CUDA's CUPTI, which emu has not.
+        if enable_annotations or annotation_config:
+            raise NotImplementedError("graph annotations (enable_annotations, annotation_config) need CUDA's CUPTI")
+        if check_input_liveness:
+            raise NotImplementedError("check_input_liveness is not implemented for emu graphs")
         if stream is None:
             if graph._default_capture_stream is None:
                 graph._default_capture_stream = Stream()
