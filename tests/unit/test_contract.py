@@ -17,7 +17,14 @@ from torch_buildmatrix.builder.wheelcheck import check_plugin_wheel, read_metada
 from torch_buildmatrix.errors import MatrixError, StepFailed
 from torch_buildmatrix.model.builds import Build, plan_builds
 from torch_buildmatrix.model.cells import expand
-from torch_buildmatrix.model.contract import CheckContract, SmokeContract, TorchPin
+from torch_buildmatrix.model.contract import (
+    README_END,
+    README_START,
+    CheckContract,
+    SmokeContract,
+    TorchPin,
+    readme_block,
+)
 from torch_buildmatrix.model.loader import load_matrix
 from torch_buildmatrix.model.pythons import Python
 
@@ -342,6 +349,31 @@ def test_the_readme_block_can_be_switched_off(write_matrix: WriteMatrix, tmp_pat
         load_matrix(write_matrix(VALID + "publish: {readme: true}\n"))
     [problem] = info.value.problems
     assert problem.key == "publish.readme" and "(allowed: a relative path, e.g. README.md, or false)" in problem.message
+
+
+S, E = README_START, README_END
+PAIR = f"README needs exactly one {S} ... {E} pair"
+READMES = [  # text, the block's bounds (start marker to end of end marker), what is wrong
+    (f"a\n{S}x{E}\nb", (2, 2 + len(S) + 1 + len(E)), ""),
+    (f"{S}{E}", (0, len(S) + len(E)), ""),
+    ("no markers", None, PAIR),
+    (f"{E}x{S}", None, PAIR),  # out of order
+    (f"{S}x", None, PAIR),
+    (f"x{E}", None, PAIR),
+    (f"{S}x{E}{S}y{E}", (0, len(S) + 1 + len(E)), PAIR),  # two blocks: the first, but publishing refuses
+    (f"{S}{S}x{E}", (0, 2 * len(S) + 1 + len(E)), PAIR),
+    (f"{E}{S}x{E}", None, PAIR),  # the first end marker comes before the start marker
+]
+
+
+@pytest.mark.parametrize(("readme", "bounds", "problem"), READMES)
+def test_the_readme_block_is_the_first_ordered_pair_and_good_only_alone(
+    readme: str, bounds: tuple[int, int] | None, problem: str
+) -> None:
+    block = readme_block(readme)
+    assert (block.bounds, block.problem) == (bounds, problem)
+    if bounds is not None:
+        assert readme[bounds[0] :].startswith(S) and readme[: bounds[1]].endswith(E)
 
 
 def test_the_look_alike_note_names_the_projects_own_packages() -> None:

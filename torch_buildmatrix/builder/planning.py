@@ -23,7 +23,7 @@ from torch_buildmatrix.builder.runners.base import Runner
 from torch_buildmatrix.builder.sourcetree import release_series
 from torch_buildmatrix.model.builds import Build
 from torch_buildmatrix.model.cells import Cell
-from torch_buildmatrix.model.contract import README_END, README_START
+from torch_buildmatrix.model.contract import readme_block
 from torch_buildmatrix.model.matrix import Matrix, TorchRelease
 from torch_buildmatrix.util.fingerprint import FileHashes, file_sha256, files_hash, inputs_hash, tree_hash
 from torch_buildmatrix.util.paths import regular_file
@@ -172,10 +172,11 @@ def project_tree(matrix: Matrix) -> dict[str, str]:
 
 def without_block(readme: str) -> str:
     """A README's text without what `compat-table` writes between its markers (all of it if they are not a pair)."""
-    start, end = readme.find(README_START), readme.find(README_END)
-    if start < 0 or end < start:
+    bounds = readme_block(readme).bounds
+    if bounds is None:
         return readme
-    return readme[:start] + readme[end + len(README_END) :]
+    start, end = bounds
+    return readme[:start] + readme[end:]
 
 
 def digest(inputs: dict[str, Any]) -> str:

@@ -145,6 +145,24 @@ README_END = "<!-- compat-table:end -->"
 
 
 @dataclass(frozen=True)
+class ReadmeBlock:
+    """Where a README's compat-table block lies. bounds: from its first start marker to the end of its first end
+    marker, when that follows it (None: no such pair); what a build's key leaves out of the README. problem: '' when
+    those are the README's only markers, the one block publishing rewrites; else what is wrong."""
+
+    bounds: tuple[int, int] | None
+    problem: str
+
+
+def readme_block(readme: str) -> ReadmeBlock:
+    """The compat-table block of a README's text (the builder's key and the publisher's rewrite both find it here)."""
+    start, end = readme.find(README_START), readme.find(README_END)
+    bounds = (start, end + len(README_END)) if 0 <= start < end else None
+    single = bounds is not None and readme.count(README_START) == 1 and readme.count(README_END) == 1
+    return ReadmeBlock(bounds, "" if single else f"README needs exactly one {README_START} ... {README_END} pair")
+
+
+@dataclass(frozen=True)
 class Contract:
     build: BuildContract = field(default_factory=BuildContract)
     check: CheckContract = field(default_factory=CheckContract)

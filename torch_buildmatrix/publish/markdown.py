@@ -5,7 +5,7 @@ from __future__ import annotations
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from torch_buildmatrix.model.contract import README_END, README_START, TorchPin
+from torch_buildmatrix.model.contract import README_END, README_START, TorchPin, readme_block
 from torch_buildmatrix.publish.advice import (
     any_torch_command,
     deep_summary,
@@ -355,12 +355,8 @@ def readme_section(table: CompatTable) -> str:
 
 def replace_readme_section(readme: str, section: str) -> str:
     """README with the text between the markers replaced; the markers must be there exactly once."""
-    if (
-        readme.count(README_START) != 1
-        or readme.count(README_END) != 1
-        or readme.index(README_START) > readme.index(README_END)
-    ):
-        raise ValueError(f"README needs exactly one {README_START} ... {README_END} pair")
-    head = readme[: readme.index(README_START)]
-    tail = readme[readme.index(README_END) + len(README_END) :]
-    return head + section + tail
+    block = readme_block(readme)
+    if block.bounds is None or block.problem:
+        raise ValueError(block.problem)
+    start, end = block.bounds
+    return readme[:start] + section + readme[end:]
