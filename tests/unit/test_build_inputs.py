@@ -8,6 +8,7 @@ from typing import cast
 
 from torch_buildmatrix.builder.planning import Inputs, project_tree, without_block
 from torch_buildmatrix.builder.runners.base import Runner
+from torch_buildmatrix.builder.runners.docker import DockerRunner
 from torch_buildmatrix.builder.runners.local import LocalRunner
 from torch_buildmatrix.model.contract import README_END, README_START
 from torch_buildmatrix.model.loader import load_matrix
@@ -16,6 +17,7 @@ from torch_buildmatrix.model.matrix import Matrix
 from conftest import VALID, WriteMatrix
 
 LOCAL = cast(Runner, object.__new__(LocalRunner))  # only its name is asked
+DOCKER = cast(Runner, object.__new__(DockerRunner))
 
 
 def keys(matrix_path: Path) -> tuple[dict[str, str], str]:
@@ -35,6 +37,16 @@ def test_editing_a_smoke_test_changes_the_cells_key_and_not_the_builds(write_mat
     (path.parent / "plugin" / "emu.cpp").write_text("int y;\n")
     assert keys(path)[0]["plugin_tree"] != build_before["plugin_tree"]
     assert keys(path)[1] == smoke_after
+
+
+def test_the_sources_are_hashed_once_for_every_runner(write_matrix: WriteMatrix) -> None:
+    path = write_matrix()
+    inputs = Inputs(load_matrix(path))
+    local = inputs.shared(LOCAL)
+    (path.parent / "plugin" / "emu.cpp").write_text("int edited;\n")  # after the first runner's: a run sees none
+    docker = inputs.shared(DOCKER)
+    assert docker["plugin_tree"] == local["plugin_tree"] != keys(path)[0]["plugin_tree"]
+    assert docker["build_code"] != local["build_code"]  # the epoch key stays per runner
 
 
 def own_source_project(write_matrix: WriteMatrix) -> Matrix:

@@ -19,7 +19,7 @@ from torch_buildmatrix.builder.buildcode import PACKAGE_DIR, build_code, code_ha
 from torch_buildmatrix.util.atomic import write_text_atomic
 
 BUILD_EPOCH = 1
-BUILD_CODE_SHA256 = "c3b8bac796e0ab522e49a21501478a01378668c7ac2651db2fad2c14f839a2a0"
+BUILD_CODE_SHA256 = "3e95368dc8472818e62b760f69b5047c811e2836f0d33ca13976c8b1fc7f871a"
 
 # Epoch 1 starts where the records are: its key is what keys held before epochs existed, the hash of each runner's
 # build code files (util/fingerprint.py's tree_hash) at 3f9c881, so the records that code made stay up to date.

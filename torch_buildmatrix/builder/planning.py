@@ -51,7 +51,8 @@ class PlannedCell:
 
 
 class Inputs:
-    """Computes inputs, caching the hashes every build or cell of a runner shares (sources, build epoch).
+    """Computes inputs, caching the hashes builds and cells share (the sources, once for every runner; the smoke suite;
+    each release's patches; each runner's build epoch).
     code_cache: where the build code's hashes are kept across runs (None: computed in each run)."""
 
     def __init__(self, matrix: Matrix, code_cache: Path | None = None) -> None:
@@ -60,6 +61,7 @@ class Inputs:
         self._patches: dict[TorchRelease, str] = {}
         self._code = CodeHashes(code_cache)
         self._smoke_tree: str | None = None
+        self._sources: dict[str, str] | None = None
 
     def code_hash(self, runner: Runner) -> str:
         """The hash of the code a runner's builds and cells run (recorded, never a key: keys hold the epoch)."""
@@ -68,17 +70,22 @@ class Inputs:
     def shared(self, runner: Runner) -> dict[str, str]:
         """The sources and the build epoch under that runner."""
         if runner.name not in self._shared:
+            self._shared[runner.name] = {**self.sources(), "build_code": epoch_key(runner.name)}
+        return self._shared[runner.name]
+
+    def sources(self) -> dict[str, str]:
+        """The project's and the SDK's sources, hashed once: the same under every runner."""
+        if self._sources is None:
             sdk, generated = self.matrix.sdk, self.matrix.contract.build.generated
-            self._shared[runner.name] = {
+            self._sources = {
                 **project_tree(self.matrix),
                 **(
                     {"sdk_tree": tree_hash(sdk.source, generated=generated)}
                     if sdk is not None and sdk.source is not None
                     else {}
                 ),
-                "build_code": epoch_key(runner.name),
             }
-        return self._shared[runner.name]
+        return self._sources
 
     def smoke_tree(self) -> str:
         """The smoke suite's hash: a cell's input (its build never reads the suite)."""
