@@ -5,19 +5,14 @@ then whether what was installed is, byte for byte, the wheel a record names."""
 from __future__ import annotations
 
 import base64
-import contextlib
-import functools
 import hashlib
 import html
-import http.server
 import json
 import os
 import re
 import shlex
 import subprocess
-import threading
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 from fake_wheels import make_wheel
@@ -43,24 +38,6 @@ def page_commands(page: str) -> list[str]:
     ]
     # "`uv pip install` takes the same arguments" names the tool, not a command to run
     return [c for c in shown if "pip install " in c] + scripted
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def served(www: Path) -> Iterator[str]:
-    """`www` over HTTP on 127.0.0.1 (a free port); yields http://127.0.0.1:PORT. Files are read per request, so what
-    is written there later is served too."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(www)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def public_index(root: Path, squatted: bool) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from directory_server import served
 from install_harness import (
     environment,
     installed_is_ours,
@@ -37,7 +38,6 @@ from install_harness import (
     page_commands,
     public_index,
     run,
-    served,
     site_packages,
 )
 from torch_envs import cached_torch_env, clone, python_of, torch_version

@@ -5,16 +5,14 @@ on 127.0.0.1; what is checked is what lands on disk and what the republished sit
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
-import http.server
 import json
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from directory_server import served
 from test_release_history import A, Project, check_served, get, plugin_wheel
 
 from torch_buildmatrix.errors import FetchError, RecordError
@@ -27,22 +25,6 @@ from torch_buildmatrix.vocab import Cause, FailureClass, Status
 from conftest import WriteMatrix
 
 
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-def serve(directory: Path) -> Iterator[str]:
-    handler = functools.partial(QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.fixture
 def live(write_matrix: WriteMatrix, tmp_path: Path) -> Iterator[tuple[Project, str, Path]]:
     """A project that published cell A, its site served as the live site (a copy: the deployed artifact)."""
@@ -50,7 +32,7 @@ def live(write_matrix: WriteMatrix, tmp_path: Path) -> Iterator[tuple[Project, s
     project.run(project.record(A))
     deployed = tmp_path / "deployed"
     shutil.copytree(project.site, deployed, symlinks=False)
-    for url in serve(deployed):
+    with served(deployed) as url:
         yield project, url, deployed
 
 
@@ -81,7 +63,7 @@ def test_a_fresh_runner_publishes_on_the_live_sites_history(live: tuple[Project,
     assert published.published, published.problems
     [cell] = [c for c in table.cells if c.id == A]
     assert cell.status == Status.PASSED and cell.latest is not None
-    for base in runner.served():
+    with runner.served() as base:
         check_served(base, path, released)
         assert "latest attempt failed" in get(f"{base}/index.html").decode()
 
@@ -94,7 +76,7 @@ def test_a_url_that_answers_404_for_everything_is_not_found_unless_a_first_publi
     empty = tmp_path / "empty-site"
     empty.mkdir()
     project = Project(load_matrix(write_matrix()))
-    for url in serve(empty):
+    with served(empty) as url:
         with pytest.raises(FetchError) as stopped:
             fetch_site(url, project.site)
         message = str(stopped.value)

@@ -4,18 +4,16 @@ the site served on 127.0.0.1 (the wheel, its PEP 658 metadata, the index pages).
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
 import shutil
-import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
+from directory_server import served
 from fake_wheels import cell_result, make_wheel
 
 from torch_buildmatrix.builder.records.model import CellResult, WheelRecord
@@ -73,21 +71,9 @@ class Project:
             **options,  # type: ignore[arg-type]
         )
 
-    def served(self) -> Iterator[str]:
-        """The live site on 127.0.0.1 while the generator runs."""
-        handler = functools.partial(QuietHandler, directory=str(self.site))
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}"
-        finally:
-            server.shutdown()
-            server.server_close()
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
+    def served(self) -> AbstractContextManager[str]:
+        """The live site on 127.0.0.1 while the context lasts."""
+        return served(self.site)
 
 
 def get(url: str) -> bytes:
@@ -184,7 +170,7 @@ def test_a_released_wheel_stays_served_with_its_cells_last_pass(project: Project
             cell.latest.failed_step == "smoke"
             and report.origins[A] == "the live site (" + (report.origins[A].split("(", 1)[1])
         )
-    for base in project.served():
+    with project.served() as base:
         check_served(base, path, released)
         page = get(f"{base}/index.html").decode()
         assert "recorded 2001-09-09" in page
@@ -214,7 +200,7 @@ def test_a_newer_pass_replaces_the_shown_one_and_the_old_wheel_stays_released(pr
     again.wheel = WheelRecord(wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest(), new_path)
     _table, report = newer.run(again)
     assert report.published, report.problems
-    for base in newer.served():
+    with newer.served() as base:
         check_served(base, old_path, old)
         check_served(base, new_path, wheel.read_bytes())
 
@@ -231,24 +217,24 @@ def test_withdrawing_a_wheel_is_explicit_and_recorded(project: Project) -> None:
         project.run(passed, withdrawals=[Withdrawal("nothing.whl", "why")])
     _table, yanked = project.run(passed, withdrawals=[Withdrawal(name, "corrupts tensors on emu:1")])
     assert yanked.published and f"{path}: yanked (corrupts tensors on emu:1)" in yanked.notes
-    for base in project.served():
+    with project.served() as base:
         check_served(base, path, data, yanked="corrupts tensors on emu:1")
     _table, again = project.run(passed)  # the yank stays: it is in the ledger, not in this run's options
     assert again.published
-    for base in project.served():
+    with project.served() as base:
         check_served(base, path, data, yanked="corrupts tensors on emu:1")
     _table, removed = project.run(withdrawals=[Withdrawal(path, "built from a bad tag", remove=True)])
     assert removed.published
     entry = json.loads((project.site / RELEASED).read_text())["wheels"][path]
     assert entry["removed"]["reason"] == "built from a bad tag" and entry["sha256"] == hashlib.sha256(data).hexdigest()
-    for base in project.served():
+    with project.served() as base:
         assert status_of(f"{base}/{path}") == 404 and status_of(f"{base}/{path}.metadata") == 404
         assert status_of(f"{base}/simple/torch-emu/") == 404  # no torch-emu wheel is served any more
         assert name not in get(f"{base}/simple/").decode() + get(f"{base}/index.html").decode()
     # Its record comes back (the same bytes, a reproducible rebuild): it stays withdrawn, and the publish goes on.
     _table, back = project.run(passed)
     assert back.published and any(n.startswith(f"{path}: withdrawn on") for n in back.notes), back.problems
-    for base in project.served():
+    with project.served() as base:
         assert status_of(f"{base}/{path}") == 404
 
 
@@ -269,7 +255,7 @@ def test_remove_works_with_the_records_present_and_never_blocks_other_cells(proj
     assert [(h["kind"], h["reason"]) for h in entry["history"]] == [("remove", "again, from CI\nsecond line")]
     _table, later = project.run(project.record(A, finished=2e9), other)  # a rebuild: same bytes, still withdrawn
     assert later.published, later.problems
-    for base in project.served():
+    with project.served() as base:
         assert status_of(f"{base}/{path}") == 404
         check_served(base, kept, (project.wheels / kept).read_bytes())
 
@@ -283,7 +269,7 @@ def test_a_multi_line_reason_publishes_round_trips_and_the_site_publishes_again(
     reason = "wrong results\nsee issue 42\twith a tab " + "x" * 2000
     _table, yanked = project.run(passed, withdrawals=[Withdrawal(path, reason)])
     assert yanked.published, yanked.problems
-    for base in project.served():
+    with project.served() as base:
         check_served(base, path, data, yanked=reason)
     _table, again = project.run(passed)
     assert again.published, again.problems
@@ -312,7 +298,7 @@ def test_a_wheel_whose_requires_python_holds_a_tab_publishes_and_publishes_again
     assert again.published, again.problems
     entry = json.loads((project.site / RELEASED).read_text())["wheels"][passed.wheel.path]
     assert entry["requires_python"] == tabbed
-    for base in project.served():
+    with project.served() as base:
         check_served(base, passed.wheel.path, wheel.read_bytes())
 
 
@@ -386,7 +372,7 @@ def test_a_held_publish_lock_is_exit_6_for_every_command_that_takes_it(project: 
         fcntl.flock(held, fcntl.LOCK_EX)
         env = offline_sources(project)
         published = run_cli(project.root, "compat-table", "--offline", timeout=120, env=env)
-        for url in project.served():  # the live site itself, read in full before the fetch writes under the lock
+        with project.served() as url:  # the live site itself, read in full before the fetch writes under the lock
             fetched = run_cli(project.root, "fetch-site", "--site-url", url, timeout=120, env=env)
     for done in (published, fetched):
         assert done.returncode == RunLocked.exit_code == 6, done.stdout + done.stderr
@@ -498,7 +484,7 @@ def test_a_partial_build_overlays_the_committed_results(project: Project, tmp_pa
     assert readme.count("✓ 90 (2 skipped)") == 2 and "2 passed" in readme
     # This machine has no copy of B's wheels: the site shows its result, marked, and links to no missing file.
     assert report.off_site == (B,)
-    for base in clone.served():
+    with clone.served() as base:
         page = get(f"{base}/index.html").decode()
         assert "its wheels are not on this site" in page
         check_served(base, plugin_wheel(rebuilt), (clone.wheels / plugin_wheel(rebuilt)).read_bytes())
@@ -544,7 +530,7 @@ def test_recovery_relinks_the_newest_intact_version_and_released_bytes_stay(proj
     assert not report.published and "a different build" in report.problems[0]
     assert project.site.resolve() == live and any("linked again" in n for n in report.notes)
     assert sorted(p.name for p in project.wheels.iterdir() if p.name.startswith(".site.")) == versions_before
-    for base in project.served():
+    with project.served() as base:
         check_served(base, path, released)
 
 

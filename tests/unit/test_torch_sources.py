@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from directory_server import served
 
 from torch_buildmatrix.errors import MatrixError, RegistryError
 from torch_buildmatrix.model.loader import load_matrix
@@ -107,17 +105,8 @@ def pytorch_index(tmp_path: Path) -> Iterator[str]:
     root = tmp_path / "served"
     (root / "whl" / "cpu" / "torch").mkdir(parents=True)
     (root / "whl" / "cpu" / "torch" / "index.html").write_text(PYTORCH_PAGE)
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/whl/cpu"
-    finally:
-        server.shutdown()
+    with served(root) as url:
+        yield f"{url}/whl/cpu"
 
 
 def registry_for(tmp_path: Path) -> Registry:

@@ -1,0 +1,32 @@
+"""A directory served over HTTP on 127.0.0.1, for the tests that need a real web server in front of files (a stand-in
+index, a published site)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the files without writing a line per request to stderr."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def served(directory: Path, handler: type[http.server.SimpleHTTPRequestHandler] = QuietHandler) -> Iterator[str]:
+    """`directory` over HTTP on 127.0.0.1 (a free port) while the context lasts; yields http://127.0.0.1:PORT. Files
+    are read per request, so what is written there later is served too. handler: how requests are answered and logged
+    (a subclass that records them, say)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(directory)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
