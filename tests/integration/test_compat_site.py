@@ -8,13 +8,11 @@ that no test ever downloads torch. The site, its index pages, the .metadata file
 
 from __future__ import annotations
 
-import functools
 import http.server
 import os
 import shlex
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,7 @@ from urllib.error import HTTPError
 from urllib.parse import urljoin
 from urllib.request import urlopen
 
+import directory_server
 import pytest
 from fake_wheels import cell_result, interpreter_tag, make_wheel
 
@@ -84,15 +83,8 @@ def served(write_matrix: WriteMatrix, tmp_path: Path) -> Iterator[Served]:
     report = write_site(table, wheels, root / "site")
     assert report.problems == [] and report.wheels == 3
     requests: list[str] = []
-    handler = type("Handler", (_QuietHandler,), {"requests": requests})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Served(f"http://127.0.0.1:{server.server_address[1]}/site", root, table, requests)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with directory_server.served(root, type("Handler", (_QuietHandler,), {"requests": requests})) as url:
+        yield Served(f"{url}/site", root, table, requests)
 
 
 def isolated_env(served: Served) -> dict[str, str]:

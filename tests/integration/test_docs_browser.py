@@ -11,16 +11,14 @@ strictly (scripts/docs_site.py, what `nox -s docs` runs) under docs/; served on 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import http.server
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from directory_server import served
 
 from torch_buildmatrix.builder.records.model import SmokeCounts
 from torch_buildmatrix.publish.page import site_page
@@ -32,11 +30,6 @@ from conftest import REPO, headless_chromium
 WIDTH, HEIGHT = 1280, 800  # what the screenshots show: the first screen of a laptop
 LAPTOP = 1366, 768  # the commonest laptop screen: the install page's table must fit its width
 MARK_CHARS = 14  # a cell's mark ("✓ 288 !", "✗ interpreter", the longest step): its details open on demand
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +50,8 @@ def site_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
     )
     assert built.returncode == 0, built.stderr
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with served(site) as url:
+        yield url
 
 
 def crowded_table(table: CompatTable) -> tuple[CompatTable, set[str]]:
