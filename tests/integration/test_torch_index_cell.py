@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import http.server
-import threading
 from pathlib import Path
 
+import directory_server
 import pytest
 
 from conftest import TINY_CONTRACT
@@ -41,19 +40,8 @@ def test_a_cell_builds_with_torch_from_an_index_only(tmp_path: Path) -> None:
         def log_message(self, format: str, *args: object) -> None:
             requests.append(self.path)
 
-    handler = functools.partial(Recording, directory=str(tmp_path / "served"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    index = f"http://127.0.0.1:{server.server_address[1]}/whl/cpu"
     root = tmp_path / "project"
     shutil.copytree(Path(__file__).parents[1] / "fixtures" / "tiny", root)
-    (root / "matrix.yaml").write_text(
-        "schema-version: 2\n"  # the tiny project's no-SDK shape
-        "plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}\n"
-        'python: ["3.11"]\n'
-        f'torch:\n  - {{version: "2.13.0", variant: cpu, wheels: {{index: "{index}"}}}}\n'
-        "runner: local\n" + TINY_CONTRACT
-    )
     # No find-links anywhere, and a uv cache of its own: torch can only come from the index.
     env = {
         **os.environ,
@@ -62,19 +50,27 @@ def test_a_cell_builds_with_torch_from_an_index_only(tmp_path: Path) -> None:
         "PIP_CONFIG_FILE": os.devnull,
         "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
     }
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "torch_buildmatrix", "build", "--runner", "local"],
-            cwd=root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
+    with directory_server.served(tmp_path / "served", Recording) as url:
+        index = f"{url}/whl/cpu"
+        (root / "matrix.yaml").write_text(
+            "schema-version: 2\n"  # the tiny project's no-SDK shape
+            "plugin: {distribution: tiny-plugin, version: 0.1.0, source: plugin, smoke-tests: plugin/tests}\n"
+            'python: ["3.11"]\n'
+            f'torch:\n  - {{version: "2.13.0", variant: cpu, wheels: {{index: "{index}"}}}}\n'
+            "runner: local\n" + TINY_CONTRACT
         )
-    finally:
-        server.shutdown()
-        shutil.rmtree(tmp_path / "uv-cache", ignore_errors=True)
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "torch_buildmatrix", "build", "--runner", "local"],
+                cwd=root,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=1800,
+                check=False,
+            )
+        finally:
+            shutil.rmtree(tmp_path / "uv-cache", ignore_errors=True)
     assert done.returncode == 0, done.stdout + done.stderr
     record = json.loads((root / "wheels" / "results" / "cells" / "torch2.13-cpu-cp311.json").read_text())
     assert record["status"] == "passed" and record["torch_build"]["version"] == "2.13.0+cpu"
