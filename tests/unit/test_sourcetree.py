@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
-from torch_buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine, touched_paths
+from torch_buildmatrix.builder.sourcetree import PatchSeries, apply_series, copy_pristine, patches_line, touched_paths
 from torch_buildmatrix.errors import PatchError
+from torch_buildmatrix.model.matrix import TorchRelease, WheelSource
+from torch_buildmatrix.vocab import WheelSourceKind
 
 PATCH = """\
 --- a/plugin/csrc/hooks.cpp
@@ -53,6 +57,20 @@ def test_series_applies_to_the_copy_only(plugin: Path, tmp_path: Path) -> None:
     assert applied == ["pre-2.7/0001-b.patch"]
     assert "int b = 3;" in (copy / "csrc" / "hooks.cpp").read_text()
     assert "int b = 2;" in (plugin / "csrc" / "hooks.cpp").read_text()
+
+
+def test_the_build_log_line_names_each_patch_applied(plugin: Path, tmp_path: Path) -> None:
+    copy = copy_pristine(plugin, tmp_path / "work")
+    applied = apply_series([series(tmp_path, "pre-2.7", {"0001-b.patch": PATCH})], copy.parent, "plugin")
+    release = TorchRelease(Version("2.6.0"), "cpu", WheelSource(WheelSourceKind.REGISTRY), None, ("pre-2.7",))
+    assert patches_line(release, applied) == "source: applied 1 patch(es) for torch 2.6.0: pre-2.7/0001-b.patch"
+    empty = apply_series([series(tmp_path, "pre-2.8", {})], copy.parent, "plugin")
+    assert patches_line(replace(release, patches=("pre-2.8",)), empty) == (
+        "source: no patch applied: the series of torch 2.6.0 (pre-2.8) hold none"
+    )
+    assert patches_line(replace(release, patches=()), []) == (
+        "source: no patch applied: torch 2.6.0 lists no patch series"
+    )
 
 
 def test_patch_that_does_not_apply_names_patch_and_hunk(plugin: Path, tmp_path: Path) -> None:

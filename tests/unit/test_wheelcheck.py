@@ -11,7 +11,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.tags import parse_tag
 from packaging.version import Version
 
-from torch_buildmatrix.builder.wheelcheck import check_cell_pin, check_installed, check_plugin_wheel
+from torch_buildmatrix.builder.verdicts import symbols_line
+from torch_buildmatrix.builder.wheelcheck import SymbolCheck, check_cell_pin, check_installed, check_plugin_wheel
 from torch_buildmatrix.errors import StepFailed
 from torch_buildmatrix.model.builds import Build, plan_builds
 from torch_buildmatrix.model.cells import expand
@@ -292,3 +293,23 @@ def test_a_smoke_environment_that_is_not_the_cells_fails(
     with pytest.raises(StepFailed, match=says) as failed:
         check_installed(site, "2.13.0+cpu", "segops", SEGOPS_WHEEL)
     assert failed.value.step == "smoke-env"
+
+
+@pytest.mark.parametrize(
+    ("symbols", "line"),
+    [
+        (SymbolCheck((), 0, ()), "check: symbols: the wheel holds no shared library (*.so), nothing to resolve"),
+        (
+            SymbolCheck(("ext/_C.so",), 12, ()),
+            "check: symbols: 12 undefined symbol(s) of ext/_C.so resolved against torch 2.13.0's libraries; "
+            "none missing",
+        ),
+        (
+            SymbolCheck(("ext/_C.so", "ext/_D.so"), 12, ("a", "b")),
+            "check: symbols: 2 of 12 undefined symbol(s) of ext/_C.so, ext/_D.so not provided by torch 2.13.0's "
+            "libraries",
+        ),
+    ],
+)
+def test_the_symbol_checks_log_line(symbols: SymbolCheck, line: str) -> None:
+    assert symbols_line(symbols, "torch 2.13.0's libraries") == line

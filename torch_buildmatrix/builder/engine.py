@@ -9,7 +9,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,11 +28,23 @@ from torch_buildmatrix.builder.runners.base import (
     Runner,
 )
 from torch_buildmatrix.builder.scheduler import RunOptions, Scheduler
-from torch_buildmatrix.builder.sourcetree import apply_series, copy_pristine, release_series, write_plugin_version
+from torch_buildmatrix.builder.sourcetree import (
+    apply_series,
+    copy_pristine,
+    patches_line,
+    release_series,
+    write_plugin_version,
+)
 from torch_buildmatrix.builder.steps import BUILD, ProgressCallback, StepRecorder
 from torch_buildmatrix.builder.tiers import judge_deep
 from torch_buildmatrix.builder.toolenv import compiler_share
-from torch_buildmatrix.builder.verdicts import check_built_wheel, fail_with_build, judge_smoke, record_failure
+from torch_buildmatrix.builder.verdicts import (
+    append_log,
+    check_built_wheel,
+    fail_with_build,
+    judge_smoke,
+    record_failure,
+)
 from torch_buildmatrix.builder.wheelcheck import check_cell_pin
 from torch_buildmatrix.builder.workspace import Workspace
 from torch_buildmatrix.errors import Interrupted, RecordError, ResourceError, StepFailed, UserError
@@ -232,6 +244,15 @@ class Engine:
         except OSError as exc:
             raise ResourceError(resource_message(exc, log_file)) from None
 
+    def _say(self, name: str, log_file: Path) -> Callable[[str], None]:
+        """What tells of a step's doings ("check: relabelled ..."): a comment line of the log, and a progress note."""
+
+        def say(line: str) -> None:
+            append_log(log_file, f"# {line}\n")
+            self.progress(name, line)
+
+        return say
+
     def build_log(self, build_id: str) -> Path:
         return self.workspace.logs_dir / "builds" / f"{build_id}.log"
 
@@ -257,6 +278,7 @@ class Engine:
         self._start_log(log_file, f"build {build.id} for {len(build.cells)} cell(s): {runner.name} runner", attempt)
         result.log = str(log_file.relative_to(self._wheels))
         steps = StepRecorder(result, self.progress, f"{BUILD}{build.id}")
+        say = self._say(f"{BUILD}{build.id}", log_file)
         output = BuildOutput()
         workdir = self.workspace.build_dir / "builds" / build.id
         try:
@@ -265,7 +287,7 @@ class Engine:
                     raise StepFailed("interpreter", item.problem)
             _fresh(workdir)
             with steps.step("source"):
-                plugin_tree, result.inputs["applied_patches"] = self._patched_source(build.release, workdir)
+                plugin_tree, result.inputs["applied_patches"] = self._patched_source(build.release, workdir, say)
                 version = Version(f"{self.matrix.plugin.version}+{build.key.label}")
                 if self.matrix.contract.build.version_file:
                     write_plugin_version(plugin_tree, self.matrix.contract.build.version_file, version)
@@ -287,7 +309,7 @@ class Engine:
             runner.build(job, steps, output)
             output.torch_build["wheel_source"] = source.describe()  # the one used here (a local mirror's find-links)
             with steps.step("check"):
-                check_built_wheel(job, output, runner)
+                check_built_wheel(job, output, runner, say)
             with steps.step("publish"):
                 assert output.plugin_wheel is not None
                 result.wheel = self._publish(
@@ -311,11 +333,15 @@ class Engine:
             self.progress(f"{BUILD}{build.id}", result.status)
         return result
 
-    def _patched_source(self, release: TorchRelease, workdir: Path) -> tuple[Path, list[str]]:
-        """The pristine source copied to workdir/tree with the release's shim series: the copy, and the patches."""
+    def _patched_source(
+        self, release: TorchRelease, workdir: Path, say: Callable[[str], None]
+    ) -> tuple[Path, list[str]]:
+        """The pristine source copied to workdir/tree with the release's shim series: the copy, and the patches
+        (which `say` is told)."""
         tree_root = workdir / "tree"
         tree = copy_pristine(self.matrix.plugin.source, tree_root, self.matrix.contract.build.generated)
         applied = apply_series(release_series(self.matrix, release), tree_root, self.matrix.plugin.source.name)
+        say(patches_line(release, applied))
         return tree, applied
 
     def run_cell(self, item: PlannedCell, made: BuildResult, attempt: int = 1) -> CellResult:
@@ -386,7 +412,8 @@ class Engine:
                 raise StepFailed("interpreter", item.problem)
         _fresh(workdir)
         with steps.step("source"):  # the cell's own release's patched copy: its smoke tests
-            tree, _ = self._patched_source(cell.torch, workdir)
+            # The cell's own copy: said in its log only (the console shows the build's line).
+            tree, _ = self._patched_source(cell.torch, workdir, lambda line: append_log(log_file, f"# {line}\n"))
             smoke_tests = tree / self.matrix.plugin.smoke_tests.relative_to(self.matrix.plugin.source)
         with steps.step("check"):
             wheel = regular_file(self._wheels, made.wheel.path)

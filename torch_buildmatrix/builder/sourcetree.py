@@ -198,3 +198,14 @@ def _describe_failure(stderr: str, patch: Path) -> str:
             return f"hunk {hunk.strip() or '?'} failed at {where}"
     errors = [line.removeprefix("error:").strip() for line in stderr.splitlines() if line.startswith("error:")]
     return "; ".join(errors) if errors else (stderr.strip().splitlines() or ["git apply failed"])[-1]
+
+
+def patches_line(release: TorchRelease, applied: list[str]) -> str:
+    """What the source step applied to the copy, in a line of the build's log."""
+    if applied:
+        return f"source: applied {len(applied)} patch(es) for torch {release.version}: {', '.join(applied)}"
+    if release.patches:
+        return (
+            f"source: no patch applied: the series of torch {release.version} ({', '.join(release.patches)}) hold none"
+        )
+    return f"source: no patch applied: torch {release.version} lists no patch series"

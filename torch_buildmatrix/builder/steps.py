@@ -13,9 +13,16 @@ from torch_buildmatrix.util.process import CHILDREN
 from torch_buildmatrix.vocab import Cause, FailureClass, Status
 
 # Events for whoever displays progress: (what, event). `what` is a cell id, or "build <build id>"; event is
-# "queued" | "up-to-date" | "<step name>" | "retry <n>" | "passed" | "failed" | "interrupted".
+# "queued" | "up-to-date" | "<step name>" | "retry <n>" | "passed" | "failed" | "interrupted", the state it is in, or
+# a note: a line saying what a step did ("check: relabelled ..."), which always holds NOTE_MARK and no state does.
 ProgressCallback = Callable[[str, str], None]
 BUILD = "build "  # the prefix of a build's name in progress events
+NOTE_MARK = ": "
+
+
+def is_note(event: str) -> bool:
+    """A progress event that is a line to show, not a state."""
+    return NOTE_MARK in event
 
 
 class StepRecorder:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from torch_buildmatrix.builder.records.model import BuildResult, CellResult
@@ -19,8 +22,16 @@ from torch_buildmatrix.builder.runners.base import (
     SmokeRun,
 )
 from torch_buildmatrix.builder.smoke import read_features, read_junit
-from torch_buildmatrix.builder.wheelcheck import check_plugin_wheel, unresolved_against
+from torch_buildmatrix.builder.wheelcheck import (
+    SymbolCheck,
+    check_plugin_wheel,
+    check_symbols,
+    requirement_named,
+    requirements_named,
+    requires_dist,
+)
 from torch_buildmatrix.errors import Interrupted, StepFailed, UserError
+from torch_buildmatrix.model.contract import TorchPin
 from torch_buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error, resource_message
 from torch_buildmatrix.vocab import Cause, FailureClass, Status
 
@@ -78,29 +89,88 @@ def append_log(log_file: Path, text: str) -> None:
         pass
 
 
-def check_built_wheel(job: BuildJob, output: BuildOutput, runner: Runner) -> None:
+def check_built_wheel(job: BuildJob, output: BuildOutput, runner: Runner, say: Callable[[str], None]) -> None:
     """The plugin wheel is the build's (name, version and label, pins, the torch it was built against) and every
-    symbol it leaves undefined is provided by the build's torch or SDK; raises StepFailed("check", ...)."""
+    symbol it leaves undefined is provided by the build's torch or SDK; raises StepFailed("check", ...).
+
+    say: takes each line saying what the check did (for the build's log and the console), as it is done."""
     assert output.plugin_wheel is not None
     matrix = job.matrix
-    if matrix.contract.build.relabel:  # the project's build fixed its own version: give the wheel the build's
+    contract = matrix.contract
+    if contract.build.relabel:  # the project's build fixed its own version: give the wheel the build's
         version = Version(f"{matrix.plugin.version}+{job.build.key.label}")
-        output.plugin_wheel = relabel_wheel(output.plugin_wheel, version, job.workdir / "relabeled")
+        built = output.plugin_wheel
+        output.plugin_wheel = relabel_wheel(built, version, job.workdir / "relabeled")
+        was = f"{built.name.split('-')[0]}-{parse_wheel_filename(built.name)[1]}"  # as the file spells its name
+        say(f"check: relabelled {was} -> {version} (build.relabel)")
+    sdk_distribution = matrix.sdk.distribution if matrix.sdk is not None and matrix.sdk.builds_wheel else None
+    wheel = output.plugin_wheel
     facts = check_plugin_wheel(
-        output.plugin_wheel,
+        wheel,
         job.build,
         matrix.plugin.distribution,
-        matrix.sdk.distribution if matrix.sdk is not None and matrix.sdk.builds_wheel else None,
+        sdk_distribution,
         plugin_version=matrix.plugin.version,
-        check=matrix.contract.check,
+        check=contract.check,
     )
-    missing = unresolved_against(output.plugin_wheel, runner.provided_symbols(job))
-    if missing:
+    for line in wheel_lines(wheel, job, sdk_distribution, facts):
+        say(line)
+    torch = output.torch_build.get("version")
+    symbols = check_symbols(wheel, runner.provided_symbols(job))
+    say(symbols_line(symbols, f"torch {torch}'s libraries" + (" and the SDK's" if matrix.sdk is not None else "")))
+    if symbols.missing:
+        missing = symbols.missing
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-        raise StepFailed(
-            "check", f"{len(missing)} symbol(s) not provided by torch {output.torch_build.get('version')}: {shown}"
-        )
+        raise StepFailed("check", f"{len(missing)} symbol(s) not provided by torch {torch}: {shown}")
     output.torch_build["built_with"] = facts
+
+
+def wheel_lines(wheel: Path, job: BuildJob, sdk_distribution: str | None, facts: dict[str, Any]) -> list[str]:
+    """What the check found the wheel to be, once it passed: its name, version and tags, its pins, the torch it says
+    it was built against."""
+    contract, build = job.matrix.contract, job.build
+    if contract.build.relabel:
+        origin = "relabelled"
+    elif contract.build.version_file:
+        origin = f"version written to {contract.build.version_file}: build.version-file"
+    elif contract.build.version_env:
+        origin = f"version given as {contract.build.version_env}: build.version-env"
+    else:
+        origin = "version as the project's build set it"
+    lines = [
+        f"check: {wheel.name} is the build's distribution, version and label ({origin}), tags for Python {build.python}"
+    ]
+    requirements = requires_dist(wheel)
+    torch = requirements_named(requirements, "torch")
+    pins = ", ".join(f"'{r}'" for r in torch)
+    if contract.check.torch_pin == TorchPin.RELEASE_LINE:
+        serves = f", admitting torch {', '.join(map(str, build.torch_releases))}" if build.key.stable else ""
+        lines.append(f"check: torch pin: Requires-Dist {pins}{serves} (check.torch-pin: release-line)")
+    else:
+        said = f"the wheel requires {pins}" if torch else "the wheel names no torch"
+        lines.append(f"check: torch pin: not checked, {said} (check.torch-pin: none)")
+    if sdk_distribution is not None and build.sdk is not None:
+        sdk = requirement_named(requirements, sdk_distribution)
+        lines.append(f"check: SDK pin: Requires-Dist '{sdk}' admits SDK {build.sdk.major}.x only")
+    check = contract.check
+    if check.build_info:
+        recorded = facts.get(check.build_info_torch)
+        lines.append(f"check: built against torch {recorded} ({check.build_info}: {check.build_info_torch})")
+    return lines
+
+
+def symbols_line(symbols: SymbolCheck, against: str) -> str:
+    """The symbol check's outcome in one line: how many undefined symbols of which libraries, resolved or not."""
+    if not symbols.libraries:
+        return "check: symbols: the wheel holds no shared library (*.so), nothing to resolve"
+    libraries = ", ".join(symbols.libraries)
+    if symbols.missing:
+        return (
+            f"check: symbols: {len(symbols.missing)} of {symbols.undefined} undefined symbol(s) of {libraries} not "
+            f"provided by {against}"
+        )
+    resolved = f"{symbols.undefined} undefined symbol(s) of {libraries} resolved against {against}"
+    return f"check: symbols: {resolved}; none missing"
 
 
 def judge_smoke(run: SmokeRun, output: CellOutput) -> None:

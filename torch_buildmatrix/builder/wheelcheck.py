@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path
 from typing import Any
@@ -188,24 +189,33 @@ def provided_symbols(library_dirs: list[Path]) -> set[str]:
     return provided
 
 
-def unresolved_against(wheel: Path, provided: set[str]) -> list[str]:
-    """Undefined, unversioned symbols of the wheel's extension modules that `provided` does not name.
+@dataclass(frozen=True)
+class SymbolCheck:
+    """What the symbol check found in a wheel's extension modules."""
+
+    libraries: tuple[str, ...]  # the extension modules (*.so), by their path inside the wheel
+    undefined: int  # the undefined symbols they leave to torch's libraries (or the SDK's)
+    missing: tuple[str, ...]  # of those, the ones `provided` does not name, sorted
+
+
+def check_symbols(wheel: Path, provided: set[str]) -> SymbolCheck:
+    """The undefined, unversioned symbols of the wheel's extension modules, and those `provided` does not name.
 
     Versioned symbols (name@GLIBC_2.2.5, @GLIBCXX_3.4) come from the system and Python symbols from the
     interpreter; what is left must come from torch's libraries (or the SDK's), or loading fails with
     'undefined symbol'.
     """
-    missing: set[str] = set()
+    needed: set[str] = set()
+    libraries = []
     with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as archive:
         for member in archive.namelist():
             if member.endswith(".so"):
+                libraries.append(member)
                 path = Path(archive.extract(member, tmp))
                 for symbol in _dynamic_symbols(path, undefined=True):
-                    if "@" in symbol or symbol.startswith(("Py", "_Py")):
-                        continue
-                    if symbol not in provided:
-                        missing.add(symbol)
-    return sorted(missing)
+                    if "@" not in symbol and not symbol.startswith(("Py", "_Py")):
+                        needed.add(symbol)
+    return SymbolCheck(tuple(libraries), len(needed), tuple(sorted(needed - provided)))
 
 
 def check_cell_pin(wheel: Path, torch_version: Version, build_id: str) -> None:
