@@ -124,6 +124,9 @@ def test_a_failed_symbol_check_says_what_is_missing_and_publishes_nothing(tmp_pa
     assert log.rstrip().endswith(f"# FAILED in step check: {error}"), log
     assert f"build {BUILD}: check: symbols: 1 of 2 undefined symbol(s) of {MODULE} not provided by" in result.stdout
     assert f"build {BUILD}: failed" in result.stdout
+    # The failure report names the build's log where the guide says logs are.
+    report = f"{BUILD} failed in check (deterministic): {error}  (log: {root}/wheels/logs/builds/{BUILD}.log)"
+    assert report in result.stdout.replace("\n", ""), result.stdout
 
     # On disk: the record says why, nothing is published, the scratch directory stays with the wheel to inspect.
     made = json.loads((root / "wheels" / "results" / "builds" / f"{BUILD}.json").read_text())
@@ -132,3 +135,5 @@ def test_a_failed_symbol_check_says_what_is_missing_and_publishes_nothing(tmp_pa
     assert not list((root / "wheels").rglob("*.whl"))
     scratch = root / "build" / "matrix" / "builds" / BUILD
     assert [p.name for p in scratch.rglob("*.whl")] == [WHEEL]
+    guide = (REPO / "docs" / "guide" / "use-buildmatrix.md").read_text().replace("\n  ", " ")
+    assert "(a build's under `build/matrix/builds/<build id>/`) for inspection" in guide

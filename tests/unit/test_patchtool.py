@@ -103,3 +103,9 @@ def test_edit_then_refresh_round_trip(tmp_path: Path) -> None:
     assert "int c = 40;" in (tree / "plugin" / "csrc" / "hooks.cpp").read_text()
     assert not refresh(matrix, "2.4", tree).missing_from_matrix
     assert check(load_matrix(root / "matrix.yaml")).ok
+    # The adopters' guide gives the same steps: the series refresh writes, listed under the name it has here.
+    guide = (Path(__file__).parents[2] / "docs" / "guide" / "use-buildmatrix.md").read_text().replace("\n  ", " ")
+    assert (
+        '`torch-buildmatrix patches refresh 2.4`, which writes the series `patches/2.4/`, then `patches: ["2.4"]` '
+        "on that release" in guide
+    )
