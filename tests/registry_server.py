@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from loopback_http import running
+
 ANSWERS = Path(__file__).parent / "fixtures" / "registry"
 PEP691 = "application/vnd.pypi.simple.v1+json"
 
@@ -72,15 +74,11 @@ def trickling_server(body: bytes, interval: float, content_type: str = PEP691) -
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        stop.set()
-        server.shutdown()
-        server.server_close()
+    with running(Handler) as url:
+        try:
+            yield f"{url}/"
+        finally:
+            stop.set()  # ends the answers still trickling
 
 
 @contextmanager
@@ -101,11 +99,6 @@ def serving(body: bytes, content_type: str, status: int = 200) -> Iterator[list[
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    seen.append(f"http://127.0.0.1:{server.server_address[1]}/")
-    try:
+    with running(Handler) as url:
+        seen.append(f"{url}/")
         yield seen
-    finally:
-        server.shutdown()
-        server.server_close()

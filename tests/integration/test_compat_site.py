@@ -20,7 +20,7 @@ from urllib.error import HTTPError
 from urllib.parse import urljoin
 from urllib.request import urlopen
 
-import directory_server
+import loopback_http
 import pytest
 from fake_wheels import cell_result, interpreter_tag, make_wheel
 
@@ -83,7 +83,7 @@ def served(write_matrix: WriteMatrix, tmp_path: Path) -> Iterator[Served]:
     report = write_site(table, wheels, root / "site")
     assert report.problems == [] and report.wheels == 3
     requests: list[str] = []
-    with directory_server.served(root, type("Handler", (_QuietHandler,), {"requests": requests})) as url:
+    with loopback_http.served(root, type("Handler", (_QuietHandler,), {"requests": requests})) as url:
         yield Served(f"{url}/site", root, table, requests)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from directory_server import served
+from loopback_http import served
 
 from torch_buildmatrix.builder.records.model import SmokeCounts
 from torch_buildmatrix.publish.page import site_page

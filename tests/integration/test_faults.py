@@ -13,13 +13,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from loopback_http import running
 from test_local_runner import CELLS, ENV, FIXTURE, MATRIX, record
 
 pytestmark = pytest.mark.integration
@@ -220,11 +220,8 @@ class FlakyServer(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def flaky() -> Iterator[tuple[str, type[FlakyServer]]]:
     handler = type("Handler", (FlakyServer,), {"served": [], "failures": 1})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/blob", handler
-    server.shutdown()
+    with running(handler) as root:
+        yield f"{root}/blob", handler
 
 
 def test_network_blip_is_transient_then_rerun_and_retry_succeed(

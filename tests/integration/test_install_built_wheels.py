@@ -30,7 +30,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from directory_server import served
 from install_harness import (
     environment,
     installed_is_ours,
@@ -40,6 +39,7 @@ from install_harness import (
     run,
     site_packages,
 )
+from loopback_http import served
 from torch_envs import cached_torch_env, clone, python_of, torch_version
 
 from torch_buildmatrix.builder.wheelcheck import read_metadata

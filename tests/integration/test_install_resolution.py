@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from directory_server import served
 from fake_wheels import cell_result, interpreter_tag
 from install_harness import environment, installed_is_ours, public_index, run, site_packages
+from loopback_http import served
 from packaging.version import Version
 from torch_envs import cached_torch_env, clone, python_of, torch_version
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.server
 from pathlib import Path
 
-import directory_server
+import loopback_http
 import pytest
 
 from conftest import TINY_CONTRACT
@@ -50,7 +50,7 @@ def test_a_cell_builds_with_torch_from_an_index_only(tmp_path: Path) -> None:
         "PIP_CONFIG_FILE": os.devnull,
         "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
     }
-    with directory_server.served(tmp_path / "served", Recording) as url:
+    with loopback_http.served(tmp_path / "served", Recording) as url:
         index = f"{url}/whl/cpu"
         (root / "matrix.yaml").write_text(
             "schema-version: 2\n"  # the tiny project's no-SDK shape

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from directory_server import served
+from loopback_http import served
 from test_release_history import A, Project, check_served, get, plugin_wheel
 
 from torch_buildmatrix.errors import FetchError, RecordError

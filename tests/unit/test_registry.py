@@ -6,11 +6,11 @@ import http.server
 import json
 import os
 import re
-import threading
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from loopback_http import running
 from packaging.version import Version
 
 from torch_buildmatrix.errors import RegistryError
@@ -136,17 +136,13 @@ class OneAnswer(http.server.BaseHTTPRequestHandler):
 @pytest.mark.parametrize("damage", [b'{"files": [{"filen', b"\xff\xfe not json", b'{"files": [{"url": "x"}]}', b"[]"])
 def test_damaged_cache_is_fetched_again(tmp_path: Path, damage: bytes) -> None:
     OneAnswer.hits = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), OneAnswer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        registry = Registry(tmp_path, index_url=f"http://127.0.0.1:{server.server_address[1]}/simple/")
+    with running(OneAnswer) as root:
+        registry = Registry(tmp_path, index_url=f"{root}/simple/")
         cache = registry.cache_path("torch")
         cache.write_bytes(damage)  # fresh by its mtime, but truncated or not an index answer
         registry.machine = "x86_64"
         release = TorchRelease(Version("2.4.1"), "cuda", WheelSource(WheelSourceKind.REGISTRY), None, ())
         assert registry.pythons(release) == {Python.parse("3.11")}
-    finally:
-        server.shutdown()
     assert OneAnswer.hits == ["/simple/torch/"]
     assert json.loads(cache.read_text())["files"][0]["filename"] == FILES[0][0]  # repaired
 
@@ -160,10 +156,8 @@ def test_damaged_cache_offline_is_an_error_naming_it(tmp_path: Path) -> None:
 
 def test_refresh_asks_again_although_the_cache_is_fresh(tmp_path: Path) -> None:
     OneAnswer.hits = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), OneAnswer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/simple/"
+    with running(OneAnswer) as root:
+        url = f"{root}/simple/"
         cached = Registry(tmp_path, index_url=url)
         cached.machine = "x86_64"
         cached.cache_path("torch").write_text(json.dumps({"files": [{"filename": FILES[1][0], "url": "u2"}]}))
@@ -172,8 +166,6 @@ def test_refresh_asks_again_although_the_cache_is_fresh(tmp_path: Path) -> None:
         fresh = Registry(tmp_path, index_url=url, refresh=True)
         fresh.machine = "x86_64"
         assert fresh.pythons(release) == {Python.parse("3.11")}
-    finally:
-        server.shutdown()
     assert OneAnswer.hits == ["/simple/torch/"]
 
 

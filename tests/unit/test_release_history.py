@@ -13,8 +13,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
-from directory_server import served
 from fake_wheels import cell_result, make_wheel
+from loopback_http import served
 
 from torch_buildmatrix.builder.records.model import CellResult, WheelRecord
 from torch_buildmatrix.errors import RecordError, UserError

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from directory_server import served
+from loopback_http import served
 
 from torch_buildmatrix.errors import MatrixError, RegistryError
 from torch_buildmatrix.model.loader import load_matrix
