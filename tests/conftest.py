@@ -87,10 +87,20 @@ smoke: {args: ["--tiny-features-json={features}"]}
 REPO = Path(__file__).parent.parent
 HERE = Path(__file__).parent
 PROJECT_PARTS = ("matrix.yaml", "matrix.schema.json", "plugin", "driver", "patches", "README.md", "docs")
+# What compat-table publishes into docs/ (publish.docs of our matrix.yaml). A test project that publishes cells of
+# its own is one that has never published: it starts without our committed table, which would give it a release
+# history (compat-table refuses to publish such a project without its live site, exit 7) and lay our cells over its
+# own.
+PUBLISHED_DOCS = ("docs/compatibility.json", "docs/compatibility.md")
+# A deep tier of the real plugin that costs 15 s, not about 4 minutes per build (test_recurrent.py's 9 deep tests):
+# for the tests of the fan-out and the workflow, which check how the deep tier is planned, run, carried and published,
+# not what it finds (plugin/devtests/test_real_cell.py runs the whole deep tier on the 2.13 CPU cells).
+SHORT_DEEP_TIER = ["-m", "deep", "-k", "recurrent"]
 
 
-def copy_project(dest: Path) -> Path:
-    """A copy of this project's build inputs, so tests never touch the checkout's wheels/ and build/."""
+def copy_project(dest: Path, never_published: bool = False) -> Path:
+    """A copy of this project's build inputs, so tests never touch the checkout's wheels/ and build/; with
+    never_published, without our committed table (PUBLISHED_DOCS): for tests that build cells and publish them."""
     import shutil
 
     dest.mkdir(parents=True, exist_ok=True)
@@ -104,6 +114,9 @@ def copy_project(dest: Path) -> Path:
             )
         elif source.is_file():
             shutil.copy2(source, dest / part)
+    if never_published:
+        for published in PUBLISHED_DOCS:
+            (dest / published).unlink(missing_ok=True)
     return dest
 
 

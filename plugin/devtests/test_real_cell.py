@@ -18,7 +18,7 @@ def real_cells(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """
     from conftest import copy_project, run_cli
 
-    root = copy_project(tmp_path_factory.mktemp("real") / "project")
+    root = copy_project(tmp_path_factory.mktemp("real") / "project", never_published=True)
     result = run_cli(
         root, "build", "--matrix", str(root / "matrix.yaml"), "--torch", "2.13", "--python", "3.11", "--runner", "local"
     )
@@ -168,7 +168,7 @@ def test_another_python_builds_the_same_wheel(real_cells: Path, tmp_path: Path) 
     other = other_installation("3.11", used)
     if other is None:
         pytest.skip(f"one CPython 3.11 installation only ({used}): no second interpreter to build with")
-    first = copy_project(tmp_path / "project")
+    first = copy_project(tmp_path / "project", never_published=True)
     chosen = tmp_path / "interpreter"
     chosen.mkdir()
     (chosen / "python3.11").symlink_to(other)

@@ -30,7 +30,7 @@ from act_harness import (
 )
 from site_compare import assert_same_site
 
-from conftest import TINY_CONTRACT, run_cli
+from conftest import PUBLISHED_DOCS, SHORT_DEEP_TIER, TINY_CONTRACT, run_cli
 
 # One worker runs every act test that uses the cache store (~/.cache/buildmatrix-act, kept between runs): each run
 # restores from it, saves to it and evicts from it, and runs of one stand-in repository share its entries
@@ -74,6 +74,12 @@ def tiny_project(extra: dict[str, str | None] | None = None) -> dict[str, str | 
             changes[path.relative_to(TINY).as_posix()] = path.read_text()
     changes["matrix.yaml"] = TINY_MATRIX
     return {**changes, **(extra or {})}
+
+
+def unpublished() -> dict[str, str | None]:
+    """Our committed table deleted: the repository is one that has never published (its first push publishes). The
+    tiny project needs none of this: a table of another plugin is no base of its own, and no history of it."""
+    return dict.fromkeys(PUBLISHED_DOCS)
 
 
 def results(run: ActRun) -> dict[str, str]:
@@ -261,18 +267,20 @@ def test_a_plan_over_githubs_job_limit_fails_before_any_cell(tmp_path: Path) -> 
 def narrowed_matrix(image_cell: bool = False) -> str:
     """matrix.yaml with only the torch 2.13 CPU release (both drivers, Python 3.11): the cells this machine builds
     without downloading torch; with image_cell, also 2.13's CUDA build on Python 3.14 (driver 2), which only the
-    forky image serves. The rules that would then match nothing are dropped."""
+    forky image serves. The rules that would then match nothing are dropped; the deep tier is SHORT_DEEP_TIER."""
     spec = yaml.safe_load((REPO / "matrix.yaml").read_text())
     spec["torch"] = [t for t in spec["torch"] if t["version"] == "2.13.0" and (image_cell or t.get("variant") == "cpu")]
     spec["exclude"] = [{"python": "3.14", "driver": "1"}] if image_cell else []
     spec["include"] = []
+    assert spec["smoke"]["tiers"]["deep"] == ["-m", "deep"]
+    spec["smoke"]["tiers"]["deep"] = SHORT_DEEP_TIER
     return yaml.safe_dump(spec, sort_keys=False)
 
 
 @pytest.mark.slow
 def test_real_plugin_push_publishes_what_a_single_machine_publishes(tmp_path: Path) -> None:
     with act_world(tmp_path / "world") as world:
-        work = publish_repository(world, {"matrix.yaml": narrowed_matrix()})
+        work = publish_repository(world, {**unpublished(), "matrix.yaml": narrowed_matrix()})
         run = run_act(world, work, WORKFLOW, "push", variables=site_variables(world))
         print(run.summary())
         cells = ("torch2.13-cpu-cp311-drv1", "torch2.13-cpu-cp311-drv2")
@@ -299,7 +307,7 @@ def test_a_cell_only_an_image_serves_runs_on_the_docker_runner(tmp_path: Path) -
     a hosted runner, the forky image serves it), its job builds it there, and it is published beside the local cells."""
     image_cell = "torch2.13-cuda-cp314-drv2"
     with act_world(tmp_path / "world") as world:
-        work = publish_repository(world, {"matrix.yaml": narrowed_matrix(image_cell=True)})
+        work = publish_repository(world, {**unpublished(), "matrix.yaml": narrowed_matrix(image_cell=True)})
         run = run_act(world, work, WORKFLOW, "push", variables=site_variables(world), timeout=3 * 3600)
         print(run.summary())
         assert results(run)[f"cell {image_cell}"] == "success", run.summary() + "\n" + run.output[-6000:]

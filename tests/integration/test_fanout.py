@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from site_compare import assert_same_site, without_times
 
-from conftest import TINY_CONTRACT, copy_project
+from conftest import SHORT_DEEP_TIER, TINY_CONTRACT, copy_project
 
 pytestmark = pytest.mark.integration
 
@@ -187,7 +187,7 @@ def test_conflicting_records_from_two_machines_are_refused(tiny_fanout: tuple[Fa
 @pytest.mark.slow
 def test_real_plugin_fanout_on_the_2_13_cells(tmp_path: Path) -> None:
     """The real plugin, torch 2.13 CPU cells (both drivers): fanned out, merged, and equal to one machine's site."""
-    origin = copy_project(tmp_path / "origin")
+    origin = copy_project(tmp_path / "origin", never_published=True)
     (origin / ".gitignore").write_text("/build/\n/wheels/\n")
     # Only the cells this machine can build: torch 2.13 (its CPU wheel is mirrored here), Python 3.11.
     text = (origin / "matrix.yaml").read_text()
@@ -198,6 +198,9 @@ def test_real_plugin_fanout_on_the_2_13_cells(tmp_path: Path) -> None:
     release = release[: release.index("\n  - version:")]
     keep = "torch:\n" + release + "\nexclude: []\ninclude: []\n"
     text = text[:start] + keep + text[text.index("\n# Images") :]
+    deep = '    deep: ["-m", "deep"]\n'
+    assert deep in text
+    text = text.replace(deep, f"    deep: {json.dumps(SHORT_DEEP_TIER)}\n")
     (origin / "matrix.yaml").write_text(text)
     make_origin(origin)
     fan = fan_out(origin, tmp_path)
