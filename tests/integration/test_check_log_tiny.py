@@ -9,13 +9,13 @@ of libc10.so undefined).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -45,16 +45,7 @@ def project(tmp_path: Path, contract: str, *hooks: str) -> Path:
 
 
 def build(root: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run(
-        [sys.executable, "-m", "torch_buildmatrix", "build", "--builds-only", "--matrix", str(root / "matrix.yaml")],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=root,
-        env=env,
-    )
+    return run_cli(root, "build", "--builds-only", "--matrix", str(root / "matrix.yaml"), timeout=900)
 
 
 def said(log: str) -> list[str]:

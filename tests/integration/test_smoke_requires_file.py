@@ -8,16 +8,13 @@ compiler, a real pytest run, in seconds.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from fake_wheels import fake_torch
 
-from conftest import TINY_CONTRACT
+from conftest import TINY_CONTRACT, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -64,16 +61,7 @@ def test_a_file_reference_in_smoke_requires_installs_a_package_of_no_index(tmp_p
     contract = "\n".join(line for line in TINY_CONTRACT.splitlines() if not line.startswith("smoke:"))
     (root / "matrix.yaml").write_text(MATRIX.format(links=links) + contract + "\n" + smoke + "\n")
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run(
-        [sys.executable, "-m", "torch_buildmatrix", "build", "--matrix", str(root / "matrix.yaml")],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=root,
-        env=env,
-    )
+    result = run_cli(root, "build", "--matrix", str(root / "matrix.yaml"), timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     record = json.loads((root / "wheels" / "results" / "cells" / f"{CELL}.json").read_text())
     # The fixture's three tests and the helper's: the helper was importable in the clean environment.
