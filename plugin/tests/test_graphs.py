@@ -205,6 +205,22 @@ def test_random_ops_replay_fresh_numbers_that_follow_manual_seed() -> None:
 
 
 @pytest.mark.deep
+@pytest.mark.skipif(TORCH in SpecifierSet(">=2.3"), reason="torch >= 2.3 captures emu's backward: the test above runs")
+def test_make_graphed_callables_refuses_a_backward_it_cannot_capture() -> None:
+    """Before torch 2.3, emu's backward runs outside the capture: graphing a module whose parameters or inputs need
+    grad raises, rather than giving zero gradients, and leaves no capture behind."""
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU()).to("emu")
+    with pytest.raises(RuntimeError, match=r"cannot capture a backward on torch .*before torch 2\.3"):
+        torch.emu.make_graphed_callables(model, (torch.randn(4, 16, device="emu"),))
+    model.requires_grad_(False)
+    with pytest.raises(RuntimeError, match="cannot capture a backward"):
+        torch.emu.make_graphed_callables(model, (torch.randn(4, 16, device="emu", requires_grad=True),))
+    assert not torch.emu.is_current_stream_capturing()
+    x = torch.randn(4, 16, device="emu")
+    torch.testing.assert_close(model(x).cpu(), model.cpu()(x.cpu()))
+
+
+@pytest.mark.deep
 @requires_captured_backward()
 def test_make_graphed_callables_gives_eager_outputs_and_gradients() -> None:
     torch.manual_seed(0)

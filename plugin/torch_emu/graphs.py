@@ -191,12 +191,36 @@ class _TorchWithEmuCuda(types.ModuleType):
         return getattr(torch, name)
 
 
+def _require_captured_backward(callables: Any, sample_args: Any) -> None:
+    """Before torch 2.3 the autograd engine puts a node on its forward's stream only for CUDA, so emu's backward runs
+    on the autograd thread's default stream, outside the capture: the graphed backward would replay nothing and give
+    zero gradients. Raise instead, as torch.cuda's function would capture a backward (any grad required)."""
+    if torch.torch_version.TorchVersion(torch.__version__) >= (2, 3):
+        return
+    one = not isinstance(callables, tuple)
+    modules = (callables,) if one else callables
+    args = (sample_args,) if one else sample_args
+    wants_grad = any(
+        isinstance(t, torch.Tensor) and t.requires_grad
+        for group in args
+        for t in torch.utils._pytree.tree_flatten(group)[0]
+    ) or any(p.requires_grad for m in modules if isinstance(m, torch.nn.Module) for p in m.parameters())
+    if wants_grad:
+        raise RuntimeError(
+            "torch.emu.make_graphed_callables cannot capture a backward on torch "
+            f"{torch.__version__}: before torch 2.3 autograd runs emu's backward outside the capture, so the graphed "
+            "gradients would be zero. Use torch >= 2.3, or graph a callable whose parameters and inputs need no grad."
+        )
+
+
 def make_graphed_callables(callables: Any, sample_args: Any, **kwargs: Any) -> Any:
     """torch.cuda.make_graphed_callables on emu: torch's own function, run with the CUDA graph and stream names it
     looks up (torch.cuda.CUDAGraph, graph, graph_pool_handle, Stream, stream, synchronize) pointing at torch.emu's.
     Its rules hold: sample_args are tensors; grads returned by the graphed backward are views of static buffers, so
-    zero them (set_to_none) between iterations."""
+    zero them (set_to_none) between iterations. Before torch 2.3 it raises when a backward would be captured (a
+    callable's parameters or its sample_args require grad): see _require_captured_backward."""
     _require_graphs()
+    _require_captured_backward(callables, sample_args)
     original = torch.cuda.graphs.make_graphed_callables
     emu_globals = dict(original.__globals__)
     emu_globals["torch"] = _TorchWithEmuCuda()
