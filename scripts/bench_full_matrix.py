@@ -8,8 +8,10 @@ goal, core-minutes by kind, what the matrix would cost without test tiers, the f
               e.g. builds reused up to date), builds and cells counted with their statuses and the deep tiers';
   kinds       each step's seconds counted as one core (a compile step may use more: the records do not say how many):
               compile (step `build`), deep tests (`deep`), quick tests (`smoke`), set-up (sdk, build-env, smoke-env,
-              image) apart, and tool steps (every other: source, interpreter, check, publish, ...); download time
-              cannot be told apart: downloads happen inside the set-up steps, which record one time each;
+              image) apart, and tool steps (every other: source, interpreter, check, publish, ...); downloads happen
+              inside the set-up steps, which record one time each: the download time is told apart from the run's
+              logs (each record's `log`), as the sum of uv's "Prepared N packages in T" lines (downloading and
+              unpacking wheels into uv's cache; a package already cached is not prepared again);
   no tiers    every cell running its build's deep tier too: the deep step's seconds x the build's recorded cells (as
               scripts/bench_tiers.py computes it), added to the run's core-minutes;
   fan-out     the critical path: max over builds of the build's steps plus its slowest cell's (each with its own
@@ -27,6 +29,7 @@ Run from the repository root after the run:
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,6 +73,35 @@ SETUP_STEPS = tuple(step for step, kind in KIND_OF_STEP.items() if kind == Kind.
 
 Record = BuildResult | CellResult
 R = TypeVar("R", BuildResult, CellResult)
+
+
+_PREPARED = re.compile(r"^Prepared \d+ packages? in (?:(\d+)m )?(\d+(?:\.\d+)?)(ms|s)\s*$", re.MULTILINE)
+
+
+def prepared_seconds(log: str) -> float:
+    """The seconds uv spent preparing (downloading and unpacking) packages, from its "Prepared 8 packages in 19.44s",
+    "in 512ms" or "in 1m 05s" lines in a step log."""
+    total = 0.0
+    for found in _PREPARED.finditer(log):
+        minutes_part, value, unit = found.groups()
+        total += int(minutes_part or 0) * 60 + float(value) / (1000 if unit == "ms" else 1)
+    return total
+
+
+def run_prepared_seconds(records: Sequence[Record], wheels: Path) -> tuple[float, int]:
+    """uv's preparing time summed over the logs of the run's records (paths relative to `wheels`), and how many logs
+    were read (a record without a log, or whose log is gone, adds nothing)."""
+    total, read = 0.0, 0
+    for record in records:
+        if record.log is None:
+            continue
+        try:
+            text = (wheels / record.log).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        total += prepared_seconds(text)
+        read += 1
+    return total, read
 
 
 def kind_of(step: str) -> Kind:
@@ -197,9 +229,16 @@ def against(value_s: float, goal_min: float) -> str:
 
 
 def report(
-    builds: Sequence[BuildResult], cells: Sequence[CellResult], cores: int, results: str, since: float
+    builds: Sequence[BuildResult],
+    cells: Sequence[CellResult],
+    cores: int,
+    results: str,
+    since: float,
+    *,
+    prepared: tuple[float, int] | None = None,
 ) -> list[str]:
-    """The figures' lines, from the run's records (already chosen by of_run)."""
+    """The figures' lines, from the run's records (already chosen by of_run); `prepared`: uv's preparing seconds in
+    the run's logs and how many logs were read (run_prepared_seconds), None when the logs were not read."""
     records: list[Record] = [*builds, *cells]
     if not records:
         return [f"run: no finished records in {results} started at or after {since:.0f}"]
@@ -217,8 +256,15 @@ def report(
         f"deep tiers run: {counted(tiers)}",
         f"kinds: {total / 60:.1f} core-min in steps (each step one core): "
         + ", ".join(f"{kind} {kinds[kind] / 60:.1f}" for kind in Kind),
-        "kinds: set-up by step: " + ", ".join(f"{step} {s / 60:.1f}" for step, s in setup.items()) + " core-min; "
-        "download time: not told apart by the records (it is inside the set-up steps)",
+        "kinds: set-up by step: "
+        + ", ".join(f"{step} {s / 60:.1f}" for step, s in setup.items())
+        + " core-min; "
+        + (
+            "download time: not told apart (the logs were not read)"
+            if prepared is None
+            else f"download and unpack (uv's Prepared lines in {prepared[1]} log(s)): "
+            f"{prepared[0] / 60:.1f} core-min, inside set-up's {sum(setup.values()) / 60:.1f}"
+        ),
         f"no tiers: every cell running its build's deep tier too would add {extra / 60:.1f} core-min: "
         f"{(total + extra) / 60:.1f} core-min ({(total + extra) / total if total else 0:.2f}x), lower bound on "
         f"{cores} cores {(total + extra) / cores / 60:.1f} min",
@@ -269,7 +315,9 @@ def main() -> int:
     cells, damaged_cells = store.scan()
     for problem in [*damaged_builds, *damaged_cells]:
         print(f"damaged record left out: {problem}")
-    for line in report(of_run(builds, args.since), of_run(cells, args.since), args.cores, args.results, args.since):
+    run_builds, run_cells = of_run(builds, args.since), of_run(cells, args.since)
+    prepared = run_prepared_seconds([*run_builds, *run_cells], Path(args.results).parent)
+    for line in report(run_builds, run_cells, args.cores, args.results, args.since, prepared=prepared):
         print(line)
     if args.disk_log:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
@@ -153,3 +154,24 @@ def test_disk_growth_is_the_peak_above_the_first_sample(tmp_path: Path) -> None:
         bench.disk_growth("100 5000\n160 lots\n", "disk.log")
     with pytest.raises(ValueError, match="no samples"):
         bench.disk_growth("\n", "disk.log")
+
+
+def test_download_time_is_uvs_preparing_time_in_the_runs_logs(tmp_path: Path) -> None:
+    log = "Resolved 30 packages in 2.1s\nPrepared 8 packages in 19.44s\nInstalled 28 packages in 175ms\n"
+    assert bench.prepared_seconds(log + "Prepared 1 package in 512ms\nPrepared 13 packages in 1m 05s\n") == (
+        pytest.approx(19.44 + 0.512 + 65)
+    )
+    assert bench.prepared_seconds("Prepared the ground in 3s\n  Prepared 2 packages in 3s\n") == 0.0
+    (tmp_path / "logs" / "builds").mkdir(parents=True)
+    (tmp_path / "logs" / "builds" / "b.log").write_text(log)
+    (tmp_path / "logs" / "c.log").write_text("Prepared 2 packages in 1.5s\n")
+    records = [
+        replace(BUILDS[0], log="logs/builds/b.log"),
+        replace(CELLS[0], log="logs/c.log"),
+        replace(CELLS[1], log="logs/gone.log"),  # removed since: adds nothing
+        replace(CELLS[2], log=None),
+    ]
+    assert bench.run_prepared_seconds(records, tmp_path) == (pytest.approx(20.94), 2)
+    lines = bench.report(BUILDS, CELLS, 2, str(tmp_path), 0.0, prepared=(126.0, 2))
+    assert "download and unpack (uv's Prepared lines in 2 log(s)): 2.1 core-min" in lines[3]
+    assert "download time: not told apart (the logs were not read)" in bench.report(BUILDS, CELLS, 2, "r", 0.0)[3]
