@@ -228,7 +228,7 @@ def test_the_torch_pin_and_build_info_are_checked_only_where_declared(
     driver_pin = f"emu-driver>={cell.sdk.version},<{cell.sdk.major + 1}"
     wheel = make_wheel(tmp_path, "my-ext", f"0.1.0+{cell.local_version_label}", requires=[driver_pin])
     none = CheckContract(TorchPin.NONE)
-    assert check_plugin_wheel(wheel, cell, "my-ext", "emu-driver", plugin_version=V010, check=none) == {}
+    assert check_plugin_wheel(wheel, cell, "my-ext", "emu-driver", plugin_version=V010, check=none).build_info == {}
     with pytest.raises(StepFailed, match=r"torch-pin"):
         check_plugin_wheel(wheel, cell, "my-ext", "emu-driver", plugin_version=V010, check=CheckContract())
     info = CheckContract(TorchPin.NONE, "my_ext/_info.py")

@@ -47,10 +47,12 @@ def plugin_wheel(directory: Path, cell: Build, torch_pin: str) -> Path:
 
 def test_release_line_pin_passes(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     cell = cell_2_4(write_matrix)
-    facts = check_plugin_wheel(
+    checked = check_plugin_wheel(
         plugin_wheel(tmp_path, cell, "torch==2.4.*"), cell, "torch-emu", "emu-driver", plugin_version=V010, check=CHECK
     )
-    assert facts["TORCH_VERSION"] == "2.4.1"
+    assert checked.build_info["TORCH_VERSION"] == "2.4.1"
+    # What the check step's lines say of the pins comes from here: the wheel's Requires-Dist, parsed, in order.
+    assert [str(r) for r in checked.requires_dist] == ["torch==2.4.*", "emu-driver<3,>=2.1"]
 
 
 @pytest.mark.parametrize("pin", ["torch>=2.4,<2.5", "torch==2.4.1", "torch==2.*", "torch"])
@@ -93,9 +95,8 @@ def test_a_py3_none_wheel_serves_the_cell_like_its_own_cpython_tag(write_matrix:
             requires=["torch==2.4.*", "emu-driver>=2.1,<3"],
             extra_files={"torch_emu/_build_info.py": BUILD_INFO},
         )
-        assert check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=V010, check=CHECK)[
-            "TORCH_VERSION"
-        ]
+        checked = check_plugin_wheel(wheel, cell, "torch-emu", "emu-driver", plugin_version=V010, check=CHECK)
+        assert checked.build_info["TORCH_VERSION"]
 
 
 @pytest.mark.parametrize("tag", ["cp312-cp312-linux_x86_64", "cp311-cp311t-linux_x86_64", "py2-none-linux_x86_64"])
@@ -155,7 +156,7 @@ def segops_wheel(directory: Path, build: Build, pin: str, built_against: str = "
 
 
 def check_segops(wheel: Path, build: Build) -> dict[str, object]:
-    return check_plugin_wheel(wheel, build, "segops", None, plugin_version=V010, check=SEGOPS_CHECK)
+    return check_plugin_wheel(wheel, build, "segops", None, plugin_version=V010, check=SEGOPS_CHECK).build_info
 
 
 def test_the_stable_build_serves_every_later_release() -> None:

@@ -7,7 +7,6 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
@@ -23,12 +22,12 @@ from torch_buildmatrix.builder.runners.base import (
 )
 from torch_buildmatrix.builder.smoke import read_features, read_junit
 from torch_buildmatrix.builder.wheelcheck import (
+    CheckedWheel,
     SymbolCheck,
     check_plugin_wheel,
     check_symbols,
     requirement_named,
     requirements_named,
-    requires_dist,
 )
 from torch_buildmatrix.errors import Interrupted, StepFailed, UserError
 from torch_buildmatrix.model.contract import TorchPin
@@ -105,7 +104,7 @@ def check_built_wheel(job: BuildJob, output: BuildOutput, runner: Runner, say: C
         say(f"check: relabelled {was} -> {version} (build.relabel)")
     sdk_distribution = matrix.sdk.distribution if matrix.sdk is not None and matrix.sdk.builds_wheel else None
     wheel = output.plugin_wheel
-    facts = check_plugin_wheel(
+    checked = check_plugin_wheel(
         wheel,
         job.build,
         matrix.plugin.distribution,
@@ -113,7 +112,7 @@ def check_built_wheel(job: BuildJob, output: BuildOutput, runner: Runner, say: C
         plugin_version=matrix.plugin.version,
         check=contract.check,
     )
-    for line in wheel_lines(wheel, job, sdk_distribution, facts):
+    for line in wheel_lines(wheel, job, sdk_distribution, checked):
         say(line)
     torch = output.torch_build.get("version")
     symbols = check_symbols(wheel, runner.provided_symbols(job))
@@ -122,12 +121,12 @@ def check_built_wheel(job: BuildJob, output: BuildOutput, runner: Runner, say: C
         missing = symbols.missing
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
         raise StepFailed("check", f"{len(missing)} symbol(s) not provided by torch {torch}: {shown}")
-    output.torch_build["built_with"] = facts
+    output.torch_build["built_with"] = checked.build_info
 
 
-def wheel_lines(wheel: Path, job: BuildJob, sdk_distribution: str | None, facts: dict[str, Any]) -> list[str]:
+def wheel_lines(wheel: Path, job: BuildJob, sdk_distribution: str | None, checked: CheckedWheel) -> list[str]:
     """What the check found the wheel to be, once it passed: its name, version and tags, its pins, the torch it says
-    it was built against."""
+    it was built against (from what the check read of it: the wheel is not opened again)."""
     contract, build = job.matrix.contract, job.build
     if contract.build.relabel:
         origin = "relabelled"
@@ -140,7 +139,7 @@ def wheel_lines(wheel: Path, job: BuildJob, sdk_distribution: str | None, facts:
     lines = [
         f"check: {wheel.name} is the build's distribution, version and label ({origin}), tags for Python {build.python}"
     ]
-    requirements = requires_dist(wheel)
+    requirements = checked.requires_dist
     torch = requirements_named(requirements, "torch")
     pins = ", ".join(f"'{r}'" for r in torch)
     if contract.check.torch_pin == TorchPin.RELEASE_LINE:
@@ -154,7 +153,7 @@ def wheel_lines(wheel: Path, job: BuildJob, sdk_distribution: str | None, facts:
         lines.append(f"check: SDK pin: Requires-Dist '{sdk}' admits SDK {build.sdk.major}.x only")
     check = contract.check
     if check.build_info:
-        recorded = facts.get(check.build_info_torch)
+        recorded = checked.build_info.get(check.build_info_torch)
         lines.append(f"check: built against torch {recorded} ({check.build_info}: {check.build_info_torch})")
     return lines
 

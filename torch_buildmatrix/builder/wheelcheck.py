@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path
@@ -34,13 +35,13 @@ def requires_dist(wheel: Path) -> list[Requirement]:
     return [Requirement(r) for r in read_metadata(wheel).get("Requires-Dist", [])]
 
 
-def requirements_named(requirements: list[Requirement], name: str) -> list[Requirement]:
+def requirements_named(requirements: Sequence[Requirement], name: str) -> list[Requirement]:
     """Every requirement on distribution `name` (torch, a wheel SDK's), compared by canonical name, in order."""
     wanted = canonicalize_name(name)
     return [r for r in requirements if canonicalize_name(r.name) == wanted]
 
 
-def requirement_named(requirements: list[Requirement], name: str) -> Requirement | None:
+def requirement_named(requirements: Sequence[Requirement], name: str) -> Requirement | None:
     """The requirement on distribution `name`; None if there is none. Of a wheel naming it more than once (one entry
     per marker), the last, as check.torch-pin has judged it."""
     found = requirements_named(requirements, name)
@@ -64,6 +65,15 @@ def read_build_info(wheel: Path, module: str) -> dict[str, Any]:
     return facts
 
 
+@dataclass(frozen=True)
+class CheckedWheel:
+    """What the check read of a plugin wheel that passed it, each part read once: the check step's lines are said
+    from it, never from the wheel read again."""
+
+    requires_dist: tuple[Requirement, ...]  # its METADATA's Requires-Dist, parsed, in order
+    build_info: dict[str, Any]  # its baked build facts (check.build-info; {} without)
+
+
 def check_plugin_wheel(
     wheel: Path,
     build: Build,
@@ -72,8 +82,8 @@ def check_plugin_wheel(
     *,
     plugin_version: Version,
     check: CheckContract,
-) -> dict[str, Any]:
-    """Raises StepFailed naming what is wrong; returns the wheel's build facts ({} without check.build-info).
+) -> CheckedWheel:
+    """Raises StepFailed naming what is wrong; returns what it read of the wheel (its pins, its build facts).
 
     sdk_distribution: a wheel SDK's distribution, which the wheel must pin to the build's SDK major (None: no SDK
     wheel to pin)."""
@@ -90,7 +100,7 @@ def check_plugin_wheel(
         problems.append(f"version is {version.public}, matrix.yaml's plugin.version is {plugin_version}")
     if version.local != build.key.label:
         problems.append(f"local version label is '{version.local}', expected '{build.key.label}'")
-    requirements = requires_dist(wheel)
+    requirements = tuple(requires_dist(wheel))
     if check.torch_pin == TorchPin.RELEASE_LINE:
         problem = torch_pin_problem(requirement_named(requirements, "torch"), build)
         if problem:
@@ -125,7 +135,7 @@ def check_plugin_wheel(
             )
     if problems:
         raise StepFailed("check", "; ".join(problems))
-    return facts
+    return CheckedWheel(requirements, facts)
 
 
 def torch_pin_problem(torch_req: Requirement | None, build: Build) -> str | None:
