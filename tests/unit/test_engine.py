@@ -154,6 +154,20 @@ def test_the_patched_copy_carries_the_matrix_plugin_version(tmp_path: Path) -> N
     assert not (engine.matrix.plugin.source / "PLUGIN_VERSION").exists()
 
 
+def test_a_steps_line_goes_to_the_log_and_the_console_or_to_the_log_alone(tmp_path: Path) -> None:
+    """The source step's patch line: a build says it in its log and on the console; a cell, of its own patched copy,
+    in its log alone (the console shows the build's). The log's line is written one way for both."""
+    engine, cells = setup_project(tmp_path)
+    events: list[tuple[str, object]] = []
+    engine.progress = lambda what, event: events.append((what, event))
+    release, build_log, cell_log = engine.matrix.torch[0], tmp_path / "build.log", tmp_path / "cell.log"
+    engine._patched_source(release, tmp_path / "build", engine._say("build torch2.13-cpu-drv2", build_log))
+    engine._patched_source(release, tmp_path / "cell", engine._say(cells[0].id, cell_log, console=False))
+    line = "source: no patch applied: torch 2.13.0 lists no patch series"
+    assert build_log.read_text() == cell_log.read_text() == f"# {line}\n"
+    assert events == [("build torch2.13-cpu-drv2", line)]
+
+
 class ScriptedRunner(FailingBuild):
     """Its build step fails the way the test says, counting its calls."""
 

@@ -244,12 +244,14 @@ class Engine:
         except OSError as exc:
             raise ResourceError(resource_message(exc, log_file)) from None
 
-    def _say(self, name: str, log_file: Path) -> Callable[[str], None]:
-        """What tells of a step's doings ("check: relabelled ..."): a comment line of the log, and a progress note."""
+    def _say(self, name: str, log_file: Path, console: bool = True) -> Callable[[str], None]:
+        """What tells of a step's doings ("check: relabelled ..."): a comment line of the log, and a progress note
+        (console=False: the log's line alone)."""
 
         def say(line: str) -> None:
             append_log(log_file, f"# {line}\n")
-            self.progress(name, line)
+            if console:
+                self.progress(name, line)
 
         return say
 
@@ -413,7 +415,7 @@ class Engine:
         _fresh(workdir)
         with steps.step("source"):  # the cell's own release's patched copy: its smoke tests
             # The cell's own copy: said in its log only (the console shows the build's line).
-            tree, _ = self._patched_source(cell.torch, workdir, lambda line: append_log(log_file, f"# {line}\n"))
+            tree, _ = self._patched_source(cell.torch, workdir, self._say(cell.id, log_file, console=False))
             smoke_tests = tree / self.matrix.plugin.smoke_tests.relative_to(self.matrix.plugin.source)
         with steps.step("check"):
             wheel = regular_file(self._wheels, made.wheel.path)

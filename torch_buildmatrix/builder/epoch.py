@@ -19,7 +19,7 @@ from torch_buildmatrix.builder.buildcode import PACKAGE_DIR, build_code, code_ha
 from torch_buildmatrix.util.atomic import write_text_atomic
 
 BUILD_EPOCH = 1
-BUILD_CODE_SHA256 = "6503751f96afa7e4cab3a961251c3d7361a8c8a195072062ba41bd65bd529f3e"
+BUILD_CODE_SHA256 = "bdc68c952698ba7aa0177496b07f62000b46351048984037d74e6e7cc79bd590"
 
 # Epoch 1 starts where the records are: its key is what keys held before epochs existed, the hash of each runner's
 # build code files (util/fingerprint.py's tree_hash) at 3f9c881, so the records that code made stay up to date.
