@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.table import Table
 
 from torch_buildmatrix.builder.records.model import BuildResult, CellResult
-from torch_buildmatrix.builder.steps import is_note
+from torch_buildmatrix.builder.steps import Note, ProgressEvent
 from torch_buildmatrix.model.builds import Build
 from torch_buildmatrix.model.cells import Cell
 from torch_buildmatrix.vocab import FailureClass, Status
@@ -47,10 +47,10 @@ class ProgressDisplay:
         if self.live:
             self.live.__exit__(kind, value, tb)
 
-    def update(self, cell_id: str, what: str) -> None:
+    def update(self, cell_id: str, what: ProgressEvent) -> None:
         with self.lock:
-            if is_note(what):  # a line saying what a step did: printed (above the live table), the state unchanged
-                self.console.print(f"{cell_id}: {what}", highlight=False, markup=False)
+            if isinstance(what, Note):  # a line saying what a step did: printed (above the live table), state unchanged
+                self.console.print(f"{cell_id}: {what.line}", highlight=False, markup=False)
                 return
             self.state[cell_id] = (what, time.monotonic())
             if self.live:

@@ -15,7 +15,7 @@ from torch_buildmatrix.builder.planning import PlannedBuild
 from torch_buildmatrix.builder.runners.base import BuildJob, BuildOutput, CellJob, CellOutput, CellRunners, SmokeRun
 from torch_buildmatrix.builder.runners.local import LocalRunner
 from torch_buildmatrix.builder.scheduler import RunOptions
-from torch_buildmatrix.builder.steps import StepRecorder
+from torch_buildmatrix.builder.steps import Note, ProgressEvent, StepRecorder
 from torch_buildmatrix.builder.verdicts import judge_smoke
 from torch_buildmatrix.builder.workspace import Workspace
 from torch_buildmatrix.errors import StepFailed
@@ -158,14 +158,14 @@ def test_a_steps_line_goes_to_the_log_and_the_console_or_to_the_log_alone(tmp_pa
     """The source step's patch line: a build says it in its log and on the console; a cell, of its own patched copy,
     in its log alone (the console shows the build's). The log's line is written one way for both."""
     engine, cells = setup_project(tmp_path)
-    events: list[tuple[str, object]] = []
+    events: list[tuple[str, ProgressEvent]] = []
     engine.progress = lambda what, event: events.append((what, event))
     release, build_log, cell_log = engine.matrix.torch[0], tmp_path / "build.log", tmp_path / "cell.log"
     engine._patched_source(release, tmp_path / "build", engine._say("build torch2.13-cpu-drv2", build_log))
     engine._patched_source(release, tmp_path / "cell", engine._say(cells[0].id, cell_log, console=False))
     line = "source: no patch applied: torch 2.13.0 lists no patch series"
     assert build_log.read_text() == cell_log.read_text() == f"# {line}\n"
-    assert events == [("build torch2.13-cpu-drv2", line)]
+    assert events == [("build torch2.13-cpu-drv2", Note(line))]  # a note: the build's state is left alone
 
 
 class ScriptedRunner(FailingBuild):

@@ -35,7 +35,7 @@ from torch_buildmatrix.builder.sourcetree import (
     release_series,
     write_plugin_version,
 )
-from torch_buildmatrix.builder.steps import BUILD, ProgressCallback, StepRecorder
+from torch_buildmatrix.builder.steps import BUILD, Note, ProgressCallback, StepRecorder
 from torch_buildmatrix.builder.tiers import judge_deep
 from torch_buildmatrix.builder.toolenv import compiler_share
 from torch_buildmatrix.builder.verdicts import (
@@ -251,7 +251,7 @@ class Engine:
         def say(line: str) -> None:
             append_log(log_file, f"# {line}\n")
             if console:
-                self.progress(name, line)
+                self.progress(name, Note(line))
 
         return say
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from torch_buildmatrix.builder.records.model import BuildResult, CellResult, StepResult
 from torch_buildmatrix.errors import StepFailed
@@ -12,17 +13,22 @@ from torch_buildmatrix.util.failures import DISK_FULL_ERRNOS, is_resource_error,
 from torch_buildmatrix.util.process import CHILDREN
 from torch_buildmatrix.vocab import Cause, FailureClass, Status
 
-# Events for whoever displays progress: (what, event). `what` is a cell id, or "build <build id>"; event is
-# "queued" | "up-to-date" | "<step name>" | "retry <n>" | "passed" | "failed" | "interrupted", the state it is in, or
-# a note: a line saying what a step did ("check: relabelled ..."), which always holds NOTE_MARK and no state does.
-ProgressCallback = Callable[[str, str], None]
+
+@dataclass(frozen=True)
+class Note:
+    """A progress event that is a line saying what a step did ("check: relabelled ..."): shown, never a state."""
+
+    line: str
+
+    def __str__(self) -> str:
+        return self.line  # where events are shown as text (the outdated report's probe), a note reads as its line
+
+
+# Events for whoever displays progress: (what, event). `what` is a cell id, or "build <build id>"; event is the state
+# it is in, "queued" | "up-to-date" | "<step name>" | "retry <n>" | "passed" | "failed" | "interrupted", or a Note.
+ProgressEvent = str | Note
+ProgressCallback = Callable[[str, ProgressEvent], None]
 BUILD = "build "  # the prefix of a build's name in progress events
-NOTE_MARK = ": "
-
-
-def is_note(event: str) -> bool:
-    """A progress event that is a line to show, not a state."""
-    return NOTE_MARK in event
 
 
 class StepRecorder:
