@@ -72,6 +72,23 @@ def requires_pinned_memory():
     )
 
 
+FUSED_ATTENTION_OPS = (
+    "_scaled_dot_product_fused_attention_overrideable",
+    "_scaled_dot_product_fused_attention_overrideable_backward",
+)
+
+
+def requires_fused_attention():
+    """emu's fused attention kernel serves torch's entry points for backends other than CPU and CUDA
+    (SDPBackend.OVERRIDEABLE, torch 2.5); where the release lacks them the test is 'not available'."""
+    missing = [name for name in FUSED_ATTENTION_OPS if not hasattr(torch.ops.aten, name)]
+    return pytest.mark.skipif(
+        bool(missing),
+        reason=f"not available: torch {TORCH} has no aten::{missing[0] if missing else ''} (SDPBackend.OVERRIDEABLE, "
+        "torch's fused attention entry point for PrivateUse1 backends, from 2.5): emu runs the math backend",
+    )
+
+
 def requires_graphs():
     """Graph capture needs stream capture in the driver (API 2.3); elsewhere the test is 'not available'."""
     return pytest.mark.skipif(

@@ -1,29 +1,37 @@
-"""scaled_dot_product_attention on emu: the math backend, reported as such, honouring the caller's backend choice;
-the fused entry points torch keeps for PrivateUse1 backends (SDPBackend.OVERRIDEABLE) refuse and name the backend."""
+"""scaled_dot_product_attention on emu: emu's fused kernel (SDPBackend.OVERRIDEABLE, from torch 2.5) for the inputs it
+takes, forward and backward as the CPU's math backend computes them; the math backend (SDPBackend.MATH) for the rest
+and on older releases; the caller's backend choice honoured."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 import torch
-from smoke_gates import requires_torch
+from smoke_gates import requires_fused_attention, requires_torch
+
+import torch_emu
 
 # The deep tier (smoke.tiers: once per build): results against the CPU reference depend on the wheel and torch alone.
 pytestmark = [pytest.mark.feature("attention"), pytest.mark.deep]
 
 MATH = 0  # SDPBackend.MATH in every release
+OVERRIDEABLE = 4  # SDPBackend.OVERRIDEABLE from torch 2.5
+FUSED_NODE = "ScaledDotProductFusedAttentionOverrideableBackward0"
+requires_fused = requires_fused_attention()
+attention = torch.nn.functional.scaled_dot_product_attention
 
 
 @contextlib.contextmanager
-def _math_disabled() -> Iterator[None]:
-    """Only the fused backends enabled: the global flags that torch.nn.attention.sdpa_kernel sets (every release)."""
+def _sdp_flags(math: bool, flash: bool, efficient: bool) -> Iterator[None]:
+    """The global backend flags that torch.nn.attention.sdpa_kernel sets (every release has these three)."""
     flags = torch.backends.cuda
     saved = (flags.math_sdp_enabled(), flags.flash_sdp_enabled(), flags.mem_efficient_sdp_enabled())
-    flags.enable_math_sdp(False)
-    flags.enable_flash_sdp(True)
-    flags.enable_mem_efficient_sdp(True)
+    flags.enable_math_sdp(math)
+    flags.enable_flash_sdp(flash)
+    flags.enable_mem_efficient_sdp(efficient)
     try:
         yield
     finally:
@@ -32,47 +40,235 @@ def _math_disabled() -> Iterator[None]:
         flags.enable_mem_efficient_sdp(saved[2])
 
 
-def _qkv(requires_grad: bool = False) -> tuple[torch.Tensor, ...]:
+def _cpu_math() -> contextlib.AbstractContextManager[None]:
+    """The CPU reference: its math backend (by default the CPU takes its flash kernel)."""
+    return _sdp_flags(math=True, flash=False, efficient=False)
+
+
+def _fused_switch() -> object:
+    """The backend sdpa_kernel enables emu's fused kernel with: its own flag where the release has one, else the
+    memory-efficient flag (what torch's overrideable backends answered to before)."""
+    from torch.nn.attention import SDPBackend
+
+    has_flag = hasattr(torch._C, "_set_sdp_use_overrideable")
+    return SDPBackend.OVERRIDEABLE if has_flag else SDPBackend.EFFICIENT_ATTENTION
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call of scaled_dot_product_attention: shapes (batch, heads, length, embedding) and its arguments."""
+
+    name: str
+    query: tuple[int, ...] = (2, 4, 6, 8)
+    key: tuple[int, ...] = (2, 4, 7, 8)
+    value: tuple[int, ...] = (2, 4, 7, 5)
+    is_causal: bool = False
+    mask: str = ""  # "", "float" (an additive bias that takes a gradient) or "bool" (a row fully masked)
+    scale: float | None = None
+    enable_gqa: bool = False
+    transposed: bool = False  # the query a (batch, length, heads, embedding) tensor's transpose, as models make it
+
+    def kwargs(self) -> dict[str, object]:
+        extra: dict[str, object] = {"enable_gqa": True} if self.enable_gqa else {}
+        return {"is_causal": self.is_causal, "scale": self.scale, **extra}
+
+
+CASES = [
+    Case("plain"),
+    Case("causal", is_causal=True),
+    Case("causal-square", key=(2, 4, 6, 8), value=(2, 4, 6, 8), is_causal=True),
+    Case("float-mask", mask="float"),
+    Case("bool-mask", mask="bool"),
+    Case("scale", scale=0.3),
+    Case("negative-scale", scale=-0.5, is_causal=True),
+    Case("transposed-query", transposed=True),
+    Case("gqa", query=(2, 6, 5, 8), key=(2, 2, 7, 8), value=(2, 2, 7, 4), enable_gqa=True, is_causal=True),
+    Case("gqa-mask", query=(1, 4, 5, 8), key=(1, 1, 7, 8), value=(1, 1, 7, 8), enable_gqa=True, mask="float"),
+]
+
+
+def _gated(case: Case) -> object:
+    if case.enable_gqa:
+        return pytest.param(case, id=case.name, marks=requires_torch(">=2.5", "enable_gqa"))
+    return pytest.param(case, id=case.name)
+
+
+def _inputs(case: Case) -> list[torch.Tensor]:
+    """query, key, value and the mask (if any) on the CPU, as leaves that take gradients (a boolean mask takes none)."""
     torch.manual_seed(0)
-    return tuple(torch.randn(2, 3, 16, 8, requires_grad=requires_grad) for _ in range(3))
+    if case.transposed:
+        b, h, length, e = case.query
+        query = torch.randn(b, length, h, e).transpose(1, 2)
+    else:
+        query = torch.randn(case.query)
+    tensors = [query, torch.randn(case.key), torch.randn(case.value)]
+    length, kv_length = case.query[-2], case.key[-2]
+    if case.mask == "float":
+        tensors.append(torch.randn(length, kv_length))
+    elif case.mask == "bool":
+        keep = torch.rand(case.query[0], 1, length, kv_length) > 0.3
+        keep[:, :, 1] = False  # a row with nothing to attend to gives zeros, as the math backend's safe softmax
+        tensors.append(keep)
+    return [t.detach().requires_grad_(t.is_floating_point()) for t in tensors]
 
 
-def test_fused_sdp_choice_reports_the_math_backend():
-    q, k, v = (t.emu() for t in _qkv())
-    assert torch._fused_sdp_choice(q, k, v) == MATH  # the CPU's choice (flash) came back through the fallback
+def _run(case: Case, tensors: list[torch.Tensor]) -> torch.Tensor:
+    q, k, v, *mask = tensors
+    return attention(q, k, v, attn_mask=mask[0] if mask else None, **case.kwargs())  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("is_causal", [False, True])
-def test_attention_matches_cpu_forward_and_backward(is_causal):  # type: ignore[no-untyped-def]
-    attention = torch.nn.functional.scaled_dot_product_attention
-    cpu = _qkv(requires_grad=True)
-    emu = tuple(t.detach().emu().requires_grad_() for t in cpu)
-    out_cpu, out_emu = attention(*cpu, is_causal=is_causal), attention(*emu, is_causal=is_causal)
-    torch.testing.assert_close(out_emu.cpu(), out_cpu, rtol=1e-5, atol=1e-5)
-    out_cpu.sum().backward()
-    out_emu.sum().backward()
-    for c, e in zip(cpu, emu):
-        torch.testing.assert_close(e.grad.cpu(), c.grad, rtol=1e-5, atol=1e-5)
+def _forward_backward(case: Case, device: str) -> tuple[torch.Tensor, list[torch.Tensor | None], str]:
+    """The output, the inputs' gradients (on the CPU) and the autograd node that produced the output."""
+    cpu = _inputs(case)
+    tensors = cpu if device == "cpu" else [t.detach().to(device).requires_grad_(t.requires_grad) for t in cpu]
+    out = _run(case, tensors)
+    node = out.grad_fn.name() if out.grad_fn is not None else ""
+    torch.manual_seed(1)
+    out.backward(torch.randn(out.shape).to(device))
+    return out.detach().cpu(), [t.grad.cpu() if t.grad is not None else None for t in tensors], node
 
 
-@requires_torch(">=2.5", "a PrivateUse1 backend's say in scaled_dot_product_attention's choice")
-def test_disabled_math_backend_is_refused_with_its_name():
-    q, k, v = (t.emu() for t in _qkv())
-    with _math_disabled():
-        with pytest.raises(RuntimeError, match=r"math backend only \(SDPBackend.MATH\), which is disabled"):
-            torch.nn.functional.scaled_dot_product_attention(q, k, v)
-        with pytest.raises(RuntimeError, match=r"SDPBackend\.MATH"):
-            torch._fused_sdp_choice(q, k, v)
-    assert torch.nn.functional.scaled_dot_product_attention(q, k, v).shape == q.shape
+@pytest.mark.parametrize("case", [_gated(c) for c in CASES])
+def test_attention_matches_cpu_math_forward_and_backward(case: Case) -> None:
+    with _cpu_math():
+        out_cpu, grads_cpu, _ = _forward_backward(case, "cpu")
+    out_emu, grads_emu, _ = _forward_backward(case, "emu")
+    torch.testing.assert_close(out_emu, out_cpu)  # float32's tolerances
+    for grad_emu, grad_cpu in zip(grads_emu, grads_cpu):
+        assert (grad_emu is None) == (grad_cpu is None)
+        if grad_cpu is not None:
+            torch.testing.assert_close(grad_emu, grad_cpu)
 
 
-@requires_torch(">=2.5", "torch.ops.aten._scaled_dot_product_fused_attention_overrideable")
-def test_fused_entry_points_refuse_and_name_the_backend():
-    q, k, v = (t.emu() for t in _qkv())
-    with pytest.raises(NotImplementedError, match=r"emu has no fused .* math backend \(SDPBackend.MATH\)"):
-        torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v)
+@requires_fused
+@pytest.mark.parametrize("case", [_gated(c) for c in CASES])
+def test_attention_runs_the_fused_kernel_without_falling_back(case: Case) -> None:
+    before = set(torch_emu.fallback_ops())
+    *_, node = _forward_backward(case, "emu")
+    assert node == FUSED_NODE
+    assert set(torch_emu.fallback_ops()) == before  # forward and backward ran as emu kernels
+
+
+@requires_fused
+def test_fused_sdp_choice_answers_the_fused_backend() -> None:
+    from torch.nn.attention import SDPBackend
+
+    q, k, v = (t.detach().emu() for t in _inputs(Case("plain"))[:3])
+    if hasattr(SDPBackend, "OVERRIDEABLE"):
+        assert int(SDPBackend.OVERRIDEABLE) == OVERRIDEABLE
+    assert torch._fused_sdp_choice(q, k, v) == OVERRIDEABLE  # the CPU's choice (flash) came back through the fallback
+    gqa = Case("gqa", query=(1, 4, 3, 8), key=(1, 2, 3, 8), value=(1, 2, 3, 8))
+    q, k, v = (t.detach().emu() for t in _inputs(gqa)[:3])
+    assert torch._fused_sdp_choice(q, k, v, enable_gqa=True) == OVERRIDEABLE
+
+
+def _math_only_inputs() -> list[object]:
+    """Inputs emu's fused kernel does not take: scaled_dot_product_attention runs them with the math backend."""
+    return [
+        pytest.param(((2, 4, 6, 8), (2, 4, 6, 8), 0.5, False), id="dropout"),
+        pytest.param(((4, 6, 8), (4, 6, 8), 0.0, False), id="3-D"),
+        pytest.param(((2, 4, 6, 8), (2, 1, 6, 8), 0.0, False), id="heads-broadcast-without-gqa"),
+        pytest.param(((2, 4, 6, 8), (1, 4, 6, 8), 0.0, False), id="batch-broadcast"),
+    ]
+
+
+@pytest.mark.parametrize("shapes", _math_only_inputs())
+def test_inputs_the_fused_kernel_does_not_take_run_the_math_backend(shapes: tuple) -> None:  # type: ignore[type-arg]
+    query_shape, kv_shape, dropout_p, _ = shapes
+    torch.manual_seed(0)
+    cpu = [torch.randn(query_shape), torch.randn(kv_shape), torch.randn(kv_shape)]
+    q, k, v = (t.emu().requires_grad_() for t in cpu)
+    assert torch._fused_sdp_choice(q, k, v, dropout_p=dropout_p) == MATH
+    out = attention(q, k, v, dropout_p=dropout_p)
+    assert out.grad_fn is None or out.grad_fn.name() != FUSED_NODE
+    if dropout_p == 0.0:
+        with _cpu_math():
+            torch.testing.assert_close(out.detach().cpu(), attention(*cpu))
+    else:  # dropout's draws are emu's own; each kept weight is scaled by 1 / (1 - p)
+        assert out.shape == q.shape and torch.isfinite(out).all()
+
+
+@requires_fused
+def test_fused_op_returns_output_and_logsumexp_as_its_schema() -> None:
+    case = Case("float-mask", mask="float")
+    q, k, v, bias = (t.detach() for t in _inputs(case))
+    scale = 0.25
+    results = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+        q.emu(), k.emu(), v.emu(), bias.emu(), 0.0, False, True, scale=scale
+    )
+    out, lse, cum_q, cum_k, max_q, max_k, seed, offset, probs = results
+    scores = (q @ k.transpose(-2, -1)) * scale + bias
+    with _cpu_math():
+        expected = attention(q, k, v, attn_mask=bias, scale=scale)
+    torch.testing.assert_close(out.cpu(), expected)
+    assert lse.dtype == torch.float32 and lse.shape == q.shape[:3] and lse.device == q.emu().device
+    torch.testing.assert_close(lse.cpu(), torch.logsumexp(scores, -1))
+    torch.testing.assert_close(probs.cpu(), scores.softmax(-1))  # return_debug_mask: the attention weights
+    assert (cum_q, cum_k, max_q, max_k) == (None, None, q.shape[2], k.shape[2])
+    assert seed.shape == offset.shape == ()
+
+
+@requires_fused
+def test_fused_backward_op_gives_only_the_gradients_asked_for() -> None:
+    case = Case("plain")
+    q, k, v = (t.detach().emu() for t in _inputs(case)[:3])
+    fused = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v)
+    out, lse = fused[0], fused[1]
+    grad_out = torch.ones_like(out)
     empty = torch.empty(0, device="emu")
-    with pytest.raises(NotImplementedError, match=r"SDPBackend\.MATH"):
-        torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
-            q, q, k, v, empty, [True, True, True, False], q, empty, empty, empty, 16, 16, 0.0, False, empty, empty
-        )
+    grads = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
+        grad_out, q, k, v, empty, [False, True, False, False], out, lse, empty, empty, 6, 7, 0.0, False, empty, empty
+    )
+    assert grads[0] is None and grads[2] is None and grads[3] is None
+    leaves = [t.cpu().requires_grad_() for t in (q, k, v)]
+    with _cpu_math():
+        attention(*leaves).backward(grad_out.cpu())
+    torch.testing.assert_close(grads[1].cpu(), leaves[1].grad)
+
+
+@requires_fused
+def test_fused_op_refuses_dropout_and_names_the_math_backend() -> None:
+    q, k, v = (t.detach().emu() for t in _inputs(Case("plain"))[:3])
+    with pytest.raises(NotImplementedError, match=r"no dropout; .* math backend \(SDPBackend\.MATH\)"):
+        torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v, dropout_p=0.1)
+
+
+@requires_fused
+def test_callers_backend_choice_is_honoured() -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v = (t.detach().emu().requires_grad_() for t in _inputs(Case("plain"))[:3])
+    with sdpa_kernel([SDPBackend.MATH]):
+        assert torch._fused_sdp_choice(q, k, v) == MATH
+        assert attention(q, k, v).grad_fn.name() != FUSED_NODE
+    with sdpa_kernel([_fused_switch()]):  # type: ignore[list-item]
+        assert torch._fused_sdp_choice(q, k, v) == OVERRIDEABLE
+        assert attention(q, k, v).grad_fn.name() == FUSED_NODE
+        with pytest.raises(RuntimeError, match=r"does not take dropout_p > 0 and the math backend .* is disabled"):
+            attention(q, k, v, dropout_p=0.5)
+    neither = pytest.raises(RuntimeError, match=r"OVERRIDEABLE\) is disabled and the math backend")
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), neither:  # neither backend emu runs
+        attention(q, k, v)
+    assert attention(q, k, v).grad_fn.name() == FUSED_NODE  # the default flags again
+
+
+@requires_fused
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_reduced_precision_attention_computes_in_float(dtype: torch.dtype) -> None:
+    """PyTorch's reference-backend SDPA test's inputs (half query, key, value and mask; smaller here): the fused kernel
+    computes in float32 and rounds once, so it gives the CPU's float32 math rounded to the dtype."""
+    torch.manual_seed(0)
+    shape = (2, 2, 64, 32)
+    cpu = [torch.rand(shape, dtype=dtype) for _ in range(3)] + [torch.rand(2, 2, 64, 64, dtype=dtype)]
+    emu = [t.emu().requires_grad_() for t in cpu]
+    out = attention(*emu[:3], attn_mask=emu[3])
+    assert out.dtype == dtype and out.grad_fn.name() == FUSED_NODE
+    grad = torch.rand(shape, dtype=dtype)
+    out.backward(grad.emu())
+    reference = [t.float().requires_grad_() for t in cpu]
+    with _cpu_math():
+        expected = attention(*reference[:3], attn_mask=reference[3])
+    expected.backward(grad.float())
+    torch.testing.assert_close(out.detach().cpu(), expected.detach().to(dtype))
+    for leaf, ref in zip(emu, reference):
+        torch.testing.assert_close(leaf.grad.cpu(), ref.grad.to(dtype))
