@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from smoke_gates import requires_fused_attention, requires_torch
+from smoke_gates import dynamo_unavailable, requires_fused_attention, requires_graphs, requires_torch
 
 import torch_emu
 
@@ -272,3 +272,55 @@ def test_reduced_precision_attention_computes_in_float(dtype: torch.dtype) -> No
     torch.testing.assert_close(out.detach().cpu(), expected.detach().to(dtype))
     for leaf, ref in zip(emu, reference):
         torch.testing.assert_close(leaf.grad.cpu(), ref.grad.to(dtype))
+
+
+@requires_fused
+@requires_graphs()
+def test_captured_graph_replays_the_fused_kernel_on_new_inputs() -> None:
+    q, k, v = (t.detach().emu() for t in _inputs(Case("plain"))[:3])
+    side = torch.emu.Stream()
+    with torch.emu.stream(side):  # warm up outside the capture, as with CUDA graphs
+        attention(q, k, v, is_causal=True)
+    torch.emu.synchronize()
+    graph = torch.emu.EmuGraph()
+    with torch.emu.graph(graph):
+        out = attention(q, k, v, is_causal=True)
+    torch.manual_seed(2)
+    q.copy_(torch.randn(q.shape))
+    graph.replay()
+    torch.emu.synchronize()
+    with _cpu_math():
+        torch.testing.assert_close(out.cpu(), attention(q.cpu(), k.cpu(), v.cpu(), is_causal=True))
+
+
+@requires_fused
+def test_compiled_attention_traces_the_fused_op_and_matches_eager() -> None:
+    """AOTAutograd traces the fused forward and backward through torch's Meta kernels and autograd formula (aot_eager:
+    no Inductor compile; test_models compiles attention models with Inductor)."""
+    reason = dynamo_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    case = Case("gqa-mask", query=(1, 4, 5, 8), key=(1, 2, 7, 8), value=(1, 2, 7, 8), enable_gqa=True, mask="float")
+    traced: list[str] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> object:
+        from functorch.compile import make_boxed_func
+        from torch._dynamo.backends.common import aot_autograd
+
+        def record(graph: torch.fx.GraphModule, _inputs: list[torch.Tensor]) -> object:
+            traced.extend(str(node.target) for node in graph.graph.nodes if node.op == "call_function")
+            return make_boxed_func(graph.forward)
+
+        return aot_autograd(fw_compiler=record, bw_compiler=record)(gm, example_inputs)
+
+    eager_out, eager_grads, _ = _forward_backward(case, "emu")
+    compiled = torch.compile(lambda *tensors: _run(case, list(tensors)), backend=backend, fullgraph=True)
+    tensors = [t.detach().emu().requires_grad_(t.requires_grad) for t in _inputs(case)]
+    out = compiled(*tensors)
+    torch.manual_seed(1)
+    out.backward(torch.randn(out.shape).emu())
+    assert any("_scaled_dot_product_fused_attention_overrideable.default" in t for t in traced)
+    assert any("_scaled_dot_product_fused_attention_overrideable_backward.default" in t for t in traced)
+    torch.testing.assert_close(out.detach().cpu(), eager_out)
+    for tensor, grad in zip(tensors, eager_grads):
+        torch.testing.assert_close(tensor.grad.cpu(), grad)
