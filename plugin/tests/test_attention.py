@@ -165,7 +165,7 @@ def test_fused_sdp_choice_answers_the_fused_backend() -> None:
 def _math_only_inputs() -> list[object]:
     """Inputs emu's fused kernel does not take: scaled_dot_product_attention runs them with the math backend."""
     return [
-        pytest.param(((2, 4, 6, 8), (2, 4, 6, 8), 0.5, False), id="dropout"),
+        pytest.param(((2, 4, 6, 8), (2, 4, 6, 8), 1.0, False), id="dropout-1"),
         pytest.param(((4, 6, 8), (4, 6, 8), 0.0, False), id="3-D"),
         pytest.param(((2, 4, 6, 8), (2, 1, 6, 8), 0.0, False), id="heads-broadcast-without-gqa"),
         pytest.param(((2, 4, 6, 8), (1, 4, 6, 8), 0.0, False), id="batch-broadcast"),
@@ -181,11 +181,8 @@ def test_inputs_the_fused_kernel_does_not_take_run_the_math_backend(shapes: tupl
     assert torch._fused_sdp_choice(q, k, v, dropout_p=dropout_p) == MATH
     out = attention(q, k, v, dropout_p=dropout_p)
     assert out.grad_fn is None or out.grad_fn.name() != FUSED_NODE
-    if dropout_p == 0.0:
-        with _cpu_math():
-            torch.testing.assert_close(out.detach().cpu(), attention(*cpu))
-    else:  # dropout's draws are emu's own; each kept weight is scaled by 1 / (1 - p)
-        assert out.shape == q.shape and torch.isfinite(out).all()
+    with _cpu_math():  # dropout_p=1 drops everything: zeros on both
+        torch.testing.assert_close(out.detach().cpu(), attention(*cpu, dropout_p=dropout_p))
 
 
 @requires_fused
@@ -226,11 +223,83 @@ def test_fused_backward_op_gives_only_the_gradients_asked_for() -> None:
     torch.testing.assert_close(grads[1].cpu(), leaves[1].grad)
 
 
+DROPOUT_CASES = [
+    Case("causal", is_causal=True),
+    Case("float-mask", mask="float", scale=0.4),
+    Case("gqa-mask", query=(1, 4, 5, 8), key=(1, 2, 7, 8), value=(1, 2, 7, 8), enable_gqa=True, mask="float"),
+]
+
+
+# torch's math backend warns when given a dropout mask: here it is the point.
+IGNORE_MASK_WARNING = pytest.mark.filterwarnings("ignore:Dropout mask should only be used for testing purposes")
+
+
 @requires_fused
-def test_fused_op_refuses_dropout_and_names_the_math_backend() -> None:
-    q, k, v = (t.detach().emu() for t in _inputs(Case("plain"))[:3])
-    with pytest.raises(NotImplementedError, match=r"no dropout; .* math backend \(SDPBackend\.MATH\)"):
-        torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v, dropout_p=0.1)
+@IGNORE_MASK_WARNING
+@pytest.mark.parametrize("case", [_gated(c) for c in DROPOUT_CASES])
+def test_dropout_matches_cpu_math_with_the_same_mask(case: Case) -> None:
+    """The fused ops called as autograd calls them: the forward's kept probabilities (return_debug_mask) give the
+    dropout mask for the CPU's math backend, whose output and gradients the fused forward and backward must give; the
+    backward draws the same mask again from the forward's philox_seed."""
+    dropout_p = 0.3
+    q, k, v, *mask = (t.detach() for t in _inputs(case))
+    bias = mask[0] if mask else None
+    emu = [t.emu() for t in (q, k, v)]
+    emu_bias = bias.emu() if bias is not None else None
+    forward = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+        *emu, emu_bias, dropout_p, case.is_causal, True, scale=case.scale
+    )
+    out, lse, cum_q, cum_k, max_q, max_k, seed, offset, kept = forward
+    keep = kept.cpu() != 0
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    bias_leaf = bias.clone().requires_grad_() if bias is not None else None
+    expected, _ = torch.ops.aten._scaled_dot_product_attention_math(
+        *leaves, bias_leaf, dropout_p, case.is_causal, keep, scale=case.scale, enable_gqa=case.enable_gqa
+    )
+    torch.testing.assert_close(out.cpu(), expected)
+    torch.manual_seed(1)
+    grad_out = torch.randn(out.shape)
+    expected.backward(grad_out)
+    grads = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
+        grad_out.emu(),
+        *emu,
+        emu_bias if emu_bias is not None else torch.empty(0, device="emu"),
+        [True, True, True, bias is not None],
+        out,
+        lse,
+        cum_q,
+        cum_k,
+        max_q,
+        max_k,
+        dropout_p,
+        case.is_causal,
+        seed,
+        offset,
+        scale=case.scale,
+    )
+    for grad, leaf in zip(grads, [*leaves, bias_leaf]):
+        if leaf is not None:
+            torch.testing.assert_close(grad.cpu(), leaf.grad)
+
+
+@requires_fused
+def test_attention_dropout_takes_the_fused_kernel_and_follows_the_seed() -> None:
+    q, k, v = (
+        t.detach().emu().requires_grad_() for t in _inputs(Case("plain", key=(2, 4, 64, 8), value=(2, 4, 64, 5)))[:3]
+    )
+    torch.manual_seed(5)
+    first = attention(q, k, v, dropout_p=0.4)
+    torch.manual_seed(5)
+    again = attention(q, k, v, dropout_p=0.4)
+    other = attention(q, k, v, dropout_p=0.4)
+    assert first.grad_fn.name() == FUSED_NODE
+    torch.testing.assert_close(first, again)  # torch.manual_seed seeds emu's generator
+    assert not torch.allclose(first, other)
+    first.sum().backward()
+    assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
+    kept = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v, None, 0.4, False, True)[-1]
+    dropped = (kept == 0).float().mean().item()
+    assert 0.35 < dropped < 0.45  # of 2 * 4 * 6 * 64 = 3072 probabilities
 
 
 @requires_fused
@@ -244,8 +313,8 @@ def test_callers_backend_choice_is_honoured() -> None:
     with sdpa_kernel([_fused_switch()]):  # type: ignore[list-item]
         assert torch._fused_sdp_choice(q, k, v) == OVERRIDEABLE
         assert attention(q, k, v).grad_fn.name() == FUSED_NODE
-        with pytest.raises(RuntimeError, match=r"does not take dropout_p > 0 and the math backend .* is disabled"):
-            attention(q, k, v, dropout_p=0.5)
+        with pytest.raises(RuntimeError, match=r"does not take inputs that are not 4-D .* math backend .* is disabled"):
+            attention(q[0], k[0], v[0])
     neither = pytest.raises(RuntimeError, match=r"OVERRIDEABLE\) is disabled and the math backend")
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), neither:  # neither backend emu runs
         attention(q, k, v)
@@ -324,3 +393,31 @@ def test_compiled_attention_traces_the_fused_op_and_matches_eager() -> None:
     torch.testing.assert_close(out.detach().cpu(), eager_out)
     for tensor, grad in zip(tensors, eager_grads):
         torch.testing.assert_close(tensor.grad.cpu(), grad)
+
+
+@requires_fused
+@requires_graphs()
+@IGNORE_MASK_WARNING
+def test_captured_dropout_draws_fresh_numbers_on_each_replay() -> None:
+    """As CUDA graphs' philox offsets: each replay of the fused kernel draws its own dropout seed, writes it to
+    philox_seed, and its output is the math backend's with the mask of that replay."""
+    q, k, v = (t.detach().emu() for t in _inputs(Case("plain"))[:3])
+    fused = torch.ops.aten._scaled_dot_product_fused_attention_overrideable
+    side = torch.emu.Stream()
+    with torch.emu.stream(side):
+        fused(q, k, v, None, 0.3)
+    torch.emu.synchronize()
+    graph = torch.emu.EmuGraph()
+    with torch.emu.graph(graph):
+        results = fused(q, k, v, None, 0.3, False, True)
+    replays = []
+    for _ in range(2):
+        graph.replay()
+        torch.emu.synchronize()
+        out, seed, kept = results[0].cpu(), results[6].item(), results[8].cpu()
+        expected, _ = torch.ops.aten._scaled_dot_product_attention_math(
+            q.cpu(), k.cpu(), v.cpu(), None, 0.3, False, kept != 0
+        )
+        torch.testing.assert_close(out, expected)
+        replays.append((out, seed))
+    assert replays[0][1] != replays[1][1] and not torch.equal(replays[0][0], replays[1][0])

@@ -4,7 +4,7 @@
 // the Meta kernel of _fused_sdp_choice under FakeTensor) and the _fused_sdp_choice op (torch._fused_sdp_choice).
 // From torch 2.5 on, torch keeps a fused entry point for backends that are not CPU or CUDA
 // (SDPBackend.OVERRIDEABLE: _scaled_dot_product_fused_attention_overrideable and its backward, with their autograd
-// formula): emu answers it for the inputs its kernel takes (4-D, one floating dtype, no dropout, key and value
+// formula): emu answers it for the inputs its kernel takes (4-D, one floating dtype, dropout_p < 1, key and value
 // heads equal to the query's or, with enable_gqa, dividing them) and the math backend (SDPBackend.MATH, the
 // composite of emu's matmul, softmax and dropout kernels) for the rest and on older releases. Unanswered, the op
 // ran the CPU's choice through the fallback (FLASH_ATTENTION, a kernel emu does not have), and
@@ -97,8 +97,8 @@ const char* unsupported(
   if (!c10::isFloatingType(query.scalar_type()) || key.scalar_type() != query.scalar_type() ||
       value.scalar_type() != query.scalar_type())
     return "inputs that are not of one floating dtype";
-  if (dropout_p > 0.0)
-    return "dropout_p > 0";
+  if (!(dropout_p >= 0.0 && dropout_p < 1.0))
+    return "dropout_p outside [0, 1)";
   if (key.size(0) != query.size(0) || value.size(0) != query.size(0) || key.size(-1) != query.size(-1) ||
       value.size(-2) != key.size(-2) || value.size(1) != key.size(1))
     return "batch, sequence or embedding sizes that only broadcast";
@@ -250,8 +250,8 @@ void fused_attention_forward_op(const c10::OperatorHandle& op, torch::jit::Stack
       none,
       length, // max_q, max_k
       kv_length,
-      at::empty({}, at::dtype(at::kLong)), // philox_seed, philox_offset: no dropout to replay
-      at::empty({}, at::dtype(at::kLong)),
+      result.philox_seed, // the dropout seed, for the backward
+      result.philox_offset,
       result.attention); // debug_attn_mask: the probabilities, if asked for
 }
 
@@ -273,6 +273,7 @@ void fused_attention_backward_op(const c10::OperatorHandle& op, torch::jit::Stac
       wanted,
       args["dropout_p"].toDouble(),
       args["is_causal"].toBool(),
+      args.tensor("philox_seed"),
       args.optional_double("scale"));
   torch::jit::drop(*stack, op.schema().arguments().size());
   for (size_t i = 0; i < op.schema().returns().size() && i < grads.size(); ++i)

@@ -1,12 +1,13 @@
 // emu's fused attention kernel (SDPBackend.OVERRIDEABLE): one piece of stream work each way, ATen's CPU math on CPU
 // tensors aliasing the device bytes, in the math backend's steps (scores of the query and key each scaled by the
-// scale's square root, softmax, a fully masked row giving zeros), in Float for Half and BFloat16. The forward returns
-// the output and the rows' logsumexp, as the op's schema asks; the backward recomputes the probabilities with softmax,
-// as the math backend's autograd has them, rather than as exp(scores - logsumexp): with op_db's samples (scores up to
-// ~200) that lost Float precision and gave gradients of ~30 five times the CPU's error (1.5e-4 against 3e-5, to a
-// Double reference).
+// scale's square root, softmax, a fully masked row giving zeros, dropout), in Float for Half and BFloat16. The forward
+// returns the output and the rows' logsumexp, as the op's schema asks; the backward recomputes the probabilities with
+// softmax, as the math backend's autograd has them, rather than as exp(scores - logsumexp): with op_db's samples
+// (scores up to ~200) that lost Float precision and gave gradients of ~30 five times the CPU's error (1.5e-4 against
+// 3e-5, to a Double reference).
 #include "aten/native/Attention.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -24,6 +25,10 @@
 
 #include "aten/Launch.h"
 #include "aten/Widen.h"
+#include "runtime/EmuGenerator.h"
+#if EMU_DRIVER_HAS_GRAPHS
+#include "runtime/EmuGraph.h"
+#endif
 
 namespace torch_emu {
 namespace native {
@@ -39,6 +44,7 @@ struct Problem {
   bool causal = false;
   double scale = 1.0;
   int64_t groups = 1; // query heads per key/value head (grouped-query attention)
+  double dropout_p = 0.0;
 };
 
 // The caller's checks: what the kernel computes must be what the math backend computes.
@@ -51,11 +57,7 @@ Problem check_problem(
     double dropout_p,
     bool is_causal,
     std::optional<double> scale) {
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      dropout_p == 0.0,
-      op,
-      ": emu's fused attention kernel has no dropout; scaled_dot_product_attention with dropout_p > 0 runs the math "
-      "backend (SDPBackend.MATH) on emu");
+  TORCH_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, op, ": expected 0 <= dropout_p < 1, got ", dropout_p);
   TORCH_CHECK(
       (query.dim() == 4 || query.dim() == 3) && key.dim() == query.dim() && value.dim() == query.dim(),
       op,
@@ -111,6 +113,7 @@ Problem check_problem(
   p.causal = is_causal;
   p.scale = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
   p.groups = heads / kv_heads;
+  p.dropout_p = dropout_p;
   return p;
 }
 
@@ -186,6 +189,22 @@ struct Scores {
   }
 };
 
+// Dropout of the probabilities as the math backend's (at::dropout): each kept with probability 1 - p and scaled by
+// 1 / (1 - p). The factors (0 or 1 / (1 - p)) per probability, or undefined without dropout, from a CPU generator
+// seeded with the kernel's seed: the backward draws the same ones again from the seed the forward wrote, instead of
+// keeping a mask of the scores' size.
+Tensor dropout_factors(const Tensor& probs, double dropout_p, int64_t seed) {
+  if (dropout_p == 0.0)
+    return Tensor();
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed));
+  const Tensor draws = at::empty(probs.sizes(), probs.options()).uniform_(0.0, 1.0, generator);
+  return draws.lt(1.0 - dropout_p).to(probs.scalar_type()).div_(1.0 - dropout_p);
+}
+
+Tensor times(const Tensor& t, const Tensor& factors) {
+  return factors.defined() ? t.mul(factors) : t;
+}
+
 } // namespace
 
 AttentionResult fused_attention(
@@ -208,21 +227,43 @@ AttentionResult fused_attention(
   result.logsumexp = at::empty({batch, heads, length}, query.options().dtype(at::kFloat));
   if (return_attention)
     result.attention = at::empty({batch, heads, length, kv_length}, query.options().dtype(at::kFloat));
+  // The dropout seed: drawn from the device's generator now (in program order, as emu's random kernels), or, in a
+  // captured graph, when the kernel runs (each replay draws fresh numbers); the kernel writes the one it used into
+  // philox_seed on the device, where the backward's kernel reads it.
+  result.philox_seed = at::zeros({}, query.options().dtype(at::kLong));
+  result.philox_offset = at::zeros({}, query.options().dtype(at::kLong));
+  const int64_t seed =
+      p.dropout_p > 0.0 ? static_cast<int64_t>(draw_kernel_seed(compat::optional<at::Generator>(), device)) : 0;
+#if EMU_DRIVER_HAS_GRAPHS
+  const auto graph = p.dropout_p > 0.0 ? graph_seed_slot(device) : std::nullopt;
+#endif
   launch(
       device,
       [out = arg(result.output),
        lse = arg(result.logsumexp),
        attn = arg(result.attention),
+       seed_out = arg(result.philox_seed),
        query = arg(query),
        key = arg(key),
        value = arg(value),
        bias = arg(bias),
+#if EMU_DRIVER_HAS_GRAPHS
+       graph,
+#endif
+       seed,
        p] {
+#if EMU_DRIVER_HAS_GRAPHS
+        const int64_t used = graph ? static_cast<int64_t>(graph->value()) : seed;
+#else
+        const int64_t used = seed;
+#endif
         const Tensor q = computed(query), k = computed(key), v = computed(value);
         const Scores s(q, repeat_heads(k, p.groups), kernel_view(bias), p);
-        const Tensor probs = s.probabilities();
+        const Tensor all = s.probabilities();
+        const Tensor probs = times(all, dropout_factors(all, p.dropout_p, used));
         as_batched(kernel_view(out)).copy_(at::matmul(probs, repeat_heads(v, p.groups)));
         kernel_view(lse).copy_(at::logsumexp(s.scores, -1));
+        kernel_view(seed_out).fill_(used);
         if (attn.dtype != c10::ScalarType::Undefined)
           kernel_view(attn).copy_(probs);
       });
@@ -238,9 +279,16 @@ std::array<Tensor, 4> fused_attention_backward(
     std::array<bool, 4> wanted,
     double dropout_p,
     bool is_causal,
+    const at::Tensor& philox_seed,
     std::optional<double> scale) {
   const Problem p = check_problem(kBackward, query, key, value, bias, dropout_p, is_causal, scale);
-  const auto device = common_device(kBackward, {&grad_out, &query, &key, &value, &bias});
+  TORCH_CHECK(
+      dropout_p == 0.0 || (philox_seed.defined() && philox_seed.numel() == 1 && philox_seed.scalar_type() == at::kLong),
+      kBackward,
+      ": with dropout_p > 0, expected the forward's philox_seed (one int64), got ",
+      philox_seed.defined() ? philox_seed.sizes() : c10::IntArrayRef());
+  const Tensor seed = dropout_p > 0.0 ? philox_seed : Tensor();
+  const auto device = common_device(kBackward, {&grad_out, &query, &key, &value, &bias, &seed});
   std::vector<int64_t> out_shape(query.sizes().begin(), query.sizes().end());
   out_shape.back() = value.size(-1);
   TORCH_CHECK(
@@ -267,13 +315,18 @@ std::array<Tensor, 4> fused_attention_backward(
        key = arg(key),
        value = arg(value),
        bias = arg(bias),
+       seed = arg(seed),
        p,
        defined] {
         const Tensor q = computed(query), k = repeat_heads(computed(key), p.groups),
                      v = repeat_heads(computed(value), p.groups), d_out = computed(grad_out);
         const Scores s(q, k, kernel_view(bias), p);
         const Tensor probs = s.probabilities();
-        const Tensor d_probs = at::matmul(d_out, v.transpose(-2, -1));
+        // With dropout: the forward's kept probabilities D(P), and dP = D(dO V^T) (dropout's backward is itself).
+        const int64_t used = p.dropout_p > 0.0 ? kernel_view(seed).item<int64_t>() : 0;
+        const Tensor factors = dropout_factors(probs, p.dropout_p, used);
+        const Tensor kept = times(probs, factors);
+        const Tensor d_probs = times(at::matmul(d_out, v.transpose(-2, -1)), factors);
         // Softmax's backward: dS = P * (dP - rowsum(P * dP)).
         const Tensor d_scores = probs.mul(d_probs.sub(probs.mul(d_probs).sum(-1, true)));
         if (defined(grad_query))
@@ -282,7 +335,7 @@ std::array<Tensor, 4> fused_attention_backward(
           as_batched(kernel_view(grad_key))
               .copy_(sum_heads(at::matmul(d_scores.transpose(-2, -1), s.query).mul_(s.key_factor), p.groups));
         if (defined(grad_value))
-          as_batched(kernel_view(grad_value)).copy_(sum_heads(at::matmul(probs.transpose(-2, -1), d_out), p.groups));
+          as_batched(kernel_view(grad_value)).copy_(sum_heads(at::matmul(kept.transpose(-2, -1), d_out), p.groups));
         if (defined(grad_bias)) {
           const Tensor grad = kernel_view(grad_bias);
           grad.copy_(d_scores.sum_to_size(grad.sizes())); // over the dimensions the bias was broadcast along

@@ -13,12 +13,14 @@ namespace native {
 struct AttentionResult {
   at::Tensor output; // the query's shape with value's embedding size, laid out like the query
   at::Tensor logsumexp; // Float, (batch, heads, query length): each row's log-sum-exp of its scores
-  at::Tensor attention; // Float probabilities (batch, heads, query length, key length) if asked for, else undefined
+  at::Tensor attention; // Float probabilities (batch, heads, query length, key length), after dropout, if asked for
+  at::Tensor philox_seed; // int64 on the device: the dropout seed the kernel used (0 without dropout)
+  at::Tensor philox_offset; // int64 on the device: 0 (each kernel has a seed of its own)
 };
 
 // query, key and value 4-D (batch, heads, length, embedding) or 3-D (heads, length, embedding); bias undefined or
 // broadcasting to the scores (bool: where true is kept; floating: added). Key and value heads divide the query's
-// (grouped-query attention). dropout_p > 0 raises NotImplementedError: the math backend runs those.
+// (grouped-query attention). Dropout draws from the device's generator, as emu's random kernels do.
 AttentionResult fused_attention(
     const at::Tensor& query,
     const at::Tensor& key,
@@ -39,6 +41,7 @@ std::array<at::Tensor, 4> fused_attention_backward(
     std::array<bool, 4> wanted,
     double dropout_p,
     bool is_causal,
+    const at::Tensor& philox_seed, // the forward's, read where dropout_p > 0
     std::optional<double> scale);
 
 } // namespace native
