@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from torch_emu import memory  # noqa: F401  (torch.emu.memory, as torch.cuda.memory)
 from torch_emu._library import ops as _ops
 from torch_emu.graphs import EmuGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from torch_emu.streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401

@@ -1,8 +1,23 @@
-"""torch.emu's memory report: memory_summary, the caching allocator's statistics as a table (like CUDA's)."""
+"""torch.emu.memory: the caching allocator's statistics as a table (memory_summary) and its memory history
+(_record_memory_history, _snapshot, _dump_snapshot), as torch.cuda.memory has them.
+
+The history is kept by the allocator in C++ (csrc/runtime/EmuMemoryHistory.cpp): it takes each event's stack with
+torch's own CapturedTraceback, whose Python unwinder torch_python registers, so the compiled library needs no
+CPython API, and it writes snapshots itself, which is what lets an out-of-memory error write one where no Python
+code can run. Snapshots are the pickle torch.cuda._memory_viz reads (`segments` with their `blocks`,
+`device_traces` per device): `python -m torch.cuda._memory_viz trace_plot snapshot.pickle -o out.html` renders one.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from torch_emu._library import ops as _ops
 
 # (statistics key, row name, formatter): the caching allocator's counters under torch.cuda.memory_stats's names.
 _BYTES_ROWS = (
@@ -59,3 +74,50 @@ def summary(stats: dict[str, Any], device: int, abbreviated: bool = False) -> st
             lines.append(f" {label or name:<26}|{cells[0]:>13} |{cells[1]:>13} |{cells[2]:>13} |{cells[3]:>12}")
     lines.append(rule)
     return "\n".join(lines) + "\n"
+
+
+def _record_memory_history(
+    enabled: Literal[None, "state", "all"] = "all",
+    context: Literal[None, "state", "alloc", "all"] = "all",
+    stacks: Literal["python", "all"] = "all",
+    max_entries: int = sys.maxsize,
+    *,
+    clear_history: bool = False,
+    oom_snapshot: str | os.PathLike[str] | None = None,
+    device: Any = None,
+) -> None:
+    """Starts (or, with enabled=None, stops) recording the emu caching allocator's history, as
+    torch.cuda.memory._record_memory_history does for CUDA.
+
+    enabled: None records nothing; "state" keeps the stacks of live allocations (for _snapshot's segments);
+    "all" also records every event (alloc, free_requested, free_completed, segment_alloc, segment_free, oom) in
+    each device's trace, at most max_entries per device, the oldest dropped first.
+    context: which of them carry a stack: None, "state" (live allocations), "alloc" (also allocation events),
+    "all" (also frees). stacks: "python" frames, or "all" to add C++ frames (slower to symbolize).
+    clear_history (keyword-only here, as the options after it): forget the events recorded so far (otherwise they
+    stay, also after enabled=None).
+    oom_snapshot: a path the allocator writes a snapshot to at every emu out-of-memory error while the history
+    records (the last one wins), before the error reaches Python; emu's own option, since CUDA's equivalent is an
+    observer callback that emu's compiled library, having no CPython API, cannot call.
+    device: accepted for torch.cuda's signature; the history covers every emu device.
+    """
+    del device
+    path = None if oom_snapshot is None else str(Path(oom_snapshot).resolve())
+    _ops.memory_record_history(enabled, context, stacks, max_entries, clear_history, path)
+
+
+def _dump_snapshot(filename: str | os.PathLike[str] = "dump_snapshot.pickle") -> None:
+    """Writes _snapshot() as a pickle, the file torch.cuda._memory_viz and https://pytorch.org/memory_viz read."""
+    _ops.memory_snapshot_dump(str(Path(filename).resolve()))
+
+
+def _snapshot(device: Any = None) -> dict[str, Any]:
+    """The allocator's state and recorded history: `segments` (one per driver allocation, each with its one
+    block: this allocator never splits) and `device_traces` (a list of events per emu device)."""
+    del device
+    with tempfile.TemporaryDirectory(prefix="torch_emu_snapshot_") as directory:
+        path = Path(directory) / "snapshot.pickle"
+        _dump_snapshot(path)
+        with path.open("rb") as f:
+            snapshot: dict[str, Any] = pickle.load(f)
+    return snapshot

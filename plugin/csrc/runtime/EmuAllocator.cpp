@@ -12,9 +12,12 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #endif
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -62,6 +65,41 @@ struct Block {
   c10::StreamId stream = 0; // the stream it was allocated on
   std::unordered_set<c10::StreamId> used_on; // other streams that used it
   PoolId pool{0, 0}; // a graph's private pool, or (0, 0): the general cache
+  // Memory history's stacks: of the tensor's allocation, of the driver allocation, of the tensor's free.
+  StackContext stack;
+  StackContext segment_stack;
+  StackContext free_stack;
+};
+
+// A device's recorded events, oldest dropped first once max_entries are held (as CUDA's alloc_trace).
+class TraceRing {
+ public:
+  void push(TraceEntry entry, size_t max_entries) {
+    if (entries_.size() < max_entries) {
+      entries_.push_back(std::move(entry));
+      return;
+    }
+    if (entries_.size() > max_entries) { // max_entries shrank: keep the newest
+      entries_ = ordered();
+      entries_.erase(entries_.begin(), entries_.end() - static_cast<std::ptrdiff_t>(max_entries));
+      next_ = 0;
+    }
+    entries_[next_] = std::move(entry);
+    next_ = (next_ + 1) % max_entries;
+  }
+  std::vector<TraceEntry> ordered() const {
+    std::vector<TraceEntry> out(entries_.begin() + static_cast<std::ptrdiff_t>(next_), entries_.end());
+    out.insert(out.end(), entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(next_));
+    return out;
+  }
+  void clear() {
+    entries_.clear();
+    next_ = 0;
+  }
+
+ private:
+  std::vector<TraceEntry> entries_;
+  size_t next_ = 0; // where the next entry overwrites, once full
 };
 
 // A capture's private pool: its free blocks by size, and the graphs that use it.
@@ -130,6 +168,8 @@ void report_to_profiler(void* ptr, int64_t bytes, const MemoryStats& st, c10::De
       c10::Device(c10::DeviceType::PrivateUse1, device));
 }
 
+thread_local StackContext t_free_stack; // the free being released on this thread: see CachingAllocator::deleter
+
 class CachingAllocator final : public AllocatorBase {
  public:
   c10::DataPtr allocate(size_t n) override {
@@ -139,27 +179,14 @@ class CachingAllocator final : public AllocatorBase {
     const c10::StreamId stream = getCurrentEmuStream(device).id();
     check_not_forked(); // device memory in a forked child would be freed by a driver whose workers are gone
     const size_t size = round_size(n);
-    std::lock_guard<std::mutex> lock(mu_);
-    process_pending();
-    PrivatePool* pool = capturing_pool(device, stream);
-    Block* block = pool != nullptr ? take_from_pool(*pool, size) : take_cached(device, stream, size);
-    if (block == nullptr) {
-      block = fresh_block(device, stream, size, n);
-      if (pool != nullptr) {
-        block->pool = capturing_.at(device).first;
-        pool->reserved += block->size;
-      }
+    // Taken before mu_: gathering a stack takes the GIL, and a Python thread holding it may wait for mu_.
+    StackContext stack = stack_for(HistoryContext::State);
+    try {
+      return allocate_locked(device, stream, size, n, stack);
+    } catch (const c10::OutOfMemoryError&) {
+      dump_oom_snapshot();
+      throw;
     }
-    block->requested = n;
-    active_[block->ptr] = block;
-    auto& st = stats_[device];
-    increase(st.allocation, block->size, 1);
-    increase(st.allocated_bytes, block->size, static_cast<int64_t>(block->size));
-    increase(st.requested_bytes, block->size, static_cast<int64_t>(n));
-    increase(st.active, block->size, 1);
-    increase(st.active_bytes, block->size, static_cast<int64_t>(block->size));
-    report_to_profiler(block->ptr, static_cast<int64_t>(block->size), st, device);
-    return {block->ptr, block->ptr, &deleter, c10::Device(c10::DeviceType::PrivateUse1, device)};
   }
 
   c10::DeleterFnPtr raw_deleter() const override {
@@ -174,6 +201,7 @@ class CachingAllocator final : public AllocatorBase {
   void release(void* ptr) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = active_.find(ptr);
+    StackContext stack = std::move(t_free_stack); // deleter() took it before mu_
     // A forked child frees what it inherited at exit: the driver's workers are gone, so
     // leave the memory to the process's end instead of recording events no one runs.
     if (in_bad_fork())
@@ -186,6 +214,8 @@ class CachingAllocator final : public AllocatorBase {
     decrease(st.allocated_bytes, block->size, static_cast<int64_t>(block->size));
     decrease(st.requested_bytes, block->size, static_cast<int64_t>(block->requested));
     report_to_profiler(block->ptr, -static_cast<int64_t>(block->size), st, block->device);
+    record_event(block->device, TraceAction::FreeRequested, block->ptr, block->size, block->stream, stack);
+    block->free_stack = std::move(stack);
 #if EMU_DRIVER_HAS_EVENTS
     if (!block->used_on.empty()) {
       PendingFree pending{block, {}};
@@ -206,6 +236,38 @@ class CachingAllocator final : public AllocatorBase {
 #endif
     block->used_on.clear();
     retire(block);
+  }
+
+  // allocate() after the stack is taken.
+  c10::DataPtr allocate_locked(
+      c10::DeviceIndex device,
+      c10::StreamId stream,
+      size_t size,
+      size_t n,
+      const StackContext& stack) {
+    std::lock_guard<std::mutex> lock(mu_);
+    process_pending();
+    PrivatePool* pool = capturing_pool(device, stream);
+    Block* block = pool != nullptr ? take_from_pool(*pool, size) : take_cached(device, stream, size);
+    if (block == nullptr) {
+      block = fresh_block(device, stream, size, n, stack);
+      if (pool != nullptr) {
+        block->pool = capturing_.at(device).first;
+        pool->reserved += block->size;
+      }
+    }
+    block->requested = n;
+    block->stack = stack;
+    record_event(device, TraceAction::Alloc, block->ptr, block->size, stream, stack);
+    active_[block->ptr] = block;
+    auto& st = stats_[device];
+    increase(st.allocation, block->size, 1);
+    increase(st.allocated_bytes, block->size, static_cast<int64_t>(block->size));
+    increase(st.requested_bytes, block->size, static_cast<int64_t>(n));
+    increase(st.active, block->size, 1);
+    increase(st.active_bytes, block->size, static_cast<int64_t>(block->size));
+    report_to_profiler(block->ptr, static_cast<int64_t>(block->size), st, device);
+    return {block->ptr, block->ptr, &deleter, c10::Device(c10::DeviceType::PrivateUse1, device)};
   }
 
   void record(const c10::DataPtr& data_ptr, const c10::Stream& stream) {
@@ -230,8 +292,9 @@ class CachingAllocator final : public AllocatorBase {
         EMU_CHECK(emuDeviceSynchronize());
       }
     }
+    StackContext stack = stack_for(HistoryContext::All);
     std::lock_guard<std::mutex> lock(mu_);
-    empty_locked();
+    empty_locked(stack);
   }
 
   MemoryStats stats(c10::DeviceIndex device) {
@@ -328,7 +391,12 @@ class CachingAllocator final : public AllocatorBase {
     return block;
   }
 
-  Block* fresh_block(c10::DeviceIndex device, c10::StreamId stream, size_t size, size_t asked) {
+  Block* fresh_block(
+      c10::DeviceIndex device,
+      c10::StreamId stream,
+      size_t size,
+      size_t asked,
+      const StackContext& stack) {
     void* ptr = nullptr;
     DeviceSwitch on(device);
     auto& st = stats_[device];
@@ -336,7 +404,7 @@ class CachingAllocator final : public AllocatorBase {
     if (err == emuErrorMemoryAllocation && (!cached_.empty() || has_pending())) {
       // Out of memory: give the cache back to the driver and try once more.
       st.num_alloc_retries += 1;
-      empty_locked();
+      empty_locked(stack);
       err = emuMalloc(&ptr, size);
     }
     if (err != emuSuccess) {
@@ -344,6 +412,7 @@ class CachingAllocator final : public AllocatorBase {
         st.num_ooms += 1;
       size_t free_bytes = 0, total = 0;
       emuMemGetInfo(&free_bytes, &total);
+      record_event(device, TraceAction::Oom, 0, size, stream, stack, free_bytes);
       const Stat& allocated = st.allocated_bytes[static_cast<size_t>(Pool::All)];
       const Stat& reserved = st.reserved_bytes[static_cast<size_t>(Pool::All)];
       TORCH_CHECK_WITH(
@@ -367,7 +436,8 @@ class CachingAllocator final : public AllocatorBase {
           ": ",
           emuGetLastErrorMessage());
     }
-    auto* block = new Block{ptr, size, 0, device, stream, {}};
+    auto* block = new Block{ptr, size, 0, device, stream, {}, PoolId{0, 0}, nullptr, stack, nullptr};
+    record_event(device, TraceAction::SegmentAlloc, ptr, size, stream, stack);
     increase(st.segment, size, 1);
     increase(st.reserved_bytes, size, static_cast<int64_t>(size));
     st.num_device_alloc += 1;
@@ -377,6 +447,9 @@ class CachingAllocator final : public AllocatorBase {
   // A block no tensor uses and no other stream's work still touches: inactive, back in its pool while the pool
   // lives, else in the cache.
   void retire(Block* block) {
+    record_event(block->device, TraceAction::FreeCompleted, block->ptr, block->size, block->stream, block->free_stack);
+    block->stack = nullptr;
+    block->free_stack = nullptr;
     auto& st = stats_[block->device];
     decrease(st.active, block->size, 1);
     decrease(st.active_bytes, block->size, static_cast<int64_t>(block->size));
@@ -430,7 +503,108 @@ class CachingAllocator final : public AllocatorBase {
     return it == pools_.end() ? 0 : it->second.reserved;
   }
 
+  // ---- memory history ----
+
+  void set_history(const HistoryOptions& options) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (options.clear)
+      for (auto& ring : traces_)
+        ring.clear();
+    history_max_entries_ = options.max_entries;
+    oom_snapshot_path_ = options.oom_snapshot_path;
+    history_cpp_.store(options.cpp_frames, std::memory_order_relaxed);
+    history_context_.store(static_cast<int>(options.context), std::memory_order_relaxed);
+    history_record_.store(static_cast<int>(options.record), std::memory_order_relaxed);
+  }
+
+  MemorySnapshot snapshot() {
+    std::lock_guard<std::mutex> lock(mu_);
+    MemorySnapshot out;
+    auto add = [&out](const Block* b, BlockState state) {
+      out.segments.push_back(SegmentInfo{
+          b->device,
+          reinterpret_cast<uint64_t>(b->ptr),
+          b->size,
+          state == BlockState::Inactive ? 0 : b->requested,
+          b->stream,
+          state,
+          b->pool,
+          b->stack,
+          b->segment_stack});
+    };
+    for (const auto& entry : active_)
+      add(entry.second, BlockState::ActiveAllocated);
+#if EMU_DRIVER_HAS_EVENTS
+    for (const auto& pending : pending_)
+      add(pending.block, BlockState::ActivePendingFree);
+#endif
+    for (const auto& entry : cached_)
+      add(entry.second, BlockState::Inactive);
+    for (const auto& entry : pools_)
+      for (const auto& free_block : entry.second.free_blocks)
+        add(free_block.second, BlockState::Inactive);
+    std::sort(out.segments.begin(), out.segments.end(), [](const SegmentInfo& a, const SegmentInfo& b) {
+      return std::make_pair(a.device, a.address) < std::make_pair(b.device, b.address);
+    });
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d)
+      out.device_traces.push_back(traces_[d].ordered());
+    return out;
+  }
+
  private:
+  // The calling thread's stack when the history keeps stacks at this level, else null (no cost but the loads).
+  StackContext stack_for(HistoryContext least) const {
+    if (history_record_.load(std::memory_order_relaxed) == static_cast<int>(HistoryRecord::Off) ||
+        history_context_.load(std::memory_order_relaxed) < static_cast<int>(least))
+      return nullptr;
+    return gather_stack(history_cpp_.load(std::memory_order_relaxed));
+  }
+
+  // Appends an event to the device's trace while the whole history is recorded. Called with mu_ held.
+  void record_event(
+      c10::DeviceIndex device,
+      TraceAction action,
+      const void* addr,
+      size_t size,
+      c10::StreamId stream,
+      const StackContext& stack,
+      size_t device_free = 0) {
+    if (history_record_.load(std::memory_order_relaxed) != static_cast<int>(HistoryRecord::All))
+      return;
+    // context="state" keeps stacks on live blocks only, not in the trace.
+    const bool traced_stack =
+        history_context_.load(std::memory_order_relaxed) >= static_cast<int>(HistoryContext::Alloc);
+    traces_[device].push(
+        TraceEntry{
+            action,
+            reinterpret_cast<uint64_t>(addr),
+            size,
+            stream,
+            time_now_us(),
+            traced_stack ? stack : nullptr,
+            device_free},
+        history_max_entries_);
+  }
+
+  // After an out-of-memory error, outside mu_ (symbolizing takes the GIL): the snapshot the history asked for.
+  void dump_oom_snapshot() {
+    std::string path;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (history_record_.load(std::memory_order_relaxed) == static_cast<int>(HistoryRecord::Off))
+        return;
+      path = oom_snapshot_path_;
+    }
+    if (path.empty())
+      return;
+    try {
+      write_snapshot(snapshot(), path);
+    } catch (const std::exception& e) {
+      // The out-of-memory error is what the caller must see; a snapshot that could not be written is a warning.
+      TORCH_WARN("emu: could not write the out-of-memory memory snapshot to ", path, ": ", e.what());
+    }
+  }
+
   // The pool a capture on (device, stream) allocates to, or null.
   PrivatePool* capturing_pool(c10::DeviceIndex device, c10::StreamId stream) {
     auto it = capturing_.find(device);
@@ -457,7 +631,7 @@ class CachingAllocator final : public AllocatorBase {
   }
 
   // Waits for blocks pending on other streams, then frees every cached block. Called with mu_ held.
-  void empty_locked() {
+  void empty_locked(const StackContext& stack) {
 #if EMU_DRIVER_HAS_EVENTS
     for (auto& pending : pending_) {
       for (emuEvent_t e : pending.events) {
@@ -472,6 +646,7 @@ class CachingAllocator final : public AllocatorBase {
       Block* block = entry.second;
       DeviceSwitch on(block->device);
       EMU_CHECK(emuFree(block->ptr));
+      record_event(block->device, TraceAction::SegmentFree, block->ptr, block->size, block->stream, stack);
       auto& st = stats_[block->device];
       decrease(st.segment, block->size, 1);
       decrease(st.reserved_bytes, block->size, static_cast<int64_t>(block->size));
@@ -508,6 +683,14 @@ class CachingAllocator final : public AllocatorBase {
   std::map<std::pair<c10::DeviceIndex, PoolId>, PrivatePool> pools_;
   std::map<c10::DeviceIndex, std::pair<PoolId, c10::StreamId>> capturing_; // device -> (pool, capturing stream)
   std::array<MemoryStats, EMU_MAX_DEVICES> stats_{}; // indexed by device: the driver's bound
+  // Memory history: what is recorded (HistoryRecord, HistoryContext) is read without mu_ on every
+  // allocation and free, so that with the history off they gather nothing; the rest is guarded by mu_.
+  std::atomic<int> history_record_{0};
+  std::atomic<int> history_context_{0};
+  std::atomic<bool> history_cpp_{false};
+  size_t history_max_entries_ = 0;
+  std::string oom_snapshot_path_;
+  std::array<TraceRing, EMU_MAX_DEVICES> traces_;
 #if EMU_DRIVER_HAS_EVENTS
   std::vector<PendingFree> pending_;
 #endif
@@ -519,7 +702,11 @@ CachingAllocator& instance() {
 }
 
 void CachingAllocator::deleter(void* ptr) {
-  instance().release(ptr);
+  CachingAllocator& allocator = instance();
+  // The free's stack, taken before release() locks mu_ (gathering takes the GIL, and a Python thread holding it
+  // may wait for mu_) and handed over through the thread, so release() keeps the one argument c10 gives it.
+  t_free_stack = allocator.stack_for(HistoryContext::All);
+  allocator.release(ptr);
 }
 
 } // namespace
@@ -565,6 +752,12 @@ void release_pool(c10::DeviceIndex device, PoolId pool) {
 }
 size_t pool_reserved_bytes(c10::DeviceIndex device, PoolId pool) {
   return instance().pool_bytes(device, pool);
+}
+void set_memory_history(const HistoryOptions& options) {
+  instance().set_history(options);
+}
+MemorySnapshot memory_snapshot() {
+  return instance().snapshot();
 }
 
 // Registered for DeviceType::PrivateUse1: at::empty on emu reaches it through GetAllocator.

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "runtime/EmuMemoryHistory.h"
+
 namespace torch_emu {
 
 // One statistic with the CUDA caching allocator's meaning: current value, its peak since the
@@ -77,5 +79,11 @@ void end_allocate_to_pool(c10::DeviceIndex device, PoolId pool);
 void release_pool(c10::DeviceIndex device, PoolId pool);
 // Bytes held by the pool's blocks (in tensors and cached), 0 when it does not exist.
 size_t pool_reserved_bytes(c10::DeviceIndex device, PoolId pool);
+
+// Memory history (torch.emu.memory._record_memory_history): what the allocator records from now on. While it
+// records, each out-of-memory also writes a snapshot to options.oom_snapshot_path when that is set.
+void set_memory_history(const HistoryOptions& options);
+// Every segment with its block, and the events recorded per device.
+MemorySnapshot memory_snapshot();
 
 } // namespace torch_emu
