@@ -261,3 +261,13 @@ def test_snapshot_file_is_what_dump_snapshot_writes(tmp_path):
     dumped = pickle.loads(path.read_bytes())
     assert dumped == torch.emu.memory._snapshot()
     assert x.data_ptr() in {s["address"] for s in dumped["segments"]}
+
+
+@python_stacks
+def test_stacks_all_adds_cpp_frames():
+    torch.emu.memory._record_memory_history("all", "alloc", "all")  # torch.cuda's default stacks
+    x = _allocate_in_helper(1000)
+    [alloc] = [e for e in _events(torch.emu.memory._snapshot(), addrs={x.data_ptr()}) if e["action"] == "alloc"]
+    names = [f["name"] for f in alloc["frames"]]
+    assert any("CachingAllocator::allocate" in name for name in names)  # the C++ side of the allocation
+    assert "_allocate_in_helper" in names  # and the Python side, in the same stack
