@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from packaging.version import Version
-from smoke_gates import TORCH, requires_torch  # imports torch_emu, which torch < 2.5 does not autoload
+from smoke_gates import TORCH, requires_graphs, requires_torch  # imports torch_emu, which torch < 2.5 does not autoload
 
 pytestmark = [pytest.mark.feature("memory_snapshots"), pytest.mark.deep]
 
@@ -271,3 +271,34 @@ def test_stacks_all_adds_cpp_frames():
     names = [f["name"] for f in alloc["frames"]]
     assert any("CachingAllocator::allocate" in name for name in names)  # the C++ side of the allocation
     assert "_allocate_in_helper" in names  # and the Python side, in the same stack
+
+
+def test_a_block_used_on_another_stream_completes_its_free_after_that_stream():
+    _record(context=None)
+    x = _allocate_in_helper(1000)  # no kernel holds it: del frees it here, on this thread
+    px = x.data_ptr()
+    x.record_stream(torch.emu.Stream())
+    del x
+    states = {s["address"]: s["blocks"][0]["state"] for s in torch.emu.memory._snapshot()["segments"]}
+    assert states[px] == "active_pending_free"  # until an allocation sees the side stream's event passed
+    actions = [e["action"] for e in _events(torch.emu.memory._snapshot(), addrs={px})]
+    assert actions == ["segment_alloc", "alloc", "free_requested"]
+    torch.emu.synchronize()
+    torch.empty(4096, dtype=torch.uint8, device="emu")  # too big to reuse the pending block
+    actions = [e["action"] for e in _events(torch.emu.memory._snapshot(), addrs={px})]
+    assert actions == ["segment_alloc", "alloc", "free_requested", "free_completed"]
+    states = {s["address"]: s["blocks"][0]["state"] for s in torch.emu.memory._snapshot()["segments"]}
+    assert states[px] == "inactive"
+
+
+@requires_graphs()
+def test_a_graph_pools_segments_carry_its_pool_id():
+    _record(context=None)
+    x = torch.ones(1024, device="emu")
+    graph = torch.emu.EmuGraph()
+    with torch.emu.graph(graph):
+        out = x + 1
+    segments = {s["address"]: s for s in torch.emu.memory._snapshot()["segments"]}
+    assert segments[out.data_ptr()]["segment_pool_id"] == tuple(graph.pool()) != (0, 0)
+    assert segments[x.data_ptr()]["segment_pool_id"] == (0, 0)
+    graph.reset()
