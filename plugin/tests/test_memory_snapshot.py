@@ -302,3 +302,34 @@ def test_a_graph_pools_segments_carry_its_pool_id():
     assert segments[out.data_ptr()]["segment_pool_id"] == tuple(graph.pool()) != (0, 0)
     assert segments[x.data_ptr()]["segment_pool_id"] == (0, 0)
     graph.reset()
+
+
+CUDA_HISTORY_SCRIPT = """
+import pickle
+import sys
+
+import torch
+import torch_emu.contrib.transfer_to_emu
+
+torch.cuda.memory._record_memory_history(max_entries=100000)  # a CUDA script's own lines, unchanged
+x = torch.empty(1000, device="cuda")
+torch.cuda.memory._dump_snapshot(sys.argv[1])
+with open(sys.argv[1], "rb") as f:
+    dumped = pickle.load(f)
+assert x.device.type == "emu" and x.data_ptr() in {s["address"] for s in dumped["segments"]}
+assert torch.cuda.memory._snapshot()["device_traces"][0][-1]["action"] == "alloc"
+assert torch.cuda.memory.__name__ == "torch.cuda.memory"  # torch.cuda keeps its own module
+print("recorded")
+"""
+
+
+def test_a_cuda_script_records_emu_history_after_transfer_to_emu(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore:torch_emu.contrib.transfer_to_emu", "-c", CUDA_HISTORY_SCRIPT, tmp_path / "s"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["recorded"]

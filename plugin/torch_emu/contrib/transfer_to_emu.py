@@ -7,7 +7,8 @@ script makes its tensors; it is meant for migration and demos, not for libraries
 
 Also mapped: `torch.autocast("cuda")` (and `torch.cuda.amp.autocast`, `torch.amp.GradScaler("cuda")`, the
 `torch.*autocast*` queries), `torch.load(map_location="cuda")` (strings, devices and dicts; a checkpoint saved
-on CUDA loads onto emu without one), `torch.Generator("cuda")`, `torch.cuda.memory_summary()`, and graphs
+on CUDA loads onto emu without one), `torch.Generator("cuda")`, `torch.cuda.memory_summary()`, memory history
+(`torch.cuda.memory._record_memory_history`, `_snapshot`, `_dump_snapshot`), and graphs
 (`torch.cuda.CUDAGraph`, `torch.cuda.graph`, `graph_pool_handle`, and so torch's own `make_graphed_callables`).
 
 The import says what it did once, as a `torch_emu.contrib.TransferToEmuWarning` whose message starts with this
@@ -216,7 +217,8 @@ def _patch_autocast() -> None:
 def _patch_cuda_module() -> None:
     emu = torch.emu  # type: ignore[attr-defined]
     for name in dir(emu):
-        if not name.startswith("__"):
+        # torch.emu.memory is a module: torch.cuda keeps its own, which gets emu's memory history below.
+        if not name.startswith("__") and name != "memory":
             try:
                 setattr(torch.cuda, name, getattr(emu, name))
             except (AttributeError, TypeError):
@@ -226,6 +228,9 @@ def _patch_cuda_module() -> None:
     # Graphs: graph, graph_pool_handle and is_current_stream_capturing came with the names above; the class is named
     # after the device (torch.cuda.graphs' own functions, make_graphed_callables among them, reach it by this name).
     torch.cuda.CUDAGraph = emu.EmuGraph
+    # Memory history: torch.cuda.memory._record_memory_history / _snapshot / _dump_snapshot record emu's allocator.
+    for name in ("_record_memory_history", "_snapshot", "_dump_snapshot"):
+        setattr(torch.cuda.memory, name, getattr(emu.memory, name))
     if hasattr(torch.cuda, "graphs"):
         for name in ("CUDAGraph", "graph", "graph_pool_handle", "is_current_stream_capturing"):
             setattr(torch.cuda.graphs, name, getattr(torch.cuda, name))
