@@ -49,6 +49,35 @@ def requires_torch_save():
     return pytest.mark.skipif(reason is not None, reason=reason or "")
 
 
+def backend_meta_serialization_unavailable() -> str | None:
+    """Why torch.save cannot carry an emu tensor's backend metadata here, or None.
+
+    torch.save reads a tensor's metadata through torch._C._get_tensor_metadata. Releases whose version of it does not
+    consult the PrivateUse1 TensorBackendMetaRegistry (2.4 does not) never see emu's metadata, so there is nothing for
+    a plugin to make survive: detected rather than guessed per version.
+    """
+    x = torch.ones(1, device="emu")
+    torch_emu.set_backend_meta(x, {"probe": 1})
+    if any(key.startswith("emu_meta:") for key in torch._C._get_tensor_metadata(x)):
+        return None
+    return (
+        f"not available: torch {TORCH} does not hand PrivateUse1 backend metadata to torch.save "
+        "(torch._C._get_tensor_metadata leaves it out)"
+    )
+
+
+def numpy_bridge_unavailable() -> str | None:
+    """Why torch cannot make a tensor of a numpy array here, or None: a torch built against numpy 1.x (2.2 and
+    before) beside numpy 2 says "Numpy is not available"."""
+    try:
+        import numpy as np
+
+        torch.from_numpy(np.zeros(1))
+    except Exception as exc:
+        return f"not available: torch {TORCH} cannot make tensors of numpy arrays here: {_first_line(exc)}"
+    return None
+
+
 def requires_driver(major: int, what: str):
     return pytest.mark.skipif(
         major > DRIVER_MAJOR,

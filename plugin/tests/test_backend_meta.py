@@ -4,7 +4,7 @@ import io
 
 import pytest
 import torch
-from smoke_gates import requires_torch_save
+from smoke_gates import backend_meta_serialization_unavailable, requires_torch_save
 
 import torch_emu
 
@@ -35,16 +35,9 @@ def test_set_and_read_back():
 
 
 def _skip_unless_torch_serializes_backend_meta() -> None:
-    # torch.save reads a tensor's metadata through torch._C._get_tensor_metadata. Releases whose version of it
-    # does not consult the PrivateUse1 TensorBackendMetaRegistry (2.4 does not) never see emu's metadata, so
-    # there is nothing for a plugin to make survive: detected here rather than guessed per version.
-    x = torch.ones(1, device="emu")
-    torch_emu.set_backend_meta(x, META)
-    if not any(key.startswith("emu_meta:") for key in torch._C._get_tensor_metadata(x)):
-        pytest.skip(
-            f"not available: torch {torch.__version__} does not hand PrivateUse1 backend metadata to torch.save "
-            "(torch._C._get_tensor_metadata leaves it out)"
-        )
+    reason = backend_meta_serialization_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
 
 
 @requires_torch_save()
