@@ -4,7 +4,7 @@ import io
 
 import pytest
 import torch
-from smoke_gates import backend_meta_serialization_unavailable, requires_torch_save
+from smoke_gates import backend_meta_serialization_unavailable, dynamo_unavailable, requires_torch_save
 
 import torch_emu
 
@@ -112,34 +112,87 @@ def test_load_under_fake_tensor_mode_accepts_the_metadata():
         pytest.skip(
             f"not available: torch {torch.__version__}'s FakeTensorMode cannot load PrivateUse1 tensors ({exc})"
         )
-    # Loading works and keeps the device; whether the metadata arrives is test_fake_tensor_receives_the_metadata's.
+    # Loading works and keeps the device. The metadata does not arrive (torch up to 2.15): torch._utils's
+    # _rebuild_tensor_v2 applies it while the rebuilt fake still reports "meta", whose device has no metadata
+    # hook (only PrivateUse1 may register one), and sets the emu device only afterwards.
     assert isinstance(y, FakeTensor) and y.device.type == "emu" and y.shape == (2, 3)
 
 
-# Why no torch release (checked up to 2.13) lets a backend's metadata reach a FakeTensor, whatever the backend does:
-# a FakeTensor wraps a new tensor on "meta". FakeTensorMode.from_tensor builds it in torch._subclasses.meta_utils,
-# which carries over only the conj and neg bits; torch.load under FakeTensorMode calls set_tensor_metadata while the
-# rebuilt tensor's device is still "meta" (_restore_device_fake_mode sets the emu device afterwards), and
-# set_tensor_metadata consults the serialization hook of the tensor's device, which only PrivateUse1 may register
-# (TensorBackendMetaRegistry's allowlist). PyTorch's reference backend tests FakeTensor only for creation and
-# arithmetic, not for metadata. Detected at run time, so a release that carries it is tested, not assumed.
-FAKE_TENSOR_DROPS_META = (
-    "FakeTensor never receives PrivateUse1 backend metadata: from_tensor copies only the conj/neg bits onto a new "
-    "meta tensor, and torch.load under FakeTensorMode applies the saved metadata while the tensor is still on 'meta'"
-)
-
-
-@pytest.mark.feature("backend_metadata_in_faketensor")  # its own row: the other tests' passes must not hide it
-def test_fake_tensor_receives_the_metadata():
+def _fake_tensor_mode():
     try:
-        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
     except ImportError as exc:
         pytest.skip(f"not available: this torch has no FakeTensorMode ({exc})")
-    x = torch.arange(6.0).reshape(2, 3).emu()
+    return FakeTensor, FakeTensorMode
+
+
+def _emu_tensor_with_metadata() -> torch.Tensor:
+    x = torch.arange(6.0).reshape(2, 3).emu(1)
+    torch._utils.set_tensor_metadata(x, TORCH_META)
     torch_emu.set_backend_meta(x, META)
-    fake = FakeTensorMode().from_tensor(x)
-    assert fake.device == x.device
-    received = torch_emu.backend_meta(fake)
-    if not received:
-        pytest.skip(f"not available: torch {torch.__version__}'s {FAKE_TENSOR_DROPS_META}")
-    assert received == META
+    return x
+
+
+# torch (up to 2.15 at least) builds a fake from a new meta tensor and copies only the conj and neg bits onto it, so a
+# fake lost every entry until torch_emu wrapped the converter (torch_emu/_fake_tensor.py). PyTorch's reference backend
+# asserts the same (test_fake_tensor_metadata_preservation and its FunctionalTensor variant, torch_openreg's
+# test_storage.py) for torches that copy it themselves.
+@pytest.mark.deep
+@pytest.mark.feature("backend_metadata_in_faketensor")  # its own row: the other tests' passes must not hide it
+def test_fake_tensor_keeps_the_metadata():
+    FakeTensor, FakeTensorMode = _fake_tensor_mode()
+    x = _emu_tensor_with_metadata()
+    plain = torch.ones(2, device="emu")
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(x)
+        again = mode.from_tensor(x)
+        fake_plain = mode.from_tensor(plain)
+    assert isinstance(fake, FakeTensor) and fake.device == torch.device("emu:1") and again is fake
+    assert torch._utils.get_tensor_metadata(fake) == torch._utils.get_tensor_metadata(x)
+    assert torch_emu.backend_meta(fake) == META
+    assert torch._utils.get_tensor_metadata(fake_plain) == {}
+    assert torch_emu.backend_meta(x) == META  # the real tensor keeps its own
+
+
+@pytest.mark.deep
+@pytest.mark.feature("backend_metadata_in_faketensor")
+def test_fake_of_a_functional_tensor_keeps_the_metadata():
+    """A FunctionalTensor wrapper carries no metadata; its fake gets that of the emu tensor inside."""
+    FakeTensor, FakeTensorMode = _fake_tensor_mode()
+    try:
+        from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+    except ImportError as exc:
+        pytest.skip(f"not available: this torch has no FunctionalTensor ({exc})")
+    if not hasattr(FunctionalTensor, "to_functional"):
+        pytest.skip(f"not available: torch {torch.__version__}'s FunctionalTensor has no to_functional")
+    x = _emu_tensor_with_metadata()
+    with FunctionalTensorMode():
+        wrapper = FunctionalTensor.to_functional(x)
+        assert torch._utils.get_tensor_metadata(wrapper) == {}
+        with FakeTensorMode() as mode:
+            fake = mode.from_tensor(wrapper)
+    assert isinstance(fake, FakeTensor)
+    assert torch._utils.get_tensor_metadata(fake) == torch._utils.get_tensor_metadata(x)
+    assert torch_emu.backend_meta(fake) == META
+
+
+@pytest.mark.deep
+@pytest.mark.feature("backend_metadata_in_faketensor")
+def test_torch_compile_traces_a_fake_that_has_the_metadata():
+    """What a compile backend sees of an emu input (the graph's fake example value) carries the input's metadata."""
+    reason = dynamo_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    x = _emu_tensor_with_metadata()
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(
+            torch_emu.backend_meta(node.meta["example_value"])
+            for node in gm.graph.nodes
+            if node.op == "placeholder" and isinstance(node.meta.get("example_value"), torch.Tensor)
+        )
+        return gm
+
+    assert torch.compile(lambda t: t * 2, backend=backend)(x).cpu().tolist() == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
+    assert seen == [META]

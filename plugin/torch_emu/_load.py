@@ -4,7 +4,7 @@ import warnings
 
 import torch
 
-from torch_emu import _build_info, _dynamo_device, _exit, _inductor_backend, _multiprocessing
+from torch_emu import _build_info, _dynamo_device, _exit, _fake_tensor, _inductor_backend, _multiprocessing
 from torch_emu import device as _device_module
 from torch_emu._library import ops as _ops
 
@@ -46,6 +46,8 @@ _register()
 # torch.compile: Dynamo's device interface and Inductor's registry, each once its module is imported (not now).
 _dynamo_device.install()
 _inductor_backend.install()
+# FakeTensorMode: a fake of an emu tensor keeps its backend metadata, once torch._subclasses.fake_tensor is imported.
+_fake_tensor.install()
 # torch.multiprocessing: an emu storage is refused in the receiving process instead of hanging it.
 _multiprocessing.install()
 # torch.distributed: the emu collective backend, registered for the device (and FSDP2's default mesh kept on CPU for

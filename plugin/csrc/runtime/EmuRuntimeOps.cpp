@@ -333,6 +333,11 @@ void backend_meta_set(const at::Tensor& t, const IntDict& values) {
   set_backend_meta(t, copy);
 }
 
+// FakeTensorMode.from_tensor's fake of an emu tensor gets its metadata through this (torch_emu/_fake_tensor.py).
+void backend_meta_copy(const at::Tensor& src, const at::Tensor& dst) {
+  copy_backend_meta(src, dst);
+}
+
 IntDict backend_meta_get(const at::Tensor& t) {
   IntDict d;
   for (const auto& [name, value] : backend_meta(t))
@@ -388,6 +393,7 @@ TORCH_LIBRARY_FRAGMENT(torch_emu, m) {
 
   m.def("backend_meta_set(Tensor tensor, Dict(str, int) values) -> ()", &backend_meta_set);
   m.def("backend_meta_get(Tensor tensor) -> Dict(str, int)", &backend_meta_get);
+  m.def("backend_meta_copy(Tensor src, Tensor dst) -> ()", &backend_meta_copy);
 }
 
 } // namespace torch_emu

@@ -90,4 +90,11 @@ std::map<std::string, int64_t> backend_meta(const at::Tensor& t) {
   return values;
 }
 
+void copy_backend_meta(const at::Tensor& src, const at::Tensor& dst) {
+  (void)registered;
+  Entries entries = entries_of(src);
+  if (!entries.empty())
+    set_entries(dst, std::move(entries));
+}
+
 } // namespace torch_emu

@@ -18,5 +18,8 @@ namespace torch_emu {
 void set_backend_meta(const at::Tensor& t, const std::map<std::string, int64_t>& values);
 // The tensor's named integers; empty when it has none.
 std::map<std::string, int64_t> backend_meta(const at::Tensor& t);
+// Gives dst a copy of src's whole map (torch's entries and the named integers); nothing when src has none. Works on
+// the tensors' own TensorImpls, whatever device they report: a FakeTensor reports "meta" while a kernel runs.
+void copy_backend_meta(const at::Tensor& src, const at::Tensor& dst);
 
 } // namespace torch_emu
