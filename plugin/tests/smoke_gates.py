@@ -19,6 +19,11 @@ FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}{'t' if FREE_THREADED else ''}"
 
 
+# A test that starts a child Python importing torch (2-8 s a cell) and whose outcome depends only on the wheel and
+# torch: it runs once per build, in the build's deep cell, not on every cell.
+child_process_deep = pytest.mark.deep
+
+
 def requires_torch(spec: str, what: str = ""):
     """Runs the test only on torch releases in spec (e.g. ">=2.5"); elsewhere it is 'not available'.
 

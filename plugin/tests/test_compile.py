@@ -12,7 +12,12 @@ from unittest import mock
 
 import pytest
 import torch
-from smoke_gates import dynamo_device_registry_unavailable, dynamo_unavailable, inductor_device_registry_unavailable
+from smoke_gates import (
+    child_process_deep,
+    dynamo_device_registry_unavailable,
+    dynamo_unavailable,
+    inductor_device_registry_unavailable,
+)
 
 import torch_emu.streams
 
@@ -38,7 +43,7 @@ def mlp(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.relu(x @ w + b).sum(0)
 
 
-@pytest.mark.deep  # a child Python importing torch (2-8 s a cell); depends on the wheel and torch: once per build
+@child_process_deep
 @pytest.mark.feature("compile_device_interface")
 def test_importing_torch_emu_leaves_dynamo_unloaded_and_registers_once_it_loads():
     skip_unless_ready(dynamo_device_registry_unavailable())
@@ -214,7 +219,7 @@ def default_backend_refuses() -> None:
 
 
 # Before the MLP test: a feature's note comes from its last passing test, and the MLP test sets it.
-@pytest.mark.deep  # a child Python importing torch (2-8 s a cell); depends on the wheel and torch: once per build
+@child_process_deep
 @pytest.mark.feature("compile_default_backend")
 def test_default_backend_switched_off_refuses_at_once():
     skip_unless_ready(inductor_device_registry_unavailable())

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from smoke_gates import OTHER_MINOR, OTHER_TORCH
+from smoke_gates import OTHER_MINOR, OTHER_TORCH, child_process_deep
 
 import torch_emu
 from torch_emu import _build_info
@@ -23,7 +23,7 @@ def test_doctor_says_ok():
     assert "verdict: OK" in done.stdout and "devices     2 x Emu Accelerator" in done.stdout
 
 
-@pytest.mark.deep  # a child Python importing torch (2-8 s a cell); depends on the wheel and torch: once per build
+@child_process_deep
 def test_doctor_names_the_fix_for_a_wrong_torch(tmp_path: Path):
     copy = tmp_path / "torch_emu"
     shutil.copytree(Path(torch_emu.__file__).parent, copy)
@@ -69,14 +69,14 @@ def test_doctor_without_torch(tmp_path: Path):
     assert_verdict(run_doctor(installed_copy(tmp_path)), "torch does not import (ImportError: no torch")
 
 
-@pytest.mark.deep  # a child Python importing torch (2-8 s a cell); depends on the wheel and torch: once per build
+@child_process_deep
 def test_doctor_with_a_damaged_driver_library(tmp_path: Path):
     path = installed_copy(tmp_path)
     (path / "emu_driver" / "lib" / "libemu_driver.so").write_bytes(b"\0not an ELF file")
     assert_verdict(run_doctor(path), "the torch_emu extension failed to load")
 
 
-@pytest.mark.deep  # a child Python importing torch (2-8 s a cell); depends on the wheel and torch: once per build
+@child_process_deep
 def test_doctor_with_an_older_driver_api_of_the_same_major(tmp_path: Path):
     path = installed_copy(tmp_path)
     major = _build_info.DRIVER_API_MAJOR
@@ -85,7 +85,7 @@ def test_doctor_with_an_older_driver_api_of_the_same_major(tmp_path: Path):
     assert_verdict(done, f"upgrade the driver: pip install 'emu-driver=={_build_info.DRIVER_VERSION}'")
 
 
-@pytest.mark.deep  # a child Python importing torch (2-8 s a cell); depends on the wheel and torch: once per build
+@child_process_deep
 def test_doctor_with_an_unknown_driver_api(tmp_path: Path):
     path = installed_copy(tmp_path)
     (path / "emu_driver" / "_version.py").write_text("API_VERSION = (9, 7)\n")

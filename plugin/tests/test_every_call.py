@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from smoke_gates import child_process_deep
 
 SCRIPT = Path(__file__).resolve().parent / "every_call.py"
 
 
-@pytest.mark.deep  # a child Python importing torch (2-8 s a cell); depends on the wheel and torch: once per build
+@child_process_deep
 @pytest.mark.feature("no_crashing_call")
 def test_no_accelerator_or_emu_call_crashes():
     child = subprocess.run(

@@ -11,6 +11,7 @@ import multiprocessing
 
 import mp_workers
 import pytest
+from smoke_gates import child_process_deep
 
 pytestmark = pytest.mark.feature("multiprocessing")
 
@@ -40,11 +41,11 @@ def _exchange(producer, consumer, *args):  # type: ignore[no-untyped-def]
     return outcome
 
 
-# Each kind is a child Python importing torch; every cell checks a plain tensor, the build's deep cell the others.
-_DEEP = pytest.mark.deep
-
-
-@pytest.mark.parametrize("kind", ["tensor", pytest.param("view", marks=_DEEP), pytest.param("parameter", marks=_DEEP)])
+# Every cell checks a plain tensor; the build's deep cell the other kinds.
+@pytest.mark.parametrize(
+    "kind",
+    ["tensor", pytest.param("view", marks=child_process_deep), pytest.param("parameter", marks=child_process_deep)],
+)
 def test_an_emu_tensor_on_a_queue_is_refused_in_the_receiver(kind):  # type: ignore[no-untyped-def]
     outcome = _exchange(mp_workers.produce, mp_workers.consume, kind)
     assert outcome[0] == "refused", outcome

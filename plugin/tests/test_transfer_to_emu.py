@@ -5,7 +5,13 @@ import sys
 import textwrap
 
 import pytest
-from smoke_gates import requires_captured_backward, requires_graphs, requires_torch, requires_torch_save
+from smoke_gates import (
+    child_process_deep,
+    requires_captured_backward,
+    requires_graphs,
+    requires_torch,
+    requires_torch_save,
+)
 
 pytestmark = pytest.mark.feature("transfer_to_emu")
 
@@ -107,7 +113,7 @@ def test_load_maps_cuda_checkpoints_to_emu():
     assert done.stdout.split() == ["loaded"]
 
 
-@pytest.mark.deep  # a child Python importing torch (2-8 s a cell); depends on the wheel and torch: once per build
+@child_process_deep
 def test_generator_and_memory_summary_map_to_emu():
     done = _run(MIGRATION_SCRIPT, "-W", "ignore:torch_emu.contrib.transfer_to_emu")
     assert done.returncode == 0, done.stderr
@@ -143,7 +149,7 @@ AMP_SCRIPT = """
 """
 
 
-@pytest.mark.deep  # a child Python importing torch (2-8 s a cell); depends on the wheel and torch: once per build
+@child_process_deep
 @requires_torch(">=2.4", "torch.autocast on a PrivateUse1 device")  # before 2.4 the device module drives it
 def test_autocast_and_grad_scaler_map_to_emu():
     done = _run(AMP_SCRIPT, "-W", "ignore:torch_emu.contrib.transfer_to_emu")
@@ -158,7 +164,7 @@ print(torch.ones(1, device="cuda").device)
 """
 
 
-@pytest.mark.deep  # a child Python importing torch (2-8 s a cell); depends on the wheel and torch: once per build
+@child_process_deep
 def test_import_warning_is_said_once_and_a_documented_filter_silences_it(tmp_path):
     # "always": the count is the module's, not the warnings registry's once-per-location
     said = _run(IMPORT_ONLY + "import torch_emu.contrib.transfer_to_emu as again\n", "-W", "always")

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import torch
 
 from torch_emu._after_import import after_import
+from torch_emu._torch_release import torch_release
 
 _REGISTRY_MODULE = "torch._inductor.codegen.common"
 WORKING_BACKENDS = ("emu", "aot_eager", "eager")
@@ -29,17 +30,12 @@ class InductorUnsupportedError(RuntimeError):
     """torch.compile's default backend was asked to generate code for emu tensors where it cannot."""
 
 
-def _release() -> tuple[int, int]:
-    major, minor = torch.__version__.split("+")[0].split(".")[:2]
-    return int(major), int(minor)
-
-
 def route_enabled() -> bool:
     """Whether Inductor generates code for emu here (a verified release, unless TORCH_EMU_INDUCTOR says otherwise)."""
     switch = os.environ.get(_SWITCH, "")
     if switch in ("0", "1"):
         return switch == "1"
-    return _release() in VERIFIED_RELEASES
+    return torch_release() in VERIFIED_RELEASES
 
 
 def verified_releases_text() -> str:

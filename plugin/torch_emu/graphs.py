@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from torch_emu._library import ops as _ops
+from torch_emu._torch_release import torch_at_least
 from torch_emu.streams import Stream, StreamContext, current_stream
 
 __all__ = ["EmuGraph", "graph", "graph_pool_handle", "is_current_stream_capturing", "make_graphed_callables"]
@@ -195,7 +196,7 @@ def _require_captured_backward(callables: Any, sample_args: Any) -> None:
     """Before torch 2.3 the autograd engine puts a node on its forward's stream only for CUDA, so emu's backward runs
     on the autograd thread's default stream, outside the capture: the graphed backward would replay nothing and give
     zero gradients. Raise instead, as torch.cuda's function would capture a backward (any grad required)."""
-    if torch.torch_version.TorchVersion(torch.__version__) >= (2, 3):
+    if torch_at_least(2, 3):
         return
     one = not isinstance(callables, tuple)
     modules = (callables,) if one else callables
