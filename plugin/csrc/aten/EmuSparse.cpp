@@ -41,7 +41,7 @@ namespace torch_emu {
 
 namespace {
 
-bool is_emu(const at::Tensor& t) {
+bool defined_on_emu(const at::Tensor& t) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
 }
 
@@ -59,7 +59,7 @@ at::Tensor cpu_copy(const at::Tensor& t) {
 c10::IValue to_cpu(const c10::IValue& v, std::optional<c10::Device>& device) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
-    if (!is_emu(t))
+    if (!defined_on_emu(t))
       return v;
     device = t.device();
     return cpu_copy(t);
@@ -67,9 +67,9 @@ c10::IValue to_cpu(const c10::IValue& v, std::optional<c10::Device>& device) {
   if (v.isTensorList()) {
     std::vector<at::Tensor> moved;
     for (const at::Tensor& t : v.toTensorVector()) {
-      if (is_emu(t))
+      if (defined_on_emu(t))
         device = t.device();
-      moved.push_back(is_emu(t) ? cpu_copy(t) : t);
+      moved.push_back(defined_on_emu(t) ? cpu_copy(t) : t);
     }
     return moved;
   }
@@ -119,7 +119,7 @@ void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
   // Arguments the op writes (in-place, out=): the CPU result goes back into the emu tensor.
   for (size_t i = 0; i < n; ++i) {
     const auto* alias = schema.arguments()[i].alias_info();
-    if (alias == nullptr || !alias->isWrite() || !originals[i].isTensor() || !is_emu(originals[i].toTensor()))
+    if (alias == nullptr || !alias->isWrite() || !originals[i].isTensor() || !defined_on_emu(originals[i].toTensor()))
       continue;
     originals[i].toTensor().copy_(cpu_args[i].toTensor());
   }

@@ -12,8 +12,6 @@ namespace torch_emu {
 
 namespace {
 
-constexpr c10::DeviceType kEmu = c10::DeviceType::PrivateUse1;
-
 #if EMU_HAS_DEVICE_CAPABILITY
 // The dtypes an emu tensor can be created with and converted between (what the smoke test checks):
 // emu memory is host memory that ATen's CPU kernels run on, so it is the CPU's set, less the

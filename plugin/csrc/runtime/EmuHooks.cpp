@@ -176,7 +176,7 @@ struct EmuHooks final : public at::PrivateUse1HooksInterface {
 };
 
 // Registered when the extension loads, before any emu tensor can exist.
-const bool registered = [] {
+const bool hooks_registered = [] {
   at::RegisterPrivateUse1HooksInterface(new EmuHooks());
   return true;
 }();

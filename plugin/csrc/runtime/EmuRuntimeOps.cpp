@@ -30,7 +30,6 @@
 namespace torch_emu {
 namespace {
 
-constexpr c10::DeviceType kEmu = c10::DeviceType::PrivateUse1;
 using IntDict = c10::Dict<std::string, int64_t>;
 
 c10::Stream stream_of(int64_t stream_id, int64_t device) {

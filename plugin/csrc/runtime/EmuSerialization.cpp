@@ -53,7 +53,7 @@ void for_deserialization(const at::Tensor& t, std::unordered_map<std::string, bo
   set_entries(t, Entries(metadata.begin(), metadata.end()));
 }
 
-const int registered = [] {
+const int backend_meta_registered = [] {
   torch::jit::TensorBackendMetaRegistry(c10::DeviceType::PrivateUse1, &for_serialization, &for_deserialization);
   return 0;
 }();
@@ -61,7 +61,7 @@ const int registered = [] {
 } // namespace
 
 void set_backend_meta(const at::Tensor& t, const std::map<std::string, int64_t>& values) {
-  (void)registered;
+  (void)backend_meta_registered;
   Entries entries;
   for (const auto& [key, value] : entries_of(t))
     if (!is_named_integer(key))
@@ -91,7 +91,7 @@ std::map<std::string, int64_t> backend_meta(const at::Tensor& t) {
 }
 
 void copy_backend_meta(const at::Tensor& src, const at::Tensor& dst) {
-  (void)registered;
+  (void)backend_meta_registered;
   Entries entries = entries_of(src);
   if (!entries.empty())
     set_entries(dst, std::move(entries));

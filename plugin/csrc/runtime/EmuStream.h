@@ -11,6 +11,9 @@
 
 namespace torch_emu {
 
+// The device type emu registers as.
+constexpr c10::DeviceType kEmu = c10::DeviceType::PrivateUse1;
+
 // The device of the calling thread (driver's emuGetDevice).
 c10::DeviceIndex current_device();
 c10::DeviceIndex device_count();

@@ -138,7 +138,7 @@ Tensor like_query(const Tensor& query, c10::IntArrayRef shape) {
 Tensor as_batched(const Tensor& t) {
   return t.dim() == 3 ? t.unsqueeze(0) : t;
 }
-Tensor computed(const KernelArg& a) {
+Tensor batched_input(const KernelArg& a) {
   return as_batched(to_wider(kernel_view(a)));
 }
 
@@ -257,7 +257,7 @@ AttentionResult fused_attention(
 #else
         const int64_t used = seed;
 #endif
-        const Tensor q = computed(query), k = computed(key), v = computed(value);
+        const Tensor q = batched_input(query), k = batched_input(key), v = batched_input(value);
         const Scores s(q, repeat_heads(k, p.groups), kernel_view(bias), p);
         const Tensor all = s.probabilities();
         const Tensor probs = times(all, dropout_factors(all, p.dropout_p, used));
@@ -318,8 +318,8 @@ std::array<Tensor, 4> fused_attention_backward(
        seed = arg(seed),
        p,
        defined] {
-        const Tensor q = computed(query), k = repeat_heads(computed(key), p.groups),
-                     v = repeat_heads(computed(value), p.groups), d_out = computed(grad_out);
+        const Tensor q = batched_input(query), k = repeat_heads(batched_input(key), p.groups),
+                     v = repeat_heads(batched_input(value), p.groups), d_out = batched_input(grad_out);
         const Scores s(q, k, kernel_view(bias), p);
         const Tensor probs = s.probabilities();
         // With dropout: the forward's kept probabilities D(P), and dP = D(dO V^T) (dropout's backward is itself).
