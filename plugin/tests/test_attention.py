@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from smoke_gates import dynamo_unavailable, requires_fused_attention, requires_graphs, requires_torch
+from packaging.version import Version
+from smoke_gates import TORCH, dynamo_unavailable, requires_fused_attention, requires_graphs, requires_torch
 
 import torch_emu
 
@@ -46,12 +47,12 @@ def _cpu_math() -> contextlib.AbstractContextManager[None]:
 
 
 def _fused_switch() -> object:
-    """The backend sdpa_kernel enables emu's fused kernel with: its own flag where the release has one, else the
-    memory-efficient flag (what torch's overrideable backends answered to before)."""
+    """The backend sdpa_kernel enables emu's fused kernel with: its own flag from torch 2.9, whose sdpa_kernel is the
+    first to set it (2.5-2.8 have the flag but leave it on), else the memory-efficient flag (what torch's
+    overrideable backends answered to before)."""
     from torch.nn.attention import SDPBackend
 
-    has_flag = hasattr(torch._C, "_set_sdp_use_overrideable")
-    return SDPBackend.OVERRIDEABLE if has_flag else SDPBackend.EFFICIENT_ATTENTION
+    return SDPBackend.OVERRIDEABLE if Version("2.9") <= TORCH else SDPBackend.EFFICIENT_ATTENTION
 
 
 @dataclass(frozen=True)

@@ -250,7 +250,13 @@ def test_stacks_are_taken_where_this_torch_can_and_refused_elsewhere():
         return
     assert not torch.ops.torch_emu.memory_history_stacks()
     with pytest.raises(RuntimeError, match=r"stacks \(context='all'\) are not available on torch"):
-        torch.emu.memory._record_memory_history("all", "all", "python")
+        torch.ops.torch_emu.memory_record_history("all", "all", "python", 100, False, None)
+    # Through torch.emu.memory (and a CUDA script's default call): a warning, and the history without stacks.
+    with pytest.warns(UserWarning, match=r"cannot give the memory history stacks .* without stacks"):
+        torch.emu.memory._record_memory_history("all", "all", "python", clear_history=True)
+    x = _allocate_in_helper(1000)
+    trace = torch.emu.memory._snapshot()["device_traces"][0]
+    assert [e["frames"] for e in trace if e["addr"] == x.data_ptr() and e["action"] == "alloc"] == [[]]
 
 
 def test_snapshot_file_is_what_dump_snapshot_writes(tmp_path):

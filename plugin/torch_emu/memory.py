@@ -14,6 +14,7 @@ import os
 import pickle
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -100,8 +101,19 @@ def _record_memory_history(
     records (the last one wins), before the error reaches Python; emu's own option, since CUDA's equivalent is an
     observer callback that emu's compiled library, having no CPython API, cannot call.
     device: accepted for torch.cuda's signature; the history covers every emu device.
+    Stacks need torch 2.13 or later (EmuMemoryHistory.cpp says why): on older releases a context other than None
+    warns and the history is recorded without stacks, so a CUDA script's default call still records.
     """
     del device
+    if enabled is not None and context is not None and not _ops.memory_history_stacks():
+        import torch
+
+        warnings.warn(
+            f"torch_emu: torch {torch.__version__} cannot give the memory history stacks (they need torch 2.13 or "
+            f"later): recording it without stacks (context={context!r} taken as None)",
+            stacklevel=2,
+        )
+        context = None
     path = None if oom_snapshot is None else str(Path(oom_snapshot).resolve())
     _ops.memory_record_history(enabled, context, stacks, max_entries, clear_history, path)
 

@@ -18,6 +18,7 @@
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <array>
@@ -67,17 +68,21 @@ bool forward_takes_mask() {
   return takes;
 }
 
-// The caller's switch for the fused backend: its own flag where the release has one (sdpa_kernel with
-// SDPBackend.OVERRIDEABLE); before that, the memory-efficient flag, which is what torch's own overrideable backend
-// (XPU's) answered to in those releases.
-template <class Context>
-auto fused_enabled(Context& ctx, int) -> decltype(ctx.userEnabledOverrideableSDP()) {
+// The caller's switch for the fused backend: its own flag (SDPBackend.OVERRIDEABLE) from torch 2.9, the first
+// release whose torch.nn.attention.sdpa_kernel sets it (2.5-2.8 have the flag, but sdpa_kernel leaves it on, so a
+// caller could not turn the fused kernel off); before that, the memory-efficient flag, which is what torch's own
+// overrideable backend (XPU's) answered to in those releases. Read in each release's sdpa_kernel.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
+#define EMU_SDPA_SWITCH "OVERRIDEABLE"
+bool fused_enabled(const at::Context& ctx) {
   return ctx.userEnabledOverrideableSDP();
 }
-template <class Context>
-bool fused_enabled(Context& ctx, long) {
+#else
+#define EMU_SDPA_SWITCH "EFFICIENT_ATTENTION"
+bool fused_enabled(const at::Context& ctx) {
   return ctx.userEnabledMemEfficientSDP();
 }
+#endif
 
 // Why emu's fused kernel cannot take these inputs, or nullptr when it can. The math backend takes what the kernel
 // does not, and gives the CPU's results or the CPU's errors for it (shapes that only broadcast, mixed dtypes).
@@ -132,7 +137,7 @@ int64_t choose_backend(
   const char* reason = unsupported(query, key, value, mask, dropout_p, enable_gqa);
   if (reason == nullptr && mask != nullptr && mask->defined() && !forward_takes_mask())
     reason = "an attn_mask (this release's fused entry point takes none)";
-  if (fused_enabled(ctx, 0) && reason == nullptr)
+  if (fused_enabled(ctx) && reason == nullptr)
     return kOverrideableBackend;
   TORCH_CHECK(
       math,
@@ -141,7 +146,7 @@ int64_t choose_backend(
       ": emu's fused kernel (SDPBackend.OVERRIDEABLE) ",
       reason == nullptr ? "is disabled" : (std::string("does not take ") + reason).c_str(),
       " and the math backend (SDPBackend.MATH) is disabled; enable ",
-      reason == nullptr ? "one, for example with torch.nn.attention.sdpa_kernel([SDPBackend.OVERRIDEABLE])" :
+      reason == nullptr ? "one, for example with torch.nn.attention.sdpa_kernel([SDPBackend." EMU_SDPA_SWITCH "])" :
                           "the math backend, for example with torch.nn.attention.sdpa_kernel([SDPBackend.MATH])");
   return kMathBackend;
 }

@@ -10,7 +10,6 @@
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/serialization/pickler.h>
-#include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/library.h>
 #include <torch/version.h>
 
@@ -20,6 +19,7 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "TorchCompat.h"
 #include "runtime/EmuAllocator.h"
 #include "runtime/EmuStream.h"
 
@@ -30,6 +30,12 @@
 #define EMU_HAS_PYTHON_STACKS 1
 #else
 #define EMU_HAS_PYTHON_STACKS 0
+#endif
+
+// torch's stacks (CapturedTraceback) only where they are used: torch 2.1's wheel ships combined_traceback.h without
+// the unwind.h it includes.
+#if EMU_HAS_PYTHON_STACKS
+#include <torch/csrc/profiler/combined_traceback.h>
 #endif
 
 namespace torch_emu {
@@ -84,6 +90,7 @@ int64_t as_int(uint64_t v) {
 class FrameTable {
  public:
   void add(const StackContext& stack) {
+#if EMU_HAS_PYTHON_STACKS
     if (stack == nullptr || index_.count(stack.get()) != 0)
       return;
     auto* traceback = dynamic_cast<torch::CapturedTraceback*>(stack.get());
@@ -91,9 +98,13 @@ class FrameTable {
       return;
     index_[stack.get()] = tracebacks_.size();
     tracebacks_.push_back(traceback);
+#else
+    (void)stack; // no release without stacks records one
+#endif
   }
 
   void symbolize() {
+#if EMU_HAS_PYTHON_STACKS
     if (tracebacks_.empty())
       return;
     const torch::SymbolizedTracebacks s = torch::symbolize(tracebacks_);
@@ -112,6 +123,7 @@ class FrameTable {
         list.push_back(frames.at(i));
       lists_.push_back(std::move(list));
     }
+#endif
   }
 
   // The frames of a stack, innermost first; an empty list without one.
@@ -122,7 +134,9 @@ class FrameTable {
 
  private:
   std::unordered_map<c10::GatheredContext*, size_t> index_;
+#if EMU_HAS_PYTHON_STACKS
   std::vector<torch::CapturedTraceback*> tracebacks_;
+#endif
   std::vector<GenericList> lists_;
 };
 
@@ -208,12 +222,12 @@ void write_file_atomically(const std::string& path, const std::vector<char>& byt
 // ---- operators (torch.ops.torch_emu.*) ----
 
 void memory_record_history(
-    std::optional<std::string> enabled,
-    std::optional<std::string> context,
+    compat::optional<std::string> enabled,
+    compat::optional<std::string> context,
     std::string stacks,
     int64_t max_entries,
     bool clear_history,
-    std::optional<std::string> oom_snapshot) {
+    compat::optional<std::string> oom_snapshot) {
   set_memory_history(parse_history_options(
       enabled.value_or(""), context.value_or(""), stacks, max_entries, clear_history, oom_snapshot.value_or("")));
 }
