@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 from packaging.version import Version
-from smoke_gates import TORCH, requires_graphs, requires_torch  # imports torch_emu, which torch < 2.5 does not autoload
+from smoke_gates import (  # imports torch_emu, which torch < 2.5 does not autoload
+    TORCH,
+    requires_driver,
+    requires_graphs,
+    requires_torch,
+)
 
 pytestmark = [pytest.mark.feature("memory_snapshots"), pytest.mark.deep]
 
@@ -279,6 +284,7 @@ def test_stacks_all_adds_cpp_frames():
     assert "_allocate_in_helper" in names  # and the Python side, in the same stack
 
 
+@requires_driver(2, "a free deferred to another stream's event (driver events)")
 def test_a_block_used_on_another_stream_completes_its_free_after_that_stream():
     _record(context=None)
     x = _allocate_in_helper(1000)  # no kernel holds it: del frees it here, on this thread

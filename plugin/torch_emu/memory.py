@@ -105,7 +105,7 @@ def _record_memory_history(
     warns and the history is recorded without stacks, so a CUDA script's default call still records.
     """
     del device
-    if enabled is not None and context is not None and not _ops.memory_history_stacks():
+    if enabled is not None and context in ("state", "alloc", "all") and not _ops.memory_history_stacks():
         import torch
 
         warnings.warn(
