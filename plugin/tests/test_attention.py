@@ -316,8 +316,11 @@ def test_callers_backend_choice_is_honoured() -> None:
     with sdpa_kernel([_fused_switch()]):  # type: ignore[list-item]
         assert torch._fused_sdp_choice(q, k, v) == OVERRIDEABLE
         assert attention(q, k, v).grad_fn.name() == FUSED_NODE
-        with pytest.raises(RuntimeError, match=r"does not take inputs that are not 4-D .* math backend .* is disabled"):
-            attention(q[0], k[0], v[0])
+        if Version("2.14") > TORCH:
+            with pytest.raises(RuntimeError, match=r"does not take inputs that are not 4-D .* math backend"):
+                attention(q[0], k[0], v[0])
+        else:  # torch 2.14 makes a 3-D input 4-D before choosing a backend: the fused kernel then takes it
+            assert attention(q[0], k[0], v[0]).grad_fn.name() == "SqueezeBackward1"
     neither = pytest.raises(RuntimeError, match=r"OVERRIDEABLE\) is disabled and the math backend")
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), neither:  # neither backend emu runs
         attention(q, k, v)

@@ -280,7 +280,11 @@ def test_stacks_all_adds_cpp_frames():
     x = _allocate_in_helper(1000)
     [alloc] = [e for e in _events(torch.emu.memory._snapshot(), addrs={x.data_ptr()}) if e["action"] == "alloc"]
     names = [f["name"] for f in alloc["frames"]]
-    assert any("CachingAllocator::allocate" in name for name in names)  # the C++ side of the allocation
+    # The C++ side of the allocation: frames in torch_emu's library. Their names depend on torch's symbolizer
+    # (2.13's resolves the library's hidden symbols, CachingAllocator::allocate; 2.15's gives "??"), the file not.
+    frames = alloc["frames"]
+    assert any(f["filename"].endswith("libtorch_emu.so") or "CachingAllocator::" in f["name"] for f in frames), names
+    assert any("empty" in name for name in names)  # torch's own C++ frames around it
     assert "_allocate_in_helper" in names  # and the Python side, in the same stack
 
 
