@@ -12,11 +12,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from torch_emu._eccl_work import EmuWork, _DoneWork, _P2PWork, _WrappedWork
+from torch_emu._eccl_work import EmuWork, WorkKeeper, _DoneWork, _P2PWork, _WrappedWork
 from torch_emu._library import ops as _ops
 from torch_emu.distributed import BACKEND, DEVICE, available
 
 _SUM, _PROD, _MAX, _MIN, _AVG = 0, 1, 2, 3, 4
+# torch.distributed exports AllgatherOptions from torch 2.2; c10d's module has it in every release.
+_AllgatherOptions = torch._C._distributed_c10d.AllgatherOptions
 
 
 def _red_op(op: Any) -> int:
@@ -79,6 +81,13 @@ def _real(t: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(t) if t.is_complex() else t
 
 
+def _pairs(first: Sequence[Any], second: Sequence[Any], what: str) -> list[tuple[Any, Any]]:
+    """zip(first, second) of equal lengths (zip's strict= needs Python 3.10; torch 2.1's cells run 3.9)."""
+    if len(first) != len(second):
+        raise ValueError(f"eccl {what}: {len(first)} outputs for {len(second)} inputs")
+    return list(zip(first, second))
+
+
 def _contiguous(t: torch.Tensor, what: str) -> torch.Tensor:
     if not t.is_contiguous():
         raise ValueError(f"eccl: {what} must be contiguous (got strides {t.stride()} for shape {tuple(t.shape)})")
@@ -98,12 +107,16 @@ class ProcessGroupECCL(dist.ProcessGroup):
         self._comms: dict[int, int] = {}
         self._inits = 0
         self._pending = _Pending()
+        self._keeper = WorkKeeper()
         # CPU tensors (object collectives, "cpu:gloo,emu:eccl"): a gloo group made now, while every rank makes its
         # group too (making it at the first CPU collective would work as well, but a late peer would fail it).
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, size, timeout)
         self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
         # Let DeviceMesh, FSDP2 and the object collectives see that this group serves emu tensors.
         self._register_backend(torch.device(DEVICE), dist.ProcessGroup.BackendType.CUSTOM, self._gloo)
+        # c10d asks the default backend for the group's name (torch 2.15's flight recorder does at init): name one.
+        if hasattr(self, "_set_default_backend"):
+            self._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
 
     # ---- identity ----
     def getBackendName(self) -> str:  # c10d's name for it
@@ -162,14 +175,21 @@ class ProcessGroupECCL(dist.ProcessGroup):
             finally:
                 _ops.comm_group_end()
 
+    # Every work handed out is kept alive until waited for or its future is taken (see WorkKeeper).
     def _work(self, result: list[torch.Tensor], device: torch.device, blocking: bool = False) -> EmuWork:
-        return EmuWork(result, device, blocking)
+        return EmuWork(result, device, blocking).kept_by(self._keeper)
+
+    def _done(self, result: list[torch.Tensor]) -> EmuWork:
+        return _DoneWork(result).kept_by(self._keeper)
+
+    def _wrapped(self, inner: Any) -> dist.Work:
+        return _WrappedWork(inner).kept_by(self._keeper)
 
     # ---- collectives ----
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         if not _is_emu(tensors):
-            return _WrappedWork(self._gloo.allreduce(tensors, opts or dist.AllreduceOptions()))
+            return self._wrapped(self._gloo.allreduce(tensors, opts or dist.AllreduceOptions()))
         self._flush()
         device = self._device_of(tensors)
         comm = self._comm(device)
@@ -191,7 +211,7 @@ class ProcessGroupECCL(dist.ProcessGroup):
 
     def broadcast(self, tensors: list[torch.Tensor], opts: Any) -> dist.Work:
         if not _is_emu(tensors):
-            return _WrappedWork(self._gloo.broadcast(tensors, opts))
+            return self._wrapped(self._gloo.broadcast(tensors, opts))
         self._flush()
         device = self._device_of(tensors)
         comm = self._comm(device)
@@ -201,7 +221,7 @@ class ProcessGroupECCL(dist.ProcessGroup):
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any) -> dist.Work:
         if not _is_emu(tensors):
-            return _WrappedWork(self._gloo.reduce(tensors, opts))
+            return self._wrapped(self._gloo.reduce(tensors, opts))
         self._flush()
         device = self._device_of(tensors)
         comm = self._comm(device)
@@ -214,7 +234,7 @@ class ProcessGroupECCL(dist.ProcessGroup):
 
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
         if not _is_emu([output, input]):
-            return _WrappedWork(self._gloo._allgather_base(output, input, opts or dist.AllgatherOptions()))
+            return self._wrapped(self._gloo._allgather_base(output, input, opts or _AllgatherOptions()))
         self._flush()
         device = self._device_of([output, input])
         comm = self._comm(device)
@@ -227,11 +247,11 @@ class ProcessGroupECCL(dist.ProcessGroup):
         self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None
     ) -> dist.Work:
         if not _is_emu([*inputs, *(t for outs in output_lists for t in outs)]):
-            return _WrappedWork(self._gloo.allgather(output_lists, inputs, opts or dist.AllgatherOptions()))
+            return self._wrapped(self._gloo.allgather(output_lists, inputs, opts or _AllgatherOptions()))
         self._flush()
         device = self._device_of(inputs)
         comm = self._comm(device)
-        for outs, inp in zip(output_lists, inputs, strict=True):
+        for outs, inp in _pairs(output_lists, inputs, "all_gather"):
             if len(outs) != self.size():
                 raise ValueError(f"eccl all_gather: {len(outs)} output tensors for a group of {self.size()}")
             for t in outs:
@@ -256,13 +276,13 @@ class ProcessGroupECCL(dist.ProcessGroup):
         self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
     ) -> dist.Work:
         if not _is_emu([*outputs, *inputs]):
-            for out, inp in zip(outputs, inputs, strict=True):
+            for out, inp in _pairs(outputs, inputs, "coalesced collective"):
                 self._gloo._allgather_base(out, inp).wait()
-            return _DoneWork(outputs)
+            return self._done(outputs)
         self._flush()
         device = self._device_of(outputs)
         comm = self._comm(device)
-        for out, inp in zip(outputs, inputs, strict=True):
+        for out, inp in _pairs(outputs, inputs, "coalesced collective"):
             _ops.comm_all_gather(comm, _contiguous(out, "all_gather output"), _contiguous(inp, "all_gather input"))
         return self._work(outputs, device)
 
@@ -271,7 +291,7 @@ class ProcessGroupECCL(dist.ProcessGroup):
     def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         if not _is_emu([output, input]):
-            return _WrappedWork(self._gloo._reduce_scatter_base(output, input, opts or dist.ReduceScatterOptions()))
+            return self._wrapped(self._gloo._reduce_scatter_base(output, input, opts or dist.ReduceScatterOptions()))
         self._flush()
         device = self._device_of([output, input])
         comm = self._comm(device)
@@ -289,11 +309,12 @@ class ProcessGroupECCL(dist.ProcessGroup):
         self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
     ) -> dist.Work:
         if not _is_emu([*outputs, *inputs]):
-            for out, inp in zip(outputs, inputs, strict=True):
+            for out, inp in _pairs(outputs, inputs, "coalesced collective"):
                 self._gloo._reduce_scatter_base(out, inp, opts or dist.ReduceScatterOptions()).wait()
-            return _DoneWork(outputs)
-        works = [self._reduce_scatter_base(out, inp, opts) for out, inp in zip(outputs, inputs, strict=True)]
-        return works[-1] if works else _DoneWork(outputs)
+            return self._done(outputs)
+        pairs = _pairs(outputs, inputs, "coalesced collective")
+        works = [self._reduce_scatter_base(out, inp, opts) for out, inp in pairs]
+        return works[-1] if works else self._done(outputs)
 
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
@@ -301,9 +322,9 @@ class ProcessGroupECCL(dist.ProcessGroup):
         self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: Any = None
     ) -> dist.Work:
         if not _is_emu([*outputs, *(t for ins in input_lists for t in ins)]):
-            return _WrappedWork(self._gloo.reduce_scatter(outputs, input_lists, opts or dist.ReduceScatterOptions()))
-        work: dist.Work = _DoneWork(outputs)
-        for out, ins in zip(outputs, input_lists, strict=True):
+            return self._wrapped(self._gloo.reduce_scatter(outputs, input_lists, opts or dist.ReduceScatterOptions()))
+        work: dist.Work = self._done(outputs)
+        for out, ins in _pairs(outputs, input_lists, "reduce_scatter"):
             if len(ins) != self.size():
                 raise ValueError(f"eccl reduce_scatter: {len(ins)} input tensors for a group of {self.size()}")
             flat = torch.stack([t.reshape(out.shape) for t in ins])  # one device buffer of the blocks
@@ -323,14 +344,14 @@ class ProcessGroupECCL(dist.ProcessGroup):
     def _queue_p2p(self, send: bool, tensors: list[torch.Tensor], peer: int) -> dist.Work:
         if not _is_emu(tensors):
             inner = self._gloo.send(tensors, peer, 0) if send else self._gloo.recv(tensors, peer, 0)
-            return _WrappedWork(inner)
+            return self._wrapped(inner)
         device = self._device_of(tensors)
         if self._pending.device not in (None, device):
             self._flush()
         self._pending.device = device
         for tensor in tensors:
             self._pending.ops.append(_P2P(send, _contiguous(_real(tensor), "send/recv tensor"), peer))
-        return _P2PWork(self, tensors, device)
+        return _P2PWork(self, tensors, device).kept_by(self._keeper)
 
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int = 0) -> dist.Work:
         return self._queue_p2p(True, tensors, dst)
@@ -346,7 +367,7 @@ class ProcessGroupECCL(dist.ProcessGroup):
 
     def end_coalescing(self, device: torch.device) -> dist.Work:
         self._flush()
-        return _DoneWork([])
+        return self._done([])
 
     def _exchange(self, sends: list[tuple[torch.Tensor, int]], recvs: list[tuple[torch.Tensor, int]]) -> None:
         """One driver group of sends and receives (all_to_all, gather, scatter)."""
@@ -366,7 +387,7 @@ class ProcessGroupECCL(dist.ProcessGroup):
         opts: Any = None,
     ) -> dist.Work:
         if not _is_emu([output, input]):
-            return _WrappedWork(
+            return self._wrapped(
                 self._gloo.alltoall_base(
                     output, input, output_split_sizes, input_split_sizes, opts or dist.AllToAllOptions()
                 )
@@ -395,7 +416,7 @@ class ProcessGroupECCL(dist.ProcessGroup):
 
     def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> dist.Work:
         if not _is_emu([*outputs, *inputs]):
-            return _WrappedWork(self._gloo.alltoall(outputs, inputs, opts or dist.AllToAllOptions()))
+            return self._wrapped(self._gloo.alltoall(outputs, inputs, opts or dist.AllToAllOptions()))
         n, me = self.size(), self.rank()
         device = self._device_of([*outputs, *inputs])
         outputs[me].copy_(inputs[me])
@@ -407,7 +428,7 @@ class ProcessGroupECCL(dist.ProcessGroup):
 
     def gather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any) -> dist.Work:
         if not _is_emu([*inputs, *(t for outs in output_lists for t in outs)]):
-            return _WrappedWork(self._gloo.gather(output_lists, inputs, opts))
+            return self._wrapped(self._gloo.gather(output_lists, inputs, opts))
         n, me, root = self.size(), self.rank(), opts.rootRank
         device = self._device_of(inputs)
         [inp] = inputs
@@ -421,7 +442,7 @@ class ProcessGroupECCL(dist.ProcessGroup):
 
     def scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: Any) -> dist.Work:
         if not _is_emu([*outputs, *(t for ins in input_lists for t in ins)]):
-            return _WrappedWork(self._gloo.scatter(outputs, input_lists, opts))
+            return self._wrapped(self._gloo.scatter(outputs, input_lists, opts))
         n, me, root = self.size(), self.rank(), opts.rootRank
         device = self._device_of(outputs)
         [out] = outputs
@@ -440,6 +461,7 @@ class ProcessGroupECCL(dist.ProcessGroup):
 
     def shutdown(self) -> None:
         self._flush()
+        self._keeper.clear()
         comms, self._comms = self._comms, {}
         for comm in comms.values():
             _ops.comm_destroy(comm)

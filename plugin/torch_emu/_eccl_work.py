@@ -9,11 +9,44 @@ import torch
 import torch.distributed as dist
 
 
+class WorkKeeper:
+    """Keeps the Python side of the works a group returned alive while C++ may still call them.
+
+    C++ callers (DDP's parameter check and bucket reducer on older torch releases) hold only the C++ half of a Work
+    returned from Python. Where torch's binding does not keep the Python object alive, it is collected at once, and
+    the C++ half's wait() falls back to the base Work's, which waits forever: torch 2.1's DDP hung in
+    _verify_param_shape_across_processes. A work is kept until it is waited for or its future is taken (after which
+    callers use the future); beyond LIMIT kept works, the oldest whose collectives have finished are let go.
+    """
+
+    LIMIT = 1024
+
+    def __init__(self) -> None:
+        self._works: dict[int, dist.Work] = {}
+
+    def keep(self, work: dist.Work) -> None:
+        self._works[id(work)] = work
+        if len(self._works) > self.LIMIT:
+            finished = [key for key, kept in self._works.items() if kept.is_completed()]
+            for key in finished[: len(self._works) - self.LIMIT // 2]:
+                del self._works[key]
+
+    def release(self, work: dist.Work) -> None:
+        self._works.pop(id(work), None)
+
+    def clear(self) -> None:
+        self._works.clear()
+
+    def __len__(self) -> int:
+        return len(self._works)
+
+
 class EmuWork(dist.Work):
     """A queued collective: an emu event recorded after it on its stream."""
 
     def __init__(self, result: list[torch.Tensor], device: torch.device | None, blocking: bool = False) -> None:
         super().__init__()
+        self._keeper: WorkKeeper | None = None
         self._result = result
         self._device = device
         self._event = None
@@ -22,7 +55,18 @@ class EmuWork(dist.Work):
             self._event.record(torch.emu.current_stream(device))  # type: ignore[attr-defined]
         self._blocking = blocking
 
+    def kept_by(self, keeper: WorkKeeper) -> EmuWork:
+        self._keeper = keeper
+        keeper.keep(self)
+        return self
+
+    def _let_go(self) -> None:
+        if self._keeper is not None:
+            self._keeper.release(self)
+            self._keeper = None
+
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
+        self._let_go()
         if self._event is not None:
             if self._blocking:  # barrier: the host waits, as ProcessGroupNCCL's barrier does
                 self._event.synchronize()
@@ -46,6 +90,7 @@ class EmuWork(dist.Work):
     def get_future(self) -> torch.futures.Future:  # type: ignore[type-arg]
         # Completed at once, as ProcessGroupNCCL's future is for work queued on the stream: whatever runs next on the
         # stream sees the result.
+        self._let_go()
         future: torch.futures.Future = torch.futures.Future()  # type: ignore[type-arg]
         future.set_result(self._result)
         return future
@@ -62,14 +107,27 @@ class _WrappedWork(dist.Work):
     def __init__(self, inner: Any) -> None:
         super().__init__()
         self._inner = inner
+        self._keeper: WorkKeeper | None = None
+
+    def kept_by(self, keeper: WorkKeeper) -> _WrappedWork:
+        self._keeper = keeper
+        keeper.keep(self)
+        return self
+
+    def _let_go(self) -> None:
+        if self._keeper is not None:
+            self._keeper.release(self)
+            self._keeper = None
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
+        self._let_go()
         return bool(self._inner.wait())
 
     def is_completed(self) -> bool:
         return bool(self._inner.is_completed())
 
     def get_future(self) -> torch.futures.Future:  # type: ignore[type-arg]
+        self._let_go()
         return self._inner.get_future()
 
     def result(self) -> list[torch.Tensor]:
