@@ -5,6 +5,8 @@ queue: ("ok", rank, payload) or ("error", rank, message)."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import multiprocessing
 import os
 import queue
@@ -18,11 +20,88 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from packaging.version import Version
 
-import torch_emu  # noqa: F401  (torch < 2.5 loads no backend by itself)
+# A rank imports torch_emu itself (torch < 2.5 loads no backend by itself), unless the job runs without it: with
+# WITHOUT_TORCH_EMU set and torch's autoloading off, a rank is what it would be if torch_emu were not installed.
+WITHOUT_TORCH_EMU = "EMU_TEST_WITHOUT_TORCH_EMU"
 
 STEPS = 3
 IN, HIDDEN, OUT, BATCH = 8, 16, 4, 8
+
+
+def first_api(*names: str) -> Any:
+    """The first of "module:attribute" names this torch has (public paths moved between releases), or None."""
+    for name in names:
+        module, attribute = name.split(":")
+        try:
+            return getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+def _release() -> tuple[int, ...]:
+    return Version(torch.__version__.split("+")[0]).release[:2]
+
+
+def fully_shard_api() -> Any:
+    """FSDP2's fully_shard: public from torch 2.6, under _composable in 2.4 and 2.5, absent before."""
+    return first_api("torch.distributed.fsdp:fully_shard", "torch.distributed._composable.fsdp:fully_shard")
+
+
+def fsdp2_off_cuda() -> bool:
+    """Whether FSDP2 runs on a device other than CUDA: torch 2.4 and 2.5 make its streams with torch.cuda.Stream
+    (2.5 refuses with "FSDP requires CUDA for streams", on a CPU model too); 2.6 takes the device's own module."""
+    return fully_shard_api() is not None and _release() >= (2, 6)
+
+
+def ddp_finds_unused_parameters() -> bool:
+    """Whether DDP's find_unused_parameters works off CUDA: torch 2.3 and 2.4's reducer pins its map of used
+    parameters and asserts is_pinned(), which cannot see PrivateUse1 pinned memory before 2.5 (2.1 and 2.2 do not
+    pin it)."""
+    return _release() not in ((2, 3), (2, 4))
+
+
+def dtensor_api() -> Any:
+    """The DTensor module (Shard, Replicate, distribute_tensor): torch.distributed.tensor from torch 2.5,
+    torch.distributed._tensor before; None where neither has them."""
+    for name in ("torch.distributed.tensor", "torch.distributed._tensor"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "distribute_tensor"):
+            return module
+    return None
+
+
+def init_device_mesh_api() -> Any:
+    """init_device_mesh: torch.distributed.device_mesh from torch 2.2, under DTensor's package in 2.1."""
+    return first_api(
+        "torch.distributed.device_mesh:init_device_mesh", "torch.distributed._tensor.device_mesh:init_device_mesh"
+    )
+
+
+def full_tensor(t: Any) -> torch.Tensor:
+    """A DTensor's whole value on every rank (DTensor.full_tensor from torch 2.2; a redistribution before)."""
+    if hasattr(t, "full_tensor"):
+        return t.full_tensor()  # type: ignore[no-any-return]
+    replicate = dtensor_api().Replicate
+    return t.redistribute(t.device_mesh, [replicate()] * t.device_mesh.ndim).to_local()  # type: ignore[no-any-return]
+
+
+def premul_sum_has_factor() -> bool:
+    """Whether c10d's ReduceOp hands premul_sum's factor to Python (from torch 2.9 or so): a Python process group
+    cannot run premul_sum without it."""
+    make = getattr(dist, "_make_nccl_premul_sum", None)
+    return make is not None and hasattr(make(1.0), "factor")
+
+
+def device_id_takes_emu() -> bool:
+    """Whether init_process_group(device_id=emu:N) works: torch 2.1 and 2.2 have no device_id, and 2.3 to 2.6 refuse
+    any device but CUDA's (and only after their store is up, so trying it first leaves a job that cannot start)."""
+    return _release() >= (2, 7)
 
 
 def free_port() -> int:
@@ -61,8 +140,15 @@ def run_job(target: str, world: int, *args: Any, answers: int | None = None, tim
     return [payload for _, _, payload in sorted(got, key=lambda r: r[1])]
 
 
+def without_torch_emu() -> dict[str, str]:
+    """The environment of a job whose ranks run as if torch_emu were not installed (see run_job)."""
+    return {WITHOUT_TORCH_EMU: "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+
+
 def rank_main(target: str, rank: int, world: int, port: int, results: Any, *args: Any) -> None:
     """Entry point of each spawned rank: the job's environment as torchrun sets it, then the named scenario."""
+    if not os.environ.get(WITHOUT_TORCH_EMU):
+        import torch_emu  # noqa: F401
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
@@ -89,7 +175,11 @@ def rank_main(target: str, rank: int, world: int, port: int, results: Any, *args
 def _init(rank: int, timeout_s: float = 120.0) -> torch.device:
     device = torch.device("emu", rank)
     torch.emu.set_device(device)  # type: ignore[attr-defined]
-    dist.init_process_group(device_id=device, timeout=timedelta(seconds=timeout_s))
+    timeout = timedelta(seconds=timeout_s)
+    if device_id_takes_emu():
+        dist.init_process_group(device_id=device, timeout=timeout)
+        return device
+    dist.init_process_group("eccl", timeout=timeout)  # this torch takes no emu device_id: the backend is named
     return device
 
 
@@ -144,10 +234,13 @@ def ddp(rank: int, world: int) -> dict[str, Any]:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     device = _init(rank)
-    module = _WithUnused().to(device)
-    model = DDP(module, device_ids=[device], bucket_cap_mb=0.0005, find_unused_parameters=True)
+    find_unused = ddp_finds_unused_parameters()
+    with_unused = _WithUnused()
+    net = with_unused.net
+    module = (with_unused if find_unused else net).to(device)  # Module.to moves in place: net is on the device
+    model = DDP(module, device_ids=[device], bucket_cap_mb=0.0005, find_unused_parameters=find_unused)
     model.register_comm_hook(dist.group.WORLD, default_hooks.allreduce_hook)
-    opt = torch.optim.SGD(module.net.parameters(), lr=0.1, momentum=0.9)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     data = batches()
     for step in range(STEPS):
         opt.zero_grad()
@@ -160,12 +253,12 @@ def ddp(rank: int, world: int) -> dict[str, Any]:
             model(_rows(x2, rank, world).to(device)), _rows(y2, rank, world).to(device)
         ).backward()
         opt.step()
-    return {"state": {k: v.cpu().flatten().tolist() for k, v in module.net.state_dict().items()}}
+    return {"state": {k: v.cpu().flatten().tolist() for k, v in net.state_dict().items()}}
 
 
 def _fsdp2_model(device: torch.device, seed: int = 0) -> torch.nn.Module:
     """The model sharded per layer and at the root (seed 0: the reference's weights, else random ones)."""
-    from torch.distributed.fsdp import fully_shard
+    fully_shard = fully_shard_api()
 
     model = make_model()
     if seed:
@@ -212,7 +305,7 @@ def fsdp2(rank: int, world: int, checkpoint_path: str) -> dict[str, Any]:
 
 def fsdp2_cpu_gloo(rank: int, world: int) -> dict[str, Any]:
     """CPU training over gloo with torch_emu installed: the default mesh must stay on CPU."""
-    from torch.distributed.fsdp import fully_shard
+    fully_shard = fully_shard_api()
 
     dist.init_process_group("gloo", timeout=timedelta(seconds=120))
     model = make_model()
@@ -224,7 +317,26 @@ def fsdp2_cpu_gloo(rank: int, world: int) -> dict[str, Any]:
         for x, y in data[2 * step : 2 * step + 2]:
             torch.nn.functional.mse_loss(model(_rows(x, rank, world)), _rows(y, rank, world)).backward()
         opt.step()
-    return {"state": {k: v.full_tensor().flatten().tolist() for k, v in model.state_dict().items()}}
+    return {"state": {k: full_tensor(v).flatten().tolist() for k, v in model.state_dict().items()}}
+
+
+def _premul_sum(device: torch.device, world: int) -> dict[str, Any]:
+    """premul_sum: every rank's input times the factor, then summed; refused where the factor is out of reach."""
+    seen: dict[str, Any] = {}
+    rank = dist.get_rank()
+    if premul_sum_has_factor():
+        t = torch.full((2,), float(rank + 1), device=device)
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
+        seen["premul_sum"] = t.cpu().tolist()
+        a, r = torch.arange(2.0 * world, device=device), torch.empty(2, device=device)
+        dist.reduce_scatter_tensor(r, a, op=dist._make_nccl_premul_sum(torch.tensor(2.0)))
+        seen["premul_sum_reduce_scatter"] = (r.cpu().tolist(), a.cpu().tolist())
+    elif hasattr(dist, "_make_nccl_premul_sum"):
+        try:
+            dist.all_reduce(torch.ones(2, device=device), op=dist._make_nccl_premul_sum(0.5))
+        except ValueError as exc:
+            seen["premul_sum_refused"] = str(exc)
+    return seen
 
 
 def collectives(rank: int, world: int) -> dict[str, Any]:
@@ -238,13 +350,7 @@ def collectives(rank: int, world: int) -> dict[str, Any]:
         t = torch.tensor([float(rank), 10.0 - rank], device=device)
         dist.all_reduce(t, op=op)
         seen[name] = t.cpu().tolist()
-    if hasattr(dist, "_make_nccl_premul_sum"):  # premul_sum: every rank's input times the factor, then summed
-        t = torch.full((2,), float(rank + 1), device=device)
-        dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
-        seen["premul_sum"] = t.cpu().tolist()
-        a, r = torch.arange(2.0 * world, device=device), torch.empty(2, device=device)
-        dist.reduce_scatter_tensor(r, a, op=dist._make_nccl_premul_sum(torch.tensor(2.0)))
-        seen["premul_sum_reduce_scatter"] = (r.cpu().tolist(), a.cpu().tolist())
+    seen.update(_premul_sum(device, world))
     t = torch.full((3,), float(rank), device=device)
     dist.broadcast(t, world - 1)
     seen["broadcast"] = t.cpu().tolist()
@@ -344,20 +450,20 @@ def regroup(rank: int, world: int, second_port: int) -> dict[str, Any]:
 
 
 def dtensor(rank: int, world: int) -> dict[str, Any]:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    api = dtensor_api()
+    Replicate, Shard, distribute_tensor = api.Replicate, api.Shard, api.distribute_tensor
 
     device = _init(rank)
-    mesh = init_device_mesh("emu", (world,))
+    mesh = init_device_mesh_api()("emu", (world,))
     torch.manual_seed(0)
     a, b = torch.randn(8, 6), torch.randn(6, 4)
     da = distribute_tensor(a.to(device), mesh, [Shard(0)])
     db = distribute_tensor(b.to(device), mesh, [Replicate()])
-    product = (da @ db).redistribute(mesh, [Replicate()]).full_tensor().cpu()
+    product = full_tensor((da @ db).redistribute(mesh, [Replicate()])).cpu()
     moved = da.redistribute(mesh, [Replicate()]).redistribute(mesh, [Shard(1)])
     return {
         "matmul_error": float((product - a @ b).abs().max()),
-        "redistribute_exact": bool(torch.equal(moved.full_tensor().cpu(), a)),
+        "redistribute_exact": bool(torch.equal(full_tensor(moved).cpu(), a)),
         "local_shape": list(moved.to_local().shape),
     }
 
@@ -376,18 +482,17 @@ def _train_fsdp2(
 
 
 def _full_state(model: torch.nn.Module) -> dict[str, list[float]]:
-    return {k: v.full_tensor().cpu().flatten().tolist() for k, v in model.state_dict().items()}
+    return {k: full_tensor(v).cpu().flatten().tolist() for k, v in model.state_dict().items()}
 
 
 def mesh_2d(rank: int, world: int) -> dict[str, Any]:
     """A 2-D DeviceMesh (replicate x shard, new_group subgroups of eccl): each dimension's group sums its own ranks,
     and HSDP (fully_shard on the 2-D mesh: all_reduce across replicas, reduce_scatter within one) matches the
     reference."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    fully_shard = fully_shard_api()
 
     device = _init(rank)
-    mesh = init_device_mesh("emu", (2, world // 2), mesh_dim_names=("replicate", "shard"))
+    mesh = init_device_mesh_api()("emu", (2, world // 2), mesh_dim_names=("replicate", "shard"))
     sums = {}
     for name in ("replicate", "shard"):
         group = mesh[name].get_group()
@@ -437,14 +542,24 @@ def _checkpoint_round_trip(
 
 def fsdp1(rank: int, world: int) -> dict[str, Any]:
     """FullyShardedDataParallel (FSDP1, where the release still has it) per Linear, with activation checkpointing."""
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        CheckpointImpl,
+        apply_activation_checkpointing,
+        checkpoint_wrapper,
+    )
+    from torch.distributed.fsdp import FullStateDictConfig, StateDictType
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
     device = _init(rank)
     model = FSDP(make_model(), device_id=device, auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}))
-    apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, torch.nn.Linear))
+    # Non-reentrant, as the newer releases default to (torch 2.1's reentrant default drops the graph for inputs that
+    # do not require grad).
+    apply_activation_checkpointing(
+        model,
+        checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT),
+        check_fn=lambda m: isinstance(m, torch.nn.Linear),
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     data = batches()
     for step in range(STEPS):
@@ -453,7 +568,9 @@ def fsdp1(rank: int, world: int) -> dict[str, Any]:
             out = model(_rows(x, rank, world).to(device))
             torch.nn.functional.mse_loss(out, _rows(y, rank, world).to(device)).backward()
         opt.step()
-    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+    config = FullStateDictConfig(offload_to_cpu=False, rank0_only=False)  # every release with FSDP1 has it
+    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, config):
+        full = model.state_dict()
     return {
         "state": {k: v.cpu().flatten().tolist() for k, v in full.items()},
         "flat_device": str(next(iter(model.parameters())).device),
