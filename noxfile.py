@@ -185,6 +185,22 @@ def sanitize_plugin(session: nox.Session) -> None:
     session.run("python", "scripts/sanitize.py", "plugin", "-q", *session.posargs)
 
 
+@nox.session(name="pytorch-distributed", venv_backend="venv")
+def pytorch_distributed(session: nox.Session) -> None:
+    """PyTorch's DistributedTest suite on eccl (emu tensors) against gloo (CPU tensors), beside torch 2.13.0 CPU
+    (plugin/distributed_suite/run_suite.py; not in CI: an hour or more). Builds torch2.13-cpu-drv2 when it is not up
+    to date; args after -- go to pytest (e.g. -- -k all_reduce)."""
+    import json
+
+    session.install(*ORCHESTRATION, "torch==2.13.0", "numpy", "pytest", "expecttest", "hypothesis")
+    build = "torch2.13-cpu-drv2"
+    session.run("python", "-m", "torch_buildmatrix", "build", "--builds-only", "--build", build)
+    record = json.loads(Path(f"wheels/results/builds/{build}.json").read_text(encoding="utf-8"))
+    session.install(*(str(Path("wheels", record[key]["path"])) for key in ("wheel", "sdk_wheel")))
+    out = Path("build/distributed-suite")
+    session.run("python", "plugin/distributed_suite/run_suite.py", "--out", str(out), "--", *session.posargs)
+
+
 @nox.session(name="docker-engine")
 def docker_engine(session: nox.Session) -> None:
     """Make a Docker engine answer (Debian, root): install docker.io if missing, start dockerd, say what was done."""
