@@ -7,16 +7,17 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
-from torch_emu._eccl_work import EmuWork, WorkKeeper, _DoneWork, _P2PWork, _WrappedWork
+from torch_emu._eccl_work import EmuWork, WorkKeeper, _DoneWork, _KeptWork, _P2PWork, _WrappedWork
 from torch_emu._library import ops as _ops
 from torch_emu.distributed import BACKEND, DEVICE, available
 
 _SUM, _PROD, _MAX, _MIN, _AVG = 0, 1, 2, 3, 4
+_Kept = TypeVar("_Kept", bound=_KeptWork)
 # torch.distributed exports AllgatherOptions from torch 2.2; c10d's module has it in every release.
 _AllgatherOptions = torch._C._distributed_c10d.AllgatherOptions
 
@@ -176,14 +177,18 @@ class ProcessGroupECCL(dist.ProcessGroup):
                 _ops.comm_group_end()
 
     # Every work handed out is kept alive until waited for or its future is taken (see WorkKeeper).
+    def _kept(self, work: _Kept) -> _Kept:
+        work.kept_by(self._keeper)
+        return work
+
     def _work(self, result: list[torch.Tensor], device: torch.device, blocking: bool = False) -> EmuWork:
-        return EmuWork(result, device, blocking).kept_by(self._keeper)
+        return self._kept(EmuWork(result, device, blocking))
 
     def _done(self, result: list[torch.Tensor]) -> EmuWork:
-        return _DoneWork(result).kept_by(self._keeper)
+        return self._kept(_DoneWork(result))
 
     def _wrapped(self, inner: Any) -> dist.Work:
-        return _WrappedWork(inner).kept_by(self._keeper)
+        return self._kept(_WrappedWork(inner))
 
     # ---- collectives ----
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
@@ -351,7 +356,7 @@ class ProcessGroupECCL(dist.ProcessGroup):
         self._pending.device = device
         for tensor in tensors:
             self._pending.ops.append(_P2P(send, _contiguous(_real(tensor), "send/recv tensor"), peer))
-        return _P2PWork(self, tensors, device).kept_by(self._keeper)
+        return self._kept(_P2PWork(self, tensors, device))
 
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int = 0) -> dist.Work:
         return self._queue_p2p(True, tensors, dst)

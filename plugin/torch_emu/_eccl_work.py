@@ -37,16 +37,29 @@ class WorkKeeper:
     def clear(self) -> None:
         self._works.clear()
 
-    def __len__(self) -> int:
-        return len(self._works)
+
+class _KeptWork(dist.Work):
+    """A Work a WorkKeeper may hold: let go once it is waited for or its future is taken."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._keeper: WorkKeeper | None = None
+
+    def kept_by(self, keeper: WorkKeeper) -> None:
+        self._keeper = keeper
+        keeper.keep(self)
+
+    def _let_go(self) -> None:
+        if self._keeper is not None:
+            self._keeper.release(self)
+            self._keeper = None
 
 
-class EmuWork(dist.Work):
+class EmuWork(_KeptWork):
     """A queued collective: an emu event recorded after it on its stream."""
 
     def __init__(self, result: list[torch.Tensor], device: torch.device | None, blocking: bool = False) -> None:
         super().__init__()
-        self._keeper: WorkKeeper | None = None
         self._result = result
         self._device = device
         self._event = None
@@ -54,16 +67,6 @@ class EmuWork(dist.Work):
             self._event = torch.emu.Event()  # type: ignore[attr-defined]
             self._event.record(torch.emu.current_stream(device))  # type: ignore[attr-defined]
         self._blocking = blocking
-
-    def kept_by(self, keeper: WorkKeeper) -> EmuWork:
-        self._keeper = keeper
-        keeper.keep(self)
-        return self
-
-    def _let_go(self) -> None:
-        if self._keeper is not None:
-            self._keeper.release(self)
-            self._keeper = None
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
         self._let_go()
@@ -101,23 +104,12 @@ class _DoneWork(EmuWork):
         super().__init__(result, None)
 
 
-class _WrappedWork(dist.Work):
+class _WrappedWork(_KeptWork):
     """A gloo work behind this group's name (CPU tensors)."""
 
     def __init__(self, inner: Any) -> None:
         super().__init__()
         self._inner = inner
-        self._keeper: WorkKeeper | None = None
-
-    def kept_by(self, keeper: WorkKeeper) -> _WrappedWork:
-        self._keeper = keeper
-        keeper.keep(self)
-        return self
-
-    def _let_go(self) -> None:
-        if self._keeper is not None:
-            self._keeper.release(self)
-            self._keeper = None
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
         self._let_go()
