@@ -158,13 +158,15 @@ CUDA_DDP_SCRIPT = """\
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    assert dist.is_nccl_available()
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    assert dist.is_nccl_available() and torch.cuda.nccl.version() >= (2, 7)
     dist.init_process_group(backend="nccl")
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local_rank)
     torch.manual_seed(0)
     model = DDP(torch.nn.Linear(4, 2).cuda(), device_ids=[local_rank])
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=0.1)
     for _ in range(3):
         opt.zero_grad()
         model(torch.randn(8, 4, device="cuda")).square().mean().backward()

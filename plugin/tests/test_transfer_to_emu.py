@@ -250,3 +250,88 @@ def test_make_graphed_callables_maps_to_emu():
     done = _run(GRAPHED_CALLABLES_SCRIPT, "-W", "ignore:torch_emu.contrib.transfer_to_emu")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["graphed"]
+
+
+TORCHSCRIPT_SCRIPT = """
+import torch
+import torch_emu.contrib.transfer_to_emu
+import torch.distributed.optim  # scripts its functional optimizers at import
+
+
+@torch.jit.script
+def shifted(x: torch.Tensor, device: torch.device) -> torch.Tensor:
+    fixed = torch.tensor([1.0, 2.0], device=torch.device("cpu")).to(device)
+    return x.to(device) + torch.zeros(2, device=device) + fixed
+
+
+print(shifted(torch.ones(2), torch.device("cpu")).tolist(), shifted(torch.ones(2), torch.device("cuda")).device)
+"""
+
+
+@pytest.mark.deep
+def test_torchscript_compiles_code_calling_the_mapped_functions(tmp_path):
+    # TorchScript knows torch.zeros, torch.tensor and torch.device by identity: the stand-ins must keep their ops.
+    script = tmp_path / "scripted.py"  # TorchScript reads the source
+    script.write_text(TORCHSCRIPT_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore:torch_emu.contrib.transfer_to_emu", str(script)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[2.0,", "3.0]", "emu:0"]
+
+
+PICKLE_SCRIPT = """
+import pickle
+import sys
+
+import torch
+import torch_emu.contrib.transfer_to_emu
+
+# Devices, the device class and generators pickle after the swap (DDP, torch.save and multiprocessing pickle them)
+generator = torch.Generator("cpu")
+generator.manual_seed(7)
+objects = [torch.device("cpu"), torch.device("cuda:1"), torch.device, torch.Generator, {"at": torch.device("emu", 0)}]
+back = pickle.loads(pickle.dumps(objects))
+assert back == objects, back
+assert pickle.loads(pickle.dumps(generator)).initial_seed() == 7
+with open(sys.argv[1], "wb") as out:
+    pickle.dump(objects[:3], out)
+print("pickled")
+"""
+
+UNPICKLE_SCRIPT = """
+import pickle
+import sys
+
+import torch
+import torch_emu
+
+# A process without transfer_to_emu loads them through torch's own classes
+loaded = pickle.load(open(sys.argv[1], "rb"))
+assert loaded == [torch.device("cpu"), torch.device("emu", 1), torch.device], loaded
+assert loaded[2] is torch.device
+print("loaded")
+"""
+
+
+@pytest.mark.deep
+def test_devices_and_generators_pickle_after_the_swap(tmp_path):
+    data = str(tmp_path / "devices.pickle")
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore:torch_emu.contrib.transfer_to_emu", "-c", PICKLE_SCRIPT, data],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["pickled"]
+    plain = subprocess.run(
+        [sys.executable, "-c", UNPICKLE_SCRIPT, data], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.split() == ["loaded"]

@@ -28,6 +28,10 @@ from torch_emu._library import ops as _ops
 
 BACKEND = "eccl"
 DEVICE = "emu"
+# The NCCL release whose collective features eccl offers, for code that checks torch.cuda.nccl.version() after
+# transfer_to_emu: send/recv (NCCL 2.7), bfloat16 and ReduceOp.AVG (2.10), PREMUL_SUM (2.11). Not communicator
+# splitting (2.18) or shrinking (2.27), which eccl lacks.
+NCCL_EQUIVALENT = (2, 11, 0)
 
 
 def available() -> tuple[bool, str]:

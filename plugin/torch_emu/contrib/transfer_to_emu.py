@@ -21,6 +21,7 @@ category from site-packages: it reads it before site-packages is on the path), o
 
 from __future__ import annotations
 
+import copyreg
 import functools
 import re
 import warnings
@@ -87,7 +88,17 @@ def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(*args, **kwargs)
 
     setattr(wrapper, _PATCHED_MARK, True)
+    _same_builtin(fn, wrapper)
     return wrapper
+
+
+def _same_builtin(original: Any, stand_in: Any) -> None:
+    """TorchScript knows torch's functions by identity (torch.zeros is aten::zeros): the stand-in gets the original's
+    entry, or scripting code that calls it fails (torch.distributed.optim scripts its optimizers at import). Scripted
+    code calls the op itself, so a 'cuda' device inside TorchScript is not mapped."""
+    op = torch.jit._builtins._find_builtin(original)
+    if op is not None:
+        torch.jit._builtins._register_builtin(stand_in, op)
 
 
 def _tensor_cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> torch.Tensor:
@@ -102,33 +113,11 @@ def _module_cuda(self: torch.nn.Module, device: Any = None) -> torch.nn.Module:
     return self.to(_swap(device) if device is not None else "emu")
 
 
-def _patch_device_constructor() -> None:
-    original = torch.device
-    if getattr(original, _PATCHED_MARK, False):
-        return
-
-    class _DeviceMeta(type):
-        def __instancecheck__(cls, obj: object) -> bool:
-            return isinstance(obj, original)
-
-        def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-            if args and isinstance(args[0], str):
-                args = (_swap(args[0]), *args[1:])
-            if "type" in kwargs:
-                kwargs["type"] = _swap(kwargs["type"])
-            return original(*args, **kwargs)
-
-    class device(metaclass=_DeviceMeta):
-        pass
-
-    setattr(device, _PATCHED_MARK, True)
-    device.__doc__ = original.__doc__
-    torch.device = device  # type: ignore[misc,assignment]
-
-
 def _swap_device_class(original: Any) -> Any:
-    """A stand-in for a C++ class taking a device as its first argument or `device=` (torch.Generator):
-    constructing it maps 'cuda' to emu; isinstance and issubclass see the original class."""
+    """A stand-in for a C++ class torch exposes at the top level taking a device as its first argument or `type=` /
+    `device=` (torch.device, torch.Generator): constructing it maps 'cuda' to emu and gives the original class's
+    object; isinstance and issubclass see the original class. It is named torch.<name>, the attribute it replaces, so
+    pickle finds it there (objects of the original class pickle through it too: see _pickle_through)."""
 
     class _SwappingMeta(type):
         def __instancecheck__(cls, obj: object) -> bool:
@@ -145,7 +134,30 @@ def _swap_device_class(original: Any) -> Any:
                     kwargs[key] = _swap(kwargs[key])
             return original(*args, **kwargs)
 
-    return _SwappingMeta(original.__name__, (), {"__doc__": original.__doc__, _PATCHED_MARK: True})
+    name = original.__name__
+    namespace = {"__doc__": original.__doc__, "__module__": "torch", "__qualname__": name, _PATCHED_MARK: True}
+    stand_in = _SwappingMeta(name, (), namespace)
+    _same_builtin(original, stand_in)
+    _pickle_through(original, name)
+    return stand_in
+
+
+def _pickle_through(original: Any, name: str) -> None:
+    """An object of the original class pickles as a call of torch.<name>: its own reduction names the class by its
+    qualified name, which after the swap is the stand-in, and pickle refuses a name that is another object. In a
+    process without transfer_to_emu the same pickle loads through the original class."""
+    reduce = original.__reduce__
+
+    def reduce_through_torch(obj: Any) -> Any:
+        reduced = reduce(obj)
+        return (getattr(torch, name), *reduced[1:])
+
+    copyreg.pickle(original, reduce_through_torch)
+
+
+def _patch_device_constructor() -> None:
+    if not getattr(torch.device, _PATCHED_MARK, False):
+        torch.device = _swap_device_class(torch.device)  # type: ignore[misc,assignment]
 
 
 def _patch_generator() -> None:
@@ -288,6 +300,12 @@ def _patch_distributed() -> None:
         setattr(dist.distributed_c10d, name, getattr(dist, name))
     dist.is_nccl_available = lambda: True  # type: ignore[assignment]
     dist.distributed_c10d.is_nccl_available = dist.is_nccl_available
+    import torch.cuda.nccl
+
+    # A script (PyTorch's own tests among them) gates features on NCCL's version: answer the level eccl offers.
+    from torch_emu.distributed import NCCL_EQUIVALENT
+
+    torch.cuda.nccl.version = lambda: NCCL_EQUIVALENT  # type: ignore[assignment]
 
 
 def apply() -> None:
