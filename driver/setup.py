@@ -1,7 +1,7 @@
 """Builds the emu driver's user-space runtime wheel (`emu-driver`) at one API version.
 
-The API version comes from EMU_DRIVER_API_VERSION ("2.3" by default) and becomes the
-wheel's version (2.3.0+emu), the generated emu_driver_version.h, and emu_driver.api_version.
+The API version comes from EMU_DRIVER_API_VERSION ("2.4" by default) and becomes the
+wheel's version (2.4.0+emu), the generated emu_driver_version.h, and emu_driver.api_version.
 The local label (+emu) is what makes an exact pin squat-proof: the public index refuses
 local versions, so nobody can publish an emu-driver==2.2.0+emu there.
 The library is a plain shared object (not a Python extension): the wheel is tagged
@@ -26,7 +26,7 @@ LOCAL_LABEL = "emu"
 
 
 def api_version() -> tuple[int, int]:
-    text = os.environ.get("EMU_DRIVER_API_VERSION", "2.3")
+    text = os.environ.get("EMU_DRIVER_API_VERSION", "2.4")
     match = re.fullmatch(r"(\d+)\.(\d+)", text)
     if not match:
         raise SystemExit(f"EMU_DRIVER_API_VERSION={text!r}: expected MAJOR.MINOR, for example 2.2")

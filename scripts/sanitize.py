@@ -79,7 +79,7 @@ def driver(pytest_args: list[str]) -> None:
 def plugin(pytest_args: list[str]) -> None:
     env = sanitized_env(leaks=False)
     pip = [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--force-reinstall", "-q"]
-    timed("driver built with ASan + UBSan", [*pip, "./driver"], {**env, "EMU_DRIVER_API_VERSION": "2.3"})
+    timed("driver built with ASan + UBSan", [*pip, "./driver"], {**env, "EMU_DRIVER_API_VERSION": "2.4"})
     with tempfile.TemporaryDirectory() as scratch:
         # The plugin's build takes the environment's compile and link flags; it reads its version from PLUGIN_VERSION,
         # which the build matrix writes: this copy gets one. The suite runs from a copy with a pytest.ini of its own,

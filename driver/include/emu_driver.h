@@ -22,6 +22,9 @@
  *        and point-to-point transfers are work queued on an emu stream; and
  *        stream capture: work queued on a capturing stream is recorded into a
  *        graph instead of run, and an instantiated graph replays it.
+ *   2.4  adds activity tracing: each kernel, copy, memset and collective a
+ *        stream runs is recorded with its start and end, for profilers (as
+ *        CUPTI does for CUDA).
  * Symbols of a newer API are absent from a library built at an older one.
  */
 #ifndef EMU_DRIVER_H_
@@ -44,6 +47,7 @@ extern "C" {
 #define EMU_DRIVER_HAS_HOST_ALLOC (EMU_DRIVER_VERSION >= 2002)
 #define EMU_DRIVER_HAS_COMM (EMU_DRIVER_VERSION >= 2003)
 #define EMU_DRIVER_HAS_GRAPHS (EMU_DRIVER_VERSION >= 2003)
+#define EMU_DRIVER_HAS_TRACING (EMU_DRIVER_VERSION >= 2004)
 
 typedef enum emuError_t {
   emuSuccess = 0,
@@ -352,6 +356,48 @@ EMU_API emuError_t emuGraphLaunch(emuGraphExec_t exec, emuStream_t stream);
 /* Destroying a graph or an instance never waits: queued replays keep what they need. */
 EMU_API emuError_t emuGraphExecDestroy(emuGraphExec_t exec);
 EMU_API emuError_t emuGraphDestroy(emuGraph_t graph);
+#endif
+
+#if EMU_DRIVER_HAS_TRACING
+/* ---- activity tracing (API 2.4) ------------------------------------------ */
+/* While tracing is on, every piece of work a stream of any device runs (a kernel, a copy, a memset, a collective
+ * or point-to-point transfer, a replayed graph's node) is recorded when it ends: what it was, where it ran, the
+ * queuing host thread's correlation id, and when it was queued, started and ended (CLOCK_REALTIME nanoseconds,
+ * the clock PyTorch's profiler uses). Event records and waits are not recorded. Work queued before
+ * emuTraceStart is not recorded, work queued before emuTraceStop is. Records wait in the driver until read;
+ * past EMU_TRACE_CAPACITY unread records, further ones are counted as dropped instead. */
+#define EMU_TRACE_CAPACITY (1u << 20)
+#define EMU_TRACE_NAME_LENGTH 128
+
+typedef enum emuActivityKind {
+  emuActivityKernel = 1,
+  emuActivityMemcpy = 2, /* name: "Memcpy HtoD", "Memcpy DtoH", "Memcpy DtoD" or "Memcpy HtoH" */
+  emuActivityMemset = 3, /* name: "Memset" */
+  emuActivityCollective = 4, /* name: "eccl " and the call, e.g. "eccl AllReduce" */
+} emuActivityKind;
+
+typedef struct emuActivityRecord {
+  emuActivityKind kind;
+  int device;
+  uint64_t stream; /* the stream's number on its device: 0 is the default stream, created streams count from 1 */
+  uint64_t correlation; /* the queuing thread's innermost emuTracePushCorrelation id, 0 if it had none */
+  int64_t queued_ns;
+  int64_t start_ns;
+  int64_t end_ns;
+  char name[EMU_TRACE_NAME_LENGTH]; /* a kernel's label (emuTraceLabel) or "kernel"; NUL-terminated, truncated */
+} emuActivityRecord;
+
+EMU_API emuError_t emuTraceStart(void);
+EMU_API emuError_t emuTraceStop(void);
+EMU_API int emuTraceIsOn(void); /* 1 while tracing is on, else 0: cheap enough to ask before each launch */
+/* Per host thread: the name of the next kernel this thread launches (then cleared; null clears it now). */
+EMU_API emuError_t emuTraceLabel(const char* name);
+/* Per host thread: work this thread queues carries the innermost id (as CUPTI's external correlation ids). */
+EMU_API emuError_t emuTracePushCorrelation(uint64_t id);
+EMU_API emuError_t emuTracePopCorrelation(void); /* emuErrorInvalidValue if the thread has none pushed */
+/* Moves up to capacity recorded activities, oldest first, into records; *count is how many. *dropped (if not
+ * null) is how many were dropped since the previous read (the buffer was full). */
+EMU_API emuError_t emuTraceRead(emuActivityRecord* records, size_t capacity, size_t* count, uint64_t* dropped);
 #endif
 
 #ifdef __cplusplus

@@ -60,7 +60,7 @@ Comm* find_comm(emuComm_t handle, emuError_t* error) {
 
 // ---- queueing ----
 // Runs work on the stream in the communicator's queue order; a failed communicator fails the task at once.
-emuError_t enqueue(Comm* c, Stream* s, std::function<bool()> work) {
+emuError_t enqueue(Comm* c, Stream* s, const char* name, std::function<bool()> work) {
   // Refused before a ticket is taken: a ticket that never runs would stall the communicator's later transfers.
   if (emuError_t refused = refuse_while_capturing(s, "a collective or point-to-point transfer"))
     return refused;
@@ -72,6 +72,11 @@ emuError_t enqueue(Comm* c, Stream* s, std::function<bool()> work) {
     ticket = c->tickets++;
     ++c->pending;
   }
+#if EMU_DRIVER_HAS_TRACING
+  TracedAs traced(emuActivityCollective, name);
+#else
+  (void)name;
+#endif
   return submit(s, [c, ticket, work = std::move(work)] {
     {
       std::unique_lock<std::mutex> lock(c->mu);
@@ -171,7 +176,9 @@ emuError_t collective(
   if ((err = buffer(c, send, send_bytes, "sendbuf", &s)) || (err = buffer(c, recv, recv_bytes, "recvbuf", &r)))
     return err;
   Collective x{Desc{uint32_t(kind), uint32_t(type), uint32_t(op), root, uint64_t(count), 0}, type, op, s, r};
-  return enqueue(c, k.stream, [c, x]() mutable {
+  static const char* const names[] = {
+      "eccl Barrier", "eccl AllReduce", "eccl Reduce", "eccl Broadcast", "eccl AllGather", "eccl ReduceScatter"};
+  return enqueue(c, k.stream, names[kind - kBarrier], [c, x]() mutable {
     x.desc.seq = c->seq++;
     return run_collective(c, x);
   });
@@ -198,7 +205,7 @@ emuError_t flush_group(Group& g) {
   emuError_t err = check_call(g.comm, g.stream, emuUint8, &k);
   if (err != emuSuccess)
     return err;
-  return enqueue(k.comm, k.stream, [c = k.comm, ops]() mutable { return run_p2p(c, ops); });
+  return enqueue(k.comm, k.stream, "eccl SendRecv", [c = k.comm, ops]() mutable { return run_p2p(c, ops); });
 }
 
 emuError_t point_to_point(

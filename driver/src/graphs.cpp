@@ -80,6 +80,9 @@ emuError_t emuLaunchKernelRetained(emuKernelFn fn, void* args, emuKernelReleaseF
     return err;
   // Owned by the driver from here, also when the launch fails (a spoilt capture): the release runs then.
   auto kernel = std::make_shared<emu::RetainedKernel>(fn, args, release);
+#if EMU_DRIVER_HAS_TRACING
+  emu::TracedAs traced(emuActivityKernel, nullptr);
+#endif
   return emu::submit_node(s, [kernel] { return emu::Task{[kernel] { return kernel->fn(kernel->args); }, {}, 0}; });
 }
 

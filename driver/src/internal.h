@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "emu_driver.h"
@@ -40,6 +41,7 @@ struct Device {
   size_t used = 0;
   std::vector<Stream*> streams; // every live stream of the device, default first
   Stream* default_stream = nullptr;
+  uint64_t next_stream_number = 1; // guarded by mu: a created stream's number (the default stream's is 0)
 
   bool contains(const void* p) const {
     auto c = static_cast<const char*>(p);
@@ -67,11 +69,19 @@ int& current_device_index();
 // run() is the work; after(), if set, runs once the stream counts the task as completed
 // (an event becomes complete only when a query of its stream would also say so).
 struct Task {
+  Task() = default;
+  Task(std::function<int()> run, std::function<void()> after = {}, uint64_t after_default = 0)
+      : run(std::move(run)), after(std::move(after)), after_default(after_default) {}
   std::function<int()> run;
   std::function<void()> after;
   // A created stream's task starts once its device's default stream has completed this many tasks:
   // the default stream's work queued before it (0 on the default stream itself).
   uint64_t after_default = 0;
+#if EMU_DRIVER_HAS_TRACING
+  // A replayed graph's node: what it was when captured (0: ask the queuing thread's TracedAs).
+  int traced_kind = 0;
+  std::string traced_name;
+#endif
 };
 
 #if EMU_DRIVER_HAS_GRAPHS
@@ -89,6 +99,7 @@ struct Capture {
 struct Stream {
   Device* device = nullptr;
   bool is_default = false;
+  uint64_t number = 0; // 0 for the default stream, then 1, 2, ... per device (the trace's stream id)
   std::mutex mu;
   std::condition_variable work_cv; // worker waits for tasks
   std::condition_variable idle_cv; // synchronizers wait for completion
@@ -134,6 +145,28 @@ bool find_pinned(const void* p, size_t bytes, void** base, size_t* size);
 // for it; returns the allocation's base to pass to pinned_use_done, or null for pageable memory.
 void* pinned_use_begin(const void* p, size_t bytes);
 void pinned_use_done(void* base);
+#endif
+
+#if EMU_DRIVER_HAS_TRACING
+// ---- activity tracing (API 2.4, trace.cpp) ----
+// Held by an API call while it queues work the trace records: what the work is and its name (null: a kernel's
+// label, or "kernel"). Work queued outside any TracedAs (event records and waits) is not recorded.
+struct TracedAs {
+  TracedAs(emuActivityKind kind, const char* name);
+  ~TracedAs();
+  TracedAs(const TracedAs&) = delete;
+  TracedAs& operator=(const TracedAs&) = delete;
+  emuActivityKind kind;
+  const char* name;
+  TracedAs* outer;
+};
+// While tracing is on, wraps task.run so that its record (what the calling thread's TracedAs says) is kept once
+// it has run; otherwise leaves the task alone.
+void trace_task(Stream* s, Task& task);
+#if EMU_DRIVER_HAS_GRAPHS
+// A node being captured keeps what the calling thread's TracedAs says it is, for the trace of its replays.
+GraphNode traced_node(GraphNode node);
+#endif
 #endif
 
 // Marks the calling thread as running a kernel (translate is allowed only then).

@@ -147,6 +147,10 @@ Stream* create_stream(Device* d, bool is_default) {
   auto* s = new Stream();
   s->device = d;
   s->is_default = is_default;
+  if (!is_default) {
+    std::lock_guard<std::mutex> lock(d->mu);
+    s->number = d->next_stream_number++;
+  }
 #if EMU_DRIVER_HAS_ASYNC
   s->worker = std::thread(worker_loop, s);
 #endif
@@ -200,6 +204,9 @@ namespace {
 
 // Queues (2.x) or runs at once (1.x) a task, whatever the stream's capture state.
 emuError_t enqueue(Stream* s, Task task) {
+#if EMU_DRIVER_HAS_TRACING
+  trace_task(s, task);
+#endif
 #if EMU_DRIVER_HAS_ASYNC
   Stream* d = s->device->default_stream;
   // The default stream's tasks queued so far: this one starts after them (0 when already done).
@@ -247,6 +254,9 @@ emuError_t submit_node(Stream* s, GraphNode node) {
         return fail(
             emuErrorStreamCaptureInvalidated,
             "the stream's capture was invalidated by " + s->capture->invalidated + "; end it with emuStreamEndCapture");
+#if EMU_DRIVER_HAS_TRACING
+      node = traced_node(std::move(node));
+#endif
       s->capture->nodes.push_back(std::move(node));
       return emuSuccess;
     }
@@ -398,6 +408,9 @@ emuError_t emuLaunchKernel(emuKernelFn fn, void* args, emuStream_t stream) {
   emu::Stream* s = emu::resolve_stream(rt, stream, &err);
   if (s == nullptr)
     return err;
+#if EMU_DRIVER_HAS_TRACING
+  emu::TracedAs traced(emuActivityKernel, nullptr);
+#endif
   return emu::submit(s, [fn, args] { return fn(args); });
 }
 
@@ -436,6 +449,10 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t count, emuMemcpyKin
   const bool src_device = kind == emuMemcpyDeviceToHost || kind == emuMemcpyDeviceToDevice;
   if (kind < emuMemcpyHostToHost || kind > emuMemcpyDeviceToDevice)
     return fail(emuErrorInvalidValue, "unknown emuMemcpyKind " + std::to_string(int(kind)));
+#if EMU_DRIVER_HAS_TRACING
+  static const char* const copy_names[] = {"Memcpy HtoH", "Memcpy HtoD", "Memcpy DtoH", "Memcpy DtoD"};
+  emu::TracedAs traced(emuActivityMemcpy, copy_names[int(kind) - int(emuMemcpyHostToHost)]);
+#endif
   if (dst_device) {
     if ((err = emu::translate(rt, dst, count, "dst", &to, nullptr)))
       return err;
@@ -485,6 +502,9 @@ emuError_t emuMemsetAsync(void* devPtr, int value, size_t count, emuStream_t str
     std::memset(host, value, count);
     return 0;
   };
+#if EMU_DRIVER_HAS_TRACING
+  emu::TracedAs traced(emuActivityMemset, "Memset");
+#endif
 #if EMU_DRIVER_HAS_GRAPHS
   return emu::submit_node(s, [run] { return emu::Task{run, {}, 0}; });
 #else

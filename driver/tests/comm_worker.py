@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from emu_ctypes import Driver, EmuError
+from emu_ctypes import Driver, EmuError, read_trace
 
 FLOAT32, INT64, FLOAT16, BFLOAT16 = 5, 3, 4, 7
 SUM, PROD, MAX, MIN, AVG = 0, 1, 2, 3, 4
@@ -154,6 +154,37 @@ def scenario_collectives(r: Rank) -> dict[str, object]:
     return seen
 
 
+def scenario_traced(r: Rank) -> dict[str, object]:
+    """API 2.4: a traced collective and a point-to-point exchange are recorded with the caller's correlation id."""
+    buf = r.put(array.array("f", [1.0] * 4))
+    r.drv.call("emuTraceStart")
+    r.drv.call("emuTracePushCorrelation", ctypes.c_uint64(100 + r.rank))
+    r.drv.call(
+        "emuCommAllReduce",
+        ctypes.c_void_p(buf),
+        ctypes.c_void_p(buf),
+        ctypes.c_size_t(4),
+        FLOAT32,
+        SUM,
+        r.comm,
+        r.stream,
+    )
+    peer = 1 - r.rank
+    r.drv.call("emuCommGroupStart")
+    r.drv.call("emuCommSend", ctypes.c_void_p(buf), ctypes.c_size_t(4), FLOAT32, peer, r.comm, r.stream)
+    r.drv.call("emuCommRecv", ctypes.c_void_p(buf), ctypes.c_size_t(4), FLOAT32, peer, r.comm, r.stream)
+    r.drv.call("emuCommGroupEnd")
+    r.drv.call("emuTracePopCorrelation")
+    r.drv.call("emuTraceStop")
+    r.sync()
+    records, dropped = read_trace(r.drv)
+    return {
+        "records": [[x.kind, x.name.decode(), x.correlation, x.end_ns >= x.start_ns] for x in records],
+        "dropped": dropped,
+        "value": r.get(buf, "f", 4),
+    }
+
+
 def scenario_async(r: Rank) -> dict[str, object]:
     """Rank 1 arrives late: rank 0's call must return before it does (the stream waits, not the caller)."""
     buf = r.put(array.array("f", [1.0]))
@@ -218,6 +249,8 @@ def main() -> None:
         seen = scenario_collectives(r)
     elif scenario == "async":
         seen = scenario_async(r)
+    elif scenario == "traced":
+        seen = scenario_traced(r)
     elif scenario == "dead":
         if rank == 1:
             os._exit(0)  # dies without destroying its communicator

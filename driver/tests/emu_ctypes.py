@@ -21,6 +21,29 @@ class DeviceProp(ctypes.Structure):
     ]
 
 
+class Record(ctypes.Structure):
+    """emuActivityRecord (API 2.4)."""
+
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("device", ctypes.c_int),
+        ("stream", ctypes.c_uint64),
+        ("correlation", ctypes.c_uint64),
+        ("queued_ns", ctypes.c_int64),
+        ("start_ns", ctypes.c_int64),
+        ("end_ns", ctypes.c_int64),
+        ("name", ctypes.c_char * 128),
+    ]
+
+
+def read_trace(drv: Driver, capacity: int = 64) -> tuple[list[Record], int]:
+    """emuTraceRead: up to capacity records, and how many were dropped."""
+    records = (Record * capacity)()
+    count, dropped = ctypes.c_size_t(), ctypes.c_uint64()
+    drv.call("emuTraceRead", records, ctypes.c_size_t(capacity), ctypes.byref(count), ctypes.byref(dropped))
+    return [records[i] for i in range(count.value)], dropped.value
+
+
 class EmuError(Exception):
     def __init__(self, code: int, name: str, message: str) -> None:
         super().__init__(f"{name}: {message}")

@@ -23,6 +23,11 @@ def lib23(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_library(tmp_path_factory.mktemp("driver2.3"), 2, 3)
 
 
+@pytest.fixture(scope="module")
+def lib24(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_library(tmp_path_factory.mktemp("driver2.4"), 2, 4)
+
+
 def unique_id(lib: Path) -> str:
     class UniqueId(ctypes.Structure):
         _fields_ = [("internal", ctypes.c_char * 128)]
@@ -76,6 +81,12 @@ def test_collectives_between_processes(lib23: Path, nranks: int) -> None:
         if me == 0:
             assert seen["reduce"] == [float(sum(range(1, n + 1)))]
         assert seen["ring"] == [float((me - 1) % n)] * 2
+
+
+def test_traced_transfers_are_recorded_with_their_correlation(lib24: Path) -> None:
+    for rank, seen in enumerate(run_ranks(lib24, "traced")):
+        assert seen["records"] == [[4, "eccl AllReduce", 100 + rank, True], [4, "eccl SendRecv", 100 + rank, True]]
+        assert seen["dropped"] == 0 and seen["value"] == [2.0] * 4
 
 
 def test_transfer_is_queued_not_waited_for(lib23: Path) -> None:
