@@ -115,6 +115,10 @@ library.libraries = [name for name in library.libraries if name != "torch_python
 # torch's headers are system headers (-isystem, in COMPILE_FLAGS): their warnings are torch's, not ours to fail on.
 TORCH_INCLUDES = [path for path in library.include_dirs if path in include_paths()]
 library.include_dirs = [path for path in library.include_dirs if path not in TORCH_INCLUDES]
+# Kineto's headers, in torch's include/kineto: the device traces' profiler (profiler/EmuDeviceTrace.cpp) includes them.
+TORCH_INCLUDES += [
+    str(Path(path, "kineto")) for path in include_paths() if Path(path, "kineto", "libkineto.h").is_file()
+]
 
 
 # The library's own compile and link flags. distutils starts from the building interpreter's sysconfig: its CFLAGS,

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
-import torch_emu  # noqa: F401  (registers the emu device on releases that do not autoload it)
+import torch_emu  # registers the emu device on releases that do not autoload it
 
 
 def make_step() -> Callable[[], None]:
@@ -36,14 +36,19 @@ def make_step() -> Callable[[], None]:
 
 
 def profilers() -> dict[str, Callable[[], AbstractContextManager[object]]]:
-    """The ways timed: bare, and each profiler a user points at emu."""
-    return {
+    """The ways timed: bare, and each profiler a user points at emu (device traces where this build has them)."""
+    ways: dict[str, Callable[[], AbstractContextManager[object]]] = {
         "bare": nullcontext,
         "torch.profiler (CPU ops, profile_memory)": lambda: torch.profiler.profile(
             activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True
         ),
         'autograd profiler (use_device="emu")': lambda: torch.autograd.profiler.profile(use_device="emu"),
     }
+    if torch_emu.device_traces()[0]:
+        ways["torch.profiler (CPU ops, emu device traces)"] = lambda: torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+        )
+    return ways
 
 
 def round_ms(step: Callable[[], None], context: Callable[[], AbstractContextManager[object]], steps: int) -> float:

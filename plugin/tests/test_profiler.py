@@ -83,3 +83,64 @@ def test_profile_memory_counts_emu_allocations_and_frees():
     assert frees == [-empties[1]], frees  # the free, outside any op
     assert all(e.cpu_memory_usage == 0 for e in prof.events() if e.name == "aten::empty")  # counted as device memory
     assert kept.numel() == 1 << 18
+
+
+def _requires_device_traces():
+    import torch_emu
+
+    ok, why = torch_emu.device_traces()
+    return pytest.mark.skipif(not ok, reason=f"not available: device traces {why}")
+
+
+def _profile_device_work():
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+    x = torch.randn(256, 256, device="emu")
+    pinned = torch.ones(256, pin_memory=True)
+    torch.emu.synchronize()
+    with torch.profiler.profile(activities=activities) as prof:
+        y = (x @ x).relu() + pinned.to("emu", non_blocking=True)  # a driver copy from pinned memory
+        host = y.sum(dim=0).cpu()  # a copy kernel into pageable memory
+    return prof, host
+
+
+@pytest.mark.deep  # depends on the wheel and torch only
+@pytest.mark.feature("profiler_device_traces")
+@_requires_device_traces()
+def test_profiler_shows_emu_kernels_with_device_time_linked_to_their_ops():
+    prof, host = _profile_device_work()
+    assert host.shape == (256,)
+    device = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+    names = {e.name for e in device}
+    assert {"torch_emu::native::mm", "torch_emu::copy_device_to_host", "Memcpy HtoD"} <= names, names
+    assert all(e.time_range.elapsed_us() >= 0 for e in device)
+    rows = {row.key: row for row in prof.key_averages()}
+    # The kernel's time is the op's device time, as CUDA kernels are their ops' (0 before device traces).
+    assert rows["aten::mm"].device_time_total > 0
+    assert rows["aten::mm"].device_time_total >= rows["torch_emu::native::mm"].device_time_total * 0.999
+
+
+@pytest.mark.deep  # depends on the wheel and torch only
+@pytest.mark.feature("profiler_device_traces")
+@_requires_device_traces()
+def test_exported_trace_puts_device_events_on_their_track_inside_their_ops(tmp_path):
+    import json
+    import os
+
+    prof, _ = _profile_device_work()
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    ops = {e["args"]["External id"]: e for e in events if e.get("cat") == "cpu_op" and "External id" in e["args"]}
+    device = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    assert {e["name"] for e in device} >= {"torch_emu::native::mm", "Memcpy HtoD"}
+    assert {e["cat"] for e in device} == {"kernel", "gpu_memcpy"}
+    tracks = {(e["pid"], e["tid"]) for e in device}
+    assert all(pid != os.getpid() for pid, _ in tracks), tracks  # the device's own track, not the CPU thread's
+    labels = {e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    assert "emu 0" in labels, labels
+    for event in device:
+        op = ops[event["args"]["External id"]]  # correlated: the CPU op that queued it
+        queued = event["ts"] - event["args"]["waited us"]
+        assert op["ts"] - 1 <= queued <= op["ts"] + op["dur"] + 1, (event["name"], op["name"])  # µs, rounded
+        assert event["ts"] >= queued and event["dur"] >= 0
+    assert any(ops[e["args"]["External id"]]["name"] == "aten::mm" for e in device if e["name"].endswith("::mm"))

@@ -12,6 +12,7 @@ __version__ = _build_info.PLUGIN_VERSION
 __all__ = [
     "backend_meta",
     "build_info",
+    "device_traces",
     "driver_api_version",
     "fallback_ops",
     "features",
@@ -74,6 +75,13 @@ def features() -> dict:
     """Which optional capabilities this build has (driver-gated)."""
     built = _ops.build_features()
     return {name: bool(built[name]) for name in ("async_streams", "event_timing", "pinned_memory", "graphs")}
+
+
+def device_traces() -> tuple[bool, str]:
+    """Whether torch.profiler shows emu's kernels, copies and collectives with device time
+    (ProfilerActivity.PrivateUse1), and why not: it needs driver API 2.4 and torch 2.13's profiler registry."""
+    reason = _ops.device_traces_unavailable()
+    return not reason, reason
 
 
 def fallback_ops() -> dict:

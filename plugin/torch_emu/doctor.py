@@ -45,6 +45,15 @@ def _collectives_line() -> str:
     )
 
 
+def _device_traces_line() -> str:
+    import torch_emu
+
+    ok, why = torch_emu.device_traces()
+    if not ok:
+        return f"  profiler    device traces not available: {why}"
+    return "  profiler    device traces (torch.profiler with ProfilerActivity.PrivateUse1 shows emu kernels)"
+
+
 def _first_computation() -> tuple[list[str], list[str]]:
     """Device lines and problems of a first computation on emu (only called when the extension loaded)."""
     import torch
@@ -52,7 +61,11 @@ def _first_computation() -> tuple[list[str], list[str]]:
     count = torch.emu.device_count()
     names = {torch.emu.get_device_name(i) for i in range(count)}
     memory = torch.emu.get_device_properties(0).total_memory >> 20 if count else 0
-    lines = [f"  devices     {count} x {', '.join(sorted(names))}, {memory} MiB each", _collectives_line()]
+    lines = [
+        f"  devices     {count} x {', '.join(sorted(names))}, {memory} MiB each",
+        _collectives_line(),
+        _device_traces_line(),
+    ]
     try:
         ok = torch.ones(4, device="emu").add(1).sum().item() == 8.0
     except Exception as exc:  # the runtime itself is broken: say so

@@ -8,7 +8,9 @@
 
 #include <exception>
 #include <memory>
+#include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 #include "runtime/EmuException.h"
@@ -22,6 +24,13 @@ emuError_t launch_retained(c10::DeviceIndex device, emuKernelFn fn, emuKernelRel
 #endif
 void after_launch(c10::DeviceIndex device);
 void set_kernel_error(const char* message);
+#if EMU_DRIVER_HAS_TRACING
+// While the driver traces (a profile with ProfilerActivity.PrivateUse1), each kernel is named after the function
+// that launched it: "torch_emu::softmax_out" for a lambda in torch_emu::(anonymous namespace)::softmax_out(...).
+bool tracing();
+std::string kernel_name(const std::type_info& body);
+void label_kernel(const char* name);
+#endif
 } // namespace detail
 
 // Queues body() on the current stream of `device`. The lambda owns what it captures
@@ -46,6 +55,12 @@ void launch(c10::DeviceIndex device, F&& body) {
     return 1;
   };
   auto release = [](void* args) { delete static_cast<Body*>(args); };
+#if EMU_DRIVER_HAS_TRACING
+  if (detail::tracing()) {
+    static const std::string name = detail::kernel_name(typeid(Body));
+    detail::label_kernel(name.c_str());
+  }
+#endif
   // The driver releases the work also when it refuses it (a spoilt capture): never ours again.
   EMU_CHECK(detail::launch_retained(device, run, release, work));
   detail::after_launch(device);
