@@ -47,12 +47,11 @@ def _cpu_math() -> contextlib.AbstractContextManager[None]:
 
 
 def _fused_switch() -> object:
-    """The backend sdpa_kernel enables emu's fused kernel with: its own flag from torch 2.9, whose sdpa_kernel is the
-    first to set it (2.5-2.8 have the flag but leave it on), else the memory-efficient flag (what torch's
-    overrideable backends answered to before)."""
+    """The backend sdpa_kernel enables emu's fused kernel with, as the build says (EmuAttention.cpp: OVERRIDEABLE from
+    torch 2.9, whose sdpa_kernel is the first to set it; the memory-efficient flag before)."""
     from torch.nn.attention import SDPBackend
 
-    return SDPBackend.OVERRIDEABLE if Version("2.9") <= TORCH else SDPBackend.EFFICIENT_ATTENTION
+    return getattr(SDPBackend, torch.ops.torch_emu.sdpa_switch())
 
 
 @dataclass(frozen=True)
@@ -306,6 +305,19 @@ def test_attention_dropout_takes_the_fused_kernel_and_follows_the_seed() -> None
 
 
 @requires_fused
+def _graph_nodes(node: object) -> set[str]:
+    """The names of the autograd nodes reachable from node."""
+    seen: set[str] = set()
+    todo = [node]
+    while todo:
+        current = todo.pop()
+        if current is None or current.name() in seen:  # type: ignore[attr-defined]
+            continue
+        seen.add(current.name())  # type: ignore[attr-defined]
+        todo.extend(child for child, _ in current.next_functions)  # type: ignore[attr-defined]
+    return seen
+
+
 def test_callers_backend_choice_is_honoured() -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -320,7 +332,9 @@ def test_callers_backend_choice_is_honoured() -> None:
             with pytest.raises(RuntimeError, match=r"does not take inputs that are not 4-D .* math backend"):
                 attention(q[0], k[0], v[0])
         else:  # torch 2.14 makes a 3-D input 4-D before choosing a backend: the fused kernel then takes it
-            assert attention(q[0], k[0], v[0]).grad_fn.name() == "SqueezeBackward1"
+            out = attention(q[0], k[0], v[0])
+            assert out.grad_fn.name() == "SqueezeBackward1"
+            assert FUSED_NODE in _graph_nodes(out.grad_fn)  # under the squeeze: emu's kernel, not the math backend
     neither = pytest.raises(RuntimeError, match=r"OVERRIDEABLE\) is disabled and the math backend")
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), neither:  # neither backend emu runs
         attention(q, k, v)

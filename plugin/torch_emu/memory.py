@@ -106,11 +106,9 @@ def _record_memory_history(
     """
     del device
     if enabled is not None and context in ("state", "alloc", "all") and not _ops.memory_history_stacks():
-        import torch
-
         warnings.warn(
-            f"torch_emu: torch {torch.__version__} cannot give the memory history stacks (they need torch 2.13 or "
-            f"later): recording it without stacks (context={context!r} taken as None)",
+            f"torch_emu cannot give the memory history stacks ({_ops.memory_history_stacks_unavailable()}): "
+            f"recording it without stacks (context={context!r} taken as None)",
             stacklevel=2,
         )
         context = None

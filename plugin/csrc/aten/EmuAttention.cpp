@@ -300,6 +300,12 @@ const std::unique_ptr<torch::Library> g_fused_attention = register_fused_attenti
 
 } // namespace
 
+TORCH_LIBRARY_FRAGMENT(torch_emu, m) {
+  // The SDPBackend member that switches emu's fused kernel in this build ("OVERRIDEABLE" or "EFFICIENT_ATTENTION"):
+  // the tests and callers read it here instead of repeating the release cutoff.
+  m.def("sdpa_switch() -> str", [] { return std::string(EMU_SDPA_SWITCH); });
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_sdp_choice", torch::CppFunction::makeFromBoxedFunction<&fused_sdp_choice_op>());
 }

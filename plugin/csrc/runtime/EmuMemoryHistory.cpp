@@ -240,6 +240,14 @@ bool memory_history_stacks() {
   return python_stacks_available();
 }
 
+// Why this build records the history without stacks ("" when it has them): the reason is the build's, not Python's.
+std::string memory_history_stacks_unavailable() {
+  if (python_stacks_available())
+    return "";
+  return std::string("torch_emu was built against torch ") + TORCH_VERSION +
+      ", whose unwinder does not take the GIL itself (torch 2.13 and later do)";
+}
+
 } // namespace
 
 HistoryOptions parse_history_options(
@@ -332,6 +340,7 @@ TORCH_LIBRARY_FRAGMENT(torch_emu, m) {
       &memory_record_history);
   m.def("memory_snapshot_dump(str path) -> ()", &memory_snapshot_dump);
   m.def("memory_history_stacks() -> bool", &memory_history_stacks);
+  m.def("memory_history_stacks_unavailable() -> str", &memory_history_stacks_unavailable);
 }
 
 } // namespace torch_emu
