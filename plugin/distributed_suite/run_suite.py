@@ -25,8 +25,85 @@ SUITE = HERE / "test_distributed_emu.py"
 BACKENDS = ("gloo", "eccl")
 
 # Tests that pass on gloo and not on eccl, by name (the part after the class), with the reason. A test passing on
-# both is never listed; a listed test that passes on eccl is reported, so the list only shrinks.
-EXCEPTIONS: dict[str, str] = {}
+# both is never listed; a listed test that passes on eccl is reported, so the list only shrinks. Measured on torch
+# 2.13.0 CPU, two ranks: gloo 90 passed, eccl 137 passed (72 of them the suite's CUDA cases, which gloo skips).
+GLOO_ONLY = "the suite runs it for gloo only (its own skip names gloo): it tests gloo, not a third-party backend"
+NAMED_BACKENDS = (
+    "the suite runs it only for the backends it names (mpi, nccl and gloo, by a literal list); eccl's works have "
+    "futures: DDP's communication hooks use them in plugin/tests/test_distributed_training.py"
+)
+ANY_SOURCE = (
+    "recv from any source: eccl, as NCCL, needs the source rank (the suite skips it for nccl, ucc and xccl through "
+    "DistTestCases.skip_collective['sendrecv anysource'])"
+)
+EXCEPTIONS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "test_all_reduce_coalesced_full_group_max",
+            "test_all_reduce_coalesced_full_group_min",
+            "test_all_reduce_coalesced_full_group_product",
+            "test_all_reduce_coalesced_full_group_sum",
+            "test_all_reduce_coalesced_max",
+            "test_all_reduce_coalesced_min",
+            "test_all_reduce_coalesced_product",
+            "test_all_reduce_coalesced_sum",
+            "test_barrier_timeout_full_group",
+            "test_batch_isend_irecv_gloo",
+            "test_batch_isend_irecv_gloo_tags",
+            "test_grads_same_across_ranks_with_no_sync",
+            "test_monitored_barrier_gloo",
+            "test_monitored_barrier_gloo_rank_0_timeout",
+            "test_monitored_barrier_gloo_subgroup",
+            "test_scatter_object_list",
+            "test_sparse_all_reduce_sum",
+        ),
+        GLOO_ONLY,
+    ),
+    **dict.fromkeys(
+        (
+            "test_accumulate_gradients_no_sync",
+            "test_accumulate_gradients_no_sync_allreduce_hook",
+            "test_accumulate_gradients_no_sync_allreduce_with_then_hook",
+            "test_accumulate_gradients_no_sync_grad_is_view",
+            "test_get_future",
+        ),
+        NAMED_BACKENDS,
+    ),
+    **dict.fromkeys(
+        (
+            "test_send_recv_any_source",
+            "test_send_recv_any_source_autograd_profiler",
+            "test_send_recv_any_source_torch_profiler",
+        ),
+        ANY_SOURCE,
+    ),
+}
+
+# Beyond the rule: the suite's CUDA cases (gloo skips them) that fail on emu, with why. Reported, not judged; a test
+# failing there that is not listed is reported too, so a new gap shows.
+CUDA_CASE_GAPS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "test_DistributedDataParallel_SyncBatchNorm",
+            "test_DistributedDataParallel_SyncBatchNorm_2D_Input",
+            "test_DistributedDataParallel_SyncBatchNorm_Channels_Last",
+            "test_DistributedDataParallel_SyncBatchNorm_Diff_Input_Sizes_Running_Value",
+            "test_DistributedDataParallel_SyncBatchNorm_Diff_Input_Sizes_gradient",
+            "test_DistributedDataParallel_SyncBatchNorm_No_Affine",
+            "test_DistributedDataParallel_SyncBatchNorm_Single_Input_Per_Process",
+            "test_DistributedDataParallel_SyncBatchNorm_half",
+            "test_ddp_uneven_inputs_stop_iteration_sync_bn",
+        ),
+        "SyncBatchNorm: emu has no batch_norm_stats (nor the other CUDA-only batch-norm kernels SyncBatchNorm calls)",
+    ),
+    "test_ddp_grad_div_uneven_inputs": "DDP's join: backward fails with 'Work::getFuture not implemented'",
+    "test_ddp_uneven_inputs": "DDP's join with uneven inputs: the driver finds the ranks' collectives out of step",
+    "test_ddp_compile_static_graph": "torch.compile over DDP: Dynamo fails on an OpaqueObject",
+    "test_ddp_logging_data_gpu": "DDP's logging data has 0 for emu's compute times; the test wants at least 1 ns",
+    "test_ddp_profiling_torch_profiler": "no 'eccl:all_reduce' profiler event (0 of 6 steps)",
+    "test_monitored_barrier_allreduce_hang": "Work.wait(timeout) waits for the collective: a 0.1 s wait does not raise",
+    "test_monitored_barrier_allreduce_hang_wait_all_ranks": "as test_monitored_barrier_allreduce_hang",
+}
 
 
 class Outcome(str, Enum):
@@ -118,6 +195,9 @@ def compare(gloo: dict[str, Result], eccl: dict[str, Result]) -> int:
         1 for name, r in eccl.items() if r.outcome is Outcome.PASSED and gloo.get(name, r).outcome is not Outcome.PASSED
     )
     print(f"passed on eccl only (the suite's CUDA cases, on emu): {only_eccl}")
+    for name, got in sorted(eccl.items()):
+        if got.outcome is Outcome.FAILED and gloo.get(name, got).outcome is not Outcome.PASSED:
+            print(f"CUDA case   {name}: {CUDA_CASE_GAPS.get(name, 'failed on emu, no reason listed')} ({got.detail})")
     print(f"rule: {'holds' if unlisted == 0 else f'broken by {unlisted} unlisted test(s)'}")
     return 1 if unlisted else 0
 

@@ -14,19 +14,15 @@ import os
 
 BACKEND = os.environ["BACKEND"]
 if BACKEND == "eccl":
-    # Found by this suite: torch.distributed.optim scripts its functional optimizers with torch.jit at import, and
-    # after transfer_to_emu that fails ("module, class, method, function ... expected, got
-    # builtin_function_or_method"). Imported first until transfer_to_emu leaves TorchScript's builtins alone.
-    import torch.distributed.optim  # noqa: F401
-
     import torch_emu.contrib.transfer_to_emu  # noqa: F401  (before torch.testing reads torch.cuda)
 
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
-from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend  # noqa: E402
 
-if BACKEND == "eccl":
+if BACKEND == "eccl":  # before distributed_test is imported: its decorators read these tables
     for feature in ("gpu", "cuda", "ddp", "subgroup", "plugin"):
         DistTestCases.backend_feature[feature].add("eccl")
+
+from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend  # noqa: E402
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):  # type: ignore[misc]

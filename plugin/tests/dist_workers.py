@@ -360,6 +360,12 @@ def collectives(rank: int, world: int) -> dict[str, Any]:
     out = torch.empty(2 * world, device=device)
     dist.all_gather_into_tensor(out, torch.full((2,), float(rank), device=device))
     seen["all_gather_into_tensor"] = out.cpu().tolist()
+    coalesced = [[torch.empty(2, device=device), torch.empty(1, device=device)] for _ in range(world)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch deprecates it for all_gather_into_tensor
+        inputs = [torch.full((2,), float(rank), device=device), torch.full((1,), 10.0 + rank, device=device)]
+        dist.all_gather_coalesced(coalesced, inputs)
+    seen["all_gather_coalesced"] = [[t.cpu().tolist() for t in outs] for outs in coalesced]
     r = torch.empty(2, device=device)
     dist.reduce_scatter_tensor(r, torch.arange(2.0 * world, device=device))
     seen["reduce_scatter_tensor"] = r.cpu().tolist()
@@ -447,6 +453,17 @@ def regroup(rank: int, world: int, second_port: int) -> dict[str, Any]:
     t = torch.full((2,), float(rank), device=device)
     dist.all_reduce(t, group=sub)
     return {"first": first, "subgroup": t.cpu().tolist()}
+
+
+def barrier_on_the_used_device(rank: int, world: int) -> dict[str, Any]:
+    """A process that never sets its current device (emu:0 for every rank) and works on emu:<rank>: its barrier meets
+    its peers on the device the group already uses (as ProcessGroupNCCL's), instead of waiting on another one."""
+    dist.init_process_group("eccl", timeout=timedelta(seconds=60))
+    t = torch.full((1,), float(rank), dtype=torch.float64, device=torch.device("emu", rank))
+    dist.broadcast(t, 0)
+    dist.barrier()
+    dist.barrier(device_ids=[rank])
+    return {"current": torch.emu.current_device(), "broadcast": t.cpu().tolist()}  # type: ignore[attr-defined]
 
 
 def dtensor(rank: int, world: int) -> dict[str, Any]:
@@ -583,6 +600,7 @@ SCENARIOS: dict[str, Callable[..., Any]] = {
     "dead_rank": dead_rank,
     "mismatch": mismatch,
     "regroup": regroup,
+    "barrier_on_the_used_device": barrier_on_the_used_device,
     "dtensor": dtensor,
     "ddp": ddp,
     "fsdp2": fsdp2,

@@ -48,6 +48,7 @@ def test_collectives_between_two_processes() -> None:
     for rank, seen in enumerate(dist_workers.run_job("collectives", world)):
         assert seen["backend"] == "eccl"  # picked from device_id alone
         assert seen["all_reduce"] == [3.0] * 5
+        assert seen["all_gather_coalesced"] == [[[0.0, 0.0], [10.0]], [[1.0, 1.0], [11.0]]]  # [rank][input]
         assert seen["max"] == [1.0, 10.0] and seen["min"] == [0.0, 9.0] and seen["avg"] == [0.5, 9.5]
         if dist_workers.premul_sum_has_factor():
             assert seen["premul_sum"] == [1.5, 1.5]  # (1 + 2) * 0.5
@@ -75,3 +76,33 @@ def test_a_job_on_several_hosts_is_refused_with_the_reason() -> None:
     assert emu_dist.one_host_problem({}) is None
     problem = emu_dist.one_host_problem({"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"})
     assert problem is not None and "--nnodes" in problem and "one host only" in problem
+
+
+class _FakeWork(torch.distributed.Work if torch.distributed.is_available() else object):  # type: ignore[misc]
+    def __init__(self, done: bool) -> None:
+        super().__init__()
+        self.done = done
+
+    def is_completed(self) -> bool:
+        return self.done
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="not available: torch.distributed")
+def test_work_keeper_lets_go_of_finished_works_past_its_limit_never_of_running_ones() -> None:
+    from torch_emu._eccl_work import WorkKeeper
+
+    keeper = WorkKeeper()
+    keeper.LIMIT = 4  # type: ignore[misc]
+    running = [_FakeWork(done=False) for _ in range(3)]
+    finished = [_FakeWork(done=True) for _ in range(3)]
+    for work in [running[0], finished[0], finished[1], running[1], finished[2]]:
+        keeper.keep(work)
+    # Five kept, one past the limit: finished works go, oldest first, down to half the limit; running ones stay.
+    assert set(keeper._works.values()) == {running[0], running[1]}
+    for _ in range(3):
+        keeper.keep(_FakeWork(done=False))
+    keeper.keep(running[2])  # six kept, none finished: past the limit, but nothing running is let go
+    assert len(keeper._works) == 6 and running[2] in keeper._works.values()
+    keeper.release(running[0])
+    keeper.release(running[0])  # releasing twice is harmless
+    assert running[0] not in keeper._works.values()

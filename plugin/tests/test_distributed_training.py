@@ -145,6 +145,13 @@ def test_a_destroyed_group_frees_its_communicator_and_a_new_one_works() -> None:
 
 
 @requires_collectives
+def test_a_barrier_meets_on_the_device_the_group_uses() -> None:
+    # Found by PyTorch's own test_barrier_cuda: a rank working on emu:1 without setting it hung in its barrier.
+    for seen in dist_workers.run_job("barrier_on_the_used_device", 2):
+        assert seen["current"] == 0 and seen["broadcast"] == [0.0] and seen["warnings"] == []
+
+
+@requires_collectives
 def test_a_job_on_several_hosts_is_refused_at_init(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_LOCAL_WORLD_SIZE", "1")  # what torchrun --nnodes 2 --nproc-per-node 1 sets
     with pytest.raises(AssertionError, match=r"one host only.*--nnodes"):

@@ -275,7 +275,16 @@ class ProcessGroupECCL(dist.ProcessGroup):
     def allgather_coalesced(
         self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None
     ) -> dist.Work:
-        return self.allgather(output_lists, inputs, opts)
+        # c10d's layout: output_lists[r][j] receives input j of rank r (allgather's is output_lists[j][r]).
+        if len(output_lists) != self.size() or any(len(outs) != len(inputs) for outs in output_lists):
+            raise ValueError(
+                f"eccl all_gather_coalesced: needs {self.size()} output lists (one per rank) of {len(inputs)} tensors "
+                f"(one per input), got {[len(outs) for outs in output_lists]}"
+            )
+        if not _is_emu([*inputs, *(t for outs in output_lists for t in outs)]):
+            return self._wrapped(self._gloo.allgather_coalesced(output_lists, inputs, opts or _AllgatherOptions()))
+        by_input = [[output_lists[r][j] for r in range(self.size())] for j in range(len(inputs))]
+        return self.allgather(by_input, inputs, opts)
 
     def allgather_into_tensor_coalesced(
         self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
@@ -338,8 +347,17 @@ class ProcessGroupECCL(dist.ProcessGroup):
 
     def barrier(self, opts: Any = None) -> dist.Work:
         self._flush()
+        # The device as ProcessGroupNCCL picks it: the caller's device_ids, else one this group already communicates
+        # on (a process that never set its current device still meets its peers on the communicator it has),
+        # else the current device.
         ids = list(getattr(opts, "device_ids", []) or [])
-        device = torch.device(DEVICE, ids[0] if ids else torch.emu.current_device())  # type: ignore[attr-defined]
+        if ids:
+            index = ids[0]
+        elif self._comms:
+            index = next(iter(self._comms))
+        else:
+            index = torch.emu.current_device()  # type: ignore[attr-defined]
+        device = torch.device(DEVICE, index)
         comm = self._comm(device)
         token = torch.empty(0, device=device)
         _ops.comm_all_reduce(comm, token, _SUM)
