@@ -335,3 +335,42 @@ def test_devices_and_generators_pickle_after_the_swap(tmp_path):
     )
     assert plain.returncode == 0, plain.stderr
     assert plain.stdout.split() == ["loaded"]
+
+
+PROFILER_SCRIPT = """
+import torch
+import torch_emu
+import torch_emu.contrib.transfer_to_emu
+from torch.profiler import ProfilerActivity
+
+# The profilers' CUDA activity profiles emu
+x = torch.randn(64, 64, device="cuda")
+with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    (x @ x).sum().item()
+kernels = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1}
+traced, _ = torch_emu.device_traces()
+assert ("torch_emu::native::mm" in kernels) == traced, (kernels, traced)
+with torch.autograd.profiler.profile(use_device="cuda") as legacy:
+    (x @ x).sum().item()
+assert any(e.name == "aten::mm" for e in legacy.function_events)
+print("profiled")
+"""
+
+
+def _profilers_take_emu() -> bool:
+    import inspect
+
+    import torch
+
+    legacy = inspect.signature(torch.autograd.profiler.profile.__init__).parameters
+    return hasattr(torch.profiler.ProfilerActivity, "PrivateUse1") and "use_device" in legacy
+
+
+@pytest.mark.deep
+@pytest.mark.skipif(
+    not _profilers_take_emu(), reason="not available: this torch's profilers take no PrivateUse1 device"
+)
+def test_profilers_cuda_activity_profiles_emu():
+    done = _run(PROFILER_SCRIPT, "-W", "ignore:torch_emu.contrib.transfer_to_emu")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["profiled"]

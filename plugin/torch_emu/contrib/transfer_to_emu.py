@@ -9,7 +9,8 @@ Also mapped: `torch.autocast("cuda")` (and `torch.cuda.amp.autocast`, `torch.amp
 `torch.*autocast*` queries), `torch.load(map_location="cuda")` (strings, devices and dicts; a checkpoint saved
 on CUDA loads onto emu without one), `torch.Generator("cuda")`, `torch.cuda.memory_summary()`, memory history
 (`torch.cuda.memory._record_memory_history`, `_snapshot`, `_dump_snapshot`), and graphs
-(`torch.cuda.CUDAGraph`, `torch.cuda.graph`, `graph_pool_handle`, and so torch's own `make_graphed_callables`).
+(`torch.cuda.CUDAGraph`, `torch.cuda.graph`, `graph_pool_handle`, and so torch's own `make_graphed_callables`), and
+the profilers' CUDA activity (`ProfilerActivity.CUDA`, `use_cuda=True`, `use_device="cuda"`).
 
 The import says what it did once, as a `torch_emu.contrib.TransferToEmuWarning` whose message starts with this
 module's name. A test suite that runs with warnings as errors silences it with pytest's
@@ -248,6 +249,47 @@ def _patch_cuda_module() -> None:
             setattr(torch.cuda.graphs, name, getattr(torch.cuda, name))
 
 
+def _swap_activity(activity: Any) -> Any:
+    kinds = torch.profiler.ProfilerActivity
+    if isinstance(activity, dict):
+        return {_swap_activity(key): value for key, value in activity.items()}
+    device = getattr(kinds, "PrivateUse1", None)  # not in every release's profiler
+    return device if device is not None and activity == kinds.CUDA else activity
+
+
+def _patch_profilers() -> None:
+    """torch.profiler.profile(activities=[..., ProfilerActivity.CUDA]) profiles emu's device (its device traces, where
+    the build has them); torch.autograd.profiler.profile(use_cuda=True) or use_device="cuda" times ops on emu."""
+    profile = torch.profiler.profile
+    if not getattr(profile.__init__, _PATCHED_MARK, False):
+        profile_init = profile.__init__
+
+        @functools.wraps(profile_init)
+        def init(self: Any, *args: Any, **kwargs: Any) -> None:
+            if kwargs.get("activities") is not None:
+                kwargs["activities"] = [_swap_activity(a) for a in kwargs["activities"]]
+            elif args and args[0] is not None:
+                args = ([_swap_activity(a) for a in args[0]], *args[1:])
+            profile_init(self, *args, **kwargs)
+
+        setattr(init, _PATCHED_MARK, True)
+        profile.__init__ = init  # type: ignore[method-assign]
+    legacy = torch.autograd.profiler.profile
+    if not getattr(legacy.__init__, _PATCHED_MARK, False):
+        legacy_init = legacy.__init__
+
+        @functools.wraps(legacy_init)
+        def legacy_profile_init(self: Any, *args: Any, **kwargs: Any) -> None:
+            if kwargs.pop("use_cuda", False):
+                kwargs["use_device"] = "emu"
+            if kwargs.get("use_device") == "cuda":
+                kwargs["use_device"] = "emu"
+            legacy_init(self, *args, **kwargs)
+
+        setattr(legacy_profile_init, _PATCHED_MARK, True)
+        legacy.__init__ = legacy_profile_init  # type: ignore[method-assign]
+
+
 def _swap_backend(backend: Any) -> Any:
     """ "nccl" and the "cuda:nccl" forms name emu's collective backend (as transfer_to_npu makes them "hccl")."""
     if not isinstance(backend, str):
@@ -323,6 +365,7 @@ def apply() -> None:
     _patch_autocast()
     _patch_load()
     _patch_generator()
+    _patch_profilers()
     first = not getattr(torch.device, _PATCHED_MARK, False)
     _patch_device_constructor()
     _patch_distributed()
