@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from emu_ctypes import D2D, D2H, H2D, INVALID_VALUE, Driver, EmuError, Record, read_trace
+from emu_ctypes import D2D, D2H, H2D, INVALID_VALUE, Driver, EmuError, read_trace
 from test_driver import build_library
 from test_graphs import SIZE, Kernels, capture, upload
 
@@ -21,10 +21,6 @@ KERNEL, MEMCPY, MEMSET = 1, 2, 3
 @pytest.fixture(scope="module")
 def lib24(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_library(tmp_path_factory.mktemp("driver2.4"), 2, 4)
-
-
-def read(drv: Driver, capacity: int = 64) -> tuple[list[Record], int]:
-    return read_trace(drv, capacity)
 
 
 def test_each_piece_of_work_is_recorded_with_where_when_and_its_correlation(lib24: Path) -> None:
@@ -54,7 +50,7 @@ def test_each_piece_of_work_is_recorded_with_where_when_and_its_correlation(lib2
     kernels.launch(a, s)  # after tracing: not recorded
     drv.call("emuDeviceSynchronize")
     after = time.time_ns()
-    records, dropped = read(drv)
+    records, dropped = read_trace(drv)
     assert dropped == 0
     got = [(r.kind, r.name.decode(), r.device, r.stream, r.correlation) for r in records]
     assert sorted(got) == sorted(
@@ -71,7 +67,7 @@ def test_each_piece_of_work_is_recorded_with_where_when_and_its_correlation(lib2
     on_stream = [r for r in records if r.stream == 1]
     assert [r.name.decode() for r in on_stream] == ["add_one", "kernel", "Memcpy DtoD"]  # in stream order
     assert all(x.end_ns <= y.start_ns for x, y in itertools.pairwise(on_stream))
-    assert read(drv) == ([], 0)  # read once
+    assert read_trace(drv) == ([], 0)  # read once
     with pytest.raises(EmuError) as refused:
         drv.call("emuTracePopCorrelation")
     assert refused.value.code == INVALID_VALUE and "no correlation id pushed" in refused.value.message
@@ -97,7 +93,7 @@ def test_a_replayed_graph_records_its_nodes_as_captured(lib24: Path) -> None:
     drv.call("emuTracePopCorrelation")
     drv.call("emuTraceStop")
     drv.call("emuStreamSynchronize", s)
-    records, _ = read(drv)
+    records, _ = read_trace(drv)
     assert [(r.kind, r.name.decode(), r.correlation) for r in records] == [
         (KERNEL, "captured_add", 7),
         (MEMCPY, "Memcpy DtoD", 7),
@@ -114,8 +110,8 @@ def test_reading_in_parts_and_a_null_count_is_refused(lib24: Path) -> None:
         drv.call("emuMemsetAsync", ctypes.c_void_p(a), value, ctypes.c_size_t(SIZE), None)
     drv.call("emuTraceStop")
     drv.call("emuDeviceSynchronize")
-    first, _ = read(drv, capacity=3)
-    rest, _ = read(drv, capacity=3)
+    first, _ = read_trace(drv, capacity=3)
+    rest, _ = read_trace(drv, capacity=3)
     assert len(first) == 3 and len(rest) == 2
     assert [r.start_ns for r in first + rest] == sorted(r.start_ns for r in first + rest)  # oldest first
     with pytest.raises(EmuError) as refused:

@@ -199,29 +199,36 @@ def _patch_load() -> None:
     torch.load = load  # type: ignore[assignment]
 
 
+def _replace_init(cls: Any, replacement: Callable[[Callable[..., None]], Callable[..., None]]) -> None:
+    """cls.__init__ becomes replacement(original __init__), once: importing again patches nothing."""
+    original = cls.__init__
+    if getattr(original, _PATCHED_MARK, False):
+        return
+    init = functools.wraps(original)(replacement(original))
+    setattr(init, _PATCHED_MARK, True)
+    cls.__init__ = init
+
+
 def _patch_autocast() -> None:
     """autocast("cuda") and GradScaler("cuda") take their device as a string, which the device stand-in never sees:
     their constructors map it; torch.cuda.amp's classes call the same constructors with "cuda"."""
-    autocast = torch.amp.autocast_mode.autocast
-    if not getattr(autocast.__init__, _PATCHED_MARK, False):
-        original_init = autocast.__init__
 
-        @functools.wraps(original_init)
-        def autocast_init(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
-            original_init(self, _swap(device_type), *args, **kwargs)
+    def autocast_init(original: Callable[..., None]) -> Callable[..., None]:
+        def init(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
+            original(self, _swap(device_type), *args, **kwargs)
 
-        setattr(autocast_init, _PATCHED_MARK, True)
-        autocast.__init__ = autocast_init  # type: ignore[method-assign]
+        return init
+
+    def grad_scaler_init(original: Callable[..., None]) -> Callable[..., None]:
+        def init(self: Any, device: str = "cuda", *args: Any, **kwargs: Any) -> None:
+            original(self, _swap(device), *args, **kwargs)
+
+        return init
+
+    _replace_init(torch.amp.autocast_mode.autocast, autocast_init)
     scaler = getattr(torch.amp, "GradScaler", None)
-    if scaler is not None and not getattr(scaler.__init__, _PATCHED_MARK, False):
-        scaler_init = scaler.__init__
-
-        @functools.wraps(scaler_init)
-        def grad_scaler_init(self: Any, device: str = "cuda", *args: Any, **kwargs: Any) -> None:
-            scaler_init(self, _swap(device), *args, **kwargs)
-
-        setattr(grad_scaler_init, _PATCHED_MARK, True)
-        scaler.__init__ = grad_scaler_init  # type: ignore[method-assign]
+    if scaler is not None:
+        _replace_init(scaler, grad_scaler_init)
     for name in ("is_autocast_enabled", "set_autocast_enabled", "get_autocast_dtype", "set_autocast_dtype"):
         if hasattr(torch, name):
             setattr(torch, name, _wrap(getattr(torch, name)))
@@ -260,34 +267,29 @@ def _swap_activity(activity: Any) -> Any:
 def _patch_profilers() -> None:
     """torch.profiler.profile(activities=[..., ProfilerActivity.CUDA]) profiles emu's device (its device traces, where
     the build has them); torch.autograd.profiler.profile(use_cuda=True) or use_device="cuda" times ops on emu."""
-    profile = torch.profiler.profile
-    if not getattr(profile.__init__, _PATCHED_MARK, False):
-        profile_init = profile.__init__
 
-        @functools.wraps(profile_init)
+    def profile_init(original: Callable[..., None]) -> Callable[..., None]:
         def init(self: Any, *args: Any, **kwargs: Any) -> None:
             if kwargs.get("activities") is not None:
                 kwargs["activities"] = [_swap_activity(a) for a in kwargs["activities"]]
             elif args and args[0] is not None:
                 args = ([_swap_activity(a) for a in args[0]], *args[1:])
-            profile_init(self, *args, **kwargs)
+            original(self, *args, **kwargs)
 
-        setattr(init, _PATCHED_MARK, True)
-        profile.__init__ = init  # type: ignore[method-assign]
-    legacy = torch.autograd.profiler.profile
-    if not getattr(legacy.__init__, _PATCHED_MARK, False):
-        legacy_init = legacy.__init__
+        return init
 
-        @functools.wraps(legacy_init)
-        def legacy_profile_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    def legacy_profile_init(original: Callable[..., None]) -> Callable[..., None]:
+        def init(self: Any, *args: Any, **kwargs: Any) -> None:
             if kwargs.pop("use_cuda", False):
                 kwargs["use_device"] = "emu"
             if kwargs.get("use_device") == "cuda":
                 kwargs["use_device"] = "emu"
-            legacy_init(self, *args, **kwargs)
+            original(self, *args, **kwargs)
 
-        setattr(legacy_profile_init, _PATCHED_MARK, True)
-        legacy.__init__ = legacy_profile_init  # type: ignore[method-assign]
+        return init
+
+    _replace_init(torch.profiler.profile, profile_init)
+    _replace_init(torch.autograd.profiler.profile, legacy_profile_init)
 
 
 def _swap_backend(backend: Any) -> Any:
