@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import sysconfig
+import warnings
 
 import pytest
 import torch
@@ -212,4 +213,22 @@ def transformers_unavailable() -> str | None:
         return f"not available: transformers cannot be imported beside torch {TORCH}: {_first_line(exc)}"
     if not transformers.utils.is_torch_available():
         return f"not available: transformers {transformers.__version__} does not support torch {TORCH}"
+    return None
+
+
+def quantized_tensors_unavailable() -> str | None:
+    """Why this torch cannot hold a quantized tensor on a PrivateUse1 device, or None.
+
+    Only what torch itself lacks counts: its quantized dtypes (deprecated in 2.13), or a quantizer that allocates on
+    CPU and CUDA alone ("unrecognized device for new_qtensor"). Any other failure is the plugin's, and fails the test.
+    """
+    if not hasattr(torch, "qint8"):
+        return f"not available: torch {TORCH} has no quantized dtypes"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the dtypes' deprecation
+            torch._empty_affine_quantized([1], scale=1.0, zero_point=0, dtype=torch.qint8, device="emu")
+    except RuntimeError as exc:
+        if "unrecognized device for new_qtensor" in str(exc):
+            return f"not available: torch {TORCH} makes quantized tensors on the CPU and CUDA only: {_first_line(exc)}"
     return None

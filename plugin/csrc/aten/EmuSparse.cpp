@@ -19,6 +19,7 @@
 #include <ATen/ops/copy_native.h>
 #include <ATen/ops/crow_indices_native.h>
 #include <ATen/ops/dense_dim_native.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_native.h>
 #include <ATen/ops/indices_native.h>
 #include <ATen/ops/is_coalesced_native.h>
@@ -49,6 +50,10 @@ bool defined_on_emu(const at::Tensor& t) {
 // amax/amin forward of sparse.mm's reduce returns the argmax its backward indexes only when self requires grad;
 // without it the backward read an empty tensor and crashed). Below autograd here, so nothing is recorded.
 at::Tensor cpu_copy(const at::Tensor& t) {
+  // A quantized tensor whose quantizer is not set yet (torch.empty with a quantized dtype, or a structured op's
+  // output before its kernel ran) holds nothing to copy, and torch cannot move it: its CPU stand-in is as empty.
+  if (has_unknown_quantizer(t))
+    return at::empty(t.sizes(), t.options().device(at::kCPU));
   at::Tensor c = t.cpu();
   if (t.requires_grad() && !c.requires_grad())
     c.requires_grad_(true);
@@ -106,7 +111,7 @@ bool has_sparse_argument(const c10::OperatorHandle& op, const torch::jit::Stack&
   return false;
 }
 
-void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void dispatching_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
   const size_t first = stack->size() - n;

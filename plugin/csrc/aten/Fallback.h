@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
@@ -24,10 +25,13 @@ void reset_fallback_counts();
 // result. Defined with the random kernels (EmuRandom.cpp).
 void emu_generators_to_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
-// Whether an argument of the op on the stack is a sparse or compressed tensor, and the fallback for
-// those ops: arguments to the CPU, the op called for whatever CPU layout they have, results back
-// (EmuSparse.cpp). aten's cpu_fallback cannot serve them: it always runs the dense CPU kernel.
+// Whether an argument of the op on the stack is a sparse or compressed tensor (EmuSparse.cpp), or a
+// quantized one (EmuQuantized.cpp), and the fallback for those ops: arguments to the CPU, the op called
+// through the dispatcher for whatever kind of CPU tensor they became, results back (EmuSparse.cpp).
+// aten's cpu_fallback cannot serve them: it always runs the dense CPU kernel.
 bool has_sparse_argument(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
-void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+bool has_quantized_argument(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
+bool has_unknown_quantizer(const at::Tensor& t);
+void dispatching_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 } // namespace torch_emu

@@ -15,7 +15,8 @@ namespace {
 #if EMU_HAS_DEVICE_CAPABILITY
 // The dtypes an emu tensor can be created with and converted between (what the smoke test checks):
 // emu memory is host memory that ATen's CPU kernels run on, so it is the CPU's set, less the
-// quantized types (no quantizer exists for emu) and the bit and sub-byte placeholder types.
+// quantized types (made by quantize_per_tensor and its kin, never by a conversion: EmuQuantized.cpp)
+// and the bit and sub-byte placeholder types.
 c10::DeviceCapability device_capability() {
   using c10::ScalarType;
   c10::DeviceCapability cap;
