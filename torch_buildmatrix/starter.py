@@ -8,12 +8,14 @@ import json
 import re
 import tempfile
 from dataclasses import dataclass, field
+from importlib import metadata as importlib_metadata
 from pathlib import Path, PurePosixPath
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from torch_buildmatrix import __version__
 from torch_buildmatrix.errors import MatrixError, UserError
 from torch_buildmatrix.model.contract import README_END, README_START
 from torch_buildmatrix.model.options import DISTRIBUTION_NAME
@@ -22,11 +24,44 @@ from torch_buildmatrix.publish.markdown import replace_readme_section
 from torch_buildmatrix.util.atomic import write_text_atomic
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-DEFAULT_REQUIREMENT = "torch-buildmatrix[docker]"
+# This very version, by name: init's noxfile takes it as a wheel only (--only-binary), so it never depends on the bare
+# name resolving on the public index, nor on a source distribution there (issue 37).
+DEFAULT_REQUIREMENT = f"torch-buildmatrix[docker]=={__version__}"
 WORKFLOW = Path(".github/workflows/buildmatrix.yml")
 # The characters a source or tests path may hold: each is written into YAML, into a GitHub expression (hashFiles) and
 # into a glob, where only these mean themselves.
 PATH_CHARS = re.compile(r"[A-Za-z0-9._/' -]+")
+
+
+def requirement_as_installed(direct_url: str | None, installed_version: str | None) -> str:
+    """How init's noxfile installs this tool: from the git commit this version was installed from (PEP 610's
+    direct_url.json), as the adopters' guide installs it; otherwise this version, pinned (DEFAULT_REQUIREMENT). A path
+    or an editable checkout names this machine only, so it is never written for CI to follow."""
+    if direct_url is None or installed_version != __version__:
+        return DEFAULT_REQUIREMENT
+    try:
+        data = json.loads(direct_url)
+        vcs = data.get("vcs_info", {})
+        if vcs.get("vcs") == "git" and vcs.get("commit_id") and str(data["url"]).startswith("https://"):
+            return f"torch-buildmatrix[docker] @ git+{data['url']}@{vcs['commit_id']}"
+    except (ValueError, KeyError, AttributeError):
+        pass
+    return DEFAULT_REQUIREMENT
+
+
+def default_requirement() -> str:
+    """requirement_as_installed for the torch-buildmatrix installed in this environment."""
+    try:
+        dist = importlib_metadata.distribution("torch-buildmatrix")
+    except importlib_metadata.PackageNotFoundError:
+        return DEFAULT_REQUIREMENT
+    return requirement_as_installed(dist.read_text("direct_url.json"), dist.version)
+
+
+def wheel_only(requirement: Requirement) -> str:
+    """The value of --only-binary that init's noxfile installs its requirement with: a requirement by name is taken
+    as a wheel only; a direct reference (git URL, path) is built as given (:none:)."""
+    return ":none:" if requirement.url else requirement.name
 
 
 @dataclass(frozen=True)
@@ -85,15 +120,16 @@ def project_facts(
     version: str | None = None,
     source: str | None = None,
     tests: str | None = None,
-    requirement: str = DEFAULT_REQUIREMENT,
+    requirement: str | None = None,
 ) -> StarterFacts:
     """The facts the starter files need, given or read from the project: its name and version from pyproject.toml,
     setup.cfg, setup.py (read, never run) or PKG-INFO (projectmeta.read_project), else its directory's name and
     0.1.0; its source is the project itself unless given; its tests are tests/ or test/ inside the source (tests/
     when neither exists: init writes a first test there).
 
-    Each value is checked by its standard (PEP 508 names and requirements, PEP 440 versions) and the source and tests
-    by what the files can spell: UserError (exit 2), before anything is written."""
+    The noxfile's requirement is default_requirement() unless given. Each value is checked by its standard (PEP 508
+    names and requirements, PEP 440 versions) and the source and tests by what the files can spell: UserError (exit
+    2), before anything is written."""
     source_path = _relative(root, source or ".", "--source")
     if not (root / source_path).is_dir():
         raise UserError(f"--source {str(source_path)!r} is not a directory of {root} (nothing was written)")
@@ -123,6 +159,8 @@ def project_facts(
             f"{where} {found_version!r} has a local label (+{parsed_version.local}); each cell adds its own label to "
             "plugin.version: give a public version (nothing was written)"
         )
+    if requirement is None:
+        requirement = default_requirement()
     try:
         parsed_requirement = Requirement(requirement)
     except InvalidRequirement as exc:
@@ -288,6 +326,7 @@ def starter_files(root: Path, facts: StarterFacts) -> dict[Path, str]:
         "SOURCE_YAML": yaml_string(str(facts.source)),
         "TESTS_YAML": yaml_string(str(facts.tests)),
         "REQUIREMENT_PY": json.dumps(str(facts.requirement)),  # ASCII, escaped: a Python string literal too
+        "ONLY_BINARY_PY": json.dumps(wheel_only(facts.requirement)),
         "SOURCE_GLOBS": _source_globs(facts, root),
         **contract_lines(facts),
         "PUBLISH": publish_lines(root, facts),
@@ -375,7 +414,7 @@ class InitOptions:
     version: str | None = None
     source: str | None = None
     tests: str | None = None
-    requirement: str = DEFAULT_REQUIREMENT
+    requirement: str | None = None  # default_requirement()
 
 
 def init_project(options: InitOptions) -> list[Path]:

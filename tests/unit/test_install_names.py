@@ -122,6 +122,13 @@ def noxfile_installs(where: str, source: str) -> list[tuple[str, list[str]]]:
         for target in node.targets
         if isinstance(target, ast.Name)
     }
+    strings = {
+        target.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
     installs = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "install":
@@ -129,6 +136,8 @@ def noxfile_installs(where: str, source: str) -> list[tuple[str, list[str]]]:
             for arg in node.args:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                     arguments.append(arg.value)
+                elif isinstance(arg, ast.Name) and arg.id in strings:
+                    arguments.append(strings[arg.id])
                 elif isinstance(arg, ast.Starred) and isinstance(arg.value, ast.Name):
                     arguments += lists[arg.value.id]
                 else:
@@ -181,6 +190,43 @@ def test_every_install_command_names_only_distributions_we_mean(tmp_path: Path) 
     assert unexpected == [], "install commands name distributions that are not ours nor allowed:\n" + "\n".join(
         unexpected
     )
+
+
+def bare_installs_of_the_tool(arguments: list[str]) -> list[str]:
+    """The requirements for torch-buildmatrix by name that an index could answer with anything: not pinned to one
+    version, or not taken as a wheel only (--only-binary :all: or naming it). A path or URL is what it names."""
+    only_binary: set[str] = set()
+    for option, following in zip(arguments, [*arguments[1:], ""], strict=True):
+        if option.startswith("--only-binary"):
+            value = option.partition("=")[2] or following
+            only_binary |= {canonicalize_name(v) if v != ":all:" else v for v in value.split(",")}
+    bare = []
+    values = {i + 1 for i, argument in enumerate(arguments) if argument in VALUE_OPTIONS}
+    for argument in (a for i, a in enumerate(arguments) if i not in values and not a.startswith("-")):
+        try:
+            requirement = Requirement(argument)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(requirement.name) != "torch-buildmatrix" or requirement.url:
+            continue
+        pinned = [s for s in requirement.specifier if s.operator in ("==", "===") and "*" not in s.version]
+        if not pinned or not only_binary & {":all:", "torch-buildmatrix"}:
+            bare.append(argument)
+    return bare
+
+
+def test_no_command_leaves_our_tools_name_to_an_index(tmp_path: Path) -> None:
+    """Issue 37: our instructions install torch-buildmatrix from a path, a URL, or pinned and as a wheel only."""
+    bare = [
+        f"{where}: {command!r}"
+        for where, command, arguments, _ in collected(tmp_path)
+        if bare_installs_of_the_tool(arguments)
+    ]
+    assert bare == [], "installs of torch-buildmatrix that an index could answer with anything:\n" + "\n".join(bare)
+    assert bare_installs_of_the_tool(shell_arguments('pip install "torch-buildmatrix[docker]" uv'))
+    assert bare_installs_of_the_tool(shell_arguments('pip install "torch-buildmatrix[docker]==0.2.0" uv'))
+    assert not bare_installs_of_the_tool(shell_arguments('pip install --only-binary=:all: "torch-buildmatrix==0.2.0"'))
+    assert not bare_installs_of_the_tool(["--only-binary", "torch_buildmatrix", "torch-buildmatrix[docker]==0.2.0"])
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,18 @@ from hypothesis import strategies as st
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from torch_buildmatrix import __version__
 from torch_buildmatrix.errors import UserError
 from torch_buildmatrix.model.loader import load_matrix
 from torch_buildmatrix.model.matrix import Matrix
-from torch_buildmatrix.starter import WORKFLOW, project_facts, starter_files, write_starter
+from torch_buildmatrix.starter import (
+    DEFAULT_REQUIREMENT,
+    WORKFLOW,
+    project_facts,
+    requirement_as_installed,
+    starter_files,
+    write_starter,
+)
 
 from conftest import run_cli
 
@@ -40,7 +48,9 @@ def test_init_in_an_empty_project_gives_a_matrix_that_loads(tmp_path: Path) -> N
     workflow = yaml.safe_load((project / WORKFLOW).read_text())
     assert set(workflow["jobs"]) == {"plan", "build", "cell", "merge", "publish", "deploy"}
     noxfile = (project / "noxfile.py").read_text()
-    assert '"torch-buildmatrix[docker]"' in noxfile and "def build_matrix" in noxfile
+    assert f'BUILDMATRIX = ["torch-buildmatrix[docker]=={__version__}", "uv"]' in noxfile  # this version, pinned
+    assert 'ONLY_BINARY = "torch-buildmatrix"' in noxfile and "def build_matrix" in noxfile  # and a wheel only
+    assert noxfile.count('session.install("--only-binary", ONLY_BINARY, *BUILDMATRIX)') == 5
     compile(noxfile, "noxfile.py", "exec")
     # Every session the workflow runs is one the starter noxfile declares (the workflow is ours, which runs ours).
     import re
@@ -86,6 +96,38 @@ def test_a_bad_distribution_name_is_refused(tmp_path: Path) -> None:
     result = run_cli(tmp_path, "init", "--distribution", "a/b", timeout=120)
     assert result.returncode == 2 and "is not a distribution name" in result.stderr
     assert tree(tmp_path) == []
+
+
+GIT = '{"url": "https://github.com/o/r", "vcs_info": {"vcs": "git", "commit_id": "abc123"}}'
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "version", "requirement"),
+    [
+        (None, __version__, DEFAULT_REQUIREMENT),  # from an index or a wheel: this version, by name
+        (GIT, __version__, "torch-buildmatrix[docker] @ git+https://github.com/o/r@abc123"),  # as the guide installs
+        (GIT, "0.0.1", DEFAULT_REQUIREMENT),  # the installed one is not the one running
+        ('{"url": "file:///home/me/tbm", "dir_info": {"editable": true}}', __version__, DEFAULT_REQUIREMENT),
+        ('{"url": "file:///tmp/tbm.whl", "archive_info": {}}', __version__, DEFAULT_REQUIREMENT),  # this machine's
+        ("not json", __version__, DEFAULT_REQUIREMENT),
+    ],
+)
+def test_the_default_requirement_never_leaves_the_bare_name_to_an_index(
+    direct_url: str | None, version: str, requirement: str
+) -> None:
+    """Issue 37: an unpinned `torch-buildmatrix[docker]` would take whatever an index offers under that name."""
+    assert f"torch-buildmatrix[docker]=={__version__}" == DEFAULT_REQUIREMENT
+    assert requirement_as_installed(direct_url, version) == requirement
+
+
+def test_a_direct_reference_is_built_as_given_and_a_name_is_a_wheel_only(tmp_path: Path) -> None:
+    url = "torch-buildmatrix[docker] @ git+https://github.com/o/r@abc123"
+    noxfile = starter_files(tmp_path, project_facts(tmp_path, requirement=url))[Path("noxfile.py")]
+    assert 'ONLY_BINARY = ":none:"' in noxfile and f'"{url}"' in noxfile
+    noxfile = starter_files(tmp_path, project_facts(tmp_path, requirement="torch_buildmatrix==0.2.0"))[
+        Path("noxfile.py")
+    ]
+    assert 'ONLY_BINARY = "torch_buildmatrix"' in noxfile
 
 
 # ---- init writes only what loads (issue 34) -------------------------------------------------------------------------

@@ -58,6 +58,8 @@ def add_init_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     init.add_argument("--source", help="the source tree, relative to the root (default: . , the project itself)")
     init.add_argument("--tests", help="the smoke tests, inside the source (default: tests/ or test/)")
     init.add_argument(
-        "--requirement", default="torch-buildmatrix[docker]", help="how noxfile.py installs torch-buildmatrix"
+        "--requirement",
+        help="how noxfile.py installs torch-buildmatrix (default: the git commit this one was installed from, else "
+        "torch-buildmatrix[docker]==THIS_VERSION, as a wheel only)",
     )
     init.set_defaults(func=cmd_init)

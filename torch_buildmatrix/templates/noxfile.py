@@ -5,40 +5,43 @@ import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
 BUILDMATRIX = ["@REQUIREMENT_PY@", "uv"]  # init writes the requirement as a Python string literal
+# torch-buildmatrix by name is pinned and taken as a wheel only, never built from whatever source distribution an index
+# offers under that name; a direct reference (git URL, path) is built as given (:none:).
+ONLY_BINARY = "@ONLY_BINARY_PY@"
 
 
 @nox.session(name="build-matrix")
 def build_matrix(session: nox.Session) -> None:
     """Build and smoke-test the selected cells (args after -- go to `torch-buildmatrix build`)."""
-    session.install(*BUILDMATRIX)
+    session.install("--only-binary", ONLY_BINARY, *BUILDMATRIX)
     session.run("torch-buildmatrix", "build", *session.posargs)
 
 
 @nox.session
 def matrix(session: nox.Session) -> None:
     """Show the expanded cells (-- --json, -- --github for a GitHub Actions strategy.matrix)."""
-    session.install(*BUILDMATRIX)
+    session.install("--only-binary", ONLY_BINARY, *BUILDMATRIX)
     session.run("torch-buildmatrix", "matrix", *session.posargs)
 
 
 @nox.session(name="merge-results")
 def merge_results(session: nox.Session) -> None:
     """Merge wheels/ trees built on several machines (-- DIR [DIR ...] [--into DIR])."""
-    session.install(*BUILDMATRIX)
+    session.install("--only-binary", ONLY_BINARY, *BUILDMATRIX)
     session.run("torch-buildmatrix", "merge-results", *session.posargs)
 
 
 @nox.session(name="compat-table")
 def compat_table(session: nox.Session) -> None:
     """Compatibility table, install page and wheel index in wheels/site/ (-- --site-url URL)."""
-    session.install(*BUILDMATRIX)
+    session.install("--only-binary", ONLY_BINARY, *BUILDMATRIX)
     session.run("torch-buildmatrix", "compat-table", *session.posargs)
 
 
 @nox.session(name="fetch-site")
 def fetch_site(session: nox.Session) -> None:
     """Copy the live site's release history into wheels/site, the base compat-table publishes on (-- --site-url URL)."""
-    session.install(*BUILDMATRIX)
+    session.install("--only-binary", ONLY_BINARY, *BUILDMATRIX)
     session.run("torch-buildmatrix", "fetch-site", *session.posargs)
 
 
