@@ -19,7 +19,7 @@ import pytest
 from install_harness import markdown_commands, page_commands
 
 from torch_buildmatrix.model.contract import TorchPin
-from torch_buildmatrix.publish.advice import ONLY_BINARY, any_torch_command
+from torch_buildmatrix.publish.advice import ONLY_BINARY, all_choices, any_torch_command, release_index_command
 from torch_buildmatrix.publish.markdown import NO_ANY_TORCH, compatibility_markdown, readme_section
 from torch_buildmatrix.publish.page import site_page
 from torch_buildmatrix.publish.table import CompatTable
@@ -116,6 +116,19 @@ def test_the_page_shows_a_command_without_javascript() -> None:
     assert command.startswith("pip install ") and ONLY_BINARY in command and "==" in command
     script_free = re.sub(r"<script.*?</script>", "", page, flags=re.S)
     assert command in html.unescape(script_free)  # in the HTML itself, not only in the script's data
+    # Without JavaScript the selector never changes: every release's commands are in the HTML too (issue 37 item 9),
+    # its index's and each tested Python's pinned one, the same the script would show.
+    table = published_table()
+    static = re.search(r"<noscript>(.*?)</noscript>", script_free, re.S)
+    assert static, "no <noscript> list of commands"
+    shown = [html.unescape(c) for c in re.findall(r"<code>([^<]*)</code>", static[1])]
+    assert all(ONLY_BINARY in c for c in shown)
+    choices = [c for c in all_choices(table) if c.exact]
+    for release in table.releases:
+        wanted = {c.index_command for c in choices if c.release == release.key}
+        assert wanted, f"torch {release.version} has no tested choice in the fixture"
+        assert wanted <= set(shown), f"torch {release.version}: pinned commands missing without JavaScript"
+        assert release_index_command(table, release.minor) in shown, f"torch {release.version}: no index command"
 
 
 def test_the_look_alike_note_is_only_where_a_name_is_not_the_projects_own_on_the_public_index() -> None:

@@ -18,6 +18,7 @@ from torch_buildmatrix.publish.advice import (
     deep_summary,
     free_threaded_note,
     install_choice,
+    install_commands,
     partial_words,
     smoke_summary,
 )
@@ -140,7 +141,41 @@ def selector(table: CompatTable) -> str:
             "</form>",
             f'<pre id="command">{_e(command)}</pre>',
             f'<p id="note" class="{"note" if chosen.exact else "note inexact"}">{_e(chosen.note)}</p>',
+            static_commands(table),
         ]
+    )
+
+
+def static_commands(table: CompatTable) -> str:
+    """Every tested choice's commands in the HTML itself, for a browser without JavaScript (which never sees the
+    selector change): per release its index's command, then each tested Python (and SDK version) pinned."""
+    site = table.site_url.rstrip("/") or SITE_PLACEHOLDER
+    order = {r.key: i for i, r in enumerate(table.releases)}
+    pythons = {p: i for i, p in enumerate(table.pythons)}
+    sdks = {c.tag: i for i, c in enumerate(table.columns)}
+    cells = sorted(
+        (c for c in table.cells if c.installable), key=lambda c: (order[c.release], pythons[c.python], sdks[c.sdk])
+    )
+    if not cells:
+        return ""
+    items = []
+    for release in table.releases:
+        tested = [c for c in cells if c.release == release.key]
+        if not tested:
+            continue
+        pinned = []
+        for cell in tested:
+            with_sdk = f", {table.sdk.name} {table.sdk_short(cell.sdk)}" if table.sdk is not None else ""
+            command = install_commands(table, cell, site).pinned
+            pinned.append(f"<li>Python {_e(cell.python)}{_e(with_sdk)}, pinned: <code>{_e(command)}</code></li>")
+        plain = _e(install_commands(table, tested[0], site).release_index)
+        items.append(
+            f"<li>torch {_e(release.label)}, your torch's index: <code>{plain}</code><ul>{''.join(pinned)}</ul></li>"
+        )
+    return (
+        '<noscript><div id="static-commands"><p>Every tested choice (the selector needs JavaScript):</p><ul>'
+        + "".join(items)
+        + "</ul></div></noscript>"
     )
 
 
