@@ -9,8 +9,17 @@ from pathlib import Path
 import pytest
 
 from torch_buildmatrix.builder.runners.local import LocalRunner
-from torch_buildmatrix.builder.runners.select import RunnerChoice, plan_runners, runners_for
-from torch_buildmatrix.errors import InterpreterNotFound
+from torch_buildmatrix.builder.runners.select import (
+    ENGINE_COMMAND,
+    RunnerChoice,
+    RunnerPlan,
+    plan_runners,
+    runners_for,
+    runners_or_unbuilt,
+)
+from torch_buildmatrix.docker import oci
+from torch_buildmatrix.docker.engine import EngineReport
+from torch_buildmatrix.errors import EngineUnavailable, InterpreterNotFound
 from torch_buildmatrix.model.cells import Cell, expand
 from torch_buildmatrix.model.loader import load_matrix
 from torch_buildmatrix.model.matrix import Matrix
@@ -110,3 +119,52 @@ def test_runner_docker_needs_an_image_for_every_python(write_matrix: WriteMatrix
     assert plan_runners(cells[-1:], no_images, RunnerName.DOCKER, interpreters).problems == (
         "no image serves Python 3.14 (no images in matrix.yaml): add it to an image's python list",
     )
+
+
+# ---- no engine answering: start one, or leave only the image's Pythons unbuilt (issue 37 item 0) --------------------
+
+
+def no_engine_plan(write_matrix: WriteMatrix, interpreters: LocalRunner) -> tuple[Matrix, RunnerPlan]:
+    matrix, cells = project_cells(write_matrix)
+    return matrix, plan_runners([c for c in cells if c.python != P("3.10")], matrix, RunnerName.AUTO, interpreters)
+
+
+def test_a_missing_engine_is_started_and_every_cell_builds(
+    write_matrix: WriteMatrix, interpreters: LocalRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe says no engine answers, ensure_engine starts one: the run gets both runners, and says what it did."""
+    from torch_buildmatrix.docker import engine
+
+    matrix, plan = no_engine_plan(write_matrix, interpreters)
+    answers = iter(["Cannot connect to the Docker daemon"])  # the first probe; every later one: the engine answers
+    monkeypatch.setattr(oci, "engine_problem", lambda *a, **k: next(answers, ""))
+    monkeypatch.setattr(oci, "server_version", lambda *a, **k: "27.0")
+    started = EngineReport(actions=["started `dockerd` in the background as root"])
+    monkeypatch.setattr(engine, "ensure_engine", lambda log, **k: started)
+    chosen = runners_or_unbuilt(plan, matrix, tmp_path / "dockerd.log")
+    assert set(chosen.runners) == {RunnerName.LOCAL, RunnerName.DOCKER} and chosen.unbuilt == {}
+    assert chosen.engine_actions == ("started `dockerd` in the background as root",)
+    assert "docker runner (engine 27.0" in chosen.why
+
+
+def test_an_engine_that_cannot_start_leaves_the_images_pythons_unbuilt_with_a_command_that_works(
+    write_matrix: WriteMatrix, interpreters: LocalRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not startable here: local cells still build; 3.14 (only an image serves it) is left unbuilt, and its reason
+    gives a command that starts an engine with this interpreter, which has the tool, not the system's python3."""
+    from torch_buildmatrix.docker import engine
+
+    matrix, plan = no_engine_plan(write_matrix, interpreters)
+    monkeypatch.setattr(oci, "engine_problem", lambda *a, **k: "Cannot connect to the Docker daemon")
+
+    def cannot(log: Path, **k: object) -> EngineReport:
+        raise EngineUnavailable("not Debian: start Docker your own way")
+
+    monkeypatch.setattr(engine, "ensure_engine", cannot)
+    chosen = runners_or_unbuilt(plan, matrix, tmp_path / "dockerd.log")
+    assert list(chosen.runners) == [RunnerName.LOCAL] and list(chosen.unbuilt) == [P("3.14")]
+    reason = chosen.unbuilt[P("3.14")]
+    assert "Cannot connect to the Docker daemon" in reason and "not Debian" in reason
+    assert f"Start one with `sudo {sys.executable} -m torch_buildmatrix engine`" in reason  # never `sudo python3`
+    assert f"`{ENGINE_COMMAND}`" in reason
+    assert chosen.why == "local runner; no Docker engine: 1 Python(s) left unbuilt"

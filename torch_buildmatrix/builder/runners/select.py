@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,7 +140,9 @@ def runners_for(plan: RunnerPlan, matrix: Matrix) -> tuple[dict[RunnerName, Runn
 
 
 # The command a not-built cell's record gives: it makes an engine answer where one can be started (Debian, as root).
-ENGINE_COMMAND = "sudo python3 -m torch_buildmatrix engine"
+# This very interpreter, by its path: on a fresh machine the tool is installed in a virtual environment (the nox
+# session's, the README's main command), never in the system python3 that `sudo python3` would run.
+ENGINE_COMMAND = f"sudo {shlex.quote(sys.executable)} -m torch_buildmatrix engine"
 
 
 @dataclass(frozen=True)
@@ -217,7 +221,7 @@ def _no_engine(what: str, problem: str, otherwise: str) -> EngineUnavailable:
     where = os.environ.get("DOCKER_HOST", "the default socket")
     return EngineUnavailable(
         f"{what}, but no Docker engine answers `docker info` at {where}: {problem}. "
-        f"Start one with `torch-buildmatrix engine` (Debian, as root), {otherwise}"
+        f"Start one with `{ENGINE_COMMAND}` (Debian), {otherwise}"
     )
 
 
