@@ -66,14 +66,15 @@ def test_vendor_torch_build_passes_the_guard_and_a_range_pin_would_not() -> None
 def test_other_torch_gets_the_index_of_its_release_not_a_guessed_wheel() -> None:
     [problem] = guard.problems(BUILD, guard.Installed("2.12.1+cu126", False, (2, 1), "3.11"), "https://x.test/emu/")
     assert "built for torch 2.4.x, but torch 2.12.1+cu126 is installed" in problem
-    assert "pip install torch-emu --extra-index-url https://x.test/emu/torch2.12/simple/" in problem
+    assert "pip install torch-emu --only-binary=:all: --extra-index-url https://x.test/emu/torch2.12/simple/" in problem
     assert "==" not in problem.split("torch-emu", 1)[1].split("(or", 1)[0]
 
 
 def test_old_driver_api_of_the_same_major_asks_for_the_driver_only() -> None:
     [problem] = guard.problems(BUILD, guard.Installed("2.4.1", False, (2, 0), "3.11"))
     assert "emu-driver 2.0 is installed" in problem and "upgrade the driver" in problem
-    assert "pip install 'emu-driver==2.1.0+emu' --extra-index-url <site>/torch2.4/simple/" in problem
+    driver = "pip install 'emu-driver==2.1.0+emu' --only-binary=:all: --extra-index-url <site>/torch2.4/simple/"
+    assert driver in problem
     assert "torch-emu" not in problem  # the torch_emu wheel for driver 2 is the one already installed
 
 
@@ -103,7 +104,7 @@ def test_no_torch_and_no_driver_are_each_a_sentence() -> None:
         ("2.4.1", "unreadable", "emu-driver is installed but unreadable (ModuleNotFoundError"),
         ("2.4.1", "2, 0", "upgrade the driver: pip install 'emu-driver==2.1.0+emu'"),
         ("2.4.1", "3, 0", "emu-driver 3.0 is installed, an API it was not built for"),
-        ("2.12.1", "2, 1", "pip install torch-emu --extra-index-url <site>/torch2.12/simple/"),
+        ("2.12.1", "2, 1", "pip install torch-emu --only-binary=:all: --extra-index-url <site>/torch2.12/simple/"),
         # Guard passes (vendor torch of the right line, right driver), but the extension cannot load.
         ("2.4.0a0+nv24.07", "2, 1", "the torch_emu extension failed to load"),
     ],
@@ -122,9 +123,10 @@ def test_doctor_gives_every_environment_a_verdict(
 
 def test_doctor_fills_in_the_site_and_the_users_torch(tmp_path: Path) -> None:
     done = doctor(fake_install(tmp_path, "2.12.1", "2, 1"), "--site", "https://wheels.example/emu/")
-    assert "  for torch 2.12: pip install torch-emu --extra-index-url https://wheels.example/emu/torch2.12/simple/" in (
+    index = "https://wheels.example/emu/torch2.12/simple/"
+    assert f"  for torch 2.12: pip install torch-emu --only-binary=:all: --extra-index-url {index}" in done.stdout, (
         done.stdout
-    ), done.stdout
+    )
     assert "<site>" not in done.stdout
 
 
@@ -136,9 +138,10 @@ def test_torch_without_a_wheel_for_this_python_names_what_exists() -> None:
     assert "no torch_emu is published for torch 2.12 on Python 3.11" in problem
     assert "for torch 2.12: Python 3.13; for Python 3.11: torch 2.4, 2.13" in problem
     assert "torch2.12/simple" not in problem  # that index has no wheel for this Python
-    assert problem.endswith("(pip install torch-emu --extra-index-url https://x.test/torch2.13/simple/)")
+    command = "pip install torch-emu --only-binary=:all: --extra-index-url https://x.test/torch2.13/simple/"
+    assert problem.endswith(f"({command})")
     [fine] = guard.problems(BUILD, guard.Installed("2.13.0+cpu", False, (2, 1), "3.11"), "https://x.test", PUBLISHED)
-    assert "pip install torch-emu --extra-index-url https://x.test/torch2.13/simple/" in fine
+    assert "pip install torch-emu --only-binary=:all: --extra-index-url https://x.test/torch2.13/simple/" in fine
 
 
 def served_table(directory: Path, python: str) -> Iterator[str]:

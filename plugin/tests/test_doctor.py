@@ -37,7 +37,8 @@ def test_doctor_names_the_fix_for_a_wrong_torch(tmp_path: Path):
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "verdict: PROBLEM" in done.stdout and f"built for torch {OTHER_MINOR}.x" in done.stdout
-    assert f"pip install torch-emu --extra-index-url <site>/torch{_build_info.TORCH_MINOR}/simple/" in done.stdout
+    index = f"<site>/torch{_build_info.TORCH_MINOR}/simple/"
+    assert f"pip install torch-emu --only-binary=:all: --extra-index-url {index}" in done.stdout
 
 
 def installed_copy(tmp_path: Path) -> Path:

@@ -30,7 +30,7 @@ def test_other_torch_minor_names_the_right_wheel():
     assert len(found) == 1
     assert f"was built for torch {BUILD['TORCH_MINOR']}.x, but torch {OTHER_TORCH} is installed" in found[0]
     # The index of the installed torch's release picks a wheel that exists for this Python; no guessed pin.
-    assert f"pip install torch-emu --extra-index-url <site>/torch{OTHER_MINOR}/simple/" in found[0]
+    assert f"pip install torch-emu --only-binary=:all: --extra-index-url <site>/torch{OTHER_MINOR}/simple/" in found[0]
 
 
 def test_vendor_build_of_the_same_release_line_passes():

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 PROJECT = "torch-emu"
 DRIVER_PROJECT = "emu-driver"
 SITE_PLACEHOLDER = "<site>"
+# Wheels only: where an index has no wheel for this Python, pip would otherwise build the public index's sdist of the
+# name (someone else's, or ours without the SDK) instead of saying so.
+ONLY_BINARY = "--only-binary=:all:"
 _RELEASE_LINE = re.compile(r"\s*v?(\d+)\.(\d+)")
 
 
@@ -44,7 +47,7 @@ def site_of(build: dict) -> str:
 def index_command(line: tuple[int, int], site: str = SITE_PLACEHOLDER) -> str:
     """The per-torch-release index: it holds only that release's wheels, so pip and uv pick the one for
     the running Python and keep the installed torch. It names no wheel, so it never names one that is missing."""
-    return f"pip install {PROJECT} --extra-index-url {site}/torch{line[0]}.{line[1]}/simple/"
+    return f"pip install {PROJECT} {ONLY_BINARY} --extra-index-url {site}/torch{line[0]}.{line[1]}/simple/"
 
 
 def driver_command(build: dict, site: str) -> str:
@@ -53,7 +56,8 @@ def driver_command(build: dict, site: str) -> str:
     version = build.get("DRIVER_VERSION")
     major = int(build["DRIVER_API_MAJOR"])
     pin = f"=={version}" if version else f">={build['DRIVER_API']},<{major + 1}"
-    return f"pip install '{DRIVER_PROJECT}{pin}' --extra-index-url {site}/torch{line[0]}.{line[1]}/simple/"
+    index = f"{site}/torch{line[0]}.{line[1]}/simple/"
+    return f"pip install '{DRIVER_PROJECT}{pin}' {ONLY_BINARY} --extra-index-url {index}"
 
 
 def _torch_problems(build: dict, installed: Installed, site: str, published: dict | None) -> list:

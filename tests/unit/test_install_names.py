@@ -6,8 +6,10 @@ renders, so a command that would install someone else's package under a name lik
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from install_harness import COMMAND, page_commands
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from torch_buildmatrix.publish.advice import ONLY_BINARY
 from torch_buildmatrix.publish.markdown import compatibility_markdown, readme_section
 from torch_buildmatrix.publish.page import site_page
 from torch_buildmatrix.publish.tableparse import parse_table
@@ -255,3 +258,33 @@ def test_a_look_alike_in_a_command_is_caught(tmp_path: Path) -> None:
     warning = text_commands("x.md", "Never `pip install buildmatrix`: it is another program")
     assert NEVER["buildmatrix"].search(warning[0][2])
     assert not NEVER["buildmatrix"].search(text_commands("x.md", "Run `pip install buildmatrix`")[0][2])
+
+
+def binary_only(arguments: list[str]) -> bool:
+    """--only-binary :all:, in either spelling pip and uv take."""
+    pairs = zip(arguments, [*arguments[1:], ""], strict=True)
+    return ONLY_BINARY in arguments or ("--only-binary", ":all:") in pairs
+
+
+def test_every_command_for_our_wheels_is_binary_only(tmp_path: Path) -> None:
+    """torch-emu and emu-driver by name (a public index may hold an sdist or a look-alike under either) are installed
+    as wheels only wherever we say how, the plugin doctor's suggestions (shown in docs/how-to/install-wheel.md)
+    included."""
+    wheels_only = {"torch-emu", "emu-driver"}
+    lacking = [
+        f"{where}: {command!r}"
+        for where, command, arguments, _ in collected(tmp_path)
+        if wheels_only & set(requirement_names(arguments)) and not binary_only(arguments) and "..." not in arguments
+    ]
+    assert lacking == [], "commands that could build our names from source:\n" + "\n".join(lacking)
+
+
+def test_the_plugin_doctor_suggests_binary_only_commands() -> None:
+    spec = importlib.util.spec_from_file_location("torch_emu_guard_names", REPO / "plugin" / "torch_emu" / "_guard.py")
+    assert spec is not None and spec.loader is not None
+    guard = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = guard  # its dataclasses look their module up
+    spec.loader.exec_module(guard)
+    build = {"TORCH_VERSION": "2.4.1", "DRIVER_VERSION": "2.1.0+emu", "DRIVER_API_MAJOR": "2", "DRIVER_API": "2.1"}
+    for command in (guard.index_command((2, 12)), guard.driver_command(build, "<site>")):
+        assert binary_only(shell_arguments(command)), command
