@@ -1,7 +1,10 @@
 """Builds the emu driver's user-space runtime wheel (`emu-driver`) at one API version.
 
 The API version comes from EMU_DRIVER_API_VERSION ("2.4" by default) and becomes the
-wheel's version (2.4.0+emu), the generated emu_driver_version.h, and emu_driver.api_version.
+wheel's version with the driver's patch release from release.txt (2.4.1+emu), the generated
+emu_driver_version.h, and emu_driver.api_version. Every API version's wheel is built from this one
+tree, so a change here changes the bytes of every API version's wheel: a published wheel is never
+replaced, so such a change takes a new patch release (tests/unit/test_driver_release.py holds that).
 The local label (+emu) is what makes an exact pin squat-proof: the public index refuses
 local versions, so nobody can publish an emu-driver==2.2.0+emu there.
 The library is a plain shared object (not a Python extension): the wheel is tagged
@@ -23,6 +26,14 @@ from wheel.bdist_wheel import bdist_wheel
 
 HERE = Path(__file__).parent.resolve()
 LOCAL_LABEL = "emu"
+
+
+def patch_release() -> int:
+    """The driver's patch release: the newest `patch N inputs <sha256>` line of release.txt."""
+    patches = [int(n) for n in re.findall(r"^patch (\d+) inputs ", (HERE / "release.txt").read_text(), re.MULTILINE)]
+    if not patches:
+        raise SystemExit(f"{HERE / 'release.txt'}: no `patch N inputs <sha256>` line")
+    return max(patches)
 
 
 def api_version() -> tuple[int, int]:
@@ -111,7 +122,7 @@ major, minor = api_version()
 setup(
     distclass=BinaryDistribution,
     name="emu-driver",
-    version=f"{major}.{minor}.0+{LOCAL_LABEL}",
+    version=f"{major}.{minor}.{patch_release()}+{LOCAL_LABEL}",
     description="User-space runtime of the emulated 'emu' accelerator (shared library, headers, build helper)",
     packages=["emu_driver"],
     python_requires=">=3.8",
