@@ -20,8 +20,11 @@ from pathlib import Path
 
 import pytest
 from guide_claims import GUIDE, SITE, Claim, Run, check, claims, command
+from packaging.utils import canonicalize_name
 
 from torch_buildmatrix.builder.wheelcheck import read_metadata
+from torch_buildmatrix.model.contract import TorchPin
+from torch_buildmatrix.model.loader import load_matrix
 
 from conftest import run_cli
 
@@ -75,6 +78,23 @@ def download(tmp_path: Path, block: Claim) -> Path:
     return project
 
 
+def assert_init_writes_the_guides_contract(project: Path, source: str) -> None:
+    """The guide says `init --source <sdist>` writes the contract of its checked matrix from the sdist's own files
+    (relabel, torch-pin none, ninja off with parallel extensions, no README block): held here, in a scratch copy."""
+    scratch = project.parent / "init-scratch"
+    shutil.copytree(project, scratch)
+    written = run_cli(scratch, "init", "--source", source, timeout=300)
+    assert written.returncode == 0, written.stdout + written.stderr
+    matrix = load_matrix(scratch / "matrix.yaml")
+    assert canonicalize_name(matrix.plugin.distribution) == "torch-scatter" and str(matrix.plugin.version) == "2.1.2"
+    contract = matrix.contract
+    assert contract.build.relabel and contract.build.version_env is None
+    assert not contract.build.ninja and contract.build.parallel_extensions
+    assert contract.check.torch_pin == TorchPin.NONE
+    assert contract.publish_readme is None
+    shutil.rmtree(scratch)
+
+
 def test_a_published_sdist_builds_for_a_release_it_has_no_wheel_for(tmp_path: Path) -> None:
     guide = GUIDE.read_text()
     blocks = claims(guide)
@@ -88,6 +108,7 @@ def test_a_published_sdist_builds_for_a_release_it_has_no_wheel_for(tmp_path: Pa
     else:
         (source / "test").mkdir()
         (source / "test" / "test_smoke.py").write_text(textwrap.dedent(OUR_SMOKE))
+    assert_init_writes_the_guides_contract(project, source.name)
     matrix = blocks["scatter-matrix"].code()
     assert matrix.count(WHEELS) == 1
     (project / "matrix.yaml").write_text(matrix.replace(WHEELS, LOCAL) + "runner: local\n")
