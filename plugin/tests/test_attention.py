@@ -304,7 +304,6 @@ def test_attention_dropout_takes_the_fused_kernel_and_follows_the_seed() -> None
     assert 0.35 < dropped < 0.45  # of 2 * 4 * 6 * 64 = 3072 probabilities
 
 
-@requires_fused
 def _graph_nodes(node: object) -> set[str]:
     """The names of the autograd nodes reachable from node."""
     seen: set[str] = set()
@@ -318,6 +317,7 @@ def _graph_nodes(node: object) -> set[str]:
     return seen
 
 
+@requires_fused
 def test_callers_backend_choice_is_honoured() -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
