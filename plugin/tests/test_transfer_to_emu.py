@@ -290,7 +290,7 @@ import sys
 
 import torch
 
-try:  # torch 2.1 pickles no Generator at all (TypeError); after the swap torch must do what it did before
+try:  # torch before 2.4 pickles no Generator at all (TypeError); after the swap it must still do what torch does
     pickle.dumps(torch.Generator("cpu"))
     generators_pickle = True
 except TypeError:
