@@ -38,9 +38,10 @@ setup(
 OPS_CPP = """\
 #include <Python.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/add.h>
 #include <torch/library.h>
 
-at::Tensor twice(const at::Tensor& x) { return x + x; }
+at::Tensor twice(const at::Tensor& x) { return at::add(x, x); }
 
 TORCH_LIBRARY(tiny_ops, m) { m.def("twice(Tensor x) -> Tensor", twice); }
 
