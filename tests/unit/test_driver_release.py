@@ -36,7 +36,7 @@ def patches(text: str) -> list[tuple[int, str]]:
     return [(int(n), digest) for n, digest in re.findall(r"^patch (\d+) inputs ([0-9a-f]{64})\b", text, re.MULTILINE)]
 
 
-def test_the_driver_patch_release_moves_with_its_build_inputs():
+def test_the_driver_patch_release_moves_with_its_build_inputs() -> None:
     listed = patches(RELEASE.read_text())
     assert listed, f"{RELEASE}: no `patch N inputs <sha256>` line"
     numbers, digests = [n for n, _ in listed], [d for _, d in listed]
@@ -49,7 +49,7 @@ def test_the_driver_patch_release_moves_with_its_build_inputs():
     )
 
 
-def test_the_digest_covers_every_build_input(tmp_path):
+def test_the_digest_covers_every_build_input(tmp_path: Path) -> None:
     for name in ("setup.py", "pyproject.toml", "include/a.h", "src/b.cpp", "emu_driver/__init__.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x")
