@@ -332,7 +332,7 @@ void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   emu_generators_to_cpu(op, stack);
   optional_tensor_lists_to_cpu(op, stack);
   // aten's cpu_fallback redispatches to the dense CPU kernel, which sparse and quantized arguments do not have.
-  if (has_sparse_argument(op, *stack) || has_quantized_argument(op, *stack)) {
+  if (needs_dispatching_fallback(op, *stack)) {
     dispatching_cpu_fallback(op, stack);
   } else if (has_narrow_argument(op, *stack)) {
     // CUDA computes Half, BFloat16 and ComplexHalf where the CPU kernel may not: then computed widened.

@@ -197,30 +197,8 @@ at::Tensor flip(const at::Tensor& self, c10::IntArrayRef dims) {
   return out;
 }
 
-at::Tensor clone(const at::Tensor& self, compat::optional<c10::MemoryFormat> memory_format) {
-  return at::native::quantized_clone(self, memory_format);
-}
-
-// Views change metadata only: ATen's implementations keep the QTensorImpl and its quantizer.
-at::Tensor as_strided(
-    const at::Tensor& self,
-    c10::IntArrayRef size,
-    c10::IntArrayRef stride,
-    compat::optional<int64_t> offset) {
-  return at::native::as_strided_qtensorimpl(self, size, stride, offset);
-}
-at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) {
-  return at::native::view(self, size);
-}
-at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
-  return at::native::_reshape_alias(self, size, stride);
-}
-at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) {
-  return at::native::unfold(self, dim, size, step);
-}
-at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
-  return at::native::unsqueeze_quantized(self, dim);
-}
+// Views change metadata only: ATen's implementations keep the QTensorImpl and its quantizer (registered as they
+// are below; squeeze's three overloads share one name, so each gets its own function here).
 at::Tensor squeeze(const at::Tensor& self) {
   return at::native::squeeze_quantized(self);
 }
@@ -253,20 +231,6 @@ bool has_unknown_quantizer(const at::Tensor& t) {
   return t.is_quantized() && dynamic_cast<const at::UnknownQuantizer*>(at::get_qtensorimpl(t)->quantizer().get());
 }
 
-bool has_quantized_argument(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
-  const size_t n = op.schema().arguments().size();
-  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
-    const c10::IValue& v = stack[i];
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_quantized())
-      return true;
-    if (v.isTensorList())
-      for (const at::Tensor& t : v.toTensorVector())
-        if (t.defined() && t.is_quantized())
-          return true;
-  }
-  return false;
-}
-
 TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
   m.impl("_empty_affine_quantized", quantized::empty_affine_quantized);
   m.impl("_empty_per_channel_affine_quantized", quantized::empty_per_channel_affine_quantized);
@@ -284,12 +248,12 @@ TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
   m.impl("_copy_from", quantized::copy_from);
   m.impl("int_repr", quantized::int_repr);
   m.impl("flip", quantized::flip);
-  m.impl("clone", quantized::clone);
-  m.impl("as_strided", quantized::as_strided);
-  m.impl("view", quantized::view);
-  m.impl("_reshape_alias", quantized::reshape_alias);
-  m.impl("unfold", quantized::unfold);
-  m.impl("unsqueeze", quantized::unsqueeze);
+  m.impl("clone", at::native::quantized_clone);
+  m.impl("as_strided", at::native::as_strided_qtensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("unfold", at::native::unfold);
+  m.impl("unsqueeze", at::native::unsqueeze_quantized);
   m.impl("squeeze", quantized::squeeze);
   m.impl("squeeze.dim", quantized::squeeze_dim);
   m.impl("squeeze.dims", quantized::squeeze_dims);
@@ -302,31 +266,12 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
 
 namespace {
 
-// An op with a quantized CPU kernel of its own (dequantize, int_repr's relatives, cat, the comparisons,
-// quantized activations) and none native here runs through the fallback by name: a composite default
-// kernel would otherwise run on emu with dense kernels that cannot read quantized bytes. Read from the
-// dispatcher at load time, after this file's registrations above (static initialisation follows
-// definition order).
+// An op with a quantized CPU kernel of its own (dequantize, cat, the comparisons, quantized activations) and
+// none native here runs through the fallback by name: a composite default kernel would otherwise run on emu with
+// dense kernels that cannot read quantized bytes. After this file's registrations above.
 struct QuantizedFallbackBindings {
-  std::unique_ptr<torch::Library> library;
-  QuantizedFallbackBindings()
-      : library(std::make_unique<torch::Library>(
-            torch::Library::IMPL,
-            "aten",
-            c10::DispatchKey::QuantizedPrivateUse1,
-            __FILE__,
-            __LINE__)) {
-    for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
-      if (name.name.rfind("aten::", 0) != 0)
-        continue;
-      const auto op = c10::Dispatcher::singleton().findOp(name);
-      if (!op.has_value() || !op->hasKernelForDispatchKey(c10::DispatchKey::QuantizedCPU) ||
-          op->hasKernelForDispatchKey(c10::DispatchKey::QuantizedPrivateUse1))
-        continue;
-      const std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-      library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
-    }
-  }
+  std::unique_ptr<torch::Library> library =
+      bind_fallback_where_cpu_has_kernel(c10::DispatchKey::QuantizedCPU, c10::DispatchKey::QuantizedPrivateUse1);
 };
 const QuantizedFallbackBindings bindings;
 

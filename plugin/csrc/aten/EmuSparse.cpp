@@ -97,15 +97,18 @@ c10::IValue to_device(const c10::IValue& v, c10::Device device) {
 
 } // namespace
 
-bool has_sparse_argument(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+bool needs_dispatching_fallback(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const auto dense_cpu_cannot_take = [](const at::Tensor& t) {
+    return t.defined() && (t.layout() != c10::kStrided || t.is_quantized());
+  };
   const size_t n = op.schema().arguments().size();
   for (size_t i = stack.size() - n; i < stack.size(); ++i) {
     const c10::IValue& v = stack[i];
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().layout() != c10::kStrided)
+    if (v.isTensor() && dense_cpu_cannot_take(v.toTensor()))
       return true;
     if (v.isTensorList())
       for (const at::Tensor& t : v.toTensorVector())
-        if (t.defined() && t.layout() != c10::kStrided)
+        if (dense_cpu_cannot_take(t))
           return true;
   }
   return false;
@@ -146,6 +149,20 @@ void dispatching_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* 
   }
 }
 
+std::unique_ptr<torch::Library> bind_fallback_where_cpu_has_kernel(c10::DispatchKey cpu_key, c10::DispatchKey emu_key) {
+  auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", emu_key, __FILE__, __LINE__);
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0)
+      continue;
+    const auto op = c10::Dispatcher::singleton().findOp(name);
+    if (!op.has_value() || !op->hasKernelForDispatchKey(cpu_key) || op->hasKernelForDispatchKey(emu_key))
+      continue;
+    const std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
+  }
+  return library;
+}
+
 #if EMU_HAS_SPARSE
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("_sparse_coo_tensor_with_dims_and_tensors", TORCH_FN(at::native::new_with_dims_and_tensor_sparse_symint));
@@ -183,34 +200,15 @@ TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
 
 namespace {
 
-// Ops the CPU runs with a kernel of its own for a sparse layout often also have a composite default
-// kernel for every other key (sum, mul.Tensor, ...), and that default wins over a backend fallback:
-// on emu it would run the dense algorithm on a sparse tensor (sum() would sum over no dimension and
-// stay sparse; mul would refuse the layout). So every op with a SparseCPU (SparseCsrCPU) kernel of
-// its own and no native emu kernel for that layout is bound to the fallback by name, read from the
-// dispatcher at load time: exactly the ops the CPU treats specially run as on the CPU, on every torch.
-// Runs after this file's TORCH_LIBRARY_IMPL blocks (static initialisation follows definition order).
+// Ops with a SparseCPU (SparseCsrCPU) kernel of their own often also have a composite default kernel for
+// every other key (sum, mul.Tensor, ...): on emu it would run the dense algorithm on a sparse tensor (sum()
+// would sum over no dimension and stay sparse; mul would refuse the layout), so they are bound to the fallback
+// by name (bind_fallback_where_cpu_has_kernel): exactly the ops the CPU treats specially run as on the CPU.
 struct SparseFallbackBindings {
-  std::vector<std::unique_ptr<torch::Library>> libraries;
-  SparseFallbackBindings() {
-    const std::pair<c10::DispatchKey, c10::DispatchKey> layouts[] = {
-        {c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1},
-        {c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1}};
-    for (const auto& [cpu_key, emu_key] : layouts) {
-      auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", emu_key, __FILE__, __LINE__);
-      for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
-        if (name.name.rfind("aten::", 0) != 0)
-          continue;
-        const auto op = c10::Dispatcher::singleton().findOp(name);
-        if (!op.has_value() || !op->hasKernelForDispatchKey(cpu_key) || op->hasKernelForDispatchKey(emu_key))
-          continue;
-        const std::string qualified =
-            name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-        library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
-      }
-      libraries.push_back(std::move(library));
-    }
-  }
+  std::unique_ptr<torch::Library> coo =
+      bind_fallback_where_cpu_has_kernel(c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1);
+  std::unique_ptr<torch::Library> compressed =
+      bind_fallback_where_cpu_has_kernel(c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1);
 };
 const SparseFallbackBindings bindings;
 
