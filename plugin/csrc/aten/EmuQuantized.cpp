@@ -273,7 +273,7 @@ struct QuantizedFallbackBindings {
   std::unique_ptr<torch::Library> library =
       bind_fallback_where_cpu_has_kernel(c10::DispatchKey::QuantizedCPU, c10::DispatchKey::QuantizedPrivateUse1);
 };
-const QuantizedFallbackBindings bindings;
+const QuantizedFallbackBindings quantized_fallback_bindings;
 
 } // namespace
 

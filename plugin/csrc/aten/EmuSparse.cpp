@@ -210,7 +210,7 @@ struct SparseFallbackBindings {
   std::unique_ptr<torch::Library> compressed =
       bind_fallback_where_cpu_has_kernel(c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1);
 };
-const SparseFallbackBindings bindings;
+const SparseFallbackBindings sparse_fallback_bindings;
 
 } // namespace
 #endif // EMU_HAS_SPARSE
