@@ -21,15 +21,19 @@ from test_distributed import requires_collectives
 pytestmark = [pytest.mark.feature("distributed"), pytest.mark.deep]
 
 
-requires_fsdp2 = pytest.mark.skipif(
-    not dist_workers.fsdp2_off_cuda(),
-    reason=f"not available: FSDP2 (fully_shard) off CUDA needs torch >=2.6, this is {torch.__version__}"
-    + (" (its FSDP2 makes torch.cuda streams)" if dist_workers.fully_shard_api() else " (no fully_shard)"),
-)
-requires_dtensor = pytest.mark.skipif(
-    dist_workers.dtensor_api() is None or dist_workers.init_device_mesh_api() is None,
-    reason=f"not available: this torch {torch.__version__} has no DTensor with init_device_mesh",
-)
+# Checked when a test runs, not when the module is collected: finding FSDP2 and DTensor imports torch.distributed.fsdp
+# and .tensor (1.6 s), which the quick tier, collecting this module only to deselect it, would pay on every cell.
+def skip_without_fsdp2() -> None:
+    if not dist_workers.fsdp2_off_cuda():
+        pytest.skip(
+            f"not available: FSDP2 (fully_shard) off CUDA needs torch >=2.6, this is {torch.__version__}"
+            + (" (its FSDP2 makes torch.cuda streams)" if dist_workers.fully_shard_api() else " (no fully_shard)")
+        )
+
+
+def skip_without_dtensor() -> None:
+    if dist_workers.dtensor_api() is None or dist_workers.init_device_mesh_api() is None:
+        pytest.skip(f"not available: this torch {torch.__version__} has no DTensor with init_device_mesh")
 
 
 def assert_matches_reference(state: dict[str, list[float]]) -> None:
@@ -48,10 +52,10 @@ def test_ddp_on_two_emu_processes_matches_one_cpu_process() -> None:
 
 
 @requires_collectives
-@requires_fsdp2
 def test_fsdp2_on_two_emu_processes_matches_one_cpu_process_and_checkpoints(tmp_path: Path) -> None:
     """fully_shard per layer and at the root, activation checkpointing, 3 SGD steps; then the model's and the
     optimizer's state saved with torch.distributed.checkpoint and loaded into a model of another seed."""
+    skip_without_fsdp2()
     for seen in dist_workers.run_job("fsdp2", 2, str(tmp_path / "checkpoint")):
         assert seen["placements"] == "(Shard(dim=0),)"
         assert_matches_reference(seen["state"])
@@ -61,9 +65,9 @@ def test_fsdp2_on_two_emu_processes_matches_one_cpu_process_and_checkpoints(tmp_
 
 
 @requires_collectives
-@requires_fsdp2
 def test_hsdp_on_a_2d_device_mesh_of_four_emu_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     """init_device_mesh("emu", (2, 2)): its groups are eccl subgroups of the ranks of each mesh dimension."""
+    skip_without_fsdp2()
     monkeypatch.setenv("EMU_DEVICE_COUNT", "4")  # one device per rank (the spawned ranks inherit it)
     for rank, seen in enumerate(dist_workers.run_job("mesh_2d", 4)):
         replicas, shards = [rank % 2, rank % 2 + 2], [rank // 2 * 2, rank // 2 * 2 + 1]
@@ -82,28 +86,29 @@ def _has_fsdp1() -> bool:
 
 
 @requires_collectives
-@pytest.mark.skipif(not _has_fsdp1(), reason="not available: this torch has no FSDP1 (FullyShardedDataParallel)")
 def test_fsdp1_on_two_emu_processes_matches_one_cpu_process() -> None:
+    if not _has_fsdp1():
+        pytest.skip("not available: this torch has no FSDP1 (FullyShardedDataParallel)")
     for seen in dist_workers.run_job("fsdp1", 2):
         assert seen["flat_device"].startswith("emu:")
         assert_matches_reference(seen["state"])
 
 
 @requires_collectives
-@requires_dtensor
 def test_dtensor_matmul_and_redistribute_on_emu() -> None:
+    skip_without_dtensor()
     for seen in dist_workers.run_job("dtensor", 2):
         assert seen["matmul_error"] < 1e-5
         assert seen["redistribute_exact"] and seen["local_shape"] == [8, 3]
 
 
 @requires_collectives
-@requires_fsdp2
 def test_cpu_fsdp2_over_gloo_still_works_with_torch_emu_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The default mesh followed the current accelerator (emu) even for a gloo-only job, which then failed. The job
     must end as it ends without torch_emu: the same weights bit for bit (on torch 2.8, FSDP2 over gloo itself differs
     from one CPU process; from 2.13 on it matches the reference too), or the same error on every rank where torch
     itself cannot run it (torch 2.6's FSDP2 asks the CPU stream for record_event, which it lacks)."""
+    skip_without_fsdp2()
     with_emu = _cpu_fsdp2_outcome()
     for name, value in dist_workers.without_torch_emu().items():
         monkeypatch.setenv(name, value)
