@@ -36,6 +36,11 @@ runner: local
 )
 
 
+# Every smoke interpreter caches the bytecode of what it imports, though the builder's environment says not to
+# (PYTHONDONTWRITEBYTECODE=1): torch's __init__ has its .pyc in the cell's environment while the suite runs.
+WRITES_BYTECODE = {"writes_bytecode": True, "torch_bytecode_on_disk": True}
+
+
 def build_recording(root: Path, record: Path, *args: str) -> dict[str, dict[str, object]]:
     """A real build of the tiny project whose setup.py and smoke suite write what they were given into `record`."""
     shutil.rmtree(record, ignore_errors=True)
@@ -44,6 +49,7 @@ def build_recording(root: Path, record: Path, *args: str) -> dict[str, dict[str,
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
         "TINY_ENV_RECORD": str(record),
+        "PYTHONDONTWRITEBYTECODE": "1",  # as CI images set it: the smoke run must write bytecode all the same
     }
     for name in ("MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "OMP_NUM_THREADS", "DIST_EXTRA_CONFIG"):
         env.pop(name, None)  # what the files say comes from the tool, not from this process
@@ -76,7 +82,7 @@ def test_a_real_build_gets_its_share_of_the_cores_and_ninja(tmp_path: Path) -> N
         assert built["build_ext_parallel"] is None  # not declared: with ninja it would race on build.ninja
         build_bin = Path(str(built["python"])).parent
         assert built["ninja"] == str(build_bin / "ninja"), built
-        assert seen[f"smoke-{driver}"] == {"OMP_NUM_THREADS": "1", "torch_threads": 1}
+        assert seen[f"smoke-{driver}"] == {"OMP_NUM_THREADS": "1", "torch_threads": 1, **WRITES_BYTECODE}
 
     # One build alone: every core. Without ninja, setuptools builds the extensions that many at a time when declared.
     (root / "matrix.yaml").write_text(
@@ -91,4 +97,4 @@ def test_a_real_build_gets_its_share_of_the_cores_and_ninja(tmp_path: Path) -> N
     assert built["build_ext_parallel"] == cores  # read by setuptools from our DIST_EXTRA_CONFIG file
     build_bin = Path(str(built["python"])).parent
     assert not (build_bin / "ninja").exists() and built["ninja"] != str(build_bin / "ninja")
-    assert seen["smoke-drv2"] == {"OMP_NUM_THREADS": "2", "torch_threads": 2}
+    assert seen["smoke-drv2"] == {"OMP_NUM_THREADS": "2", "torch_threads": 2, **WRITES_BYTECODE}

@@ -19,7 +19,7 @@ from torch_buildmatrix.builder.buildcode import PACKAGE_DIR, build_code, code_ha
 from torch_buildmatrix.util.atomic import write_text_atomic
 
 BUILD_EPOCH = 1
-BUILD_CODE_SHA256 = "a1b19f785e219d45fb476e057903497f7bdcf347828ac313762ca838291875b2"
+BUILD_CODE_SHA256 = "9356bae880f2d77c96d2c8667ad293ca9a10c2faf9d78d68bec28524b44ee13b"
 
 # Epoch 1 starts where the records are: its key is what keys held before epochs existed, the hash of each runner's
 # build code files (util/fingerprint.py's tree_hash) at 3f9c881, so the records that code made stay up to date.

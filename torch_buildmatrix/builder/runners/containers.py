@@ -11,7 +11,7 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from torch_buildmatrix.builder.runners.base import BuildJob, CellJob, SmokeRun
-from torch_buildmatrix.builder.smoke import pytest_args, smoke_threads
+from torch_buildmatrix.builder.smoke import pytest_args, smoke_env
 from torch_buildmatrix.builder.toolenv import (
     PARALLEL_CONFIG,
     build_requirements,
@@ -167,7 +167,7 @@ def cell_mounts(job: CellJob, uv_cache: Path) -> tuple[list[Mount], dict[str, st
         "UV_CACHE_DIR": UV_CACHE,
         "UV_LINK_MODE": "copy",
         **({"UV_EXTRA_INDEX_URL": " ".join(job.index_urls)} if job.index_urls else {}),
-        **smoke_threads(job.matrix.contract.smoke),
+        **smoke_env(job.matrix.contract.smoke),
     }
     env.update(passed_env(os.environ))
     return mounts, env

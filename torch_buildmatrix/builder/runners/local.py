@@ -25,7 +25,7 @@ from torch_buildmatrix.builder.runners.base import (
 )
 from torch_buildmatrix.builder.runners.sequence import prepare_cell, run_build
 from torch_buildmatrix.builder.sdkwheels import SdkWheels
-from torch_buildmatrix.builder.smoke import private_temp, pytest_args, smoke_threads, stage_tests
+from torch_buildmatrix.builder.smoke import private_temp, pytest_args, smoke_env, stage_tests
 from torch_buildmatrix.builder.steps import StepRecorder
 from torch_buildmatrix.builder.toolenv import build_requirements, compile_env, find_uv, torch_constraints
 from torch_buildmatrix.builder.wheelcheck import check_installed, provided_symbols
@@ -246,7 +246,7 @@ class LocalRunner:
                     ],
                     job.log_file,
                     cwd=run_dir,
-                    env={**temp_env, **smoke_threads(job.matrix.contract.smoke)},
+                    env={**temp_env, **smoke_env(job.matrix.contract.smoke)},
                     timeout=job.matrix.timeouts["smoke"],
                 )
         except StepFailed as exc:
