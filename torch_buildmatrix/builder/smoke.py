@@ -57,9 +57,8 @@ def smoke_env(contract: SmokeContract) -> dict[str, str]:
     Bytecode written: Python caches the bytecode of what it imports in the environment's __pycache__, as in an
     environment pip installed (it compiles at install). uv installs without it, and a builder whose environment sets
     PYTHONDONTWRITEBYTECODE (CI images do) would have every interpreter of the suite compile torch's modules again:
-    `import torch` takes 2.1 s instead of 1.1 s here, and torch_emu's quick suite, a dozen child interpreters, 47 s
-    instead of 22 s. Python reads an empty value as unset; the smoke environment is the cell's own, thrown away with
-    it."""
+    `import torch` takes 2.1 s instead of 1.1 s here, and a suite that starts a dozen child interpreters 47 s instead
+    of 22 s. Python reads an empty value as unset; the smoke environment is the cell's own, thrown away with it."""
     return {"OMP_NUM_THREADS": str(contract.threads), "PYTHONDONTWRITEBYTECODE": ""}
 
 
